@@ -1,0 +1,49 @@
+// servesim costmodels: analytic communication times on an HGX-style fabric (8 GPUs per node on a
+// non-blocking NVSwitch, one NIC per GPU into a rail-optimized or oversubscribed fabric). These are
+// the closed forms that the engine charges inside batch-step times; tests/test_alltoall.cpp checks
+// them against pairwise SimGrid flows on 8-32 GPUs.
+#pragma once
+
+namespace servesim {
+
+/// Link figures for the communication model. Bandwidths in bytes/s per GPU per direction;
+/// latencies in seconds. `*_efficiency` = achievable fraction of link bandwidth (1.0 = the fluid
+/// model; calibrated against measurements in issue 5).
+struct FabricParams {
+  int gpus_per_node = 8;
+  double nvlink_bytes_per_s = 450e9;  ///< H200: 900 GB/s bidirectional / 2 (hardware.md)
+  double nvlink_latency_s = 1e-6;
+  double nic_bytes_per_s = 50e9;      ///< 400 Gb/s (hardware.md)
+  double nic_latency_s = 3e-6;
+  double oversubscription = 1.0;      ///< node uplink = gpus_per_node × NIC / oversubscription
+  double nvlink_efficiency = 1.0;
+  double nic_efficiency = 1.0;
+};
+
+/// Per-GPU traffic of one all-to-all: bytes the most loaded GPU sends (or receives) to GPUs of its
+/// own node and to GPUs of other nodes.
+struct AllToAllLoad {
+  double intra_bytes = 0;
+  double inter_bytes = 0;
+};
+
+/// Time of an all-to-all whose busiest GPU moves `load`: the NVLink and NIC phases run
+/// concurrently on independent links, so
+///   t = max(intra / (η_nvl·BW_nvl) + 2·lat_nvl,  inter / (η_nic·BW_nic / oversub) + 4·lat_nic)
+/// (a phase with no bytes costs nothing). Seconds.
+double alltoall_time(const FabricParams& f, const AllToAllLoad& load);
+
+/// Load of a uniform all-to-all among `group` GPUs (consecutive GPUs filling nodes of
+/// f.gpus_per_node) in which every GPU sends `bytes_per_peer` to every other GPU.
+AllToAllLoad uniform_alltoall_load(const FabricParams& f, int group, double bytes_per_peer);
+
+/// Ring all-reduce of `bytes` among `tp` GPUs of one node over NVLink:
+///   t = 2·(tp−1)/tp · bytes / (η_nvl·BW_nvl) + 2·(tp−1)·lat_nvl   (0 when tp == 1). Seconds.
+double allreduce_time(const FabricParams& f, int tp, double bytes);
+
+/// Expected number of distinct GPUs that one token's top_k experts land on, when `experts`
+/// experts are split evenly over `group` GPUs and the top_k are a uniform random subset:
+///   group · (1 − C(experts − experts/group, top_k) / C(experts, top_k)).
+double expected_destination_gpus(int experts, int top_k, int group);
+
+}  // namespace servesim

@@ -1,0 +1,61 @@
+// servesim costmodels: a GPU (and its node) as plain data, loaded from scenarios/hardware/*.json.
+// Every figure's source (datasheet or measurement) is recorded in that file's "sources".
+#pragma once
+#include <array>
+#include <map>
+#include <string>
+
+namespace servesim {
+
+/// Op classes of the roofline model; each has its own efficiency pair and fixed latency.
+enum class OpClass {
+  gemm,
+  grouped_gemm,
+  attention_decode,
+  attention_prefill,
+  sparse_attention,
+  indexer,
+  kda_prefill,
+  kda_decode,
+  elementwise,
+  count_
+};
+constexpr int kOpClassCount = static_cast<int>(OpClass::count_);
+std::string_view to_string(OpClass c);
+
+/// Fraction of the ceilings an op class reaches, and a fixed per-kernel latency (seconds).
+struct OpEfficiency {
+  double compute = 1.0;
+  double memory = 1.0;
+  double fixed_s = 0.0;
+};
+
+struct GpuSpec {
+  std::string name, display_name;
+  int gpus_per_node = 8;
+  double hbm_bytes = 0;                  ///< bytes
+  double hbm_bandwidth_bytes_per_s = 0;  ///< datasheet
+  double hbm_bandwidth_measured_bytes_per_s = 0;  ///< 0 = not measured
+  double bf16_flop_per_s = 0, bf16_measured_flop_per_s = 0, fp8_flop_per_s = 0, fp4_flop_per_s = 0;
+  double nvlink_bytes_per_s_bidirectional = 0;  ///< per GPU, both directions together
+  double nvlink_latency_s = 0;
+  double nic_bits_per_s = 0;  ///< per GPU, per direction
+  double nic_latency_s = 0;
+  double pcie_bytes_per_s_per_direction = 0;
+  double host_dram_bytes_per_node = 0;
+  std::array<OpEfficiency, kOpClassCount> efficiency{};
+  std::map<std::string, std::string> sources;
+
+  /// Ceilings the roofline uses: the measured figure where one exists, else the datasheet.
+  double hbm_ceiling_bytes_per_s() const {
+    return hbm_bandwidth_measured_bytes_per_s > 0 ? hbm_bandwidth_measured_bytes_per_s : hbm_bandwidth_bytes_per_s;
+  }
+  double bf16_ceiling_flop_per_s() const { return bf16_measured_flop_per_s > 0 ? bf16_measured_flop_per_s : bf16_flop_per_s; }
+  /// FP8 ceiling scaled by the same measured/datasheet ratio as BF16 (no FP8 measurement yet).
+  double fp8_ceiling_flop_per_s() const { return fp8_flop_per_s * bf16_ceiling_flop_per_s() / bf16_flop_per_s; }
+  double nvlink_bytes_per_s_per_direction() const { return nvlink_bytes_per_s_bidirectional / 2.0; }
+  double nic_bytes_per_s() const { return nic_bits_per_s / 8.0; }
+  const OpEfficiency& eff(OpClass c) const { return efficiency[static_cast<int>(c)]; }
+};
+
+}  // namespace servesim

@@ -1,0 +1,307 @@
+#include "costmodels/memory.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace servesim {
+namespace {
+
+// Weight elements of one attention layer of kind `a` (model-facts §1 tensor shapes).
+struct AttnParams {
+  double proj = 0;   // projections in proj_dtype
+  double fp32 = 0;   // small fp32 tensors (conv weights, dt_bias, A_log, attention sinks)
+  double norm = 0;   // norm weights (bf16)
+};
+
+AttnParams attention_params(const AttentionSpec& a, int hidden) {
+  AttnParams p;
+  const double D = hidden;
+  switch (a.op) {
+    case AttentionOp::kda: {
+      const double hd = static_cast<double>(a.heads) * a.head_dim;
+      p.proj = 4 * D * hd                                  // q, k, v, o
+               + (a.full_rank_output_gate ? D * hd : 0)    // g (sigmoid-gated RMSNorm input)
+               + D * a.gate_rank + a.gate_rank * hd        // decay gate f_a, f_b
+               + D * a.heads;                              // beta (b_proj)
+      p.fp32 = 3 * hd * a.conv_kernel + hd + a.head_dim;   // conv q/k/v, dt_bias, A_log [128]
+      p.norm = a.head_dim + D;                             // o_norm, input norm
+      break;
+    }
+    case AttentionOp::mla: {
+      const double qk = a.qk_nope_dim + a.qk_rope_dim;
+      const double q = a.q_lora_rank > 0 ? D * a.q_lora_rank + a.q_lora_rank * a.heads * qk : D * a.heads * qk;
+      p.proj = q + D * (a.kv_lora_rank + a.qk_rope_dim)                   // kv_a (with MQA rope part)
+               + static_cast<double>(a.kv_lora_rank) * a.heads * (a.qk_nope_dim + a.v_head_dim)  // kv_b
+               + static_cast<double>(a.heads) * a.v_head_dim * D         // o_proj
+               + (a.output_gate ? D * a.heads * a.v_head_dim : 0);       // g_proj
+      p.norm = a.q_lora_rank + a.kv_lora_rank + D;
+      break;
+    }
+    case AttentionOp::csa:
+    case AttentionOp::hca:
+    case AttentionOp::swa: {
+      const double hd = a.head_dim;
+      p.proj = D * a.q_lora_rank + static_cast<double>(a.q_lora_rank) * a.heads * hd  // wq_a, wq_b
+               + D * hd                                                             // wkv
+               + static_cast<double>(a.heads) * hd * a.o_lora_rank                  // wo_a (G groups)
+               + static_cast<double>(a.o_groups) * a.o_lora_rank * D;               // wo_b
+      if (a.compress_ratio > 0) {
+        const double coff = a.compressor_overlap ? 2 : 1;
+        p.proj += 2 * D * coff * hd;                    // compressor wkv + wgate
+        p.fp32 += a.compress_ratio * coff * hd;         // positional bias ape
+      }
+      if (a.indexer_heads > 0) {
+        const double id = a.indexer_head_dim;
+        p.proj += static_cast<double>(a.q_lora_rank) * a.indexer_heads * id  // indexer wq_b
+                  + D * a.indexer_heads                                      // weights_proj
+                  + 2 * D * 2 * id;                                          // indexer compressor (overlap)
+        p.norm += id;
+      }
+      p.fp32 += a.heads;  // attention sink
+      p.norm += a.q_lora_rank + hd + D;
+      break;
+    }
+  }
+  return p;
+}
+
+constexpr double kBf16 = 2.0;
+
+}  // namespace
+
+double expert_params(const FfnSpec& f, int hidden) {
+  const double d = f.latent_dim > 0 ? f.latent_dim : hidden;
+  return 3.0 * d * f.expert_intermediate;
+}
+
+double attention_projection_params(const AttentionSpec& a, int hidden) { return attention_params(a, hidden).proj; }
+
+double ParamBreakdown::total_params() const {
+  double s = 0;
+  for (const auto& g : groups) s += g.params;
+  return s;
+}
+double ParamBreakdown::expert_bytes() const {
+  double s = 0;
+  for (const auto& g : groups) s += g.expert ? g.bytes : 0;
+  return s;
+}
+double ParamBreakdown::non_expert_bytes() const {
+  double s = 0;
+  for (const auto& g : groups) s += g.expert ? 0 : g.bytes;
+  return s;
+}
+
+ParamBreakdown count_params(const ModelSpec& m) {
+  ParamGroup attn{"attention"}, small{"norms_and_small_fp32"}, dense{"dense_ffn"}, routed{"routed_experts", 0, 0, true},
+      shared{"shared_experts"}, latent{"latent_moe_projections"}, router{"routers"}, emb{"embeddings_and_lm_head"},
+      mhc{"mhc_mixing"};
+  double active = 0;
+  const double D = m.hidden;
+  auto add = [](ParamGroup& g, double n, DType t) { g.params += n; g.bytes += n * bytes_per_element(t); };
+  // one layer's parameters into the groups; returns its active parameters
+  auto layer = [&](const LayerSpec& l, double scale, ParamBreakdown* mtp) -> double {
+    const AttentionSpec& a = m.attention_kinds[l.attention];
+    const FfnSpec& f = m.ffn_kinds[l.ffn];
+    const AttnParams ap = attention_params(a, m.hidden);
+    double act = ap.proj + ap.fp32 + ap.norm;
+    double exp_bytes = 0, nonexp_bytes = 0;
+    auto put = [&](ParamGroup& g, double n, DType t) {
+      if (mtp) {
+        (g.expert ? exp_bytes : nonexp_bytes) += n * bytes_per_element(t);
+        mtp->mtp_params += n * scale;
+      } else {
+        add(g, n * scale, t);
+      }
+    };
+    put(attn, ap.proj, a.proj_dtype);
+    put(small, ap.fp32, DType::fp32);
+    put(small, ap.norm + D, DType::bf16);  // + post-attention norm
+    if (f.op == FfnOp::dense) {
+      put(dense, 3 * D * f.intermediate, f.dtype);
+      act += 3 * D * f.intermediate;
+    } else {
+      const double e = expert_params(f, m.hidden);
+      put(routed, e * f.experts, f.expert_dtype);
+      act += e * f.top_k;
+      if (f.shared_experts > 0) {
+        put(shared, 3 * D * f.shared_intermediate, f.shared_dtype);
+        act += 3 * D * f.shared_intermediate;
+      }
+      if (f.latent_dim > 0) {
+        put(latent, 2 * D * f.latent_dim + f.latent_dim, f.latent_dtype);
+        act += 2 * D * f.latent_dim + f.latent_dim;
+      }
+      if (f.router != RouterKind::hash) {
+        put(router, f.experts * D + f.experts, f.router_dtype);
+        act += f.experts * D;
+      }
+    }
+    if (m.residual_streams > 1) {
+      // mHC: per sublayer a [S*D -> (2+S)*S] mixing projection (model-facts §1.2 mHC)
+      const double s = m.residual_streams;
+      const double n = 2 * (s * D * (2 + s) * s + (2 + s) * s);
+      put(mhc, n, DType::fp32);
+      act += n;
+    }
+    if (mtp) {
+      mtp->mtp_expert_bytes += exp_bytes * scale;
+      mtp->mtp_other_bytes += nonexp_bytes * scale;
+    }
+    return act;
+  };
+
+  ParamBreakdown pb;
+  for (const auto& l : m.layers) active += layer(l, 1.0, nullptr);
+  // embeddings (the input lookup touches one row per token: not counted as active) and lm_head
+  const double ev = static_cast<double>(m.vocab) * D;
+  add(emb, m.tied_embeddings ? ev : 2 * ev, m.embedding_dtype);
+  add(small, D, DType::bf16);  // final norm
+  active += ev;                // lm_head
+  // MTP: one extra decoder layer of the last layer's kinds plus its projection (2D -> D) and norms
+  for (int i = 0; i < m.mtp_layers && !m.layers.empty(); ++i) {
+    layer(m.layers.back(), 1.0, &pb);
+    pb.mtp_params += 2 * D * D + 3 * D;
+    pb.mtp_other_bytes += (2 * D * D) * bytes_per_element(m.attention_kinds[m.layers.back().attention].proj_dtype) + 3 * D * kBf16;
+  }
+  for (ParamGroup* g : {&attn, &routed, &shared, &latent, &dense, &router, &mhc, &emb, &small})
+    if (g->params > 0) pb.groups.push_back(*g);
+  pb.active_params = active;
+  return pb;
+}
+
+WeightsPerGpu weights_per_gpu(const ModelSpec& m, int ep, int attn_tp, int redundant_experts) {
+  if (ep < 1 || attn_tp < 1) throw std::invalid_argument("weights_per_gpu: ep and attn_tp must be >= 1");
+  const ParamBreakdown pb = count_params(m);
+  WeightsPerGpu w;
+  // routed experts: per MoE layer (experts + redundant) / ep experts per GPU
+  for (const auto& l : m.layers) {
+    const FfnSpec& f = m.ffn_kinds[l.ffn];
+    if (f.op != FfnOp::moe) continue;
+    const double per_gpu = std::ceil(static_cast<double>(f.experts + redundant_experts) / ep);
+    w.expert_bytes += per_gpu * expert_params(f, m.hidden) * bytes_per_element(f.expert_dtype);
+  }
+  if (m.mtp_layers > 0) {
+    const FfnSpec& f = m.ffn_kinds[m.layers.back().ffn];
+    const double frac = f.op == FfnOp::moe ? std::ceil(static_cast<double>(f.experts + redundant_experts) / ep) / f.experts : 1.0;
+    w.expert_bytes += pb.mtp_expert_bytes * frac;
+  }
+  w.non_expert_bytes = (pb.non_expert_bytes() + pb.mtp_other_bytes) / attn_tp;
+  return w;
+}
+
+namespace {
+
+// KV bytes of one layer of kind a: {per token (average), fixed per sequence} on one GPU, TP 1.
+KvLayerRow kv_layer(const AttentionSpec& a, int hidden) {
+  KvLayerRow r;
+  r.kind = a.name;
+  switch (a.op) {
+    case AttentionOp::kda: {
+      const double hd = static_cast<double>(a.heads) * a.head_dim;
+      const double state = hd * a.head_dim * bytes_per_element(a.state_dtype);
+      const double conv = 3 * hd * (a.conv_kernel - 1) * kBf16;  // q/k/v conv windows of K-1 columns
+      r.per_seq_bytes_per_layer = state + conv;
+      r.note = "recurrent state [H,D,D] " + std::string(to_string(a.state_dtype)) + " + conv state (K-1 columns of q/k/v, bf16)";
+      break;
+    }
+    case AttentionOp::mla:
+      r.per_token_bytes_per_layer = (a.kv_lora_rank + a.qk_rope_dim) * bytes_per_element(a.kv_dtype);
+      r.note = std::to_string(a.kv_lora_rank + a.qk_rope_dim) + "-value latent, " + std::string(to_string(a.kv_dtype));
+      break;
+    case AttentionOp::csa:
+    case AttentionOp::hca:
+    case AttentionOp::swa: {
+      const double window = a.window_tokens * a.kv_entry_bytes;
+      double comp = 0;
+      if (a.compress_ratio > 0) {
+        const double coff = a.compressor_overlap ? 2 : 1;
+        r.per_token_bytes_per_layer = (a.kv_entry_bytes + a.indexer_entry_bytes) / a.compress_ratio;
+        // fp32 kv + score buffers of `ratio` pending tokens (model-facts §2.4)
+        comp = 2.0 * a.compress_ratio * coff * a.head_dim * 4;
+        if (a.indexer_heads > 0) comp += 2.0 * a.compress_ratio * coff * a.indexer_head_dim * 4;
+      }
+      r.per_seq_bytes_per_layer = window + comp;
+      r.note = a.compress_ratio > 0 ? "1 entry of " + std::to_string(static_cast<int>(a.kv_entry_bytes)) + " B" +
+                                          (a.indexer_heads > 0 ? " + indexer key " + std::to_string(static_cast<int>(a.indexer_entry_bytes)) + " B" : "") +
+                                          " per " + std::to_string(a.compress_ratio) + " tokens; window " +
+                                          std::to_string(a.window_tokens) + " entries + compressor state"
+                                    : "window " + std::to_string(a.window_tokens) + " entries only";
+      break;
+    }
+  }
+  (void)hidden;
+  return r;
+}
+
+}  // namespace
+
+std::vector<KvLayerRow> kv_breakdown(const ModelSpec& m) {
+  std::vector<KvLayerRow> rows;
+  for (size_t i = 0; i < m.attention_kinds.size(); ++i) {
+    KvLayerRow r = kv_layer(m.attention_kinds[i], m.hidden);
+    r.layers = m.count_attention(static_cast<int>(i));
+    if (r.layers > 0) rows.push_back(r);
+  }
+  return rows;
+}
+
+KvFootprint kv_footprint(const ModelSpec& m, int attn_tp) {
+  KvFootprint f;
+  for (size_t i = 0; i < m.attention_kinds.size(); ++i) {
+    const AttentionSpec& a = m.attention_kinds[i];
+    const KvLayerRow r = kv_layer(a, m.hidden);
+    const int n = m.count_attention(static_cast<int>(i));
+    const double shard = a.op == AttentionOp::kda ? attn_tp : 1;
+    f.per_token_bytes += n * r.per_token_bytes_per_layer;
+    f.per_seq_bytes += n * r.per_seq_bytes_per_layer / shard;
+  }
+  return f;
+}
+
+double kv_bytes(const ModelSpec& m, long long L, int attn_tp) {
+  double b = 0;
+  for (size_t i = 0; i < m.attention_kinds.size(); ++i) {
+    const AttentionSpec& a = m.attention_kinds[i];
+    const int n = m.count_attention(static_cast<int>(i));
+    if (n == 0) continue;
+    const KvLayerRow r = kv_layer(a, m.hidden);
+    if (a.op == AttentionOp::kda) {
+      b += n * r.per_seq_bytes_per_layer / attn_tp;
+    } else if (a.op == AttentionOp::mla) {
+      b += n * r.per_token_bytes_per_layer * static_cast<double>(L);
+    } else {
+      const double entries = a.compress_ratio > 0 ? static_cast<double>(L / a.compress_ratio) : 0.0;
+      b += n * (entries * (a.kv_entry_bytes + a.indexer_entry_bytes) + r.per_seq_bytes_per_layer);
+    }
+  }
+  return b;
+}
+
+double resume_state_bytes(const ModelSpec& m, int attn_tp, int block_tokens) {
+  double b = 0;
+  for (size_t i = 0; i < m.attention_kinds.size(); ++i) {
+    const AttentionSpec& a = m.attention_kinds[i];
+    const int n = m.count_attention(static_cast<int>(i));
+    if (n == 0 || a.op == AttentionOp::mla) continue;
+    const KvLayerRow r = kv_layer(a, m.hidden);
+    if (a.op == AttentionOp::kda) {
+      b += n * r.per_seq_bytes_per_layer / attn_tp;
+      continue;
+    }
+    const double window = a.window_tokens * a.kv_entry_bytes;
+    const bool aligned = a.compress_ratio == 0 || block_tokens % a.compress_ratio == 0;
+    b += n * (aligned ? window : r.per_seq_bytes_per_layer);
+  }
+  return b;
+}
+
+double activation_workspace_bytes(const ModelSpec& m, long long tokens, long long logit_rows, int attn_tp) {
+  const FfnSpec* moe = m.main_moe();
+  const double d = moe ? (moe->latent_dim > 0 ? moe->latent_dim : m.hidden) : 0.0;
+  const double k = moe ? moe->top_k : 0.0;
+  const double per_token = 16.0 * m.hidden * kBf16 + 2.0 * k * d * kBf16 / attn_tp;
+  return static_cast<double>(tokens) * per_token + static_cast<double>(logit_rows) * m.vocab * 4.0 / attn_tp;
+}
+
+}  // namespace servesim

@@ -1,0 +1,102 @@
+// servesim costmodels: a model architecture as plain data. Loaded from scenarios/models/*.json by
+// the scenario loader; code knows op kinds (KDA, MLA, CSA, HCA, SWA, dense FFN, MoE), never model
+// names. Every dimension's source is recorded in the model's JSON file ("source" fields).
+#pragma once
+#include "costmodels/dtype.hpp"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace servesim {
+
+/// Attention op kinds the cost model and the KV accounting know.
+///  kda: Kimi Delta Attention (linear, recurrent state [H, D, D] per sequence) — model-facts §2.1
+///  mla: multi-head latent attention, absorbed-MQA decode over a (kv_lora+rope)-value latent — §2.2
+///  csa: DeepSeek V4 compressed sparse attention (ratio-4 compressor, lightning indexer, top-k) — §2.3
+///  hca: DeepSeek V4 heavily compressed attention (ratio 128, dense over compressed entries) — §2.4
+///  swa: sliding-window-only attention (V4-Flash layers 0-1) — §1.2
+enum class AttentionOp { kda, mla, csa, hca, swa };
+
+/// One attention layer kind. Fields that an op does not use stay 0. Dimensions are counts
+/// (heads, values per head); byte fields are bytes.
+struct AttentionSpec {
+  std::string name;
+  AttentionOp op = AttentionOp::mla;
+  int heads = 0;      ///< query heads
+  int head_dim = 0;   ///< kda: D (= key dim = value dim); csa/hca/swa: 512
+  DType proj_dtype = DType::bf16;
+  // kda
+  int conv_kernel = 0;      ///< short-convolution width (4)
+  int gate_rank = 0;        ///< low-rank decay gate f_a/f_b rank (128)
+  int chunk_tokens = 0;     ///< chunk size C of the chunked prefill (16 FlashKDA, 64 FLA)
+  DType state_dtype = DType::fp32;
+  bool full_rank_output_gate = false;  ///< g_proj [H*D, hidden]
+  // mla
+  int q_lora_rank = 0, kv_lora_rank = 0, qk_nope_dim = 0, qk_rope_dim = 0, v_head_dim = 0;
+  bool output_gate = false;  ///< gated MLA: g_proj [H*v, hidden]
+  DType kv_dtype = DType::bf16;
+  // csa / hca / swa (DeepSeek V4)
+  int rope_dim = 0;
+  int o_groups = 0, o_lora_rank = 0;  ///< grouped low-rank output projection
+  int window_tokens = 0;              ///< sliding window (128)
+  int compress_ratio = 0;             ///< 4 (csa) or 128 (hca); 0 for swa
+  bool compressor_overlap = false;    ///< csa: each entry pools 8 tokens every 4
+  double kv_entry_bytes = 0;          ///< 584 B FP8 entry (FlashMLA MODEL1 layout)
+  int indexer_heads = 0, indexer_head_dim = 0, indexer_topk = 0;
+  double indexer_entry_bytes = 0;     ///< 132 B: 128 FP8 + fp32 scale
+};
+
+enum class FfnOp { dense, moe };
+enum class RouterKind { none, softmax, sigmoid_bias, sqrt_softplus_bias, hash };
+
+/// One FFN layer kind. For moe, `intermediate` is unused and expert fields apply.
+struct FfnSpec {
+  std::string name;
+  FfnOp op = FfnOp::moe;
+  int intermediate = 0;  ///< dense GLU width
+  DType dtype = DType::bf16;
+  int experts = 0, top_k = 0, expert_intermediate = 0;
+  int shared_experts = 0;
+  int shared_intermediate = 0;  ///< total width of the (fused) shared experts
+  int latent_dim = 0;           ///< LatentMoE: experts run in this width (0 = hidden)
+  RouterKind router = RouterKind::none;
+  DType expert_dtype = DType::bf16, shared_dtype = DType::bf16, latent_dtype = DType::bf16,
+        router_dtype = DType::bf16;
+  DType dispatch_dtype = DType::bf16, combine_dtype = DType::bf16;  ///< EP message formats
+  std::string activation;
+};
+
+/// One decoder layer: indexes into ModelSpec::attention_kinds / ffn_kinds.
+struct LayerSpec {
+  int attention = 0;
+  int ffn = 0;
+};
+
+struct ModelSpec {
+  std::string name, display_name;
+  int hidden = 0;
+  int vocab = 0;
+  bool tied_embeddings = false;
+  DType embedding_dtype = DType::bf16;
+  long long max_context_tokens = 0;
+  int mtp_layers = 0;        ///< multi-token-prediction layers: weights held, not run
+  int residual_streams = 1;  ///< DeepSeek V4 mHC: 4
+  double published_total_params = 0, published_active_params = 0;
+  std::vector<AttentionSpec> attention_kinds;
+  std::vector<FfnSpec> ffn_kinds;
+  std::vector<LayerSpec> layers;  ///< in model order
+  std::map<std::string, std::string> sources;
+
+  /// Number of layers using attention kind a / ffn kind f.
+  int count_attention(int a) const;
+  int count_ffn(int f) const;
+  /// True if any layer keeps a recurrent state (KDA): prefix reuse then needs a state checkpoint.
+  bool has_recurrent_state() const;
+  /// The MoE kind with the most layers, or nullptr for a dense model.
+  const FfnSpec* main_moe() const;
+};
+
+std::string_view to_string(AttentionOp op);
+
+}  // namespace servesim

@@ -1,0 +1,270 @@
+#include "costmodels/step_cost.hpp"
+
+#include "costmodels/memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+
+namespace servesim {
+namespace {
+
+constexpr double kAct = 2.0;  // activations are BF16 (bytes per element)
+
+Provenance worse(Provenance a, Provenance b) { return static_cast<int>(a) > static_cast<int>(b) ? a : b; }
+
+Op make(OpKind k, OpClass c, DType math, double flops, double bytes, double tokens, double seqs, double ctx_sum,
+        double ctx_max, double heads) {
+  Op o;
+  o.kind = k, o.cls = c, o.math = math, o.flops = flops, o.bytes = bytes;
+  o.tokens = tokens, o.seqs = seqs, o.ctx_sum = ctx_sum, o.ctx_max = ctx_max, o.heads = heads;
+  return o;
+}
+
+}  // namespace
+
+StepCostModel::StepCostModel(const ModelSpec& model, std::shared_ptr<const CostModel> cost, FabricParams fabric,
+                             InstanceShape shape, double step_overhead_s)
+    : model_(model), cost_(std::move(cost)), fabric_(fabric), shape_(shape), step_overhead_s_(step_overhead_s) {
+  if (shape_.ep < 1 || shape_.attn_tp < 1 || shape_.ep % shape_.attn_tp != 0)
+    throw std::invalid_argument("instance shape: ep (" + std::to_string(shape_.ep) + ") must be a multiple of attn_tp (" +
+                                std::to_string(shape_.attn_tp) + ")");
+  std::map<std::pair<int, int>, int> counts;
+  for (const auto& l : model_.layers) ++counts[{l.attention, l.ffn}];
+  for (const auto& [k, n] : counts) pairs_.push_back({k.first, k.second, n});
+  for (const auto& a : model_.attention_kinds) {
+    double p = attention_projection_params(a, model_.hidden);
+    if (a.op == AttentionOp::mla)  // kv_b is applied per cached token (prefill) or absorbed (decode): costed there
+      p -= static_cast<double>(a.kv_lora_rank) * a.heads * (a.qk_nope_dim + a.v_head_dim);
+    attn_proj_params_.push_back(p);
+  }
+}
+
+void StepCostModel::attention_ops(int ai, const std::vector<SeqWork>& seqs, Phase phase, std::vector<Op>& out) const {
+  const AttentionSpec& a = model_.attention_kinds[ai];
+  const double t = shape_.attn_tp;
+  const double H = a.heads / t;  // heads on this GPU
+  double T = 0, S = 0, ctx_sum = 0, ctx_max = 0;
+  for (const auto& s : seqs) {
+    T += s.new_tokens;
+    S += 1;
+    const double L = static_cast<double>(s.context_before + s.new_tokens);
+    ctx_sum += L;
+    ctx_max = std::max(ctx_max, L);
+  }
+  if (S == 0) return;
+  const double hidden = model_.hidden;
+  const bool decode = phase == Phase::decode;
+
+  // Projections (model-facts §2.1-2.4 "Projections"): 2 FLOP per weight per token; weights read once.
+  {
+    const double p = attn_proj_params_[ai] / t;
+    out.push_back(make(OpKind::attn_proj, OpClass::gemm, a.proj_dtype, 2 * T * p,
+                       p * bytes_per_element(a.proj_dtype) + T * (hidden + H * std::max(a.head_dim, a.v_head_dim) * 4) * kAct,
+                       T, S, ctx_sum, ctx_max, H));
+  }
+  switch (a.op) {
+    case AttentionOp::kda: {
+      // §2.1: prefill ≈ (6D²+8CD+12C²) FLOP per token per head, ≈10·N·H·D B + state in/out;
+      // decode ≈ 7D² FLOP per token per head, state read+write 2·H·D²·s B per sequence.
+      const double D = a.head_dim, C = a.chunk_tokens > 0 ? a.chunk_tokens : 64;
+      const double sbytes = bytes_per_element(a.state_dtype);
+      const double conv_state = 3 * H * D * (a.conv_kernel - 1) * kAct;
+      out.push_back(make(OpKind::kda_conv_norm, OpClass::elementwise, DType::bf16, T * H * D * (6.0 * a.conv_kernel + 10),
+                         T * H * D * 18 + 2 * S * conv_state, T, S, ctx_sum, ctx_max, H));
+      if (decode)
+        out.push_back(make(OpKind::kda_decode, OpClass::kda_decode, DType::fp32, S * H * 7 * D * D,
+                           S * 2 * H * D * D * sbytes + T * H * D * 5 * kAct, T, S, ctx_sum, ctx_max, H));
+      else
+        out.push_back(make(OpKind::kda_prefill, OpClass::kda_prefill, DType::bf16, T * H * (6 * D * D + 8 * C * D + 12 * C * C),
+                           10 * T * H * D + S * 2 * H * D * D * sbytes, T, S, ctx_sum, ctx_max, H));
+      break;
+    }
+    case AttentionOp::mla: {
+      const double lat = a.kv_lora_rank + a.qk_rope_dim;  // 576
+      const double kvb = bytes_per_element(a.kv_dtype);
+      const double qk = a.qk_nope_dim + a.qk_rope_dim, v = a.v_head_dim;
+      const double kv_b_w = a.kv_lora_rank * H * (a.qk_nope_dim + v) * bytes_per_element(a.proj_dtype);
+      if (decode) {
+        // §2.2 decode: absorb q (2·H·nope·kv_lora) and o (2·H·kv_lora·v) per token; attend
+        // 2·H·L·(576+512) FLOP; read L·576·s B of latent per sequence (replicated per TP rank).
+        const double flops = 2 * H * ctx_sum * (lat + a.kv_lora_rank) + T * 2 * H * a.kv_lora_rank * (a.qk_nope_dim + v);
+        const double bytes = ctx_sum * lat * kvb + kv_b_w + T * H * (lat + a.kv_lora_rank) * kAct;
+        out.push_back(make(OpKind::mla_decode, OpClass::attention_decode, DType::bf16, flops, bytes, T, S, ctx_sum, ctx_max, H));
+      } else {
+        // §2.2 prefill (MHA mode): up-project P+N latents through kv_b, then causal attention
+        // 2·H·N·(P+N/2)·(qk+v) FLOP.
+        double pairs = 0;
+        for (const auto& s : seqs) pairs += s.new_tokens * (s.context_before + (s.new_tokens + 1) / 2.0);
+        const double flops = 2 * ctx_sum * a.kv_lora_rank * H * (a.qk_nope_dim + v) + 2 * H * pairs * (qk + v);
+        const double bytes = ctx_sum * (lat * kvb + H * (qk + v) * kAct * 2) + kv_b_w + T * H * (qk + v) * kAct;
+        out.push_back(make(OpKind::mla_prefill, OpClass::attention_prefill, DType::bf16, flops, bytes, T, S, ctx_sum, ctx_max, H));
+      }
+      break;
+    }
+    case AttentionOp::csa:
+    case AttentionOp::hca:
+    case AttentionOp::swa: {
+      const double hd = a.head_dim, w = a.window_tokens, r = a.compress_ratio, e = a.kv_entry_bytes;
+      // keys attended by one query at context length L (§2.3 d, §2.4)
+      auto keys = [&](double L) {
+        const double win = std::min(w, L);
+        if (a.op == AttentionOp::swa) return win;
+        const double entries = std::floor(L / r);
+        return (a.op == AttentionOp::csa ? std::min<double>(a.indexer_topk, entries) : entries) + win;
+      };
+      double attn_keys = 0, stored = 0, idx_pairs = 0;
+      for (const auto& s : seqs) {
+        const double P = static_cast<double>(s.context_before), N = static_cast<double>(s.new_tokens);
+        attn_keys += N * keys(decode ? P + N : P + N / 2);
+        stored += (r > 0 ? std::floor((P + N) / r) : 0) + std::min(w, P + N);
+        idx_pairs += N * (decode ? std::floor((P + N) / 4) : (P + N / 2) / 4);
+      }
+      if (a.op == AttentionOp::csa) {
+        // §2.3 c: logits 2·ih·id per (query, compressed key); FP8 keys 132 B; logits written and
+        // re-read by top-k (4 B each).
+        const double ih = a.indexer_heads / t;
+        double key_bytes = 0;
+        for (const auto& s : seqs) key_bytes += std::floor((s.context_before + s.new_tokens) / 4.0) * a.indexer_entry_bytes;
+        out.push_back(make(OpKind::csa_indexer, OpClass::indexer, DType::fp8, 2 * ih * a.indexer_head_dim * idx_pairs,
+                           key_bytes + idx_pairs * 4 * 2, T, S, ctx_sum, ctx_max, ih));
+      }
+      // §2.3 d / §2.4: 2·H·n·(512+512) FLOP per query; n·584 B gathered (decode) or the stored rows
+      // read once (prefill).
+      const double flops = 2 * H * attn_keys * (hd + hd);
+      const double bytes = (decode ? attn_keys : stored) * e + T * H * hd * kAct * 2;
+      const OpKind k = a.op == AttentionOp::csa ? OpKind::csa_attn : a.op == AttentionOp::hca ? OpKind::hca_attn : OpKind::swa_attn;
+      const OpClass c = a.op == AttentionOp::csa ? OpClass::sparse_attention : decode ? OpClass::attention_decode : OpClass::attention_prefill;
+      out.push_back(make(k, c, DType::bf16, flops, bytes, T, S, ctx_sum, ctx_max, H));
+      break;
+    }
+  }
+  if (model_.residual_streams > 1) {
+    // §2.4 mHC: per sublayer two [S·D → (2+S)·S] mixes, Sinkhorn on S×S, and a read+write of the
+    // S-stream residual (memory-bound). Two sublayers per layer; charged with the attention sublayer.
+    const double s = model_.residual_streams;
+    out.push_back(make(OpKind::mhc_mix, OpClass::elementwise, DType::fp32, T * 2 * 2 * s * hidden * (2 + s) * s,
+                       T * 2 * (2 * s * hidden * kAct + hidden * kAct), T, S, ctx_sum, ctx_max, 0));
+  }
+}
+
+void StepCostModel::ffn_ops(int fi, double Tr, double Tt, std::vector<Op>& out) const {
+  const FfnSpec& f = model_.ffn_kinds[fi];
+  const double t = shape_.attn_tp, hidden = model_.hidden;
+  if (Tt <= 0) return;
+  if (f.op == FfnOp::dense) {
+    const double p = 3 * hidden * f.intermediate / t;
+    out.push_back(make(OpKind::dense_ffn, OpClass::gemm, f.dtype, 2 * Tr * p, p * bytes_per_element(f.dtype) + Tr * (2 * hidden + 3 * f.intermediate / t) * kAct,
+                       Tr, 0, 0, 0, 0));
+    return;
+  }
+  const double E = f.experts, k = f.top_k, N = shape_.ep;
+  const double d = f.latent_dim > 0 ? f.latent_dim : hidden;
+  const double g_tok = Tr / t;  // tokens this GPU routes and dispatches
+  if (f.router != RouterKind::hash)
+    out.push_back(make(OpKind::moe_router, OpClass::gemm, DType::bf16, 2 * g_tok * E * hidden,
+                       E * hidden * bytes_per_element(f.router_dtype) + g_tok * (hidden * kAct + E * 4), g_tok, 0, 0, 0, 0));
+  if (f.shared_experts > 0) {
+    const double p = 3 * hidden * f.shared_intermediate / t;
+    out.push_back(make(OpKind::moe_shared, OpClass::gemm, f.shared_dtype, 2 * Tr * p,
+                       p * bytes_per_element(f.shared_dtype) + Tr * (2 * hidden + 3 * f.shared_intermediate / t) * kAct, Tr, 0, 0, 0, 0));
+  }
+  if (f.latent_dim > 0) {
+    const double p = 2 * hidden * f.latent_dim / t;
+    out.push_back(make(OpKind::moe_latent_proj, OpClass::gemm, f.latent_dtype, 2 * Tr * p,
+                       p * bytes_per_element(f.latent_dtype) + Tr * 2 * (hidden + f.latent_dim) * kAct, Tr, 0, 0, 0, 0));
+  }
+  // Routed experts on the busiest GPU (§2.5): M = T·k/N·imbalance expert-tokens; the experts it
+  // holds that at least one of the T tokens touched are read once (uniform routing:
+  // 1 − (1 − k/E)^T of them).
+  const double M = Tt * k / N * shape_.expert_imbalance;
+  const double local = std::ceil((E + shape_.redundant_experts) / N);
+  const double touched = local * (1 - std::pow(1 - k / E, Tt));
+  const double ep = expert_params(f, model_.hidden);
+  out.push_back(make(OpKind::moe_experts, OpClass::grouped_gemm, f.expert_dtype, 2 * M * ep,
+                     touched * ep * bytes_per_element(f.expert_dtype) + M * (2 * d + 3 * f.expert_intermediate) * kAct, M, 0, 0, 0, local));
+  out.push_back(make(OpKind::moe_permute, OpClass::elementwise, DType::bf16, 2 * M * d, M * d * kAct * 4, M, 0, 0, 0, 0));
+}
+
+double StepCostModel::moe_comm_s(int fi, double Tr, double Tt) const {
+  const FfnSpec& f = model_.ffn_kinds[fi];
+  const int N = shape_.ep;
+  if (f.op != FfnOp::moe || N <= 1 || Tt <= 0) return 0.0;
+  const double d = f.latent_dim > 0 ? f.latent_dim : model_.hidden;
+  const double dst = expected_destination_gpus(f.experts, f.top_k, N);
+  const double remote = dst * (N - 1.0) / N;  // destination GPUs other than self, per token
+  const double intra_share = (std::min(N, fabric_.gpus_per_node) - 1.0) / (N - 1.0);
+  // busiest sender dispatches its Tr/t tokens; busiest receiver gets (Tt/N)·imbalance tokens' worth
+  const double tokens = std::max(Tr / shape_.attn_tp, Tt / N * shape_.expert_imbalance);
+  double total = 0;
+  for (DType m : {f.dispatch_dtype, f.combine_dtype}) {
+    const double bytes = tokens * remote * d * bytes_per_element(m);
+    total += alltoall_time(fabric_, {bytes * intra_share, bytes * (1 - intra_share)});
+  }
+  return total;
+}
+
+StepTime StepCostModel::step(const std::vector<std::vector<SeqWork>>& per_rank, Phase phase) const {
+  StepTime st;
+  const int dp = shape_.dp();
+  if (static_cast<int>(per_rank.size()) != dp)
+    throw std::invalid_argument("StepCostModel::step: expected " + std::to_string(dp) + " DP ranks");
+  double Tmax = 0, Ttot = 0;
+  std::vector<double> Tr(dp, 0.0);
+  double logits_max = 0;
+  for (int r = 0; r < dp; ++r) {
+    double lg = 0;
+    for (const auto& s : per_rank[r]) Tr[r] += s.new_tokens, lg += s.emits_logits;
+    Tmax = std::max(Tmax, Tr[r]);
+    Ttot += Tr[r];
+    logits_max = std::max(logits_max, lg);
+  }
+  if (Ttot <= 0) return st;
+  auto sum_ops = [&](const std::vector<Op>& ops) {
+    double s = 0;
+    for (const auto& o : ops) {
+      const OpLatency l = cost_->latency(o);
+      s += l.seconds;
+      st.source = worse(st.source, l.source);
+    }
+    return s;
+  };
+  // attention time of each kind = slowest DP rank (the MoE layer after it synchronises the group)
+  std::vector<double> attn(model_.attention_kinds.size(), 0.0);
+  for (size_t a = 0; a < attn.size(); ++a) {
+    if (model_.count_attention(static_cast<int>(a)) == 0) continue;
+    for (int r = 0; r < dp; ++r) {
+      scratch_.clear();
+      attention_ops(static_cast<int>(a), per_rank[r], phase, scratch_);
+      const double tr = sum_ops(scratch_) + allreduce_time(fabric_, shape_.attn_tp, Tr[r] * model_.hidden * kAct);
+      attn[a] = std::max(attn[a], tr);
+    }
+  }
+  for (const auto& p : pairs_) {
+    scratch_.clear();
+    ffn_ops(p.ffn, Tmax, Ttot, scratch_);
+    double ffn = sum_ops(scratch_);
+    if (model_.ffn_kinds[p.ffn].op == FfnOp::dense || model_.ffn_kinds[p.ffn].shared_experts > 0)
+      ffn += allreduce_time(fabric_, shape_.attn_tp, Tmax * model_.hidden * kAct);
+    const double comm = moe_comm_s(p.ffn, Tmax, Ttot);
+    const double compute = attn[p.attention] + ffn;
+    const double layer = shape_.two_batch_overlap ? std::max(compute, comm) : compute + comm;
+    st.attention_s += p.count * attn[p.attention];
+    st.ffn_s += p.count * ffn;
+    st.comm_s += p.count * (layer - compute);
+    st.total_s += p.count * layer;
+  }
+  // logits of the busiest rank
+  scratch_.clear();
+  const double t = shape_.attn_tp;
+  const double vocab = model_.vocab, hidden = model_.hidden;
+  scratch_.push_back(make(OpKind::lm_head, OpClass::gemm, DType::bf16, 2 * logits_max * hidden * vocab / t,
+                          vocab * hidden * bytes_per_element(model_.embedding_dtype) / t + logits_max * vocab / t * 4, logits_max, logits_max,
+                          0, 0, 0));
+  st.other_s = (logits_max > 0 ? sum_ops(scratch_) : 0.0) + step_overhead_s_;
+  st.total_s += st.other_s;
+  return st;
+}
+
+}  // namespace servesim
