@@ -1,0 +1,47 @@
+// servesim workloads: streaming reader of Mooncake FAST'25 JSONL traces.
+// Mapping: timestamp (ms, integer) → arrival_s = timestamp/1000 × time_scale (+ jitter);
+// input_length → input_tokens; output_length → output_tokens; hash_ids → block_hashes with
+// block_tokens = 512 (each id is one 512-token block, chained by prefix; shared/traces/README.md).
+#pragma once
+#include "workloads/request.hpp"
+#include "workloads/rng.hpp"
+
+#include <fstream>
+#include <queue>
+#include <vector>
+
+namespace servesim {
+
+class MooncakeReader final : public RequestSource {
+ public:
+  /// Opens `path`; throws std::runtime_error if it cannot be read. Rows must have non-decreasing
+  /// timestamps; a row that is not a JSON object with integer timestamp ≥ 0, input_length ≥ 1,
+  /// output_length ≥ 1 and an array hash_ids of ceil(input_length / block_tokens) non-negative
+  /// integers, or that has other keys, throws TraceError naming the file and line.
+  MooncakeReader(std::string path, double time_scale, double jitter_s, int block_tokens, long long max_requests,
+                 std::uint64_t seed);
+  std::optional<Request> next() override;
+  std::string describe() const override;
+
+ private:
+  std::optional<Request> read_row();
+  struct Later {
+    bool operator()(const Request& a, const Request& b) const {
+      return a.arrival_s != b.arrival_s ? a.arrival_s > b.arrival_s : a.origin > b.origin;
+    }
+  };
+  std::string path_;
+  std::ifstream in_;
+  double time_scale_, jitter_s_;
+  int block_tokens_;
+  long long max_requests_;
+  Rng rng_;
+  long line_ = 0;
+  long long read_ = 0, emitted_ = 0;
+  double last_raw_s_ = 0;
+  bool eof_ = false;
+  // reorder window for jitter: rows wait until no later row can arrive before them
+  std::priority_queue<Request, std::vector<Request>, Later> window_;
+};
+
+}  // namespace servesim

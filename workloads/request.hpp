@@ -1,0 +1,49 @@
+// servesim workloads: the request model every reader and generator produces, and the streaming
+// interface the engine pulls from. Readers never know about SimGrid.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace servesim {
+
+/// One inference request as the engine sees it.
+struct Request {
+  std::uint64_t id = 0;          ///< 0-based, in arrival order
+  double arrival_s = 0;          ///< seconds since the start of the workload
+  long long input_tokens = 0;    ///< prompt length, tokens (≥ 1)
+  long long output_tokens = 0;   ///< tokens to generate (≥ 1), the first one by prefill
+  /// Prefix-block ids, one per `block_tokens` of the prompt (the last block may be partial).
+  /// Ids are chained: equal ids at position i mean blocks 0..i are equal (Mooncake hash_ids).
+  std::vector<std::uint64_t> block_hashes;
+  int block_tokens = 0;          ///< tokens per prefix block (0 = no prefix information)
+  std::string origin;            ///< "file:line" or "synthetic#N", for messages
+};
+
+/// A malformed input row: carries the file and 1-based line so the message can name them.
+class TraceError : public std::runtime_error {
+ public:
+  TraceError(const std::string& file, long line, const std::string& what)
+      : std::runtime_error(file + ":" + std::to_string(line) + ": " + what), file_(file), line_(line) {}
+  const std::string& file() const { return file_; }
+  long line() const { return line_; }
+
+ private:
+  std::string file_;
+  long line_;
+};
+
+/// A stream of requests in non-decreasing arrival order. Implementations hold O(1) requests (or a
+/// bounded reorder window), never the whole trace. next() returns std::nullopt at the end and
+/// throws TraceError on malformed input.
+class RequestSource {
+ public:
+  virtual ~RequestSource() = default;
+  virtual std::optional<Request> next() = 0;
+  /// Human-readable description for the run summary (file and options, or generator parameters).
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace servesim

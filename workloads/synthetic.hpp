@@ -1,0 +1,28 @@
+// servesim workloads: seeded synthetic request generator (Poisson or Gamma arrivals, lengths from
+// LengthDist). Prefix blocks: every request starts with the shared system prompt
+// (`shared_prefix_tokens`, whole blocks with ids 0..k-1, common to all requests); its other blocks
+// get fresh ids, so only the system prompt is ever reused.
+#pragma once
+#include "workloads/rng.hpp"
+#include "workloads/workload_spec.hpp"
+
+namespace servesim {
+
+class SyntheticSource final : public RequestSource {
+ public:
+  /// Throws std::invalid_argument on a non-positive rate, burstiness or request count.
+  SyntheticSource(const WorkloadSpec& spec, std::uint64_t seed);
+  std::optional<Request> next() override;
+  std::string describe() const override;
+  /// Draw from a LengthDist (exposed for tests).
+  static long long draw(const LengthDist& d, Rng& rng);
+
+ private:
+  WorkloadSpec spec_;
+  Rng rng_;
+  long long emitted_ = 0;
+  double t_ = 0;
+  std::uint64_t next_block_ = 0;
+};
+
+}  // namespace servesim
