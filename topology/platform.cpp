@@ -1,0 +1,83 @@
+#include "topology/platform.hpp"
+
+#include <simgrid/kernel/routing/NetPoint.hpp>
+#include <xbt/config.hpp>
+
+#include <stdexcept>
+#include <string>
+
+namespace sg4 = simgrid::s4u;
+
+namespace servesim {
+
+FabricParams fabric_params(const ClusterSpec& c, const GpuSpec& g) {
+  FabricParams f;
+  f.gpus_per_node = g.gpus_per_node;
+  f.nvlink_bytes_per_s = g.nvlink_bytes_per_s_per_direction();
+  f.nvlink_latency_s = g.nvlink_latency_s;
+  f.nic_bytes_per_s = g.nic_bytes_per_s();
+  f.nic_latency_s = g.nic_latency_s;
+  f.oversubscription = c.fabric == FabricKind::fat_tree ? c.oversubscription : 1.0;
+  return f;
+}
+
+void configure_network_model() {
+  if (simgrid::config::is_default("network/model")) sg4::Engine::set_config("network/model:CM02");
+  if (simgrid::config::is_default("network/crosstraffic")) sg4::Engine::set_config("network/crosstraffic:0");
+}
+
+Platform build_platform(const ClusterSpec& cluster, const GpuSpec& gpu) {
+  if (cluster.nodes < 1) throw std::invalid_argument("cluster.nodes must be ≥ 1");
+  const FabricParams f = fabric_params(cluster, gpu);
+  Platform p;
+  p.gpus_per_node = gpu.gpus_per_node;
+  auto* root = sg4::create_star_zone("fabric");
+  using D = sg4::LinkInRoute::Direction;
+  for (int n = 0; n < cluster.nodes; ++n) {
+    const std::string nn = "n" + std::to_string(n);
+    auto* z = sg4::create_full_zone(nn);
+    z->set_parent(root);
+    auto* gw = z->create_router(nn + "gw");
+    auto* sw = z->create_host(nn + "sw", 1.0)->seal();
+    auto* cpu = z->create_host(nn + "cpu", 1.0)->seal();
+    p.switches.push_back(sw);
+    p.cpus.push_back(cpu);
+    std::vector<sg4::SplitDuplexLink*> nvl, nic;
+    for (int i = 0; i < p.gpus_per_node; ++i) {
+      const std::string gi = nn + "g" + std::to_string(i);
+      p.gpus.push_back(z->create_host(gi, 1.0)->seal());
+      nvl.push_back(z->create_split_duplex_link(gi + "-nvl", f.nvlink_bytes_per_s));
+      nvl.back()->set_latency(f.nvlink_latency_s)->seal();
+      nic.push_back(z->create_split_duplex_link(gi + "-nic", f.nic_bytes_per_s));
+      nic.back()->set_latency(f.nic_latency_s)->seal();
+      auto* pcie = z->create_split_duplex_link(gi + "-pcie", gpu.pcie_bytes_per_s_per_direction);
+      pcie->set_latency(1e-6)->seal();
+      auto* h = p.gpus.back()->get_netpoint();
+      z->add_route(h, sw->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(nvl[i], D::UP)}, false);
+      z->add_route(sw->get_netpoint(), h, nullptr, nullptr, {sg4::LinkInRoute(nvl[i], D::DOWN)}, false);
+      z->add_route(h, gw, nullptr, nullptr, {sg4::LinkInRoute(nic[i], D::UP)}, false);
+      z->add_route(gw, h, nullptr, nullptr, {sg4::LinkInRoute(nic[i], D::DOWN)}, false);
+      z->add_route(h, cpu->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(pcie, D::UP)}, false);
+      z->add_route(cpu->get_netpoint(), h, nullptr, nullptr, {sg4::LinkInRoute(pcie, D::DOWN)}, false);
+    }
+    for (int i = 0; i < p.gpus_per_node; ++i)
+      for (int j = 0; j < p.gpus_per_node; ++j)
+        if (i != j)
+          z->add_route(p.gpu(n, i)->get_netpoint(), p.gpu(n, j)->get_netpoint(), nullptr, nullptr,
+                       {sg4::LinkInRoute(nvl[i], D::UP), sg4::LinkInRoute(nvl[j], D::DOWN)}, false);
+    z->seal();
+    auto* up = root->create_split_duplex_link(nn + "-uplink", p.gpus_per_node * f.nic_bytes_per_s / f.oversubscription);
+    up->set_latency(0)->seal();
+    root->add_route(z->get_netpoint(), nullptr, gw, nullptr, {sg4::LinkInRoute(up, D::UP)}, true);
+  }
+  p.spine = root->create_host("spine", 1.0)->seal();
+  p.frontend = root->create_host("frontend", 1.0)->seal();
+  auto* core = root->create_link("spine-core", 1e18)->set_latency(0)->seal();
+  auto* fe = root->create_link("frontend-link", 1e18)->set_latency(0)->seal();
+  root->add_route(p.spine->get_netpoint(), nullptr, nullptr, nullptr, {sg4::LinkInRoute(core)}, true);
+  root->add_route(p.frontend->get_netpoint(), nullptr, nullptr, nullptr, {sg4::LinkInRoute(fe)}, true);
+  root->seal();
+  return p;
+}
+
+}  // namespace servesim
