@@ -1,0 +1,56 @@
+// servesim scenarios: the scenario file format (JSON), loaded and validated once into plain structs
+// (DeploymentSpec, WorkloadSpec, ModelSpec, GpuSpec). Everything downstream (topology, workloads,
+// cost models, engine, exporters) receives structs, never JSON. The format is documented in
+// README.md ("Scenario format").
+#pragma once
+#include "costmodels/gpu_spec.hpp"
+#include "costmodels/model_spec.hpp"
+#include "sim/deployment.hpp"
+#include "workloads/workload_spec.hpp"
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace servesim {
+
+/// Any problem with a scenario, model or hardware file. what() names the file, the field path
+/// (e.g. "deployments[1].decode.ep") or the line and column of a JSON syntax error, what was
+/// found and what was expected.
+class ScenarioError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Scenario {
+  std::string name, description, path;
+  std::uint64_t seed = 1;
+  double horizon_s = 0;            ///< 0: run until every request ends
+  WorkloadSpec workload;
+  std::vector<DeploymentSpec> deployments;
+  std::string cost_model = "roofline";
+  bool timeline = true;
+  long long timeline_max_events = 2000000;  ///< step slices written to timeline.json at most
+};
+
+/// Folder holding models/ and hardware/: $SERVESIM_DATA_DIR if set, else the source tree's
+/// scenarios/ (compiled in).
+std::string data_dir();
+
+/// Loads and validates a scenario file. Model and hardware references are names
+/// ("kimi-k3" → models/kimi-k3.json next to the scenario, else under data_dir()) or paths.
+/// Throws ScenarioError.
+Scenario load_scenario(const std::string& path);
+
+/// Same from an already-read text (origin names it in messages; base_dir resolves references).
+Scenario parse_scenario(const std::string& text, const std::string& origin, const std::string& base_dir);
+
+/// Loads one model or hardware data file. Throws ScenarioError.
+ModelSpec load_model(const std::string& path);
+GpuSpec load_hardware(const std::string& path);
+
+/// Resolves a model/hardware reference as load_scenario does. Throws ScenarioError if not found.
+std::string resolve_data_file(const std::string& ref, const std::string& kind, const std::string& base_dir);
+
+}  // namespace servesim

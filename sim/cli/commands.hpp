@@ -1,0 +1,30 @@
+// servesim cli: the subcommands. Each returns a process exit status (0 ok, 1 run failure,
+// 2 bad input) and prints errors itself.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace servesim::cli {
+
+struct RunArgs {
+  std::string scenario;        ///< empty: the built-in default scenario (scenarios/default.json)
+  std::string trace;           ///< replace the workload by this Mooncake JSONL trace
+  std::string out;             ///< output folder (default out/<scenario name>)
+  std::string only;            ///< run only the deployment with this name
+  std::string cost_model;      ///< override the scenario's cost model
+  long long seed = -1;         ///< override the scenario's seed
+  double horizon_s = -1;       ///< override the scenario's horizon
+  double time_scale = -1;      ///< override the trace's time scale
+  int jobs = 0;                ///< deployments simulated in parallel (0: one per core)
+  bool no_timeline = false;
+  std::vector<std::string> simgrid_cfg;
+};
+
+int run(const RunArgs& a);
+int plan(const std::string& scenario);
+int topology(const std::string& scenario);
+
+/// The default scenario file (data_dir()/default.json).
+std::string default_scenario();
+
+}  // namespace servesim::cli

@@ -1,0 +1,32 @@
+// servesim: simulate LLM serving clusters. `servesim --help` lists the subcommands.
+#include "sim/cli/commands.hpp"
+
+#include <CLI/CLI.hpp>
+
+int main(int argc, char** argv) {
+  namespace c = servesim::cli;
+  CLI::App app{"servesim: discrete-event simulator of LLM inference-serving clusters"};
+  app.require_subcommand(1);
+  c::RunArgs r;
+  auto* run = app.add_subcommand("run", "simulate every deployment of a scenario (default: the built-in scenario)");
+  run->add_option("scenario", r.scenario, "scenario JSON file");
+  run->add_option("--trace", r.trace, "replay this Mooncake JSONL trace instead of the scenario's workload");
+  run->add_option("--out", r.out, "output folder (default out/<scenario name>)");
+  run->add_option("--only", r.only, "simulate only the deployment with this name");
+  run->add_option("--seed", r.seed, "random seed (default: the scenario's)");
+  run->add_option("--horizon", r.horizon_s, "stop at this simulated time in seconds (0: run to completion)");
+  run->add_option("--time-scale", r.time_scale, "multiply trace arrival times by this factor");
+  run->add_option("--cost-model", r.cost_model, "cost model: roofline");
+  run->add_option("--jobs", r.jobs, "deployments simulated in parallel (default: one per core)");
+  run->add_flag("--no-timeline", r.no_timeline, "do not write timeline.json");
+  run->add_option("--cfg", r.simgrid_cfg, "SimGrid configuration item, e.g. network/model:LV08 (repeatable)");
+  std::string plan_file, topo_file;
+  auto* plan = app.add_subcommand("plan", "memory per GPU, KV per request and capacity; the article's Section III next to the real configs");
+  plan->add_option("scenario", plan_file, "scenario JSON file (default: the built-in scenario)");
+  auto* topo = app.add_subcommand("topology", "GPUs, links, per-node and bisection bandwidth of each deployment's cluster");
+  topo->add_option("scenario", topo_file, "scenario JSON file (default: the built-in scenario)");
+  CLI11_PARSE(app, argc, argv);
+  if (*run) return c::run(r);
+  if (*plan) return c::plan(plan_file.empty() ? c::default_scenario() : plan_file);
+  return c::topology(topo_file.empty() ? c::default_scenario() : topo_file);
+}

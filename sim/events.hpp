@@ -1,0 +1,88 @@
+// servesim sim: what the engine emits. Exporters and the metrics collector subscribe through
+// EventSink; the engine knows no output format. Times are simulated seconds.
+#pragma once
+#include "costmodels/step_cost.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace servesim {
+
+enum class Role { prefill, decode };
+inline const char* to_string(Role r) { return r == Role::prefill ? "prefill" : "decode"; }
+
+/// One batch step of one instance (the engine's unit of work).
+struct StepEvent {
+  Role role = Role::prefill;
+  int instance = 0;
+  double start_s = 0, end_s = 0;
+  long long seqs = 0;    ///< sequences in the step over all DP ranks
+  long long tokens = 0;  ///< new tokens over all DP ranks
+  StepTime time;         ///< breakdown (attention / ffn / comm / other)
+};
+
+/// One prefill→decode KV transfer (possibly several parallel flows, one per attention-TP rank).
+struct TransferEvent {
+  std::uint64_t request = 0;
+  int prefill_instance = 0, decode_instance = 0;
+  bool inter_node = true;
+  double start_s = 0, end_s = 0;
+  double bytes = 0;  ///< total over the flows
+};
+
+/// Final state of a request. Every request that arrived ends as exactly one of these.
+enum class RequestStatus { completed, rejected, in_flight };
+
+struct RequestRecord {
+  std::uint64_t id = 0;
+  RequestStatus status = RequestStatus::in_flight;
+  std::string reason;          ///< rejected: why; in_flight: the phase it was in at the horizon
+  double arrival_s = 0;
+  double prefill_start_s = -1, prefill_end_s = -1;  ///< first chunk start, last chunk end
+  double transfer_start_s = -1;                     ///< -1: no transfer (output of 1 token)
+  double first_token_s = -1, done_s = -1;
+  long long input_tokens = 0, output_tokens = 0, cached_tokens = 0, generated_tokens = 0;
+  int prefill_instance = -1, decode_instance = -1;
+  double ttft_s() const { return first_token_s >= 0 ? first_token_s - arrival_s : -1; }
+  double e2e_s() const { return done_s >= 0 ? done_s - arrival_s : -1; }
+  /// mean time per output token after the first; -1 when fewer than 2 tokens
+  double tpot_s() const { return done_s >= 0 && output_tokens > 1 ? (done_s - first_token_s) / (output_tokens - 1) : -1; }
+};
+
+/// KV memory held on an instance's GPUs changed (bytes per GPU: reservations of running requests
+/// plus, on prefill ranks, the prefix cache).
+struct MemoryEvent {
+  Role role = Role::prefill;
+  int instance = 0;
+  double t_s = 0;
+  double kv_bytes_mean = 0;  ///< mean over the instance's DP ranks
+  double kv_bytes_max = 0;   ///< busiest DP rank
+};
+
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  virtual void on_step(const StepEvent&) {}
+  virtual void on_transfer(const TransferEvent&) {}
+  virtual void on_request(const RequestRecord&) {}
+  virtual void on_memory(const MemoryEvent&) {}
+  /// End of the run at simulated time t (after every request record was emitted).
+  virtual void on_end(double /*t_s*/) {}
+};
+
+/// Forwards every event to several sinks in order.
+class SinkFanout final : public EventSink {
+ public:
+  void add(EventSink* s) { sinks_.push_back(s); }
+  void on_step(const StepEvent& e) override { for (auto* s : sinks_) s->on_step(e); }
+  void on_transfer(const TransferEvent& e) override { for (auto* s : sinks_) s->on_transfer(e); }
+  void on_request(const RequestRecord& e) override { for (auto* s : sinks_) s->on_request(e); }
+  void on_memory(const MemoryEvent& e) override { for (auto* s : sinks_) s->on_memory(e); }
+  void on_end(double t) override { for (auto* s : sinks_) s->on_end(t); }
+
+ private:
+  std::vector<EventSink*> sinks_;
+};
+
+}  // namespace servesim

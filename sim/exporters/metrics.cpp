@@ -1,0 +1,95 @@
+#include "sim/exporters/metrics.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace servesim {
+
+Percentiles percentiles(std::vector<double> v) {
+  Percentiles p;
+  p.n = static_cast<long long>(v.size());
+  if (v.empty()) return p;
+  std::sort(v.begin(), v.end());
+  auto q = [&](double f) {
+    const double x = f * static_cast<double>(v.size() - 1);
+    const size_t i = static_cast<size_t>(std::floor(x));
+    const double frac = x - static_cast<double>(i);
+    return i + 1 < v.size() ? v[i] + frac * (v[i + 1] - v[i]) : v[i];
+  };
+  p.p50 = q(0.5), p.p90 = q(0.9), p.p99 = q(0.99);
+  double sum = 0;
+  for (double x : v) sum += x;
+  p.mean = sum / static_cast<double>(v.size());
+  return p;
+}
+
+void MetricsCollector::on_step(const StepEvent& e) {
+  const double dt = e.end_s - e.start_s;
+  if (e.role == Role::prefill) s_.prefill_busy_s += dt, ++s_.prefill_steps;
+  else s_.decode_busy_s += dt, ++s_.decode_steps, decode_seq_sum_ += static_cast<double>(e.seqs);
+  s_.comm_s += e.time.comm_s;
+  if (static_cast<int>(e.time.source) > static_cast<int>(s_.worst_source)) s_.worst_source = e.time.source;
+}
+
+void MetricsCollector::on_transfer(const TransferEvent& e) {
+  ++s_.transfers;
+  s_.transfer_bytes += e.bytes;
+  xfer_.push_back(e.end_s - e.start_s);
+}
+
+void MetricsCollector::on_request(const RequestRecord& r) {
+  ++s_.arrived;
+  if (r.prefill_end_s >= 0) s_.input_tokens += r.input_tokens, s_.cached_tokens += r.cached_tokens;
+  s_.output_tokens += r.generated_tokens;
+  switch (r.status) {
+    case RequestStatus::rejected:
+      ++s_.rejected;
+      ++s_.rejected_reasons[r.reason];
+      return;
+    case RequestStatus::in_flight:
+      ++s_.in_flight;
+      ++s_.in_flight_phases[r.reason];
+      return;
+    case RequestStatus::completed: break;
+  }
+  ++s_.completed;
+  ttft_.push_back(r.ttft_s());
+  e2e_.push_back(r.e2e_s());
+  const double tpot = r.tpot_s();
+  if (tpot >= 0) tpot_.push_back(tpot);
+  if (r.ttft_s() <= slo_.ttft_s && tpot <= slo_.tpot_s) {
+    ++s_.slo_met;
+    s_.slo_met_output_tokens += r.output_tokens;
+  }
+}
+
+void MetricsCollector::on_memory(const MemoryEvent& e) {
+  Track& t = tracks_[{static_cast<int>(e.role), e.instance}];
+  t.area += t.last_mean * (e.t_s - t.last_t);
+  t.last_t = e.t_s;
+  t.last_mean = e.kv_bytes_mean;
+  double& peak = e.role == Role::prefill ? s_.prefill_kv_peak : s_.decode_kv_peak;
+  peak = std::max(peak, e.kv_bytes_max);
+}
+
+void MetricsCollector::on_end(double t_s) {
+  s_.end_s = t_s;
+  s_.ttft_s = percentiles(ttft_);
+  s_.tpot_s = percentiles(tpot_);
+  s_.e2e_s = percentiles(e2e_);
+  s_.transfer_s = percentiles(xfer_);
+  s_.decode_batch_mean = s_.decode_steps ? decode_seq_sum_ / static_cast<double>(s_.decode_steps) : 0.0;
+  double psum = 0, dsum = 0;
+  int pn = 0, dn = 0;
+  for (auto& [key, t] : tracks_) {
+    t.area += t.last_mean * (t_s - t.last_t);
+    t.last_t = t_s;
+    const double mean = t_s > 0 ? t.area / t_s : 0.0;
+    if (key.first == static_cast<int>(Role::prefill)) psum += mean, ++pn;
+    else dsum += mean, ++dn;
+  }
+  s_.prefill_kv_mean = pn ? psum / pn : 0.0;
+  s_.decode_kv_mean = dn ? dsum / dn : 0.0;
+}
+
+}  // namespace servesim

@@ -1,0 +1,72 @@
+// servesim exporters: output formats. Each writer is an EventSink (streaming, so memory does not
+// grow with the run) or a function of the finished Summary. Number formats are fixed, so the same
+// run gives byte-identical files.
+#pragma once
+#include "sim/exporters/metrics.hpp"
+#include "sim/simulation.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <string>
+
+namespace servesim {
+
+/// requests.csv: one row per request, in the order requests ended (completed, rejected) followed
+/// by those in flight at the end, sorted by id. Times in seconds (simulated), latencies in ms.
+class RequestsCsvWriter final : public EventSink {
+ public:
+  explicit RequestsCsvWriter(const std::string& path);  ///< throws std::runtime_error if unwritable
+  ~RequestsCsvWriter() override;
+  void on_request(const RequestRecord& r) override;
+  void on_end(double) override;
+
+ private:
+  std::FILE* f_ = nullptr;
+  std::string path_;
+};
+
+/// timeline.json in Chrome Trace Event format (opens in Perfetto / chrome://tracing):
+///   pid 1 "prefill instances" / pid 2 "decode instances": one track per instance with a slice per
+///     batch step (args: seqs, tokens, attention/ffn/comm ms) and a "KV GB per GPU" counter;
+///   pid 3 "EP all-to-all": one track per instance, a slice per step of the step's all-to-all and
+///     TP all-reduce time (all layers together, drawn from the step's start);
+///   pid 4 "KV transfers": async slices per prefill→decode transfer, on an "inter-node (NIC)" or
+///     "intra-node (NVLink)" track.
+/// Steps beyond `max_events` are counted, not written (the file says how many were dropped).
+class TimelineWriter final : public EventSink {
+ public:
+  TimelineWriter(const std::string& path, const std::string& title, long long max_events);
+  ~TimelineWriter() override;
+  void on_step(const StepEvent& e) override;
+  void on_transfer(const TransferEvent& e) override;
+  void on_memory(const MemoryEvent& e) override;
+  void on_end(double t_s) override;
+
+ private:
+  void write(const std::string& ev);
+  std::FILE* f_ = nullptr;
+  std::string path_;
+  long long max_events_, written_ = 0, dropped_ = 0;
+  bool first_ = true;
+};
+
+/// Everything summary.json and the printed table report for one deployment.
+struct RunReport {
+  const DeploymentSpec* deployment = nullptr;
+  std::string workload;     ///< RequestSource::describe()
+  std::string cost_model;   ///< CostModel::name()
+  std::uint64_t seed = 0;
+  double horizon_s = 0;
+  GpuMemoryPlan prefill_memory, decode_memory;
+  RunTotals totals;
+  Summary summary;
+};
+
+/// summary.json content for one deployment (units in key names: _s, _ms, _bytes, _gb, _per_s).
+nlohmann::json summary_json(const RunReport& r);
+
+/// Human-readable table of one or more deployments' summary.json objects (as summary_json gives).
+std::string summary_table(const std::vector<nlohmann::json>& runs);
+
+}  // namespace servesim

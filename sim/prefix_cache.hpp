@@ -1,0 +1,85 @@
+// servesim sim: block-level prefix cache of one DP rank (a radix cache over chained block ids), with
+// a pluggable eviction policy. Block ids are chained (Mooncake hash_ids): equal id at position i ⇒
+// equal blocks 0..i. Only whole blocks are cached.
+//
+// Models with per-sequence state (KDA recurrent state, SWA windows) can resume only at a block
+// boundary where that state was saved: one checkpoint is kept at the last whole block of every
+// prefilled prompt (as SGLang's Mamba radix cache does), costing `checkpoint_bytes`. A match is cut
+// back to the deepest checkpointed block. Pure-MLA models resume at any cached block.
+#pragma once
+#include "workloads/request.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+
+namespace servesim {
+
+/// Chooses which unpinned block to evict. Blocks in use by a running request are never offered.
+class EvictionPolicy {
+ public:
+  virtual ~EvictionPolicy() = default;
+  virtual std::string name() const = 0;
+  /// Block `id` at prefix depth `depth` became evictable (or was used again) at time t_s.
+  virtual void make_evictable(std::uint64_t id, int depth, double t_s) = 0;
+  /// Block `id` is pinned or removed: no longer a candidate.
+  virtual void forget(std::uint64_t id) = 0;
+  /// The next victim, or false when no block is evictable.
+  virtual bool victim(std::uint64_t& id) const = 0;
+};
+
+/// Least recently used first; among blocks used at the same time, the deepest first (leaves before
+/// their ancestors, so that chains are cut from the end).
+class LruEviction final : public EvictionPolicy {
+ public:
+  std::string name() const override { return "lru"; }
+  void make_evictable(std::uint64_t id, int depth, double t_s) override;
+  void forget(std::uint64_t id) override;
+  bool victim(std::uint64_t& id) const override;
+
+ private:
+  std::set<std::tuple<double, int, std::uint64_t>> order_;
+  std::unordered_map<std::uint64_t, std::tuple<double, int, std::uint64_t>> key_;
+};
+
+/// Throws std::invalid_argument for an unknown name (known: "lru").
+std::unique_ptr<EvictionPolicy> make_eviction_policy(const std::string& name);
+
+class PrefixCache {
+ public:
+  /// block_bytes: KV bytes of one cached block on one GPU; checkpoint_bytes: resume state saved at
+  /// a checkpointed block (0 = any block boundary is resumable).
+  PrefixCache(int block_tokens, double block_bytes, double checkpoint_bytes, std::unique_ptr<EvictionPolicy> eviction);
+
+  /// Whole blocks of `r` usable from the cache now (never all of the prompt: at least one token is
+  /// always computed, so a full match is cut by one block).
+  int match(const Request& r) const;
+  /// Pins blocks [0, blocks) of r while its prefill runs (they cannot be evicted).
+  void pin(const Request& r, int blocks);
+  /// Releases the pins of `pin` without inserting anything (the request did not start).
+  void unpin(const Request& r, int blocks, double t_s);
+  /// Releases the pins of `pin` and inserts r's whole blocks not yet cached, with a checkpoint at
+  /// its last whole block. Returns the bytes this added to the cache.
+  double release_and_insert(const Request& r, int pinned_blocks, double t_s);
+  /// Evicts until at least `bytes` were freed or nothing is evictable; returns bytes freed.
+  double evict(double bytes);
+  double bytes() const { return bytes_; }
+  std::size_t blocks() const { return blocks_.size(); }
+
+ private:
+  struct Entry {
+    int depth = 0;
+    int pins = 0;
+    bool checkpoint = false;
+  };
+  int block_tokens_;
+  double block_bytes_, checkpoint_bytes_;
+  std::unique_ptr<EvictionPolicy> eviction_;
+  std::unordered_map<std::uint64_t, Entry> blocks_;
+  double bytes_ = 0;
+};
+
+}  // namespace servesim

@@ -1,0 +1,23 @@
+// servesim sim: a request's life inside the engine. Owned by the Simulation from arrival until it
+// ends (completed / rejected) or the run stops (in flight).
+#pragma once
+#include "sim/events.hpp"
+#include "workloads/request.hpp"
+
+namespace servesim {
+
+enum class ReqPhase { queued, prefill, wait_decode, transfer, decode, done };
+const char* to_string(ReqPhase p);
+
+struct ReqState {
+  Request req;
+  ReqPhase phase = ReqPhase::queued;
+  RequestRecord rec;        ///< filled in as the request progresses; emitted when it ends
+  int prefill_rank = -1, decode_rank = -1;
+  long long prefilled = 0;  ///< prompt tokens whose KV exists on the prefill rank (cached + computed)
+  int pinned_blocks = 0;    ///< prefix-cache blocks pinned while prefilling
+  double kv_prefill_bytes = 0, kv_decode_bytes = 0;  ///< reserved per GPU on the prefill / decode rank
+  long long remaining_prefill() const { return req.input_tokens - prefilled; }
+};
+
+}  // namespace servesim

@@ -1,0 +1,63 @@
+// servesim sim: the engine. One Simulation object owns every piece of state of one run (platform,
+// instances, requests, policies); there are no globals besides SimGrid's own engine singleton,
+// which is why a process runs one Simulation (the CLI forks one process per deployment).
+//
+// Request life: arrival → router → prefill rank queue → chunked-prefill batches (prefix-cache hits
+// skip their tokens) → wait for KV room on a decode rank (the wait counts in TTFT) → KV transfer as
+// SimGrid flows over the fabric (one per attention-TP rank) → continuous-batching decode steps →
+// completion. The first token is delivered when the request enters decode (TTFT); TPOT is the mean
+// time per later token.
+//
+// Unit of work: one SimGrid activity (sleep) per batch step per instance, lasting StepCostModel's
+// step time (compute of every layer + TP all-reduces + EP all-to-alls). KV transfers are the only
+// real network flows.
+#pragma once
+#include "costmodels/cost_model.hpp"
+#include "sim/deployment.hpp"
+#include "sim/events.hpp"
+#include "workloads/request.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace servesim {
+
+struct RunOptions {
+  double horizon_s = 0;                  ///< stop at this simulated time (0: run until every request ends)
+  std::vector<std::string> simgrid_cfg;  ///< extra SimGrid arguments, e.g. "--cfg=network/model:LV08"
+};
+
+/// Totals the engine itself keeps (the metrics collector derives everything else from events).
+struct RunTotals {
+  double end_s = 0;
+  long long arrivals = 0, completed = 0, rejected = 0, in_flight = 0;
+  long long prefix_lookup_blocks = 0, prefix_hit_blocks = 0;  ///< whole prompt blocks looked up / served
+  long long prefill_steps = 0, decode_steps = 0;
+  double transfer_bytes = 0;
+};
+
+class Simulation {
+ public:
+  /// Validates nothing itself: pass a DeploymentSpec that validate_deployment() accepted.
+  Simulation(DeploymentSpec d, std::unique_ptr<RequestSource> source, std::shared_ptr<const CostModel> cost, EventSink& sink,
+             RunOptions options);
+  ~Simulation();
+  Simulation(const Simulation&) = delete;
+  Simulation& operator=(const Simulation&) = delete;
+
+  /// Runs the simulation; every arrived request is emitted once through the sink (completed,
+  /// rejected, or in flight at the end). Once per process. Throws TraceError / std::runtime_error
+  /// from the request source (malformed input) after stopping the simulation.
+  RunTotals run();
+
+  const GpuMemoryPlan& prefill_memory() const;
+  const GpuMemoryPlan& decode_memory() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace servesim
