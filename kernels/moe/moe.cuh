@@ -1,0 +1,195 @@
+// servesim kernels, MoE family (issue #4): routers, token permutation/combine, activations,
+// RMSNorm, DSV4 mHC mixing, and the MXFP4 W4A16 grouped expert GEMM, plus cuBLAS/cuBLASLt
+// wrappers for the BF16 and FP8 comparison GEMMs.
+//
+// Conventions for every function here:
+// - All pointers are device pointers unless the name says host_. Matrices are row-major.
+// - Activations are bf16 (__nv_bfloat16), accumulation fp32. Router logits are fp32.
+// - Every launcher enqueues on `stream`, never synchronises, and throws std::runtime_error on a
+//   CUDA launch error and std::invalid_argument on an unsupported shape (stated per function).
+// - Model constants come from /work/shared/reference/model-facts.md §1.1 (K3), §1.2 (DSV4) and
+//   §2.5 (MoE costs); the section is named next to each constant.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <cublasLt.h>
+#include <cublas_v2.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace servesim::kernels::moe {
+
+using bf16 = __nv_bfloat16;
+
+// ---- model constants -------------------------------------------------------------------------
+// Kimi K3 (model-facts.md §1.1): hidden 7168, LatentMoE latent 3584, 896 routed experts top-16,
+// expert intermediate 3072, 2 shared experts fused as one GLU of width 6144 on the full hidden,
+// dense layer 0 intermediate 33792, sigmoid + correction bias routing, renormalised, scale 1.0.
+constexpr int kK3Hidden = 7168, kK3Latent = 3584, kK3Experts = 896, kK3TopK = 16, kK3Inter = 3072;
+constexpr int kK3SharedInter = 6144, kK3DenseInter = 33792;
+constexpr float kK3RouteScale = 1.0f;
+// DeepSeek V4 (model-facts.md §1.2): Pro hidden 7168, 384 experts; Flash hidden 4096, 256
+// experts; both top-6, sqrt(softplus) scores + bias, normalised, scale 2.5 (Pro) / 1.5 (Flash);
+// intermediate 3072 (Pro) / 2048 (Flash); one shared expert; SwiGLU clamped at 10; first 3
+// layers hash-routed; mHC with 4 streams, 20 Sinkhorn iterations, eps 1e-6.
+constexpr int kV4ProHidden = 7168, kV4ProExperts = 384, kV4ProInter = 3072;
+constexpr int kV4FlashHidden = 4096, kV4FlashExperts = 256, kV4FlashInter = 2048;
+constexpr int kV4TopK = 6;
+constexpr float kV4ProRouteScale = 2.5f, kV4FlashRouteScale = 1.5f, kV4SwigluLimit = 10.0f;
+constexpr int kHcMult = 4, kHcSinkhornIters = 20;
+constexpr float kHcEps = 1e-6f, kHcNormEps = 1e-6f;
+
+// ---- routers ---------------------------------------------------------------------------------
+enum class ScoreFn { kSigmoid, kSqrtSoftplus };
+
+/// Top-k routing from fp32 logits [T, E]. score = sigmoid(logit) (K3) or sqrt(softplus(logit))
+/// (DSV4); experts are chosen by score + bias[e] (noaux_tc correction bias), ties to the lower
+/// expert id; weights = chosen unbiased scores / their sum * route_scale.
+/// Writes ids [T, k] (int32) and weights [T, k] (fp32), in descending biased-score order.
+/// Throws std::invalid_argument unless 1 <= k <= 32, k <= E <= 1024.
+void router_topk(ScoreFn fn, const float* logits, const float* bias, int T, int E, int k, float route_scale,
+                 int* ids, float* weights, cudaStream_t stream);
+
+/// DSV4 hash routing (first 3 layers): ids[t, j] = tid2eid[token_ids[t] * k + j]; weights =
+/// sqrt(softplus(logits[t, ids])) normalised * route_scale. tid2eid is [vocab, k] int32.
+void router_hash(const float* logits, const int* token_ids, const int* tid2eid, int T, int E, int k,
+                 float route_scale, int* ids, float* weights, cudaStream_t stream);
+
+// ---- dispatch: permutation and combine --------------------------------------------------------
+/// Device scratch for one dispatch. Allocate with `alloc_dispatch(E, T*k)`; free with free_dispatch.
+struct Dispatch {
+  int E = 0, max_rows = 0;
+  int* counts = nullptr;        // [E] tokens routed to each expert
+  int* row_offsets = nullptr;   // [E+1] exclusive prefix sum of counts (rows of the permuted buffer)
+  int* tile_offsets = nullptr;  // [E+1] prefix sum of ceil(counts / bt) (token tiles of the GEMM)
+  int* cursor = nullptr;        // [E] scratch
+  int* pos = nullptr;           // [T*k] permuted row of (token t, slot j)
+  int* row_token = nullptr;     // [T*k] token of each permuted row
+};
+Dispatch alloc_dispatch(int E, int max_rows);
+void free_dispatch(Dispatch& d);
+
+/// Gather tokens by expert. x [T, D] bf16 -> x_perm [T*k, D] bf16, rows of expert e contiguous at
+/// row_offsets[e] (order inside an expert is not deterministic). Also fills counts, row_offsets,
+/// tile_offsets (for GEMM token tile `bt`), pos and row_token. D % 8 == 0 required.
+/// Bytes moved: 2*T*D read + 2*T*k*D written (+ index traffic).
+void moe_permute(const bf16* x, const int* ids, int T, int k, int D, int bt, Dispatch& d, bf16* x_perm,
+                 cudaStream_t stream);
+
+/// Combine (the weighted scatter-add written as a gather, deterministic): out[t] =
+/// sum_j weights[t, j] * y_perm[pos[t, j]] in fp32, stored bf16. If gamma != nullptr the fp32 sum
+/// is RMS-normalised (K3 LatentMoE norm after combine, eps) and multiplied by gamma [D].
+void moe_combine(const bf16* y_perm, const int* pos, const float* weights, int T, int k, int D,
+                 const bf16* gamma, float eps, bf16* out, cudaStream_t stream);
+
+// ---- elementwise -----------------------------------------------------------------------------
+/// K3 SiTU GLU (model-facts.md §1.1): h [rows, 2I] = [a | b]; out [rows, I] =
+/// 4*tanh(a/4)*sigmoid(a) * 25*tanh(b/25). fp32 math, bf16 storage. I % 8 == 0.
+void act_situ(const bf16* h, int rows, int I, bf16* out, cudaStream_t stream);
+/// DSV4 clamped SwiGLU (swiglu_limit 10): out = silu(min(a, limit)) * clamp(b, -limit, limit).
+void act_swiglu(const bf16* h, int rows, int I, float limit, bf16* out, cudaStream_t stream);
+/// RMSNorm over rows of x [rows, D]: out = x / sqrt(mean(x^2) + eps) * gamma. D % 8 == 0.
+void rmsnorm(const bf16* x, const bf16* gamma, int rows, int D, float eps, bf16* out, cudaStream_t stream);
+
+// ---- DSV4 mHC ------------------------------------------------------------------------------
+/// mHC pre (model-facts.md §1.2; DSV4 hc_pre): x [T, 4, D] bf16 residual streams; mixes_raw
+/// [T, 24] fp32 = x_flat * hc_fn^T (computed by the caller, e.g. cublas_gemm_bf16 with fp32 out);
+/// hc_scale [3], hc_base [24] fp32. Per token: r = rsqrt(mean(x_flat^2) + norm_eps), mixes =
+/// mixes_raw * r; pre = sigmoid(m[0:4]*s0 + b) + eps; post = 2 sigmoid(m[4:8]*s1 + b); comb =
+/// softmax_row(m[8:24]*s2 + b) + eps, column-normalised, then 19 x (row, column) normalisations.
+/// Writes y [T, D] bf16 = sum_i pre_i x_i, post [T, 4], comb [T, 4, 4] fp32.
+void mhc_pre(const bf16* x, const float* mixes_raw, const float* hc_scale, const float* hc_base, int T, int D,
+             bf16* y, float* post, float* comb, cudaStream_t stream);
+/// mHC post: out[t, i] = post[t, i] * f[t] + sum_j comb[t, j, i] * res[t, j]; f [T, D],
+/// res/out [T, 4, D] bf16.
+void mhc_post(const bf16* f, const bf16* res, const float* post, const float* comb, int T, int D, bf16* out,
+              cudaStream_t stream);
+
+// ---- MXFP4 weights ---------------------------------------------------------------------------
+/// E2M1 code (4 bits: sign, 2 exponent, 1 mantissa) -> value {0, .5, 1, 1.5, 2, 3, 4, 6} * sign.
+double e2m1_value(uint8_t code);
+/// E8M0 scale byte s -> 2^(s-127) (s = 255 is NaN in OCP MX; not produced here).
+double e8m0_value(uint8_t s);
+/// Bytes of one prepacked expert matrix [N, K]: N*K/2 codes + N*K/32 scales.
+inline size_t w4a16_matrix_bytes(int N, int K) { return size_t(N) * K / 2 + size_t(N) * K / 32; }
+/// Prepack one expert matrix for the W4A16 kernel (host). codes [N*K] (one E2M1 code per byte,
+/// low nibble), scales [N*K/32] (E8M0 per 32 consecutive K of a row). Writes
+/// w4a16_matrix_bytes(N, K) bytes to host_out. Throws std::invalid_argument unless N % 128 == 0,
+/// K % 64 == 0 and every scale byte is <= 128 (scale <= 2; the fast dequant folds 2^126 in).
+void w4a16_prepack(const uint8_t* host_codes, const uint8_t* host_scales, int N, int K, uint8_t* host_out);
+/// Inverse of the above for one element (host): the dequantised weight W[n, k] read back from a
+/// prepacked buffer through the exact fragment mapping the kernel uses (test helper).
+double w4a16_packed_value(const uint8_t* host_packed, int N, int K, int n, int k);
+
+/// Selects the E2M1 decode inside the W4A16 kernel: false (default) places the code bits in a
+/// bf16 (subnormal for E2M1 exponent 0) and multiplies by 2^(s-1); true decodes through a byte
+/// permutation table (no subnormals) and multiplies by 2^(s-127). Both are exact.
+void w4a16_set_lut_dequant(bool lut);
+
+/// Token tile widths the W4A16 kernel is compiled for.
+constexpr int kW4A16TileWidths[] = {8, 16, 32, 64, 128, 256};
+/// Tile width the layer uses for `avg_rows_per_active_expert` (smallest >= avg, at most 256).
+int w4a16_pick_bt(double avg_rows_per_active_expert);
+
+/// Grouped GEMM Y[r, :] = X[r, :] * W_e^T for every permuted row r of group e (W4A16: MXFP4
+/// weights dequantised to bf16 in registers, bf16 wgmma, fp32 accumulation, bf16 out).
+/// x [rows, K] bf16; w_pool: prepacked matrices, matrix of group g at
+/// w_pool + expert_ids[g] * w4a16_matrix_bytes(N, K) (expert_ids == nullptr: identity);
+/// row_offsets [G+1] and tile_offsets [G+1] (tiles of width bt) as moe_permute writes them;
+/// max_tiles >= tile_offsets[G] bounds the grid (see w4a16_max_tiles). y [rows, N] bf16.
+/// FLOPs 2*rows*N*K. Throws std::invalid_argument unless N % 128 == 0, K % 128 == 0, bt is one of
+/// kW4A16TileWidths.
+void w4a16_grouped_gemm(const bf16* x, const uint8_t* w_pool, const int* expert_ids, const int* row_offsets,
+                        const int* tile_offsets, int G, int N, int K, int bt, int max_tiles, bf16* y,
+                        cudaStream_t stream);
+/// Upper bound on token tiles for `rows` rows spread over at most G non-empty groups.
+inline int w4a16_max_tiles(long long rows, int G, int bt) {
+  const long long g = rows < G ? rows : G;
+  return static_cast<int>((rows + bt - 1) / bt + g);
+}
+
+// ---- library GEMMs ---------------------------------------------------------------------------
+/// C[M, N] = A[M, K] * B[N, K]^T (+ beta*C) through cublasGemmEx, bf16 in, fp32 accumulate,
+/// C bf16 (c_fp32 == false) or fp32. The "TN" layout of nn.Linear weights [N, K].
+void cublas_gemm_bf16(cublasHandle_t h, const bf16* A, const bf16* B, void* C, int M, int N, int K, bool c_fp32,
+                      float beta, cudaStream_t stream);
+/// Grouped bf16 GEMM through cublasGemmGroupedBatchedEx: for each group g with m_g > 0,
+/// Y_g[m_g, N] = X_g[m_g, K] * W_g[N, K]^T. Built once (device pointer arrays uploaded), run many
+/// times. Group sizes are host-known (the library needs them on the host).
+struct GroupedBf16Plan {
+  int N = 0, K = 0;
+  std::vector<int> m;                 // per non-empty group
+  std::vector<float> alpha, beta;     // 1, 0
+  std::vector<cublasOperation_t> ta, tb;
+  std::vector<int> mm, nn, kk, lda, ldb, ldc, gsize;
+  void** d_ptrs = nullptr;            // [3][groups]: W_g, X_g, Y_g
+};
+GroupedBf16Plan make_grouped_bf16(const std::vector<const bf16*>& X, const std::vector<const bf16*>& W,
+                                  const std::vector<bf16*>& Y, const std::vector<int>& m, int N, int K);
+void run_grouped_bf16(cublasHandle_t h, const GroupedBf16Plan& plan, cudaStream_t stream);
+void free_grouped_bf16(GroupedBf16Plan& plan);
+
+/// FP8 (e4m3) GEMM through cuBLASLt: D[M, N] bf16 = X_fp8[M, K] * W_fp8[N, K]^T, fp32
+/// accumulation. block == false: per-tensor fp32 scales x_scale[1], w_scale[1]. block == true:
+/// DeepSeek-style scales, X 1x128 (CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, M*K/128 floats) and
+/// W 128x128 blocks (BLK128x128_32F, (N/128)*(K/128) floats). Plans (descriptors + heuristic
+/// algorithm) are cached per (M, N, K, block). Returns false (and runs nothing) when cuBLASLt
+/// offers no algorithm for the configuration. Requires M, N, K multiples of 16 (K of 128 for block).
+struct LtFp8;
+LtFp8* lt_fp8_create(size_t workspace_bytes = 64u << 20);
+void lt_fp8_destroy(LtFp8* ctx);
+bool cublaslt_fp8_gemm(LtFp8* ctx, const void* X, const void* W, bf16* D, int M, int N, int K, bool block,
+                       const float* x_scale, const float* w_scale, cudaStream_t stream);
+
+// ---- device fills (random data without host transfers) ------------------------------------------
+/// Fills with a counter-based hash RNG: bf16 uniform in [-amp, amp]; codes uniform 4-bit; scale
+/// bytes uniform in [lo, hi].
+void fill_bf16(bf16* p, size_t n, uint64_t seed, float amp, cudaStream_t stream);
+void fill_f32(float* p, size_t n, uint64_t seed, float lo, float hi, cudaStream_t stream);
+void fill_bytes(uint8_t* p, size_t n, uint64_t seed, int lo, int hi, cudaStream_t stream);
+/// Fills a prepacked W4A16 pool directly (random codes and scales in [lo, hi]; codes at random).
+void fill_w4a16_pool(uint8_t* p, size_t n_matrices, int N, int K, uint64_t seed, int scale_lo, int scale_hi,
+                     cudaStream_t stream);
+
+}  // namespace servesim::kernels::moe

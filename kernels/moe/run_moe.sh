@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One device call for issue #4: runs the MoE correctness tests, the MoE benchmark sweep, the
+# communication benchmarks (C++ and PyTorch), then tars the tables into $OUT/tables.tar.gz and
+# prints a short summary last. Binaries come prebuilt in build-kernels-moe (carried).
+#   MODE=quick|full  MOE_DEADLINE_S (default 200)  COMM_DEADLINE_S (default 60)  BUILD=build-kernels-moe
+# Reproduce on a 2xH200 machine:  MODE=full OUT=/tmp/out bash kernels/moe/run_moe.sh
+set -u
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+MODE=${MODE:-full}
+BUILD=${BUILD:-build-kernels-moe}
+OUT=${OUT:-/tmp/moe-out}
+MOE_DEADLINE_S=${MOE_DEADLINE_S:-200}
+COMM_DEADLINE_S=${COMM_DEADLINE_S:-60}
+TABLES=$OUT/tables
+mkdir -p "$TABLES"
+LOG=$OUT/log.txt
+T0=$(date +%s)
+Q=""; [ "$MODE" = quick ] && Q="--quick"
+{
+  echo "== run_moe.sh MODE=$MODE commit=${SERVESIM_COMMIT:-unknown} $(date -u +%FT%TZ)"
+  nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv
+  nvidia-smi topo -m 2>&1 | head -8
+  echo "== tests"
+  timeout 120 "$BUILD/moe/test_moe" --gtest_brief=0 2>&1 | grep -E "^\[|rel L2|router|check|Failure|Expected|Which|actual" | grep -v "^\[ RUN" 
+  echo "test_moe exit: ${PIPESTATUS[0]}"
+  echo "== bench_moe ($(($(date +%s)-T0)) s)"
+  timeout $((MOE_DEADLINE_S + 120)) "$BUILD/moe/bench_moe" --out "$TABLES" --deadline-s "$MOE_DEADLINE_S" $Q ${MOE_ARGS:-}
+  echo "bench_moe exit: $?"
+  echo "== bench_comm ($(($(date +%s)-T0)) s)"
+  NCCL_LIB=$(ls /usr/local/cuda/lib64/libnccl.so.2 2>/dev/null || python3 -c "import nvidia.nccl,os;print(os.path.join(os.path.dirname(nvidia.nccl.__file__) if nvidia.nccl.__file__ else list(nvidia.nccl.__path__)[0],'lib','libnccl.so.2'))" 2>/dev/null)
+  echo "NCCL library: $NCCL_LIB"
+  SERVESIM_NCCL_LIB=$NCCL_LIB timeout $((COMM_DEADLINE_S + 90)) "$BUILD/comm/bench_comm" --out "$TABLES" --deadline-s "$COMM_DEADLINE_S" $Q
+  echo "bench_comm exit: $?"
+  echo "== torch all_to_all_single ($(($(date +%s)-T0)) s)"
+  PYTHONUNBUFFERED=1 timeout $((COMM_DEADLINE_S + 90)) python3 kernels/comm/alltoall_torch.py --out "$TABLES" --deadline-s "$COMM_DEADLINE_S" $Q
+  echo "alltoall_torch exit: $?"
+  nvidia-smi --query-gpu=index,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
+  echo "== done in $(($(date +%s)-T0)) s"
+} 2>&1 | tee "$LOG"
+tar -czf "$OUT/tables.tar.gz" -C "$TABLES" . && ls -la "$OUT"
+echo "==== SUMMARY ===="
+grep -E "PASSED|FAILED|SKIPPED \]|rel L2|check |ceiling|w4a16 .*G=|prefill|layer .*skew=0.0|alltoall .*64 MiB|p2p .*64 MiB|best p2p|host pinned .*(65536|4194304) KiB|host pageable .*(65536|4194304) KiB|ERROR|SKIPPED \(|exit:|done in" "$LOG" | cut -c1-200 | tail -120
