@@ -35,8 +35,13 @@ Q=""; [ "$MODE" = quick ] && Q="--quick"
   PYTHONUNBUFFERED=1 timeout $((COMM_DEADLINE_S + 90)) python3 kernels/comm/alltoall_torch.py --out "$TABLES" --deadline-s "$COMM_DEADLINE_S" $Q
   echo "alltoall_torch exit: $?"
   nvidia-smi --query-gpu=index,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
+  if command -v cuobjdump >/dev/null; then
+    cuobjdump --dump-sass "$BUILD/moe/libmoe_kernels.a" > /tmp/moe_sass.txt 2>/dev/null
+    awk '/Function : /{f=($0 ~ /w4a16_kernelILi(256|8)ELb0/)} f' /tmp/moe_sass.txt > "$OUT/sass_w4a16.txt"
+    echo "SASS w4a16<256>,<8>: $(grep -c HGMMA "$OUT/sass_w4a16.txt") HGMMA, $(grep -cE 'LDL|STL' "$OUT/sass_w4a16.txt") LDL/STL, $(grep -c 'HMUL2' "$OUT/sass_w4a16.txt") HMUL2, $(wc -l < "$OUT/sass_w4a16.txt") lines"
+  fi
   echo "== done in $(($(date +%s)-T0)) s"
 } 2>&1 | tee "$LOG"
 tar -czf "$OUT/tables.tar.gz" -C "$TABLES" . && ls -la "$OUT"
 echo "==== SUMMARY ===="
-grep -E "PASSED|FAILED|SKIPPED \]|rel L2|check |ceiling|w4a16 .*G=|prefill|layer .*skew=0.0|alltoall .*64 MiB|p2p .*64 MiB|best p2p|host pinned .*(65536|4194304) KiB|host pageable .*(65536|4194304) KiB|ERROR|SKIPPED \(|exit:|done in" "$LOG" | cut -c1-200 | tail -120
+grep -E "PASSED|FAILED|SKIPPED \]|rel L2|check |ceiling|w4a16 .*G=|prefill|layer .*skew=0.0|alltoall .*64 MiB|p2p .*64 MiB|best p2p|host pinned .*(65536|4194304) KiB|host pageable .*(65536|4194304) KiB|ERROR|SKIPPED \(|exit:|SASS|done in" "$LOG" | cut -c1-200 | tail -120
