@@ -1,0 +1,55 @@
+// servesim attention kernels: DeepSeek V4 compressor, lightning indexer and top-k
+// (model-facts.md 1.2, 2.3, 2.4, 3.1; compressor math from the community copy of the official
+// inference model.py: overlap_transform, per-channel softmax pooling, RMSNorm, RoPE, FP8 quant).
+//
+// Compressor (ratio R = 4 with overlap, or R = 128 without), head dim D = 512 (main KV) or 128
+// (indexer keys). kv, score [rows, coff*D] bf16 (outputs of the wkv / wgate projections, coff = 2
+// when R == 4 else 1); ape [R, coff*D] fp32; norm_w [D] fp32. Entry e pools the R rows starting
+// at row entries[e].x (its own group, second half of the features when coff = 2) and, when R == 4
+// and its position entries[e].y >= R, the R rows before (first half): per channel softmax over
+// (score + ape) of those rows, weighted sum of kv; then RMSNorm(D) * norm_w, RoPE (GPT-J
+// interleaved, theta 160000) on the last 64 dims at the entry's position, then
+//   D = 512: FP8 row of 584 B (attn_common.cuh) with UE8M0 scales 2^ceil(log2(amax/448)) per 64;
+//   D = 128: 128-point Walsh-Hadamard rotation (/sqrt(128)), E4M3 with one fp32 scale amax/448.
+//
+// Indexer: logits[i, j] = sum_h w[i, h] * ReLU(s_j * q[i, h, :] . k[j, :]) for j < key_len[i]
+// (q, k E4M3; w fp32 folds the q scales and 1/sqrt(128)); 64 heads x 128. Top-k: indices of the
+// `topk` largest logits of each row (unordered), -1 padded when key_len < topk.
+// Errors: std::invalid_argument on unsupported shapes.
+#pragma once
+#include "attention/attn_common.cuh"
+
+namespace servesim::attn {
+
+struct CompressorArgs {
+  const bf16* kv = nullptr;
+  const bf16* score = nullptr;
+  const float* ape = nullptr;
+  const float* norm_w = nullptr;
+  const int2* entries = nullptr;  // [n] (first row of the entry's own group, position of that row)
+  int n = 0;
+  uint8_t* out = nullptr;    // D=512: [n, 584]; D=128: [n, 128] E4M3
+  float* out_scale = nullptr;  // D=128: [n]
+  float rope_theta = 160000.f;
+  float eps = 1e-6f;
+};
+/// ratio 4 or 128; head_dim 512 or 128 (128 only with ratio 4: the CSA indexer keys).
+void v4_compress(const CompressorArgs& a, int ratio, int head_dim, cudaStream_t s = 0);
+
+constexpr int kIdxHeads = 64;
+struct IndexerArgs {
+  const uint8_t* q = nullptr;      // [nq, 64, 128] E4M3
+  const float* w = nullptr;        // [nq, 64]
+  const uint8_t* keys = nullptr;   // [nk, 128] E4M3
+  const float* kscale = nullptr;   // [nk]
+  const int* key_begin = nullptr;  // [nq] first key row seen by query i
+  const int* key_len = nullptr;    // [nq] keys seen by query i
+  float* logits = nullptr;         // [nq, ld]; columns >= key_len[i] are not written
+  int nq = 0, ld = 0, max_len = 0;
+};
+void v4_indexer_logits(const IndexerArgs& a, cudaStream_t s = 0);
+
+/// idx [nq, topk] int32 from logits [nq, ld] with row lengths len [nq].
+void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int* idx, cudaStream_t s = 0);
+
+}  // namespace servesim::attn

@@ -1,0 +1,614 @@
+// servesim attention kernels: KDA chunked prefill (two kernels), recurrent decode, short conv and
+// gated RMSNorm. See kda.cuh for shapes and NOTES.md for the algebra and the measurements.
+#include "attention/kda.cuh"
+
+namespace servesim::attn {
+
+namespace {
+constexpr int KD = kKdaD;
+constexpr int KC = kKdaChunk;
+
+__device__ __forceinline__ float bf(bf16 v) { return __bfloat162float(v); }
+
+// ------------------------------------------------------------------------------------------
+// K1: per (chunk, head), 128 threads (thread = channel d).
+// ------------------------------------------------------------------------------------------
+__global__ void __launch_bounds__(128) kda_prep_kernel(KdaPrefillArgs a, const int* __restrict__ chunk_start,
+                                                       const int* __restrict__ chunk_len, uint8_t* __restrict__ ws) {
+  const int c = blockIdx.x, h = blockIdx.y, d = threadIdx.x, H = a.H;
+  const int t0 = chunk_start[c], nc = chunk_len[c];
+  __shared__ float qs[KC][KD + 1], ks[KC][KD + 1], kh[KC][KD + 1];
+  __shared__ float Am[KC][KC + 1], Mm[KC][KC + 1];
+  __shared__ float bet[KC], qinv[KC], kinv[KC];
+
+#pragma unroll 4
+  for (int r = 0; r < KC; ++r) {
+    const bool ok = r < nc;
+    const size_t off = (static_cast<size_t>(t0 + (ok ? r : 0)) * H + h) * KD + d;
+    qs[r][d] = ok ? bf(a.q[off]) : 0.f;
+    ks[r][d] = ok ? bf(a.k[off]) : 0.f;
+  }
+  if (d < KC) bet[d] = d < nc ? sigmoidf_(bf(a.beta[static_cast<size_t>(t0 + d) * H + h])) : 0.f;
+  __syncthreads();
+  {
+    const int warp = d >> 5, lane = d & 31;
+#pragma unroll
+    for (int rr = 0; rr < 4; ++rr) {
+      const int r = warp * 4 + rr;
+      float sq = 0.f, sk = 0.f;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float x = qs[r][lane + 32 * i], y = ks[r][lane + 32 * i];
+        sq += x * x;
+        sk += y * y;
+      }
+      sq = warp_sum(sq);
+      sk = warp_sum(sk);
+      if (lane == 0) {
+        qinv[r] = rsqrtf(sq + 1e-6f);
+        kinv[r] = rsqrtf(sk + 1e-6f);
+      }
+    }
+  }
+  __syncthreads();
+
+  const float ea = expf(a.A_log[h]);
+  const float dtb = a.dt_bias[h * KD + d];
+  float Gr[KC];
+  float G = 0.f;
+#pragma unroll
+  for (int r = 0; r < KC; ++r) {
+    float gv = 0.f;
+    if (r < nc) {
+      const float graw = bf(a.g[(static_cast<size_t>(t0 + r) * H + h) * KD + d]);
+      gv = a.lower_bound * sigmoidf_(ea * (graw + dtb));
+    }
+    G += gv;
+    Gr[r] = G;
+  }
+  const float GC = G;
+  uint8_t* base = ws + (static_cast<size_t>(c) * H + h) * kKdaChunkBytes;
+  bf16* Qt = reinterpret_cast<bf16*>(base);
+  bf16* Kt = Qt + KC * KD;
+  bf16* Kd = Kt + KC * KD;
+  bf16* INVb = Kd + KC * KD;
+  bf16* Mq = INVb + KC * KC;
+  float* dec = reinterpret_cast<float*>(Mq + KC * KC);
+#pragma unroll
+  for (int r = 0; r < KC; ++r) {
+    const float kn = ks[r][d] * kinv[r];
+    const float qn = qs[r][d] * qinv[r];
+    const float e = expf(Gr[r]);
+    const float kt = kn * e, qt = qn * e * a.scale, khat = kn * expf(-Gr[r]);
+    const float kd = kn * expf(GC - Gr[r]);
+    Qt[r * KD + d] = __float2bfloat16(qt);
+    Kt[r * KD + d] = __float2bfloat16(kt);
+    Kd[r * KD + d] = __float2bfloat16(kd);
+    qs[r][d] = qt;
+    ks[r][d] = kt;
+    kh[r][d] = khat;
+  }
+  dec[d] = expf(GC);
+  __syncthreads();
+  for (int e = d; e < KC * KC; e += 128) {
+    const int t = e / KC, s = e % KC;
+    float acc = 0.f, accq = 0.f;
+#pragma unroll 8
+    for (int i = 0; i < KD; ++i) {
+      acc = fmaf(ks[t][i], kh[s][i], acc);
+      accq = fmaf(qs[t][i], kh[s][i], accq);
+    }
+    Am[t][s] = (s < t) ? bet[t] * acc : 0.f;
+    Mm[t][s] = (s <= t) ? accq : 0.f;
+  }
+  __syncthreads();
+  for (int e = d; e < KC * KC; e += 128) Mq[e] = __float2bfloat16(Mm[e / KC][e % KC]);
+  if (d < KC) {
+    // Column j of X = (I + A)^-1 by forward substitution (A strictly lower), then * beta_j.
+    const int j = d;
+    float X[KC];
+#pragma unroll
+    for (int t = 0; t < KC; ++t) {
+      float acc = (t == j) ? 1.f : 0.f;
+#pragma unroll
+      for (int s = 0; s < t; ++s) acc = fmaf(-Am[t][s], X[s], acc);
+      X[t] = acc;
+    }
+#pragma unroll
+    for (int t = 0; t < KC; ++t) INVb[t * KC + j] = __float2bfloat16(X[t] * bet[j]);
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// K2: per (V slice of 16*NW, head, sequence); warp = 16 V rows; state S^T [V x K] fp32 in the
+// mma accumulators (16 n-tiles of 8 K columns).
+// ------------------------------------------------------------------------------------------
+template <int NW>
+struct KdaStage {
+  static constexpr int VB = 16 * NW, LDK = KD + 8, LDC = KC + 8, LDV = VB + 8;
+  bf16 Qt[KC * LDK], Kt[KC * LDK], Kd[KC * LDK];
+  bf16 INVb[KC * LDC], Mq[KC * LDC];
+  bf16 V[KC * LDV];
+  float dec[KD];
+};
+
+template <int NW>
+__global__ void __launch_bounds__(NW * 32) kda_recur_kernel(KdaPrefillArgs a, const uint8_t* __restrict__ ws,
+                                                            const int* __restrict__ chunk_start,
+                                                            const int* __restrict__ chunk_len,
+                                                            const int* __restrict__ seq_chunk_begin) {
+  using St = KdaStage<NW>;
+  constexpr int VB = St::VB, LDK = St::LDK, LDC = St::LDC, LDV = St::LDV, NT = NW * 32;
+  extern __shared__ __align__(16) uint8_t smem[];
+  St* st = reinterpret_cast<St*>(smem);
+  bf16* Os = reinterpret_cast<bf16*>(st + 2);  // [KC][LDV]
+
+  const int vs = blockIdx.x, h = blockIdx.y, n = blockIdx.z, H = a.H;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int cb = seq_chunk_begin[n], ce = seq_chunk_begin[n + 1];
+  const int vbase = vs * VB;
+  const int vrow = vbase + warp * 16;
+
+  float S[16][4];
+  if (a.init_state) {
+    const float* src = a.init_state + (static_cast<size_t>(n) * H + h) * KD * KD;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const float2 x0 = *reinterpret_cast<const float2*>(src + (vrow + g) * KD + 8 * j + 2 * t);
+      const float2 x1 = *reinterpret_cast<const float2*>(src + (vrow + g + 8) * KD + 8 * j + 2 * t);
+      S[j][0] = x0.x; S[j][1] = x0.y; S[j][2] = x1.x; S[j][3] = x1.y;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) S[j][0] = S[j][1] = S[j][2] = S[j][3] = 0.f;
+  }
+
+  auto load_stage = [&](int c, int sidx) {
+    const bf16* base = reinterpret_cast<const bf16*>(ws + (static_cast<size_t>(c) * H + h) * kKdaChunkBytes);
+    St& s_ = st[sidx];
+    const int t0 = chunk_start[c], nc = chunk_len[c];
+    for (int u = threadIdx.x; u < 3 * KC * 16; u += NT) {
+      const int m = u / (KC * 16), r = (u / 16) % KC, ch = u % 16;
+      bf16* dst = (m == 0 ? s_.Qt : (m == 1 ? s_.Kt : s_.Kd)) + r * LDK + ch * 8;
+      cp_async16(dst, base + m * KC * KD + r * KD + ch * 8);
+    }
+    for (int u = threadIdx.x; u < 2 * KC * 2; u += NT) {
+      const int m = u / (KC * 2), r = (u / 2) % KC, ch = u % 2;
+      bf16* dst = (m == 0 ? s_.INVb : s_.Mq) + r * LDC + ch * 8;
+      cp_async16(dst, base + 3 * KC * KD + m * KC * KC + r * KC + ch * 8);
+    }
+    for (int u = threadIdx.x; u < KC * (VB / 8); u += NT) {
+      const int r = u / (VB / 8), ch = u % (VB / 8);
+      const bool ok = r < nc;
+      const bf16* src = a.v + (static_cast<size_t>(t0 + (ok ? r : 0)) * H + h) * KD + vbase + ch * 8;
+      cp_async16(s_.V + r * LDV + ch * 8, src, ok);
+    }
+    const float* dsrc = reinterpret_cast<const float*>(base + 3 * KC * KD + 2 * KC * KC);
+    for (int u = threadIdx.x; u < KD / 4; u += NT) cp_async16(s_.dec + u * 4, dsrc + u * 4);
+  };
+
+  const int lrow = (lane & 7) + ((lane >> 4) << 3);  // ldmatrix (non-trans) of [n][k] storage
+  const int lcol = ((lane >> 3) & 1) << 3;
+  const int trow = (lane & 7) + (((lane >> 3) & 1) << 3);  // ldmatrix.trans of [k][n] storage
+  const int tcol = (lane >> 4) << 3;
+
+  if (cb < ce) load_stage(cb, 0);
+  cp_async_commit();
+  for (int c = cb, i = 0; c < ce; ++c, ++i) {
+    if (c + 1 < ce) load_stage(c + 1, (i + 1) & 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const St& X = st[i & 1];
+    const int t0 = chunk_start[c], nc = chunk_len[c];
+
+    uint32_t sa[8][4];
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+      sa[kk][0] = pack_bf16(S[2 * kk][0], S[2 * kk][1]);
+      sa[kk][1] = pack_bf16(S[2 * kk][2], S[2 * kk][3]);
+      sa[kk][2] = pack_bf16(S[2 * kk + 1][0], S[2 * kk + 1][1]);
+      sa[kk][3] = pack_bf16(S[2 * kk + 1][2], S[2 * kk + 1][3]);
+    }
+    float W[2][4] = {}, O[2][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+      uint32_t b[4];
+      ldsm_x4(b, X.Kt + lrow * LDK + kk * 16 + lcol);
+      mma_bf16(W[0], sa[kk], b[0], b[1]);
+      mma_bf16(W[1], sa[kk], b[2], b[3]);
+      ldsm_x4(b, X.Qt + lrow * LDK + kk * 16 + lcol);
+      mma_bf16(O[0], sa[kk], b[0], b[1]);
+      mma_bf16(O[1], sa[kk], b[2], b[3]);
+    }
+    // X = V^T - W  (rows v, cols c)
+    const int vc = warp * 16 + g;
+    float Xv[2][4];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int c0 = 8 * j + 2 * t;
+      Xv[j][0] = bf(X.V[c0 * LDV + vc]) - W[j][0];
+      Xv[j][1] = bf(X.V[(c0 + 1) * LDV + vc]) - W[j][1];
+      Xv[j][2] = bf(X.V[c0 * LDV + vc + 8]) - W[j][2];
+      Xv[j][3] = bf(X.V[(c0 + 1) * LDV + vc + 8]) - W[j][3];
+    }
+    const uint32_t xa[4] = {pack_bf16(Xv[0][0], Xv[0][1]), pack_bf16(Xv[0][2], Xv[0][3]),
+                            pack_bf16(Xv[1][0], Xv[1][1]), pack_bf16(Xv[1][2], Xv[1][3])};
+    float U[2][4] = {};
+    {
+      uint32_t b[4];
+      ldsm_x4(b, X.INVb + lrow * LDC + lcol);
+      mma_bf16(U[0], xa, b[0], b[1]);
+      mma_bf16(U[1], xa, b[2], b[3]);
+    }
+    const uint32_t ua[4] = {pack_bf16(U[0][0], U[0][1]), pack_bf16(U[0][2], U[0][3]), pack_bf16(U[1][0], U[1][1]),
+                            pack_bf16(U[1][2], U[1][3])};
+    {
+      uint32_t b[4];
+      ldsm_x4(b, X.Mq + lrow * LDC + lcol);
+      mma_bf16(O[0], ua, b[0], b[1]);
+      mma_bf16(O[1], ua, b[2], b[3]);
+    }
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const float d0 = X.dec[8 * j + 2 * t], d1 = X.dec[8 * j + 2 * t + 1];
+      S[j][0] *= d0; S[j][1] *= d1; S[j][2] *= d0; S[j][3] *= d1;
+    }
+#pragma unroll
+    for (int p = 0; p < 8; ++p) {
+      uint32_t b[4];
+      ldsm_x4_t(b, X.Kd + trow * LDK + p * 16 + tcol);
+      mma_bf16(S[2 * p], ua, b[0], b[1]);
+      mma_bf16(S[2 * p + 1], ua, b[2], b[3]);
+    }
+    // O^T tile (v rows, c cols) -> Os[c][v]
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int c0 = 8 * j + 2 * t;
+      Os[c0 * LDV + vc] = __float2bfloat16(O[j][0]);
+      Os[(c0 + 1) * LDV + vc] = __float2bfloat16(O[j][1]);
+      Os[c0 * LDV + vc + 8] = __float2bfloat16(O[j][2]);
+      Os[(c0 + 1) * LDV + vc + 8] = __float2bfloat16(O[j][3]);
+    }
+    __syncthreads();
+    for (int u = threadIdx.x; u < KC * (VB / 8); u += NT) {
+      const int r = u / (VB / 8), ch = u % (VB / 8);
+      if (r < nc)
+        *reinterpret_cast<uint4*>(a.out + (static_cast<size_t>(t0 + r) * H + h) * KD + vbase + ch * 8) =
+            *reinterpret_cast<const uint4*>(Os + r * LDV + ch * 8);
+    }
+  }
+  cp_async_wait<0>();
+  if (a.final_state) {
+    float* dst = a.final_state + (static_cast<size_t>(n) * H + h) * KD * KD;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      *reinterpret_cast<float2*>(dst + (vrow + g) * KD + 8 * j + 2 * t) = make_float2(S[j][0], S[j][1]);
+      *reinterpret_cast<float2*>(dst + (vrow + g + 8) * KD + 8 * j + 2 * t) = make_float2(S[j][2], S[j][3]);
+    }
+  }
+}
+constexpr int kRecurWarps = 4;  // 64 V columns per block, 2 blocks per head
+
+// ------------------------------------------------------------------------------------------
+// Decode: block per (head, seq), 8 warps x 16 V rows; lane owns K columns 4*lane..4*lane+3.
+// ------------------------------------------------------------------------------------------
+template <bool BF16STATE>
+__global__ void __launch_bounds__(256) kda_decode_kernel(KdaDecodeArgs a) {
+  const int h = blockIdx.x, b = blockIdx.y, H = a.H;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const size_t hd = (static_cast<size_t>(b) * H + h) * KD;
+  const int c0 = 4 * lane;
+  const size_t srow0 = hd * KD + static_cast<size_t>(warp * 16) * KD + c0;  // state row (warp*16), col c0
+
+  // Issue the state loads first (16 rows in flight per lane).
+  float4 s[16];
+  if constexpr (BF16STATE) {
+    const bf16* st = static_cast<const bf16*>(a.state);
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      const uint2 u = *reinterpret_cast<const uint2*>(st + srow0 + static_cast<size_t>(r) * KD);
+      __nv_bfloat162 lo, hi;
+      memcpy(&lo, &u.x, 4);
+      memcpy(&hi, &u.y, 4);
+      const float2 l = __bfloat1622float2(lo), hh = __bfloat1622float2(hi);
+      s[r] = make_float4(l.x, l.y, hh.x, hh.y);
+    }
+  } else {
+    const float* st = static_cast<const float*>(a.state);
+#pragma unroll
+    for (int r = 0; r < 16; ++r) s[r] = *reinterpret_cast<const float4*>(st + srow0 + static_cast<size_t>(r) * KD);
+  }
+  float qv[4], kv[4], dec[4];
+  {
+    const uint2 uq = *reinterpret_cast<const uint2*>(a.q + hd + c0);
+    const uint2 uk = *reinterpret_cast<const uint2*>(a.k + hd + c0);
+    const uint2 ug = *reinterpret_cast<const uint2*>(a.g + hd + c0);
+    const bf16* pq = reinterpret_cast<const bf16*>(&uq);
+    const bf16* pk = reinterpret_cast<const bf16*>(&uk);
+    const bf16* pg = reinterpret_cast<const bf16*>(&ug);
+    float sq = 0.f, sk = 0.f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      qv[i] = bf(pq[i]);
+      kv[i] = bf(pk[i]);
+      sq += qv[i] * qv[i];
+      sk += kv[i] * kv[i];
+    }
+    sq = warp_sum(sq);
+    sk = warp_sum(sk);
+    const float rq = rsqrtf(sq + 1e-6f) * a.scale, rk = rsqrtf(sk + 1e-6f);
+    const float ea = expf(a.A_log[h]);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      qv[i] *= rq;
+      kv[i] *= rk;
+      dec[i] = expf(a.lower_bound * sigmoidf_(ea * (bf(pg[i]) + a.dt_bias[h * KD + c0 + i])));
+    }
+  }
+  float kq = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) kq += kv[i] * qv[i];
+  kq = warp_sum(kq);
+  const float beta = sigmoidf_(bf(a.beta[static_cast<size_t>(b) * H + h]));
+  const float vval = lane < 16 ? bf(a.v[hd + warp * 16 + lane]) : 0.f;
+  float ores = 0.f;
+#pragma unroll
+  for (int r = 0; r < 16; ++r) {
+    float x[4] = {s[r].x * dec[0], s[r].y * dec[1], s[r].z * dec[2], s[r].w * dec[3]};
+    float pk = x[0] * kv[0] + x[1] * kv[1] + x[2] * kv[2] + x[3] * kv[3];
+    float pq = x[0] * qv[0] + x[1] * qv[1] + x[2] * qv[2] + x[3] * qv[3];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      pk += __shfl_xor_sync(0xffffffffu, pk, o);
+      pq += __shfl_xor_sync(0xffffffffu, pq, o);
+    }
+    const float vr = __shfl_sync(0xffffffffu, vval, r);
+    const float vp = beta * (vr - pk);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) x[i] = fmaf(vp, kv[i], x[i]);
+    if constexpr (BF16STATE) {
+      bf16* st = static_cast<bf16*>(a.state);
+      uint2 u;
+      u.x = pack_bf16(x[0], x[1]);
+      u.y = pack_bf16(x[2], x[3]);
+      *reinterpret_cast<uint2*>(st + srow0 + static_cast<size_t>(r) * KD) = u;
+    } else {
+      float* st = static_cast<float*>(a.state);
+      *reinterpret_cast<float4*>(st + srow0 + static_cast<size_t>(r) * KD) = make_float4(x[0], x[1], x[2], x[3]);
+    }
+    const float o = pq + vp * kq;
+    if (lane == r) ores = o;
+  }
+  if (lane < 16) a.out[hd + warp * 16 + lane] = __float2bfloat16(ores);
+}
+
+// ------------------------------------------------------------------------------------------
+// Short convolution and gated RMSNorm
+// ------------------------------------------------------------------------------------------
+__device__ __forceinline__ void load8(const bf16* p, float (&f)[8]) {
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  const bf16* b = reinterpret_cast<const bf16*>(&u);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) f[i] = bf(b[i]);
+}
+__device__ __forceinline__ void store8(bf16* p, const float (&f)[8]) {
+  uint4 u;
+  u.x = pack_bf16(f[0], f[1]);
+  u.y = pack_bf16(f[2], f[3]);
+  u.z = pack_bf16(f[4], f[5]);
+  u.w = pack_bf16(f[6], f[7]);
+  *reinterpret_cast<uint4*>(p) = u;
+}
+__device__ __forceinline__ float silu(float x) { return x / (1.f + __expf(-x)); }
+
+constexpr int kConvTT = 16;
+// Loads the three inputs before token `tok0` of sequence s, for channels c..c+7: hist[j][i] is x_{tok0-3+j}.
+__device__ __forceinline__ void conv_history(const bf16* x, const bf16* state_in, const int* cu, int s, int tok0,
+                                             int c, int C, float (&hist)[3][8]) {
+  const int start = cu[s];
+#pragma unroll
+  for (int j = 0; j < 3; ++j) {
+    const int tok = tok0 - 3 + j;
+    if (tok >= start) {
+      load8(x + static_cast<size_t>(tok) * C + c, hist[j]);
+    } else {
+      const int m = start - tok;  // 1..3 tokens before the start
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        hist[j][i] = state_in ? bf(state_in[(static_cast<size_t>(s) * C + c + i) * 3 + (3 - m)]) : 0.f;
+    }
+  }
+}
+
+__global__ void short_conv_prefill_kernel(const bf16* __restrict__ x, const float* __restrict__ w,
+                                          const bf16* __restrict__ state_in, bf16* __restrict__ y,
+                                          const int* __restrict__ cu, int N, int T, int C) {
+  const int c = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
+  if (c >= C) return;
+  const int tt0 = blockIdx.y * kConvTT;
+  int lo = 0, hi = N;  // find s with cu[s] <= tt0 < cu[s+1]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (cu[mid] <= tt0) lo = mid; else hi = mid;
+  }
+  int s = lo;
+  float wv[8][4];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float4 q = *reinterpret_cast<const float4*>(w + static_cast<size_t>(c + i) * 4);
+    wv[i][0] = q.x; wv[i][1] = q.y; wv[i][2] = q.z; wv[i][3] = q.w;
+  }
+  float hist[3][8];
+  conv_history(x, state_in, cu, s, tt0, c, C, hist);
+  const int tend = min(tt0 + kConvTT, T);
+  for (int tt = tt0; tt < tend; ++tt) {
+    if (tt >= cu[s + 1]) {
+      while (tt >= cu[s + 1]) ++s;
+      conv_history(x, state_in, cu, s, tt, c, C, hist);
+    }
+    float cur[8], out[8];
+    load8(x + static_cast<size_t>(tt) * C + c, cur);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float acc = wv[i][0] * hist[0][i] + wv[i][1] * hist[1][i] + wv[i][2] * hist[2][i] + wv[i][3] * cur[i];
+      out[i] = silu(acc);
+      hist[0][i] = hist[1][i];
+      hist[1][i] = hist[2][i];
+      hist[2][i] = cur[i];
+    }
+    store8(y + static_cast<size_t>(tt) * C + c, out);
+  }
+}
+
+__global__ void short_conv_state_kernel(const bf16* __restrict__ x, const bf16* __restrict__ state_in,
+                                        bf16* __restrict__ state_out, const int* __restrict__ cu, int C) {
+  const int c = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
+  const int s = blockIdx.y;
+  if (c >= C) return;
+  float hist[3][8];
+  conv_history(x, state_in, cu, s, cu[s + 1], c, C, hist);
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int j = 0; j < 3; ++j)
+      state_out[(static_cast<size_t>(s) * C + c + i) * 3 + j] = __float2bfloat16(hist[j][i]);
+}
+
+__global__ void short_conv_decode_kernel(const bf16* __restrict__ x, const float* __restrict__ w,
+                                         bf16* __restrict__ state, bf16* __restrict__ y, int C) {
+  const int c = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
+  const int b = blockIdx.y;
+  if (c >= C) return;
+  bf16* sp = state + (static_cast<size_t>(b) * C + c) * 3;  // 24 bf16 = 48 B, 16-B aligned
+  uint4 raw[3];
+#pragma unroll
+  for (int j = 0; j < 3; ++j) raw[j] = reinterpret_cast<const uint4*>(sp)[j];
+  const bf16* h = reinterpret_cast<const bf16*>(raw);
+  float cur[8], out[8];
+  load8(x + static_cast<size_t>(b) * C + c, cur);
+  bf16 nh[24];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float4 q = *reinterpret_cast<const float4*>(w + static_cast<size_t>(c + i) * 4);
+    const float h0 = bf(h[i * 3]), h1 = bf(h[i * 3 + 1]), h2 = bf(h[i * 3 + 2]);
+    out[i] = silu(q.x * h0 + q.y * h1 + q.z * h2 + q.w * cur[i]);
+    nh[i * 3] = h[i * 3 + 1];
+    nh[i * 3 + 1] = h[i * 3 + 2];
+    nh[i * 3 + 2] = __float2bfloat16(cur[i]);
+  }
+  store8(y + static_cast<size_t>(b) * C + c, out);
+#pragma unroll
+  for (int j = 0; j < 3; ++j) reinterpret_cast<uint4*>(sp)[j] = reinterpret_cast<const uint4*>(nh)[j];
+}
+
+__global__ void gated_rmsnorm_kernel(const bf16* __restrict__ o, const bf16* __restrict__ gate,
+                                     const float* __restrict__ w, bf16* __restrict__ y, long rows, float eps) {
+  const long row = (static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x) / 16;
+  const int sub = threadIdx.x & 15;
+  const bool ok = row < rows;
+  const long r = ok ? row : 0;
+  float v[8], gt[8];
+  load8(o + r * KD + sub * 8, v);
+  load8(gate + r * KD + sub * 8, gt);
+  float ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) ss += v[i] * v[i];
+#pragma unroll
+  for (int off = 8; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  const float rs = rsqrtf(ss * (1.f / KD) + eps);
+  float out[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out[i] = v[i] * rs * w[sub * 8 + i] * sigmoidf_(gt[i]);
+  if (ok) store8(y + r * KD + sub * 8, out);
+}
+
+}  // namespace
+
+KdaPlan kda_make_plan(const std::vector<int>& cu) {
+  if (cu.size() < 2 || cu[0] != 0) throw std::invalid_argument("kda_make_plan: cu_seqlens must start at 0");
+  KdaPlan p;
+  p.num_seqs = static_cast<int>(cu.size()) - 1;
+  p.total_tokens = cu.back();
+  std::vector<int> cs, cl, scb(1, 0);
+  for (int s = 0; s < p.num_seqs; ++s) {
+    if (cu[s + 1] < cu[s]) throw std::invalid_argument("kda_make_plan: cu_seqlens must be non-decreasing");
+    for (int t = cu[s]; t < cu[s + 1]; t += KC) {
+      cs.push_back(t);
+      cl.push_back(std::min(KC, cu[s + 1] - t));
+    }
+    scb.push_back(static_cast<int>(cs.size()));
+  }
+  p.num_chunks = static_cast<int>(cs.size());
+  p.cu_seqlens.upload(cu);
+  p.chunk_start.upload(cs);
+  p.chunk_len.upload(cl);
+  p.seq_chunk_begin.upload(scb);
+  return p;
+}
+
+void kda_prefill_k1(const KdaPrefillArgs& a, const KdaPlan& plan, void* ws, cudaStream_t s) {
+  if (a.H <= 0) throw std::invalid_argument("kda_prefill: H must be positive");
+  if (plan.num_chunks == 0) return;
+  kda_prep_kernel<<<dim3(plan.num_chunks, a.H), 128, 0, s>>>(a, plan.chunk_start.p, plan.chunk_len.p,
+                                                             static_cast<uint8_t*>(ws));
+  SS_LAUNCH_CHECK();
+}
+void kda_prefill_k2(const KdaPrefillArgs& a, const KdaPlan& plan, const void* ws, cudaStream_t s) {
+  if (plan.num_seqs == 0) return;
+  constexpr int NW = kRecurWarps;
+  const size_t smem = 2 * sizeof(KdaStage<NW>) + kKdaChunk * KdaStage<NW>::LDV * sizeof(bf16);
+  static bool attr = false;
+  if (!attr) {
+    SS_CUDA(cudaFuncSetAttribute(kda_recur_kernel<NW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(smem)));
+    attr = true;
+  }
+  kda_recur_kernel<NW><<<dim3(KD / (16 * NW), a.H, plan.num_seqs), NW * 32, smem, s>>>(
+      a, static_cast<const uint8_t*>(ws), plan.chunk_start.p, plan.chunk_len.p, plan.seq_chunk_begin.p);
+  SS_LAUNCH_CHECK();
+}
+void kda_prefill(const KdaPrefillArgs& a, const KdaPlan& plan, void* ws, cudaStream_t s) {
+  kda_prefill_k1(a, plan, ws, s);
+  kda_prefill_k2(a, plan, ws, s);
+}
+
+void kda_decode(const KdaDecodeArgs& a, cudaStream_t s) {
+  if (a.B <= 0 || a.H <= 0) throw std::invalid_argument("kda_decode: B and H must be positive");
+  if (a.state_bf16)
+    kda_decode_kernel<true><<<dim3(a.H, a.B), 256, 0, s>>>(a);
+  else
+    kda_decode_kernel<false><<<dim3(a.H, a.B), 256, 0, s>>>(a);
+  SS_LAUNCH_CHECK();
+}
+
+void kda_short_conv_prefill(const bf16* x, const float* w, const bf16* state_in, bf16* state_out, bf16* y,
+                            const KdaPlan& plan, int C, cudaStream_t s) {
+  if (C % 8) throw std::invalid_argument("kda_short_conv: C must be a multiple of 8");
+  const int T = plan.total_tokens;
+  if (T == 0) return;
+  const int groups = C / 8;
+  dim3 grid((groups + 127) / 128, (T + kConvTT - 1) / kConvTT);
+  short_conv_prefill_kernel<<<grid, 128, 0, s>>>(x, w, state_in, y, plan.cu_seqlens.p, plan.num_seqs, T, C);
+  SS_LAUNCH_CHECK();
+  if (state_out) {
+    short_conv_state_kernel<<<dim3((groups + 127) / 128, plan.num_seqs), 128, 0, s>>>(x, state_in, state_out,
+                                                                                   plan.cu_seqlens.p, C);
+    SS_LAUNCH_CHECK();
+  }
+}
+void kda_short_conv_decode(const bf16* x, const float* w, bf16* state, bf16* y, int B, int C, cudaStream_t s) {
+  if (C % 8) throw std::invalid_argument("kda_short_conv: C must be a multiple of 8");
+  const int groups = C / 8;
+  short_conv_decode_kernel<<<dim3((groups + 127) / 128, B), 128, 0, s>>>(x, w, state, y, C);
+  SS_LAUNCH_CHECK();
+}
+void kda_gated_rmsnorm(const bf16* o, const bf16* gate, const float* w, bf16* y, long rows, float eps,
+                       cudaStream_t s) {
+  if (rows <= 0) return;
+  const long threads = rows * 16;
+  gated_rmsnorm_kernel<<<static_cast<unsigned>((threads + 255) / 256), 256, 0, s>>>(o, gate, w, y, rows, eps);
+  SS_LAUNCH_CHECK();
+}
+
+}  // namespace servesim::attn

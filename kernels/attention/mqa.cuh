@@ -1,0 +1,59 @@
+// servesim attention kernels: multi-query attention over a list of KV rows with one shared KV
+// head (model-facts.md 2.2-2.4, 3.1):
+//   * K3 gated-MLA absorbed decode: q_lat [B, 96, 576] bf16 over a paged BF16 latent cache
+//     (576 values per token, page size 64); K = all 576, V = the first 512; scale 1/sqrt(192).
+//   * DeepSeek V4 CSA sparse attention (top-k compressed rows + window rows), HCA attention (all
+//     compressed rows + window) and window-only attention: q [nq, H, 512] bf16 over rows gathered
+//     by index from an FP8 pool of 584-B rows (attn_common.cuh) dequantised to BF16, K = V = 512,
+//     with the per-head attention sink; scale 1/sqrt(512). Prefill is the same op with one query
+//     token per list (FlashMLA sparse prefill style).
+// Output: out [nq, H, 512] bf16 normalised; lse [nq, H] natural-log (optional).
+// Flash-decoding: rows of a query are split into work items (mqa_make_plan); items of queries with
+// several splits write fp32 partials that mqa_combine merges (with the sink).
+// Errors: std::invalid_argument for unsupported head counts or missing pointers.
+#pragma once
+#include "attention/attn_common.cuh"
+
+#include <vector>
+
+namespace servesim::attn {
+
+struct MqaPlan {
+  int n_work = 0, n_slots = 0, nq = 0;
+  DevBuf<int4> work;          // (query, row_begin, row_end, slot or -1 for a direct write)
+  DevBuf<int> q_slot_begin;   // [nq+1]
+};
+/// Splits each query's `rows[q]` rows into work items so that about `target_items` items exist
+/// per head group (default 2 per SM), at least `min_split_rows` rows per split (unless
+/// `force_split_rows` > 0, used by the tests to exercise the split path). Host metadata.
+MqaPlan mqa_make_plan(const std::vector<int>& rows, int target_items = 0, int min_split_rows = 256,
+                      int force_split_rows = 0);
+/// Partial-output scratch sizes the caller must provide for a plan.
+inline size_t mqa_part_floats(const MqaPlan& p, int H, int DV = 512) { return static_cast<size_t>(p.n_slots) * H * DV; }
+inline size_t mqa_lse_floats(const MqaPlan& p, int H) { return static_cast<size_t>(p.n_slots) * H; }
+
+struct MqaArgs {
+  const bf16* q = nullptr;  // [nq, H, DK]
+  int nq = 0, H = 0;
+  // K3 paged BF16 latent cache
+  const bf16* cache = nullptr;       // [pages, page_size, 576]
+  const int* block_table = nullptr;  // [nq, max_pages]
+  int max_pages = 0, page_size = 64;
+  // V4 FP8 row pool
+  const uint8_t* pool = nullptr;  // [rows, 584]
+  const int* indices = nullptr;   // [nq, idx_ld], -1 = no row
+  int idx_ld = 0;
+  const float* sink = nullptr;  // [H] natural-log sink logits, or null
+  float sm_scale = 0.f;
+  bf16* out = nullptr;   // [nq, H, 512]
+  float* lse = nullptr;  // [nq, H] or null
+  float* o_part = nullptr;    // [n_slots, H, 512]
+  float* lse_part = nullptr;  // [n_slots, H]
+};
+
+/// K3 MLA absorbed decode (H must be a multiple of 48). variant 0: 64-token tiles, 1: 32-token tiles.
+void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0, int variant = 0);
+/// V4 attention over FP8 rows chosen by `indices` (H must be a multiple of 64).
+void v4_attn(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0);
+
+}  // namespace servesim::attn

@@ -1,0 +1,56 @@
+// servesim attention kernels: dense projections of the attention layers through cuBLASLt.
+// D[M, N] (row-major, bf16) = X[M, K] (row-major) * W[N, K]^T, optionally a strided batch
+// (grouped low-rank output projection of V4: o_groups independent GEMMs; MLA absorption: one per
+// head). Kinds:
+//   kBF16       BF16 x BF16, fp32 accumulate
+//   kFP8Tensor  E4M3 x E4M3, one fp32 scale per tensor (scale pointers on the device)
+//   kFP8Block   E4M3 x E4M3 with DeepSeek-style scales: X 1x128 (VEC128_32F), W 128x128
+//               (BLK128x128_32F); available only where cuBLASLt supports it (create() says so)
+// Plans are created once (descriptor + heuristic) so the timed call only enqueues the GEMM.
+// Errors: std::runtime_error on cuBLASLt failures other than "no algorithm".
+#pragma once
+#include "attention/attn_common.cuh"
+
+#include <cublasLt.h>
+
+#include <memory>
+
+namespace servesim::attn {
+
+enum class GemmKind { kBF16, kFP8Tensor, kFP8Block };
+const char* gemm_kind_name(GemmKind k);
+
+struct GemmShape {
+  int M = 0, N = 0, K = 0;
+  int batch = 1;
+  long long ldx = 0, ldw = 0, ldd = 0;           // leading dims (elements); 0 = packed (K, K, N)
+  long long stride_x = 0, stride_w = 0, stride_d = 0;  // batch strides (elements); 0 = packed
+};
+
+class GemmPlan {
+ public:
+  GemmPlan() = default;
+  ~GemmPlan();
+  GemmPlan(const GemmPlan&) = delete;
+  GemmPlan& operator=(const GemmPlan&) = delete;
+  /// Builds descriptors and picks cuBLASLt's first heuristic algorithm. Returns false when
+  /// cuBLASLt offers none (e.g. a scale mode unsupported on this GPU).
+  bool create(GemmKind kind, const GemmShape& shape);
+  /// Enqueues D = X * W^T. For kFP8Tensor sx/sw point to one fp32 each; for kFP8Block to
+  /// ceil(K/128)*M and ceil(K/128)*ceil(N/128) fp32 values (null: the plan's own all-ones scales).
+  void run(const void* X, const void* W, bf16* D, cudaStream_t s = 0, const float* sx = nullptr,
+           const float* sw = nullptr) const;
+  bool ok() const { return ok_; }
+
+ private:
+  void destroy();
+  GemmKind kind_ = GemmKind::kBF16;
+  GemmShape sh_{};
+  bool ok_ = false;
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+  DevBuf<float> ones_;  // default scales
+};
+
+}  // namespace servesim::attn

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Runs every attention-kernel test and the benchmark sweep on the GPU machine and leaves
+#   $OUT/tests.log  $OUT/bench.log  $OUT/tables.tar.gz (one JSON per op)  [$OUT/memcheck.log]
+# Usage (from the repository root, binaries already built in $BUILD):
+#   kernels/attention/run_attn.sh [smoke|full] [bench_budget_seconds]
+# smoke: tests + compute-sanitizer memcheck of the tests + a quick bench (3 points per axis).
+set -uo pipefail
+MODE=${1:-full}
+BUDGET=${2:-300}
+BUILD=${BUILD:-build-kernels-attn}
+OUT=${OUT:-out-attn}
+BIN=$BUILD/kernels/attention
+mkdir -p "$OUT"
+export SERVESIM_COMMIT=${SERVESIM_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
+T0=$(date +%s)
+{
+  echo "commit $SERVESIM_COMMIT"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu --format=csv
+} 2>&1 | tee "$OUT/tests.log"
+
+for t in test_kda test_mqa test_mla_prefill test_dsv4 test_proj; do
+  echo "=== $t" | tee -a "$OUT/tests.log"
+  timeout 240 "$BIN/$t" 2>&1 | grep -E "attn-test|OK \]|FAILED|PASSED|SKIPPED|Failure|Expected|Which is|error|rel_l2" | tee -a "$OUT/tests.log"
+done
+echo "tests took $(( $(date +%s) - T0 )) s" | tee -a "$OUT/tests.log"
+
+if [ "$MODE" = smoke ] && command -v compute-sanitizer >/dev/null; then
+  declare -A F=([test_kda]='Kda.PrefillVarlenWithInitialState:States/KdaDecode.*'
+                [test_mqa]='MlaDecode.MixedContextsSplitKV:V4Attn.NoSink'
+                [test_mla_prefill]='MlaPrefill.ChunkWithPrefix'
+                [test_dsv4]='V4Compressor.*:V4Indexer.*')
+  for t in test_kda test_mqa test_mla_prefill test_dsv4; do
+    echo "=== memcheck $t" >> "$OUT/memcheck.log"
+    timeout 100 compute-sanitizer --tool memcheck --print-limit 20 "$BIN/$t" --gtest_filter="${F[$t]}" >> "$OUT/memcheck.log" 2>&1
+    echo "exit $?" >> "$OUT/memcheck.log"
+  done
+  grep -E "ERROR SUMMARY|=== memcheck|^exit|Invalid" "$OUT/memcheck.log" | head -30
+fi
+
+QUICK=""
+[ "$MODE" = smoke ] && QUICK="--quick"
+timeout $((BUDGET + 90)) "$BIN/bench_attn" --out "$OUT/tables" --budget "$BUDGET" $QUICK ${ONLY:+--only $ONLY} > "$OUT/bench.log" 2>&1
+echo "bench exit $?"
+tar czf "$OUT/tables.tar.gz" -C "$OUT" tables && rm -rf "$OUT/tables"
+echo "=== failures / errors"
+grep -E "FAILED|Failure|FAILED:" "$OUT/tests.log" "$OUT/bench.log" | head -40
+echo "=== test errors"
+grep "attn-test" "$OUT/tests.log"
+echo "=== bench summary"
+sed -n '/==== summary/,$p' "$OUT/bench.log"
+echo "total $(( $(date +%s) - T0 )) s"

@@ -1,0 +1,215 @@
+// DeepSeek V4 compressor (ratio 4 / 128, main KV and indexer keys), indexer logits and top-k
+// against double-precision CPU references.
+#include "attention/dsv4.cuh"
+#include "attention/tests/test_util.cuh"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+using namespace servesim::attn;
+using namespace servesim::attn::test;
+
+namespace {
+// Reference compressed vector (before quantisation) for entry (row cur, position pos).
+std::vector<double> ref_entry(const std::vector<double>& kv, const std::vector<double>& sc, const std::vector<float>& ape,
+                              const std::vector<float>& nw, int D, int R, int cur, int pos, bool hadamard) {
+  const bool ov = R == 4;
+  const int W = (ov ? 2 : 1) * D;
+  std::vector<double> x(D);
+  for (int c = 0; c < D; ++c) {
+    std::vector<std::pair<double, double>> terms;  // (score, value)
+    if (ov && pos >= R)
+      for (int i = 0; i < R; ++i) {
+        const size_t r = static_cast<size_t>(cur - R + i);
+        terms.push_back({sc[r * W + c] + ape[static_cast<size_t>(i) * W + c], kv[r * W + c]});
+      }
+    const int off = ov ? D : 0;
+    for (int i = 0; i < R; ++i) {
+      const size_t r = static_cast<size_t>(cur + i);
+      terms.push_back({sc[r * W + off + c] + ape[static_cast<size_t>(i) * W + off + c], kv[r * W + off + c]});
+    }
+    double m = -INFINITY;
+    for (auto& t : terms) m = std::max(m, t.first);
+    double den = 0, acc = 0;
+    for (auto& t : terms) {
+      den += std::exp(t.first - m);
+      acc += std::exp(t.first - m) * t.second;
+    }
+    x[c] = acc / den;
+  }
+  double ss = 0;
+  for (double v : x) ss += v * v;
+  const double rs = 1.0 / std::sqrt(ss / D + 1e-6);
+  for (int c = 0; c < D; ++c) x[c] *= rs * nw[c];
+  for (int i = 0; i < 32; ++i) {
+    const double inv = std::pow(160000.0, -2.0 * i / 64.0), ang = pos * inv;
+    const int c = D - 64 + 2 * i;
+    const double x0 = x[c], x1 = x[c + 1];
+    x[c] = x0 * std::cos(ang) - x1 * std::sin(ang);
+    x[c + 1] = x0 * std::sin(ang) + x1 * std::cos(ang);
+  }
+  if (hadamard) {
+    for (int h = 1; h < D; h <<= 1)
+      for (int i = 0; i < D; ++i)
+        if (!(i & h)) {
+          const double a = x[i], b = x[i + h];
+          x[i] = a + b;
+          x[i + h] = a - b;
+        }
+    for (double& v : x) v /= std::sqrt(static_cast<double>(D));
+  }
+  return x;
+}
+
+void compressor_case(int R, int D, int T) {
+  const bool idx = D == 128;
+  const int W = (R == 4 ? 2 : 1) * D;
+  std::vector<double> kvd, scd;
+  auto kv = rand_bf16(static_cast<size_t>(T) * W, -2, 2, &kvd);
+  auto sc = rand_bf16(static_cast<size_t>(T) * W, -2, 2, &scd);
+  auto ape = rand_f32(static_cast<size_t>(R) * W, -0.5f, 0.5f);
+  auto nw = rand_f32(D, 0.5f, 1.5f);
+  std::vector<int2> ent;
+  for (int j = 0; (j + 1) * R <= T; ++j) ent.push_back(make_int2(j * R, j * R));
+  const int n = static_cast<int>(ent.size());
+  DevBuf<bf16> dkv, dsc;
+  DevBuf<float> dape, dnw, dscale;
+  DevBuf<int2> dent;
+  dkv.upload(kv); dsc.upload(sc); dape.upload(ape); dnw.upload(nw); dent.upload(ent);
+  const size_t row_bytes = idx ? 128 : kV4RowBytes;
+  DevBuf<uint8_t> out(static_cast<size_t>(n) * row_bytes);
+  SS_CUDA(cudaMemset(out.p, 0x7F, out.bytes()));  // 0x7F = E4M3 NaN: unwritten bytes fail
+  dscale.alloc(n);
+  poison(dscale.p, dscale.n);
+  CompressorArgs a;
+  a.kv = dkv.p; a.score = dsc.p; a.ape = dape.p; a.norm_w = dnw.p; a.entries = dent.p; a.n = n;
+  a.out = out.p; a.out_scale = dscale.p;
+  v4_compress(a, R, D);
+  SS_CUDA(cudaDeviceSynchronize());
+  const auto hb = out.download();
+  const auto hs = dscale.download();
+  std::vector<double> got, ref, got_rope, ref_rope;
+  size_t bad_scale = 0;
+  for (int e = 0; e < n; ++e) {
+    const auto x = ref_entry(kvd, scd, ape, nw, D, R, ent[e].x, ent[e].y, idx);
+    if (idx) {
+      double amax = 0;
+      for (double v : x) amax = std::max(amax, std::fabs(v));
+      const double s = amax / 448.0;
+      if (std::fabs(hs[e] - s) > 1e-3 * s) ++bad_scale;
+      for (int c = 0; c < D; ++c) {
+        got.push_back(e4m3_to_float_host(hb[static_cast<size_t>(e) * 128 + c]) * static_cast<double>(hs[e]));
+        ref.push_back(e4m3_to_float_host(float_to_e4m3_host(static_cast<float>(x[c] / s))) * s);
+      }
+    } else {
+      double deq[512];
+      v4_row_dequant_host(&hb[static_cast<size_t>(e) * kV4RowBytes], deq);
+      for (int gq = 0; gq < 7; ++gq) {
+        double amax = 1e-4;
+        for (int c = gq * 64; c < gq * 64 + 64; ++c) amax = std::max(amax, std::fabs(x[c]));
+        const int e2 = static_cast<int>(std::ceil(std::log2(amax / 448.0)));
+        if (hb[static_cast<size_t>(e) * kV4RowBytes + 576 + gq] != e2 + 127) ++bad_scale;
+        const double s = std::ldexp(1.0, e2);
+        for (int c = gq * 64; c < gq * 64 + 64; ++c) {
+          got.push_back(deq[c]);
+          ref.push_back(e4m3_to_float_host(float_to_e4m3_host(static_cast<float>(x[c] / s))) * s);
+        }
+      }
+      for (int c = 448; c < 512; ++c) {
+        got_rope.push_back(deq[c]);
+        ref_rope.push_back(x[c]);
+      }
+    }
+  }
+  char name[128];
+  std::snprintf(name, sizeof name, "compressor R=%d D=%d (%d entries) fp8 part", R, D, n);
+  const double e1 = rel_err(got, ref);
+  report(name, e1, 1e-2);
+  EXPECT_LT(e1, 1e-2);
+  EXPECT_LE(bad_scale, static_cast<size_t>(n) / 20 + 1) << "scales differ from the reference";
+  if (!idx) {
+    const double e2 = rel_err(got_rope, ref_rope);
+    report("compressor rope part (bf16)", e2, 1e-2);
+    EXPECT_LT(e2, 1e-2);
+  }
+}
+}  // namespace
+
+TEST(V4Compressor, Ratio4Main) { SKIP_WITHOUT_GPU(); compressor_case(4, 512, 50); }
+TEST(V4Compressor, Ratio128Main) { SKIP_WITHOUT_GPU(); compressor_case(128, 512, 300); }
+TEST(V4Compressor, Ratio4IndexerKeys) { SKIP_WITHOUT_GPU(); compressor_case(4, 128, 70); }
+
+TEST(V4Indexer, LogitsMatchReference) {
+  SKIP_WITHOUT_GPU();
+  const int nq = 5, nk = 3000, ld = 3000;
+  const std::vector<int> lens = {3000, 1, 1100, 64, 2047};
+  const std::vector<int> begins = {0, 5, 100, 2900, 900};
+  DevBuf<uint8_t> q(static_cast<size_t>(nq) * 64 * 128), k(static_cast<size_t>(nk + 1000) * 128);
+  fill_e4m3(q.p, q.n, 4.f, rng()());
+  fill_e4m3(k.p, k.n, 4.f, rng()());
+  auto ks = rand_f32(nk + 1000, 0.5f, 2.f);
+  auto w = rand_f32(static_cast<size_t>(nq) * 64, 0.f, 0.1f);
+  DevBuf<float> dks, dw, dl;
+  DevBuf<int> db, dlen;
+  dks.upload(ks); dw.upload(w); db.upload(begins); dlen.upload(lens);
+  dl.alloc(static_cast<size_t>(nq) * ld);
+  poison(dl.p, dl.n);
+  IndexerArgs a;
+  a.q = q.p; a.w = dw.p; a.keys = k.p; a.kscale = dks.p; a.key_begin = db.p; a.key_len = dlen.p; a.logits = dl.p;
+  a.nq = nq; a.ld = ld; a.max_len = 3000;
+  v4_indexer_logits(a);
+  SS_CUDA(cudaDeviceSynchronize());
+  const auto hq = q.download(), hk = k.download();
+  const auto hl = dl.download();
+  std::vector<double> got, ref;
+  for (int i = 0; i < nq; ++i)
+    for (int j = 0; j < lens[i]; ++j) {
+      const size_t kr = static_cast<size_t>(begins[i] + j);
+      double tot = 0;
+      for (int h = 0; h < 64; ++h) {
+        double dot = 0;
+        for (int d = 0; d < 128; ++d)
+          dot += static_cast<double>(e4m3_to_float_host(hq[(static_cast<size_t>(i) * 64 + h) * 128 + d])) *
+                 e4m3_to_float_host(hk[kr * 128 + d]);
+        tot += w[static_cast<size_t>(i) * 64 + h] * std::max(0.0, dot * ks[kr]);
+      }
+      ref.push_back(tot);
+      got.push_back(hl[static_cast<size_t>(i) * ld + j]);
+    }
+  const double e = rel_err(got, ref);
+  report("indexer logits", e, 1e-4);
+  EXPECT_LT(e, 1e-4);
+}
+
+TEST(V4TopK, SelectsTheLargest) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<int> lens = {5000, 512, 100, 70000, 1025};
+  const int nq = static_cast<int>(lens.size()), ld = 70000;
+  for (int K : {512, 1024}) {
+    auto lg = rand_f32(static_cast<size_t>(nq) * ld, -50.f, 50.f);
+    DevBuf<float> dl;
+    DevBuf<int> dlen, didx(static_cast<size_t>(nq) * K);
+    dl.upload(lg); dlen.upload(lens);
+    SS_CUDA(cudaMemset(didx.p, 0x7F, didx.bytes()));
+    v4_topk(dl.p, ld, dlen.p, nq, K, didx.p);
+    SS_CUDA(cudaDeviceSynchronize());
+    const auto hi = didx.download();
+    for (int i = 0; i < nq; ++i) {
+      std::vector<int> order(lens[i]);
+      std::iota(order.begin(), order.end(), 0);
+      const int take = std::min(K, lens[i]);
+      std::partial_sort(order.begin(), order.begin() + take, order.end(),
+                        [&](int x, int y) { return lg[static_cast<size_t>(i) * ld + x] > lg[static_cast<size_t>(i) * ld + y]; });
+      std::set<int> want(order.begin(), order.begin() + take), have;
+      int pad = 0;
+      for (int j = 0; j < K; ++j) {
+        const int v = hi[static_cast<size_t>(i) * K + j];
+        if (v == -1) ++pad; else have.insert(v);
+      }
+      EXPECT_EQ(want, have) << "row " << i << " K=" << K;
+      EXPECT_EQ(pad, K - take) << "row " << i;
+    }
+    std::printf("[attn-test] topk K=%d rows=%d: sets equal to CPU partial_sort\n", K, nq);
+  }
+}

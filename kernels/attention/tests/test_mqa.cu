@@ -1,0 +1,166 @@
+// MQA flash-decoding core: K3 MLA decode over a paged BF16 latent cache (mixed context lengths)
+// and V4 attention over gathered FP8 rows with attention sink, against double-precision softmax
+// attention on the same (dequantised) inputs.
+#include "attention/mqa.cuh"
+#include "attention/tests/test_util.cuh"
+
+#include <algorithm>
+#include <numeric>
+
+using namespace servesim::attn;
+using namespace servesim::attn::test;
+
+namespace {
+// out[h][0..dv) = softmax(scale * q_h . k_j (+ sink)) . v_j over the given key rows (double).
+void ref_attn(const double* q, int H, int dk, const std::vector<const double*>& keys, int dv, double scale,
+              const float* sink, double* out, double* lse) {
+  const int n = static_cast<int>(keys.size());
+  std::vector<double> s(n);
+  for (int h = 0; h < H; ++h) {
+    double m = sink ? static_cast<double>(sink[h]) : -INFINITY;
+    for (int j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int d = 0; d < dk; ++d) acc += q[static_cast<size_t>(h) * dk + d] * keys[j][d];
+      s[j] = acc * scale;
+      m = std::max(m, s[j]);
+    }
+    double den = sink ? std::exp(sink[h] - m) : 0.0;
+    for (int j = 0; j < n; ++j) den += std::exp(s[j] - m);
+    for (int d = 0; d < dv; ++d) {
+      double acc = 0;
+      for (int j = 0; j < n; ++j) acc += std::exp(s[j] - m) * keys[j][d];
+      out[static_cast<size_t>(h) * dv + d] = den > 0 ? acc / den : 0.0;
+    }
+    if (lse) lse[h] = m + std::log(den);
+  }
+}
+
+void mla_case(const std::vector<int>& ctx, int force_split, int variant) {
+  const int H = 96, DK = 576, DV = 512, PS = 64;
+  const int B = static_cast<int>(ctx.size());
+  int max_pages = 0, total_pages = 0;
+  for (int c : ctx) {
+    max_pages = std::max(max_pages, (c + PS - 1) / PS);
+    total_pages += (c + PS - 1) / PS;
+  }
+  total_pages += 3;
+  std::vector<double> qd, cd;
+  auto q = rand_bf16(static_cast<size_t>(B) * H * DK, -1, 1, &qd);
+  auto cache = rand_bf16(static_cast<size_t>(total_pages) * PS * DK, -1, 1, &cd);
+  std::vector<int> perm(total_pages);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng());
+  std::vector<int> bt(static_cast<size_t>(B) * std::max(1, max_pages), 0);
+  int next = 0;
+  for (int b = 0; b < B; ++b)
+    for (int p = 0; p < (ctx[b] + PS - 1) / PS; ++p) bt[static_cast<size_t>(b) * std::max(1, max_pages) + p] = perm[next++];
+  DevBuf<bf16> dq, dc, dout;
+  DevBuf<int> dbt;
+  DevBuf<float> dlse, opart, lpart;
+  dq.upload(q); dc.upload(cache); dbt.upload(bt);
+  dout.alloc(static_cast<size_t>(B) * H * DV);
+  dlse.alloc(static_cast<size_t>(B) * H);
+  poison(dout.p, dout.n);
+  poison(dlse.p, dlse.n);
+  MqaPlan plan = mqa_make_plan(ctx, 0, 256, force_split);
+  opart.alloc(std::max<size_t>(1, mqa_part_floats(plan, H)));
+  lpart.alloc(std::max<size_t>(1, mqa_lse_floats(plan, H)));
+  MqaArgs a;
+  a.q = dq.p; a.nq = B; a.H = H; a.cache = dc.p; a.block_table = dbt.p; a.max_pages = std::max(1, max_pages);
+  a.page_size = PS; a.sm_scale = 1.0f / std::sqrt(192.0f); a.out = dout.p; a.lse = dlse.p;
+  a.o_part = opart.p; a.lse_part = lpart.p;
+  mla_decode(a, plan, 0, variant);
+  SS_CUDA(cudaDeviceSynchronize());
+  auto got = to_double(dout.download());
+  auto glse = to_double(dlse.download());
+  std::vector<double> ref(got.size()), rlse(glse.size());
+  for (int b = 0; b < B; ++b) {
+    std::vector<const double*> keys;
+    for (int t = 0; t < ctx[b]; ++t)
+      keys.push_back(&cd[(static_cast<size_t>(bt[static_cast<size_t>(b) * a.max_pages + t / PS]) * PS + t % PS) * DK]);
+    ref_attn(&qd[static_cast<size_t>(b) * H * DK], H, DK, keys, DV, a.sm_scale, nullptr,
+             &ref[static_cast<size_t>(b) * H * DV], &rlse[static_cast<size_t>(b) * H]);
+  }
+  const double e = rel_err(got, ref), el = rel_err(glse, rlse);
+  char name[128];
+  std::snprintf(name, sizeof name, "mla_decode out (B=%d split=%d slots=%d v=%d)", B, force_split, plan.n_slots, variant);
+  report(name, e, 1e-2);
+  report("mla_decode lse", el, 1e-3);
+  EXPECT_LT(e, 1e-2);
+  EXPECT_LT(el, 1e-3);
+}
+
+void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_sink) {
+  const int D = 512, pool_rows = 6000;
+  const int nq = static_cast<int>(nrows.size());
+  const int ld = *std::max_element(nrows.begin(), nrows.end());
+  std::vector<double> qd;
+  auto q = rand_bf16(static_cast<size_t>(nq) * H * D, -0.3f, 0.3f, &qd);
+  DevBuf<uint8_t> pool(static_cast<size_t>(pool_rows) * kV4RowBytes);
+  fill_v4_rows(pool.p, pool_rows, rng()());
+  SS_CUDA(cudaDeviceSynchronize());
+  const std::vector<uint8_t> hp = pool.download();
+  std::vector<double> deq(static_cast<size_t>(pool_rows) * D);
+  for (int r = 0; r < pool_rows; ++r) v4_row_dequant_host(&hp[static_cast<size_t>(r) * kV4RowBytes], &deq[static_cast<size_t>(r) * D]);
+  std::uniform_int_distribution<int> pick(0, pool_rows - 1);
+  std::vector<int> idx(static_cast<size_t>(nq) * ld, -1);
+  for (int i = 0; i < nq; ++i)
+    for (int r = 0; r < nrows[i]; ++r) idx[static_cast<size_t>(i) * ld + r] = (r % 37 == 5) ? -1 : pick(rng());
+  auto sink = rand_f32(H, -2, 2);
+  DevBuf<bf16> dq, dout;
+  DevBuf<int> didx;
+  DevBuf<float> dsink, dlse, opart, lpart;
+  dq.upload(q); didx.upload(idx); dsink.upload(sink);
+  dout.alloc(static_cast<size_t>(nq) * H * D);
+  dlse.alloc(static_cast<size_t>(nq) * H);
+  poison(dout.p, dout.n);
+  MqaPlan plan = mqa_make_plan(nrows, 0, 256, force_split);
+  opart.alloc(std::max<size_t>(1, mqa_part_floats(plan, H)));
+  lpart.alloc(std::max<size_t>(1, mqa_lse_floats(plan, H)));
+  MqaArgs a;
+  a.q = dq.p; a.nq = nq; a.H = H; a.pool = pool.p; a.indices = didx.p; a.idx_ld = ld;
+  a.sink = with_sink ? dsink.p : nullptr; a.sm_scale = 1.0f / std::sqrt(512.0f);
+  a.out = dout.p; a.lse = dlse.p; a.o_part = opart.p; a.lse_part = lpart.p;
+  v4_attn(a, plan);
+  SS_CUDA(cudaDeviceSynchronize());
+  auto got = to_double(dout.download());
+  std::vector<double> ref(got.size());
+  for (int i = 0; i < nq; ++i) {
+    std::vector<const double*> keys;
+    for (int r = 0; r < nrows[i]; ++r) {
+      const int id = idx[static_cast<size_t>(i) * ld + r];
+      if (id >= 0) keys.push_back(&deq[static_cast<size_t>(id) * D]);
+    }
+    ref_attn(&qd[static_cast<size_t>(i) * H * D], H, D, keys, D, a.sm_scale, with_sink ? sink.data() : nullptr,
+             &ref[static_cast<size_t>(i) * H * D], nullptr);
+  }
+  const double e = rel_err(got, ref);
+  char name[128];
+  std::snprintf(name, sizeof name, "v4_attn out (H=%d nq=%d split=%d sink=%d)", H, nq, force_split, with_sink);
+  report(name, e, 1e-2);
+  EXPECT_LT(e, 1e-2);
+}
+}  // namespace
+
+TEST(MlaDecode, MixedContextsDirect) {
+  SKIP_WITHOUT_GPU();
+  mla_case({1, 70, 700, 2100}, 0, 0);
+  mla_case({1, 70, 700, 2100}, 0, 1);
+}
+TEST(MlaDecode, MixedContextsSplitKV) {
+  SKIP_WITHOUT_GPU();
+  mla_case({5, 300, 1500, 2100}, 256, 0);
+  mla_case({64, 129, 1000}, 128, 1);
+}
+TEST(V4Attn, ProHeadsSparseWithSink) {
+  SKIP_WITHOUT_GPU();
+  v4_case(128, {1152, 200, 64}, 0, true);
+}
+TEST(V4Attn, FlashHeadsSplitWithSink) {
+  SKIP_WITHOUT_GPU();
+  v4_case(64, {640, 3000, 128, 1}, 256, true);
+}
+TEST(V4Attn, NoSink) {
+  SKIP_WITHOUT_GPU();
+  v4_case(64, {500, 33}, 0, false);
+}
