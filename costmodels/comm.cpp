@@ -8,14 +8,38 @@ double alltoall_time(const FabricParams& f, const AllToAllLoad& load) {
   double t = 0;
   if (load.intra_bytes > 0)
     t = std::max(t, load.intra_bytes / (f.nvlink_efficiency * f.nvlink_bytes_per_s) + 2 * f.nvlink_latency_s);
-  if (load.inter_bytes > 0)
-    t = std::max(t, load.inter_bytes / (f.nic_efficiency * f.nic_bytes_per_s / f.oversubscription) + 4 * f.nic_latency_s);
+  if (load.inter_bytes > 0 || load.node_inter_bytes > 0) {
+    const double nic = f.nic_efficiency * f.nic_bytes_per_s, uplink = nic * f.gpus_per_node / f.oversubscription;
+    t = std::max(t, std::max(load.inter_bytes / nic, load.node_inter_bytes / uplink) + 2 * f.nic_latency_s);
+  }
   return t;
 }
 
 AllToAllLoad uniform_alltoall_load(const FabricParams& f, int group, double bytes_per_peer) {
   const int local = std::min(group, f.gpus_per_node);
-  return {static_cast<double>(local - 1) * bytes_per_peer, static_cast<double>(group - local) * bytes_per_peer};
+  const double inter = static_cast<double>(group - local) * bytes_per_peer;
+  return {static_cast<double>(local - 1) * bytes_per_peer, inter, local * inter};
+}
+
+AllToAllLoad busiest_load(const FabricParams& f, const std::vector<std::vector<double>>& bytes) {
+  AllToAllLoad l;
+  const size_t g = bytes.size();
+  std::vector<double> node_out((g + f.gpus_per_node - 1) / f.gpus_per_node, 0.0), node_in(node_out.size(), 0.0);
+  for (size_t i = 0; i < g; ++i) {
+    double io = 0, ii = 0, eo = 0, ei = 0;
+    for (size_t j = 0; j < g; ++j) {
+      if (i == j) continue;
+      const bool same = static_cast<int>(i) / f.gpus_per_node == static_cast<int>(j) / f.gpus_per_node;
+      (same ? io : eo) += bytes[i][j];
+      (same ? ii : ei) += bytes[j][i];
+    }
+    l.intra_bytes = std::max({l.intra_bytes, io, ii});
+    l.inter_bytes = std::max({l.inter_bytes, eo, ei});
+    node_out[i / f.gpus_per_node] += eo;
+    node_in[i / f.gpus_per_node] += ei;
+  }
+  for (size_t n = 0; n < node_out.size(); ++n) l.node_inter_bytes = std::max({l.node_inter_bytes, node_out[n], node_in[n]});
+  return l;
 }
 
 double allreduce_time(const FabricParams& f, int tp, double bytes) {

@@ -200,7 +200,8 @@ double StepCostModel::moe_comm_s(int fi, double Tr, double Tt) const {
   double total = 0;
   for (DType m : {f.dispatch_dtype, f.combine_dtype}) {
     const double bytes = tokens * remote * d * bytes_per_element(m);
-    total += alltoall_time(fabric_, {bytes * intra_share, bytes * (1 - intra_share)});
+    const double inter = bytes * (1 - intra_share);
+    total += alltoall_time(fabric_, {bytes * intra_share, inter, inter * std::min(N, fabric_.gpus_per_node)});
   }
   return total;
 }

@@ -43,6 +43,9 @@ Platform build_platform(const ClusterSpec& cluster, const GpuSpec& gpu) {
     p.switches.push_back(sw);
     p.cpus.push_back(cpu);
     std::vector<sg4::SplitDuplexLink*> nvl, nic;
+    // the aggregate endpoint stands for "all other GPUs": its route adds the far side's link
+    // latency (never its bandwidth, which the other GPUs' own links carry)
+    auto* far_nvl = z->create_link(nn + "-sw-far", 1e18)->set_latency(f.nvlink_latency_s)->seal();
     for (int i = 0; i < p.gpus_per_node; ++i) {
       const std::string gi = nn + "g" + std::to_string(i);
       p.gpus.push_back(z->create_host(gi, 1.0)->seal());
@@ -53,8 +56,8 @@ Platform build_platform(const ClusterSpec& cluster, const GpuSpec& gpu) {
       auto* pcie = z->create_split_duplex_link(gi + "-pcie", gpu.pcie_bytes_per_s_per_direction);
       pcie->set_latency(1e-6)->seal();
       auto* h = p.gpus.back()->get_netpoint();
-      z->add_route(h, sw->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(nvl[i], D::UP)}, false);
-      z->add_route(sw->get_netpoint(), h, nullptr, nullptr, {sg4::LinkInRoute(nvl[i], D::DOWN)}, false);
+      z->add_route(h, sw->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(nvl[i], D::UP), sg4::LinkInRoute(far_nvl)}, false);
+      z->add_route(sw->get_netpoint(), h, nullptr, nullptr, {sg4::LinkInRoute(far_nvl), sg4::LinkInRoute(nvl[i], D::DOWN)}, false);
       z->add_route(h, gw, nullptr, nullptr, {sg4::LinkInRoute(nic[i], D::UP)}, false);
       z->add_route(gw, h, nullptr, nullptr, {sg4::LinkInRoute(nic[i], D::DOWN)}, false);
       z->add_route(h, cpu->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(pcie, D::UP)}, false);
@@ -70,12 +73,21 @@ Platform build_platform(const ClusterSpec& cluster, const GpuSpec& gpu) {
     up->set_latency(0)->seal();
     root->add_route(z->get_netpoint(), nullptr, gw, nullptr, {sg4::LinkInRoute(up, D::UP)}, true);
   }
-  p.spine = root->create_host("spine", 1.0)->seal();
-  p.frontend = root->create_host("frontend", 1.0)->seal();
-  auto* core = root->create_link("spine-core", 1e18)->set_latency(0)->seal();
-  auto* fe = root->create_link("frontend-link", 1e18)->set_latency(0)->seal();
-  root->add_route(p.spine->get_netpoint(), nullptr, nullptr, nullptr, {sg4::LinkInRoute(core)}, true);
-  root->add_route(p.frontend->get_netpoint(), nullptr, nullptr, nullptr, {sg4::LinkInRoute(fe)}, true);
+  // The spine endpoint and the frontend live in a zone of their own: SimGrid 3.32's star zone does
+  // not route between a child zone and a host placed directly in the star (out_of_range).
+  auto* sz = sg4::create_full_zone("core");
+  sz->set_parent(root);
+  auto* sgw = sz->create_router("core-gw");
+  p.spine = sz->create_host("spine", 1.0)->seal();
+  p.frontend = sz->create_host("frontend", 1.0)->seal();
+  auto* core = sz->create_link("spine-core", 1e18)->set_latency(f.nic_latency_s)->seal();  // the far NIC's latency
+  auto* fe = sz->create_link("frontend-link", 1e18)->set_latency(0)->seal();
+  sz->add_route(p.spine->get_netpoint(), sgw, nullptr, nullptr, {sg4::LinkInRoute(core)}, true);
+  sz->add_route(p.frontend->get_netpoint(), sgw, nullptr, nullptr, {sg4::LinkInRoute(fe)}, true);
+  sz->add_route(p.spine->get_netpoint(), p.frontend->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(core), sg4::LinkInRoute(fe)}, true);
+  sz->seal();
+  auto* trunk = root->create_link("core-trunk", 1e18)->set_latency(0)->seal();
+  root->add_route(sz->get_netpoint(), nullptr, sgw, nullptr, {sg4::LinkInRoute(trunk)}, true);
   root->seal();
   return p;
 }

@@ -1,0 +1,211 @@
+// The engine against hand arithmetic. A zero-latency cost model makes every step last exactly its
+// fixed overhead, and a one-GPU test model (tests/data/tiny-moe.json) has no all-to-all, so
+// TTFT and E2E follow from step overheads, the KV bytes and the fabric's link figures alone.
+#include "costmodels/factory.hpp"
+#include "costmodels/memory.hpp"
+#include "helpers.hpp"
+#include "sim/simulation.hpp"
+#include "workloads/synthetic.hpp"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <filesystem>
+#include <map>
+
+using namespace servesim;
+
+namespace {
+
+class ZeroCost final : public CostModel {
+ public:
+  std::string name() const override { return "zero"; }
+  OpLatency latency(const Op&) const override { return {0.0, Provenance::roofline}; }
+};
+
+class Records final : public EventSink {
+ public:
+  void on_request(const RequestRecord& r) override { by_id[r.id] = r, ++emitted; }
+  std::map<std::uint64_t, RequestRecord> by_id;
+  long long emitted = 0;
+};
+
+class ListSource final : public RequestSource {
+ public:
+  explicit ListSource(std::vector<Request> rs) : q_(rs.begin(), rs.end()) {}
+  std::optional<Request> next() override {
+    if (q_.empty()) return std::nullopt;
+    Request r = q_.front();
+    q_.pop_front();
+    return r;
+  }
+  std::string describe() const override { return "list"; }
+
+ private:
+  std::deque<Request> q_;
+};
+
+Request req(std::uint64_t id, double t, long long in, long long out) {
+  Request r;
+  r.id = id, r.arrival_s = t, r.input_tokens = in, r.output_tokens = out;
+  return r;
+}
+
+DeploymentSpec tiny() {
+  DeploymentSpec d;
+  d.name = "tiny";
+  d.model = load_model(test::data("tests/data/tiny-moe.json"));
+  d.gpu = test::gpu("h200");
+  d.prefill = test::pool(1, 1, 1);
+  d.decode = test::pool(1, 1, 1);
+  d.prefill.step_overhead_s = 0.010;
+  d.decode.step_overhead_s = 0.002;
+  d.prefill.max_batch_tokens = 1000;
+  d.prefill.chunk_tokens = 1000;
+  d.prefix_cache.enabled = false;
+  d.cluster.nodes = required_nodes(d);
+  validate_deployment(d, "tiny");
+  return d;
+}
+
+// one KV flow from node 0's GPU 0 to node 1's GPU 0: NIC up + NIC down latency, 50 GB/s NIC
+double transfer_s(const DeploymentSpec& d, long long input) { return 2 * 3e-6 + kv_bytes(d.model, input, 1) / 50e9; }
+
+}  // namespace
+
+TEST(Engine, OneRequestTimesAreStepOverheadsPlusTheKvFlow) {
+  const DeploymentSpec d = tiny();
+  Records rec;
+  Simulation sim(d, std::make_unique<ListSource>(std::vector<Request>{req(0, 0.5, 1000, 5)}), std::make_shared<ZeroCost>(), rec, {});
+  const RunTotals t = sim.run();
+  ASSERT_EQ(rec.emitted, 1);
+  const RequestRecord& r = rec.by_id.at(0);
+  EXPECT_EQ(r.status, RequestStatus::completed);
+  EXPECT_NEAR(r.prefill_start_s, 0.5, 1e-9);
+  EXPECT_NEAR(r.prefill_end_s, 0.51, 1e-9);
+  EXPECT_NEAR(r.first_token_s, 0.51 + transfer_s(d, 1000), 1e-9);
+  EXPECT_NEAR(r.ttft_s(), 0.01 + transfer_s(d, 1000), 1e-9);
+  EXPECT_NEAR(r.e2e_s() - r.ttft_s(), 4 * 0.002, 1e-9);  // 4 decode steps after the prefill's token
+  EXPECT_NEAR(r.tpot_s(), 0.002, 1e-9);
+  EXPECT_EQ(t.prefill_steps, 1);
+  EXPECT_EQ(t.decode_steps, 4);
+  EXPECT_DOUBLE_EQ(t.transfer_bytes, kv_bytes(d.model, 1000, 1));
+}
+
+TEST(Engine, ChunkedPrefillAndFcfsQueueing) {
+  DeploymentSpec d = tiny();
+  d.prefill.chunk_tokens = 400;  // 1,000 tokens = 3 chunks of ≤ 400 (400, 400, 200)
+  d.prefill.max_batch_tokens = 400;
+  Records rec;
+  Simulation sim(d, std::make_unique<ListSource>(std::vector<Request>{req(0, 0, 1000, 2), req(1, 0, 300, 2)}), std::make_shared<ZeroCost>(), rec, {});
+  sim.run();
+  // request 0 runs steps 1-3 (its last chunk of 200 leaves 200 tokens of budget: request 1 starts
+  // in step 3 and needs 300, so it finishes in step 4)
+  EXPECT_NEAR(rec.by_id.at(0).prefill_end_s, 0.03, 1e-9);
+  EXPECT_NEAR(rec.by_id.at(1).prefill_start_s, 0.02, 1e-9);
+  EXPECT_NEAR(rec.by_id.at(1).prefill_end_s, 0.04, 1e-9);
+  EXPECT_NEAR(rec.by_id.at(1).ttft_s(), 0.04 + transfer_s(d, 300), 1e-9);
+}
+
+TEST(Engine, RequestWaitsForDecodeKvAndTheWaitIsInItsTtft) {
+  DeploymentSpec d = tiny();
+  const double need = kv_bytes(d.model, 1000 + 50, 1);
+  // shrink the decode KV budget to 1.5 requests
+  d.reserved_bytes_per_gpu += plan_gpu_memory(d, d.decode).kv_budget - 1.5 * need;
+  ASSERT_NEAR(plan_gpu_memory(d, d.decode).kv_budget, 1.5 * need, 1.0);
+  Records rec;
+  Simulation sim(d, std::make_unique<ListSource>(std::vector<Request>{req(0, 0, 1000, 50), req(1, 0, 1000, 50)}), std::make_shared<ZeroCost>(), rec, {});
+  sim.run();
+  const RequestRecord &a = rec.by_id.at(0), &b = rec.by_id.at(1);
+  EXPECT_NEAR(b.prefill_end_s, 0.02, 1e-9);
+  EXPECT_NEAR(a.done_s, a.first_token_s + 49 * 0.002, 1e-9);
+  // b's transfer can only start when a has finished and freed its KV
+  EXPECT_NEAR(b.transfer_start_s, a.done_s, 1e-9);
+  EXPECT_NEAR(b.first_token_s, a.done_s + transfer_s(d, 1000), 1e-9);
+}
+
+TEST(Engine, EveryRequestEndsCompletedRejectedOrInFlight) {
+  DeploymentSpec d = tiny();
+  // 3 requests too long for the model (4,096 tokens), a horizon that stops the run mid-way
+  std::vector<Request> rs;
+  for (int i = 0; i < 40; ++i) rs.push_back(req(static_cast<std::uint64_t>(i), 0.001 + 0.01 * i, i % 13 == 5 ? 4000 : 800, 200));
+  Records rec;
+  RunOptions o;
+  o.horizon_s = 0.3;
+  Simulation sim(d, std::make_unique<ListSource>(rs), std::make_shared<ZeroCost>(), rec, o);
+  const RunTotals t = sim.run();
+  EXPECT_EQ(t.arrivals, 30);  // arrivals at 0.001 .. 0.291 s; those after the horizon never arrive
+  EXPECT_EQ(rec.emitted, t.arrivals);
+  EXPECT_EQ(static_cast<long long>(rec.by_id.size()), t.arrivals);  // each exactly once
+  EXPECT_EQ(t.completed + t.rejected + t.in_flight, t.arrivals);
+  EXPECT_EQ(t.rejected, 2);  // ids 5 and 18 (4,000 + 200 > 4,096); id 31 arrives after the horizon
+  EXPECT_GT(t.in_flight, 0);
+  for (const auto& [id, r] : rec.by_id) {
+    if (r.status == RequestStatus::rejected) EXPECT_NE(r.reason.find("exceeds the model's 4096"), std::string::npos) << r.reason;
+    if (r.status == RequestStatus::in_flight) EXPECT_FALSE(r.reason.empty());
+  }
+}
+
+TEST(Engine, PrefixCacheServesRepeatedPrefixes) {
+  DeploymentSpec d = tiny();
+  d.prefix_cache.enabled = true;
+  d.prefix_cache.block_tokens = 100;
+  // request 1 repeats request 0's first 7 blocks and adds 2; request 2 shares nothing
+  auto with_blocks = [](Request r, std::vector<std::uint64_t> b) {
+    r.block_hashes = std::move(b);
+    r.block_tokens = 100;
+    return r;
+  };
+  Records rec;
+  Simulation sim(d,
+                 std::make_unique<ListSource>(std::vector<Request>{with_blocks(req(0, 0, 750, 2), {0, 1, 2, 3, 4, 5, 6, 7}),
+                                                                  with_blocks(req(1, 1, 900, 2), {0, 1, 2, 3, 4, 5, 6, 8, 9}),
+                                                                  with_blocks(req(2, 2, 300, 2), {10, 11, 12})}),
+                 std::make_shared<ZeroCost>(), rec, {});
+  const RunTotals t = sim.run();
+  EXPECT_EQ(rec.by_id.at(0).cached_tokens, 0);
+  EXPECT_EQ(rec.by_id.at(1).cached_tokens, 700);  // 7 whole blocks (block 7 of request 0 was partial: not cached)
+  EXPECT_EQ(rec.by_id.at(2).cached_tokens, 0);
+  EXPECT_EQ(t.prefix_lookup_blocks, 7 + 9 + 3);
+  EXPECT_EQ(t.prefix_hit_blocks, 7);
+}
+
+namespace {
+
+void replay_mooncake(const std::string& model, PoolSpec p, PoolSpec q) {
+  const std::string path = test::shared_traces() + "/mooncake/conversation_trace.jsonl";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " absent: ../shared/traces is not available here";
+  DeploymentSpec d = test::deployment(model, "h200", p, q);
+  validate_deployment(d, "d");
+  WorkloadSpec w;
+  w.kind = WorkloadSpec::Kind::mooncake;
+  w.trace_path = path;
+  Records rec;
+  Simulation sim(d, make_source(w, 1), make_cost_model("roofline", d.gpu), rec, {});
+  const RunTotals t = sim.run();
+  EXPECT_EQ(t.arrivals, 12031);
+  EXPECT_EQ(rec.emitted, 12031);
+  EXPECT_EQ(t.completed + t.rejected + t.in_flight, 12031);
+  EXPECT_EQ(t.completed, 12031);  // the trace's longest prompt (126,195 tokens) fits both deployments
+  for (const auto& [id, r] : rec.by_id) {
+    ASSERT_EQ(r.status, RequestStatus::completed);
+    ASSERT_GE(r.first_token_s, r.prefill_end_s);
+    ASSERT_GE(r.done_s, r.first_token_s);
+    ASSERT_EQ(r.generated_tokens, r.output_tokens);
+  }
+  EXPECT_GT(t.prefix_hit_blocks, 0);
+}
+
+}  // namespace
+
+TEST(EngineReplay, WholeMooncakeConversationTraceThroughKimiK3) {
+  PoolSpec p = test::pool(2, 32, 8), q = test::pool(1, 32, 8);
+  p.two_batch_overlap = q.two_batch_overlap = true;
+  replay_mooncake("kimi-k3", p, q);
+}
+
+TEST(EngineReplay, WholeMooncakeConversationTraceThroughDeepSeekV4Pro) {
+  PoolSpec p = test::pool(2, 16, 1), q = test::pool(1, 16, 1);
+  p.two_batch_overlap = q.two_batch_overlap = true;
+  replay_mooncake("deepseek-v4-pro", p, q);
+}

@@ -1,0 +1,145 @@
+// Op FLOP/byte counts against model-facts.md §2 hand arithmetic, the roofline, the communication
+// closed forms, and monotonicity of step times.
+#include "costmodels/comm.hpp"
+#include "costmodels/cost_model.hpp"
+#include "costmodels/step_cost.hpp"
+#include "helpers.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace servesim;
+
+namespace {
+
+const Op& find(const std::vector<Op>& ops, OpKind k) {
+  for (const auto& o : ops)
+    if (o.kind == k) return o;
+  throw std::runtime_error("op not found");
+}
+
+int attention_kind(const ModelSpec& m, AttentionOp op) {
+  for (size_t i = 0; i < m.attention_kinds.size(); ++i)
+    if (m.attention_kinds[i].op == op) return static_cast<int>(i);
+  throw std::runtime_error("no such kind");
+}
+
+struct Fixture {
+  ModelSpec m;
+  GpuSpec g;
+  std::shared_ptr<const CostModel> cost;
+  std::unique_ptr<StepCostModel> step;
+  Fixture(const std::string& model, InstanceShape shape) : m(test::model(model)), g(test::gpu("h200")) {
+    cost = std::make_shared<RooflineCostModel>(g);
+    step = std::make_unique<StepCostModel>(m, cost, FabricParams{}, shape, 0.0);
+  }
+};
+
+}  // namespace
+
+TEST(Ops, K3MlaDecodeReadsTheLatentOncePerToken) {
+  Fixture f("kimi-k3", {8, 1});
+  std::vector<Op> ops;
+  f.step->attention_ops(attention_kind(f.m, AttentionOp::mla), {{1, 4095, true}, {1, 999, true}}, Phase::decode, ops);
+  const Op& o = find(ops, OpKind::mla_decode);
+  const double ctx = 4096 + 1000;
+  // §2.2: 2·H·L·(576+512) attention + absorption 2·H·128·512·2 per token; bytes L·576·2 +
+  // W_UK/W_UV (512·96·256 BF16) + q/o latents
+  EXPECT_DOUBLE_EQ(o.flops, 2 * 96 * ctx * 1088 + 2 * (2.0 * 96 * 512 * 256));
+  EXPECT_DOUBLE_EQ(o.bytes, ctx * 1152 + 512.0 * 96 * 256 * 2 + 2 * 96 * 1088 * 2.0);
+  EXPECT_EQ(o.cls, OpClass::attention_decode);
+}
+
+TEST(Ops, K3KdaDecodeIsStateBandwidth) {
+  Fixture f("kimi-k3", {8, 2});
+  std::vector<Op> ops;
+  f.step->attention_ops(attention_kind(f.m, AttentionOp::kda), {{1, 100, true}, {1, 5000, true}, {1, 7, true}}, Phase::decode, ops);
+  const Op& o = find(ops, OpKind::kda_decode);
+  // §2.1: 7·D² FLOP per head per token and a read+write of the fp32 state per sequence; TP 2 halves heads
+  EXPECT_DOUBLE_EQ(o.flops, 3 * 48 * 7.0 * 128 * 128);
+  EXPECT_DOUBLE_EQ(o.bytes, 3 * 2 * 48 * 128.0 * 128 * 4 + 3 * 48 * 128 * 5 * 2.0);
+}
+
+TEST(Ops, V4ProCsaAndHcaKeyCountsMatchModelFacts) {
+  Fixture f("deepseek-v4-pro", {16, 1});
+  std::vector<Op> ops;
+  // CSA at L = 100,000: n = min(1024, 25,000) + 128 = 1,152 keys → 2·128·1152·1024 = 302 MFLOP (§2.3 d)
+  f.step->attention_ops(attention_kind(f.m, AttentionOp::csa), {{1, 99999, true}}, Phase::decode, ops);
+  EXPECT_DOUBLE_EQ(find(ops, OpKind::csa_attn).flops, 2.0 * 128 * 1152 * 1024);
+  EXPECT_NEAR(find(ops, OpKind::csa_attn).flops / 1e6, 302, 0.1);
+  EXPECT_DOUBLE_EQ(find(ops, OpKind::csa_attn).bytes, 1152 * 584.0 + 128 * 512 * 2 * 2.0);
+  // indexer: 2·64·128 FLOP per compressed key, 132 B per key (§2.3 c)
+  EXPECT_DOUBLE_EQ(find(ops, OpKind::csa_indexer).flops, 2.0 * 64 * 128 * 25000);
+  ops.clear();
+  // HCA at L = 2^20: n = 8,192 + 128 = 8,320 → 2.18 GFLOP, 4.9 MB (§2.4)
+  f.step->attention_ops(attention_kind(f.m, AttentionOp::hca), {{1, (1 << 20) - 1, true}}, Phase::decode, ops);
+  EXPECT_DOUBLE_EQ(find(ops, OpKind::hca_attn).flops, 2.0 * 128 * 8320 * 1024);
+  EXPECT_NEAR(8320 * 584.0 / 1e6, 4.9, 0.05);
+}
+
+TEST(Roofline, TimeIsFixedPlusTheLargerOfComputeAndMemory) {
+  const GpuSpec g = test::gpu("h200");
+  RooflineCostModel r(g);
+  Op o;
+  o.cls = OpClass::gemm;
+  o.flops = 1e12;
+  o.bytes = 1e6;
+  const OpEfficiency& e = g.eff(OpClass::gemm);
+  EXPECT_DOUBLE_EQ(r.latency(o).seconds, e.fixed_s + 1e12 / (e.compute * 797e12));  // measured 797 TFLOP/s ceiling
+  o.flops = 1e6;
+  o.bytes = 1e9;
+  EXPECT_DOUBLE_EQ(r.latency(o).seconds, e.fixed_s + 1e9 / (e.memory * 4.3e12));  // measured 4.3 TB/s ceiling
+  o.math = DType::fp8;
+  o.flops = 1e12;
+  o.bytes = 0;
+  EXPECT_DOUBLE_EQ(r.latency(o).seconds, e.fixed_s + 1e12 / (e.compute * 1979e12 * 797.0 / 989.0));
+  EXPECT_EQ(r.latency(o).source, Provenance::roofline);
+}
+
+TEST(Comm, ClosedForms) {
+  FabricParams f;  // H200: 450 GB/s NVLink per direction, 50 GB/s NIC, 1 µs / 3 µs
+  // uniform all-to-all among 32 GPUs (4 nodes), 1 MB per pair: 7 MB over NVLink, 24 MB over the NIC
+  const AllToAllLoad l = uniform_alltoall_load(f, 32, 1e6);
+  EXPECT_DOUBLE_EQ(l.intra_bytes, 7e6);
+  EXPECT_DOUBLE_EQ(l.inter_bytes, 24e6);
+  EXPECT_DOUBLE_EQ(l.node_inter_bytes, 8 * 24e6);
+  EXPECT_DOUBLE_EQ(alltoall_time(f, l), 24e6 / 50e9 + 2 * 3e-6);
+  EXPECT_DOUBLE_EQ(allreduce_time(f, 8, 8e6), 2.0 * 7 / 8 * 8e6 / 450e9 + 14 * 1e-6);
+  EXPECT_DOUBLE_EQ(allreduce_time(f, 1, 8e6), 0.0);
+  // 4 experts on 2 GPUs, top-2: a GPU is untouched with probability C(2,2)/C(4,2) = 1/6
+  EXPECT_NEAR(expected_destination_gpus(4, 2, 2), 2 * (1 - 1.0 / 6), 1e-12);
+  EXPECT_DOUBLE_EQ(expected_destination_gpus(256, 8, 1), 1.0);
+}
+
+TEST(StepCost, MoreTokensOrLongerContextIsNeverFaster) {
+  for (const char* name : {"kimi-k3", "deepseek-v4-pro", "deepseek-v4-flash", "deepseek-v3"}) {
+    Fixture f(name, {8, 1});
+    double last = 0;
+    for (long long L : {1000LL, 4000LL, 16000LL, 64000LL, 256000LL, 1000000LL}) {
+      std::vector<std::vector<SeqWork>> ranks(8);
+      for (auto& r : ranks) r = {{1, L, true}, {1, L / 2, true}};
+      const double t = f.step->step(ranks, Phase::decode).total_s;
+      EXPECT_GE(t, last) << name << " L=" << L;
+      last = t;
+    }
+    last = 0;
+    for (long long n : {256LL, 1024LL, 4096LL, 16384LL}) {
+      std::vector<std::vector<SeqWork>> ranks(8);
+      ranks[0] = {{n, 0, true}};
+      const double t = f.step->step(ranks, Phase::prefill).total_s;
+      EXPECT_GT(t, last) << name << " N=" << n;
+      last = t;
+    }
+  }
+}
+
+TEST(StepCost, TwoBatchOverlapHidesCommunicationUpToCompute) {
+  const ModelSpec m = test::model("deepseek-v4-pro");
+  auto cost = std::make_shared<RooflineCostModel>(test::gpu("h200"));
+  StepCostModel plain(m, cost, FabricParams{}, {16, 1, 0, 1.0, false}, 0.0), tbo(m, cost, FabricParams{}, {16, 1, 0, 1.0, true}, 0.0);
+  std::vector<std::vector<SeqWork>> ranks(16, {{4096, 0, true}});
+  const StepTime a = plain.step(ranks, Phase::prefill), b = tbo.step(ranks, Phase::prefill);
+  EXPECT_GT(a.comm_s, 0);
+  EXPECT_NEAR(a.total_s, a.attention_s + a.ffn_s + a.comm_s + a.other_s, 1e-12);
+  EXPECT_LT(b.total_s, a.total_s);
+  EXPECT_GE(b.total_s, a.total_s - a.comm_s - 1e-12);
+}
