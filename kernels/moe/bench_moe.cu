@@ -44,6 +44,8 @@ struct Ctx {
   double hbm_tbps = 0, dense_tflops = 0;
   void* cublas_ws = nullptr;
   std::map<std::string, double> w4_tflops;  // key model/matrix/G/m
+  std::vector<int> w4_variants;             // kernel variants that passed test_moe on this machine
+  std::string w4_label = "w4a16";
 };
 
 double elapsed(const Ctx& c) { return std::chrono::duration<double>(Clock::now() - c.t0).count(); }
@@ -63,7 +65,11 @@ std::vector<long long> grid(long long lo, long long hi) {
   return v;
 }
 std::vector<long long> pick(const Ctx& c, std::vector<long long> full, std::vector<long long> quick) {
-  return c.quick ? quick : full;
+  if (!c.quick) return full;
+  std::vector<long long> q;
+  for (long long v : quick)
+    if (!full.empty() && v <= full.back()) q.push_back(v);
+  return q;
 }
 
 void note(Ctx& c, const std::string& s) {
@@ -169,6 +175,44 @@ void bench_w4a16(Ctx& c) {
             "registers (own wgmma kernel, W4A16 as Hopper engines run it); G experts with m tokens each; rows = G*m",
             "2*G*m*N*K", "G*(N*K/2 + N*K/32) weight bytes + 2*G*m*(K+N) activation bytes", c.gpu);
   std::mt19937_64 rng(7);
+  if (c.w4_variants.size() > 1) {  // choose the fastest verified MMA issue pattern on K3 w13, G=8
+    const GemmShape s{"K3", "w13", 2 * kK3Inter, kK3Latent};
+    const int G = 8;
+    const size_t mb = w4a16_matrix_bytes(s.N, s.K);
+    DevBuf<uint8_t> pool(mb * G * 2);
+    fill_w4a16_pool(pool.p, G * 2, s.N, s.K, 11, 118, 124, c.s);
+    DevBuf<bf16> x(size_t(1024) * G * s.K), y(size_t(1024) * G * s.N);
+    fill_bf16(x.p, x.n, 3, 1.f, c.s);
+    DevBuf<int> droff(G + 1), dtoff(G + 1), deids(2 * G);
+    std::vector<int> ids(2 * G);
+    std::iota(ids.begin(), ids.end(), 0);
+    deids.upload(ids);
+    double best = 1e30;
+    int best_v = c.w4_variants[0];
+    for (int v : c.w4_variants) {
+      w4a16_set_variant(v);
+      double score = 0;
+      for (long long m : {8ll, 64ll, 1024ll}) {
+        const int bt = w4a16_pick_bt(double(m));
+        std::vector<int> roff(G + 1), toff(G + 1);
+        for (int g = 0; g <= G; ++g) { roff[g] = int(g * m); toff[g] = int(g * ((m + bt - 1) / bt)); }
+        droff.upload(roff);
+        dtoff.upload(toff);
+        const Timing t = timed(c, [&](int i) {
+          w4a16_grouped_gemm(x.p, pool.p, deids.p + (i % 2) * G, droff.p, dtoff.p, G, s.N, s.K, bt, toff[G], y.p, c.s);
+        });
+        json sh = gshape(s, G, m, bt);
+        sh["kernel_variant"] = v;
+        tab.add("w4a16_variant_cmp", sh, {{"w", "mxfp4_e2m1_e8m0_g32"}, {"a", "bf16"}, {"out", "bf16"}, {"acc", "fp32"}}, t,
+                2.0 * G * m * s.N * s.K, double(G) * mb + 2.0 * G * m * (s.K + s.N));
+        score += std::log(t.us_median);
+        note(c, "w4a16 kernel variant " + std::to_string(v) + " m=" + std::to_string(m) + ": " + std::to_string(t.us_median) + " us");
+      }
+      if (score < best) { best = score; best_v = v; }
+    }
+    w4a16_set_variant(best_v);
+    note(c, "w4a16 kernel variant chosen: " + std::to_string(best_v));
+  }
   for (const auto& s : gemm_shapes(c)) {
     const size_t mb = w4a16_matrix_bytes(s.N, s.K);
     for (int G : c.quick ? std::vector<int>{8} : std::vector<int>{8, 32}) {
@@ -202,7 +246,9 @@ void bench_w4a16(Ctx& c) {
             w4a16_grouped_gemm(x.p, pool.p, deids.p + (i % sets) * G, droff.p, dtoff.p, G, s.N, s.K, bt, mt, y.p, c.s);
           });
           const double fl = 2.0 * G * m * s.N * s.K, wb = double(G) * mb, by = wb + 2.0 * G * m * (s.K + s.N);
-          tab.add(bt == bts[0] ? "w4a16" : "w4a16_bt_alt", gshape(s, G, m, bt),
+          json shp = gshape(s, G, m, bt);
+          shp["kernel_variant"] = w4a16_variant();
+          tab.add(bt == bts[0] ? c.w4_label : c.w4_label + "_bt_alt", shp,
                   {{"w", "mxfp4_e2m1_e8m0_g32"}, {"a", "bf16"}, {"out", "bf16"}, {"acc", "fp32"}}, t, fl, by);
           if (bt == bts[0])
             c.w4_tflops[s.model + "/" + s.matrix + "/" + std::to_string(G) + "/" + std::to_string(m)] = fl / t.us_median / 1e6;
@@ -303,25 +349,32 @@ void bench_fp8(Ctx& c) {
         bool supported = true;
         for (long long m : pick(c, grid(1, mmax), {1, 8, 64, 256, 1024})) {
           if (m > mmax || !time_left(c) || !supported) continue;
-          if (m % 16 != 0 && m > 16) {}  // cuBLASLt handles any M for TN fp8 on sm90
-          const Timing t = timed(c, [&](int i) {
+          auto run = [&](int i, int M) {
             const int r = i % sets;
-            for (int g = 0; g < G; ++g) {
+            bool ok = true;
+            for (int g = 0; g < G && ok; ++g) {
               const int e = r * G + g;
-              const bool ok = cublaslt_fp8_gemm(
-                  c.lt, x.p + size_t(g) * m * s.K, pool.p + size_t(e) * wmat, y.p + size_t(g) * m * s.N, int(m), s.N, s.K,
-                  block == 1, block ? xs.p + size_t(g) * m * s.K / 128 : xs.p,
-                  block ? ws.p + size_t(e) * (s.N / 128) * (s.K / 128) : ws.p + e, c.s);
-              if (!ok) { supported = false; return; }
+              ok = cublaslt_fp8_gemm(c.lt, x.p + size_t(g) * m * s.K, pool.p + size_t(e) * wmat, y.p + size_t(g) * m * s.N,
+                                     M, s.N, s.K, block == 1, block ? xs.p + size_t(g) * m * s.K / 128 : xs.p,
+                                     block ? ws.p + size_t(e) * (s.N / 128) * (s.K / 128) : ws.p + e, c.s);
             }
-          });
-          if (!supported) {
-            note(c, std::string("fp8 ") + (block ? "block128" : "per_tensor") + " not offered by cuBLASLt for " + s.model +
-                        " " + s.matrix + " m=" + std::to_string(m));
-            break;
+            return ok;
+          };
+          int M = int(m);
+          if (!run(0, M)) {
+            M = int((m + 15) / 16 * 16);  // pad the token count to 16 rows, as engines do
+            if (!run(0, M)) {
+              note(c, std::string("fp8 ") + (block ? "block128" : "per_tensor") + " not offered by cuBLASLt for " + s.model +
+                          " " + s.matrix + " m=" + std::to_string(m));
+              continue;
+            }
           }
+          SS_CUDA(cudaStreamSynchronize(c.s));
+          const Timing t = timed(c, [&](int i) { run(i, M); });
           const double fl = 2.0 * G * m * s.N * s.K;
-          tab.add(block ? "cublaslt_block128" : "cublaslt_per_tensor", gshape(s, G, m),
+          json shp = gshape(s, G, m);
+          shp["M_run"] = M;
+          tab.add(block ? "cublaslt_block128" : "cublaslt_per_tensor", shp,
                   {{"w", "e4m3"}, {"a", "e4m3"}, {"out", "bf16"}, {"acc", "fp32"}}, t, fl,
                   double(G) * wmat + double(G) * m * s.K + 2.0 * G * m * s.N);
         }
@@ -456,7 +509,8 @@ void bench_layers(Ctx& c) {
         json shape = {{"model", L.model}, {"tokens", T}, {"experts", L.E}, {"top_k", L.k}, {"skew", skew},
                       {"active_experts", active}, {"max_tokens_per_expert", maxc}, {"hidden", L.D}, {"inter", L.I},
                       {"bt", bt}};
-        tabs[L.name]->add("graph_w4a16", shape,
+        shape["kernel_variant"] = w4a16_variant();
+        tabs[L.name]->add(c.w4_variants.empty() ? "graph_w4a16_UNVERIFIED" : "graph_w4a16", shape,
                           {{"routed", "mxfp4_w4a16"}, {"shared", "bf16"}, {"act", "bf16"}, {"acc", "fp32"}}, t, fl, by);
         if (skew == 0.0 || skew == 1.5) {
           char b[256];
@@ -746,7 +800,12 @@ int main(int argc, char** argv) {
     else if (a == "--quick") c.quick = true;
     else if (a == "--lut") lut = true;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
-    else { std::fprintf(stderr, "usage: bench_moe --out DIR [--deadline-s S] [--quick] [--only a,b] [--lut]\n"); return 2; }
+    else if (a == "--w4-variants" && i + 1 < argc) {
+      std::stringstream vs(argv[++i]);
+      for (std::string t; std::getline(vs, t, ',');)
+        if (!t.empty()) c.w4_variants.push_back(std::atoi(t.c_str()));
+    }
+    else { std::fprintf(stderr, "usage: bench_moe --out DIR [--deadline-s S] [--quick] [--only a,b] [--lut] [--w4-variants 0,2]\n"); return 2; }
   }
   if (c.out.empty()) { std::fprintf(stderr, "--out is required\n"); return 2; }
   std::stringstream ss(only);
@@ -761,6 +820,12 @@ int main(int argc, char** argv) {
     SS_CUBLAS(cublasSetWorkspace(c.h, c.cublas_ws, 64u << 20));
     c.lt = lt_fp8_create();
     w4a16_set_lut_dequant(lut);
+    if (c.w4_variants.empty()) {
+      c.w4_label = "w4a16_UNVERIFIED";
+      note(c, "WARNING: no W4A16 kernel variant passed test_moe here; timing variant 0, rows labelled w4a16_UNVERIFIED");
+    } else {
+      w4a16_set_variant(c.w4_variants[0]);
+    }
     std::printf("bench_moe on %s, %d SMs, L2 %lld B, deadline %.0f s%s\n", c.gpu.name.c_str(), c.gpu.sm_count,
                 c.gpu.l2_bytes, c.deadline_s, c.quick ? " (quick)" : "");
     auto section = [&](const std::string& name, const std::vector<std::string>& ops, void (*fn)(Ctx&)) {

@@ -164,8 +164,13 @@ bool cublaslt_fp8_gemm(LtFp8* c, const void* X, const void* W, bf16* D, int M, i
   SS_LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof w_scale));
   SS_LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof x_scale));
   const float alpha = 1.f, beta = 0.f;
-  SS_LT(cublasLtMatmul(c->lt, p.op, &alpha, W, p.a, X, p.b, &beta, D, p.d, D, p.d, &p.algo, c->workspace,
-                       c->workspace_bytes, stream));
+  const cublasStatus_t st = cublasLtMatmul(c->lt, p.op, &alpha, W, p.a, X, p.b, &beta, D, p.d, D, p.d, &p.algo,
+                                           c->workspace, c->workspace_bytes, stream);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) {  // heuristic offered an algorithm the shape cannot run
+    p.ok = false;
+    return false;
+  }
+  SS_LT(st);
   return true;
 }
 

@@ -78,7 +78,12 @@ __device__ __forceinline__ void dequant_word(uint32_t q, uint32_t f0, uint32_t f
   }
 }
 
-template <int BT, bool LUT>
+/// V selects the MMA issue pattern (kept to diagnose and compare; see NOTES.md):
+///   0: one m64nBTk16 wgmma per k16 step, next stage's dequant overlaps it (wait_group 1)
+///   1: as 0 but wait_group 0 after each stage (no overlap)
+///   2: BT/8 m64n8k16 wgmmas per k16 step (each on one 8-token swizzle atom), wait_group 1
+///   3: as 2 with wait_group 0
+template <int BT, bool LUT, int V>
 __global__ void __launch_bounds__(kThreads, 1) w4a16_kernel(const Params p) {
   using C = Cfg<BT>;
   extern __shared__ uint8_t smem_raw[];
@@ -119,9 +124,11 @@ __global__ void __launch_bounds__(kThreads, 1) w4a16_kernel(const Params p) {
     for (int c = tid; c < kWBlockBytes / 16; c += kThreads) cp_async16(wd + c * 16, wsrc + c * 16);
   };
 
-  float acc[BT / 2];
+  float acc[BT / 8][4];
 #pragma unroll
-  for (int i = 0; i < BT / 2; ++i) acc[i] = 0.f;
+  for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) acc[i][q] = 0.f;
   uint32_t afrag[2][4][4];
 
 #pragma unroll
@@ -161,14 +168,26 @@ __global__ void __launch_bounds__(kThreads, 1) w4a16_kernel(const Params p) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) fence_operand(af[s][j]);
 #pragma unroll
-    for (int i = 0; i < BT / 2; ++i) fence_operand(acc[i]);
+    for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) fence_operand(acc[i][q]);
     wgmma_fence();
 #pragma unroll
-    for (int s = 0; s < 4; ++s) WgmmaRS<BT>::mma(acc, af[s], desc_sw128(xb + s * 32));
+    for (int s = 0; s < 4; ++s) {
+      if constexpr (V == 0 || V == 1) {
+        WgmmaRS<BT>::mma(&acc[0][0], af[s], desc_sw128(xb + s * 32));
+      } else {
+#pragma unroll
+        for (int i = 0; i < BT / 8; ++i) WgmmaRS<8>::mma(&acc[i][0], af[s], desc_sw128(xb + i * 1024 + s * 32));
+      }
+    }
     wgmma_commit();
 #pragma unroll
-    for (int i = 0; i < BT / 2; ++i) fence_operand(acc[i]);
-    wgmma_wait<1>();
+    for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) fence_operand(acc[i][q]);
+    if constexpr (V == 1 || V == 3) wgmma_wait<0>();
+    else wgmma_wait<1>();
   };
 
   for (int kb = 0; kb < KB; kb += 2) {
@@ -177,7 +196,9 @@ __global__ void __launch_bounds__(kThreads, 1) w4a16_kernel(const Params p) {
   }
   wgmma_wait<0>();
 #pragma unroll
-  for (int i = 0; i < BT / 2; ++i) fence_operand(acc[i]);
+  for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) fence_operand(acc[i][q]);
   cp_async_wait<0>();
   __syncthreads();
 
@@ -188,10 +209,10 @@ __global__ void __launch_bounds__(kThreads, 1) w4a16_kernel(const Params p) {
 #pragma unroll
   for (int j = 0; j < BT / 8; ++j) {
     const int c0 = 8 * j + 2 * tq;
-    st[c0 * kLd + n0] = __float2bfloat16_rn(acc[4 * j + 0]);
-    st[(c0 + 1) * kLd + n0] = __float2bfloat16_rn(acc[4 * j + 1]);
-    st[c0 * kLd + n1] = __float2bfloat16_rn(acc[4 * j + 2]);
-    st[(c0 + 1) * kLd + n1] = __float2bfloat16_rn(acc[4 * j + 3]);
+    st[c0 * kLd + n0] = __float2bfloat16_rn(acc[j][0]);
+    st[(c0 + 1) * kLd + n0] = __float2bfloat16_rn(acc[j][1]);
+    st[c0 * kLd + n1] = __float2bfloat16_rn(acc[j][2]);
+    st[(c0 + 1) * kLd + n1] = __float2bfloat16_rn(acc[j][3]);
   }
   __syncthreads();
   bf16* yb = p.y + static_cast<size_t>(row0) * p.N + static_cast<size_t>(blockIdx.x) * kRowsPerCta;
@@ -202,24 +223,44 @@ __global__ void __launch_bounds__(kThreads, 1) w4a16_kernel(const Params p) {
   }
 }
 
-template <int BT, bool LUT>
+template <int BT, bool LUT, int V>
 void launch(const Params& p, int max_tiles, cudaStream_t stream) {
   static bool configured = false;
   if (!configured) {
-    SS_CUDA(cudaFuncSetAttribute(w4a16_kernel<BT, LUT>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg<BT>::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(w4a16_kernel<BT, LUT, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg<BT>::kSmem));
     configured = true;
   }
   dim3 grid(p.N / kRowsPerCta, max_tiles);
-  w4a16_kernel<BT, LUT><<<grid, kThreads, Cfg<BT>::kSmem, stream>>>(p);
+  w4a16_kernel<BT, LUT, V><<<grid, kThreads, Cfg<BT>::kSmem, stream>>>(p);
   SS_LAUNCH_CHECK();
 }
 
 bool g_use_lut = false;
+int g_variant = 0;
+
+template <int BT>
+void launch_bt(const Params& p, int max_tiles, cudaStream_t stream) {
+  switch (g_variant * 2 + (g_use_lut ? 1 : 0)) {
+    case 0: launch<BT, false, 0>(p, max_tiles, stream); return;
+    case 1: launch<BT, true, 0>(p, max_tiles, stream); return;
+    case 2: launch<BT, false, 1>(p, max_tiles, stream); return;
+    case 3: launch<BT, true, 1>(p, max_tiles, stream); return;
+    case 4: launch<BT, false, 2>(p, max_tiles, stream); return;
+    case 5: launch<BT, true, 2>(p, max_tiles, stream); return;
+    case 6: launch<BT, false, 3>(p, max_tiles, stream); return;
+    default: launch<BT, true, 3>(p, max_tiles, stream); return;
+  }
+}
 
 }  // namespace
 
 /// Selects the table-based E2M1 decode (true) or the bit-placement decode (false, default).
 void w4a16_set_lut_dequant(bool lut) { g_use_lut = lut; }
+void w4a16_set_variant(int v) {
+  if (v < 0 || v > 3) throw std::invalid_argument("w4a16_set_variant: 0..3");
+  g_variant = v;
+}
+int w4a16_variant() { return g_variant; }
 
 int w4a16_pick_bt(double avg) {
   for (int bt : kW4A16TileWidths)
@@ -235,10 +276,9 @@ void w4a16_grouped_gemm(const bf16* x, const uint8_t* w_pool, const int* expert_
   if (max_tiles <= 0) return;
   if (max_tiles > 65535) throw std::invalid_argument("w4a16_grouped_gemm: more than 65535 token tiles");
   const Params p{x, w_pool, expert_ids, row_offsets, tile_offsets, y, G, N, K, w4a16_matrix_bytes(N, K)};
-#define SS_W4_CASE(B)                                       \
-  case B:                                                   \
-    if (g_use_lut) launch<B, true>(p, max_tiles, stream);   \
-    else launch<B, false>(p, max_tiles, stream);            \
+#define SS_W4_CASE(B)                  \
+  case B:                              \
+    launch_bt<B>(p, max_tiles, stream); \
     return;
   switch (bt) {
     SS_W4_CASE(8) SS_W4_CASE(16) SS_W4_CASE(32) SS_W4_CASE(64) SS_W4_CASE(128) SS_W4_CASE(256)

@@ -20,7 +20,7 @@ for n in NS:
     acons = ", ".join(f'"+f"(d[{i}])' for i in range(nd))
     print(f"""template <> struct WgmmaRS<{n}> {{
   static constexpr int kAcc = {nd};
-  __device__ __forceinline__ static void mma(float (&d)[{nd}], const uint32_t (&a)[4], uint64_t desc) {{
+  __device__ __forceinline__ static void mma(float* d, const uint32_t (&a)[4], uint64_t desc) {{
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile(
         "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 "

@@ -127,6 +127,12 @@ double w4a16_packed_value(const uint8_t* host_packed, int N, int K, int n, int k
 /// permutation table (no subnormals) and multiplies by 2^(s-127). Both are exact.
 void w4a16_set_lut_dequant(bool lut);
 
+/// Selects the MMA issue pattern of the W4A16 kernel (0..3, see gemm_w4a16.cu; 0 = default):
+/// 0 one m64nBT wgmma per k16 step overlapped with the next stage, 1 the same without overlap,
+/// 2 BT/8 m64n8 wgmmas per k16 step, 3 that without overlap. Throws std::invalid_argument.
+void w4a16_set_variant(int v);
+int w4a16_variant();
+
 /// Token tile widths the W4A16 kernel is compiled for.
 constexpr int kW4A16TileWidths[] = {8, 16, 32, 64, 128, 256};
 /// Tile width the layer uses for `avg_rows_per_active_expert` (smallest >= avg, at most 256).

@@ -333,7 +333,8 @@ TEST(MoeNorm, RmsNorm3584) {
 // ------------------------------------------------------------------------------------------------
 // W4A16 grouped GEMM
 
-void check_w4a16(int bt, bool lut, const std::vector<int>& counts, int N, int K, bool permuted_ids) {
+double check_w4a16(int bt, bool lut, const std::vector<int>& counts, int N, int K, bool permuted_ids, int variant = 0,
+                   bool expect = true, const std::vector<int>* only_kblock = nullptr) {
   auto rng = make_rng();
   const int G = static_cast<int>(counts.size());
   const int P = G + 2;  // pool larger than G, groups map to shuffled experts
@@ -360,7 +361,12 @@ void check_w4a16(int bt, bool lut, const std::vector<int>& counts, int N, int K,
   }
   const int rows = roff[G];
   std::vector<double> xd;
-  const auto x = rand_bf16(rng, static_cast<size_t>(rows) * K, 1.f, &xd);
+  auto x = rand_bf16(rng, static_cast<size_t>(rows) * K, 1.f, &xd);
+  if (only_kblock) {  // diagnostic: keep only k-block (*only_kblock)[0] of X
+    for (int r = 0; r < rows; ++r)
+      for (int k = 0; k < K; ++k)
+        if (k / 64 != (*only_kblock)[0]) { x[static_cast<size_t>(r) * K + k] = f2bf(0.f); xd[static_cast<size_t>(r) * K + k] = 0; }
+  }
   DevBuf<uint8_t> dpool(pool.size());
   DevBuf<bf16> dx(x.size()), dy(static_cast<size_t>(rows) * N);
   DevBuf<int> dro(G + 1), dto(G + 1), dei(G);
@@ -371,9 +377,11 @@ void check_w4a16(int bt, bool lut, const std::vector<int>& counts, int N, int K,
   dei.upload(expert_ids);
   poison_bf16(dy.p, dy.n);
   w4a16_set_lut_dequant(lut);
+  w4a16_set_variant(variant);
   w4a16_grouped_gemm(dx.p, dpool.p, dei.p, dro.p, dto.p, G, N, K, bt, w4a16_max_tiles(rows, G, bt), dy.p, 0);
   SS_CUDA(cudaDeviceSynchronize());
   w4a16_set_lut_dequant(false);
+  w4a16_set_variant(0);
   const auto y = to_double(dy.download());
   std::vector<double> ref(y.size());
   for (int g = 0; g < G; ++g)
@@ -385,24 +393,52 @@ void check_w4a16(int bt, bool lut, const std::vector<int>& counts, int N, int K,
         for (int k = 0; k < K; ++k) a += w[k] * xr[k];
         ref[static_cast<size_t>(r) * N + n] = a;
       }
-  ASSERT_EQ(count_nan(y), 0u) << "unwritten (poisoned) outputs";
-  const double err = rel_l2_error(y, ref);
-  std::printf("w4a16 bt=%d %s N=%d K=%d rows=%d: rel L2 %.2e\n", bt, lut ? "lut" : "fast", N, K, rows, err);
+  const size_t nans = count_nan(y);
+  const double err = nans ? 1e9 : rel_l2_error(y, ref);
+  if (!expect) {  // diagnostic: per-token-row error profile of the first group
+    std::printf("  diag v=%d bt=%d kblock=%d rel L2 %.2e; per tile row:", variant, bt, only_kblock ? (*only_kblock)[0] : -1, err);
+    for (int r = 0; r < std::min(counts[0], 32); ++r) {
+      std::vector<double> a(y.begin() + static_cast<size_t>(r) * N, y.begin() + static_cast<size_t>(r + 1) * N),
+          b(ref.begin() + static_cast<size_t>(r) * N, ref.begin() + static_cast<size_t>(r + 1) * N);
+      std::printf(" %.0e", rel_l2_error(a, b));
+    }
+    std::printf("\n");
+    return err;
+  }
+  EXPECT_EQ(nans, 0u) << "unwritten (poisoned) outputs";
+  std::printf("w4a16 v=%d bt=%d lut=%d N=%d K=%d rows=%d: rel L2 %.2e\n", variant, bt, lut ? 1 : 0, N, K, rows, err);
   EXPECT_LT(err, 1e-2);
+  return err;
 }
 
-class W4A16Test : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+class W4A16Test : public ::testing::TestWithParam<std::tuple<int, bool, int>> {};
 TEST_P(W4A16Test, MatchesDoubleReference) {
   SKIP_NO_GPU();
-  const auto [bt, lut] = GetParam();
+  const auto [bt, lut, variant] = GetParam();
   // partial tiles, an empty group, several tiles in one group
-  check_w4a16(bt, lut, {2 * bt + 3, 0, bt - 1 > 0 ? bt - 1 : 1, 1, bt}, 256, 512, true);
+  check_w4a16(bt, lut, {2 * bt + 3, 0, bt - 1 > 0 ? bt - 1 : 1, 1, bt}, 256, 512, true, variant);
 }
 INSTANTIATE_TEST_SUITE_P(AllTiles, W4A16Test,
-                         ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Bool()));
+                         ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Bool(),
+                                            ::testing::Values(0, 1, 2, 3)));
 
-TEST(MoeW4A16, K3ShapeAfterDevicePermute) {
+// Diagnostic (always passes): error per token row of a 16-token tile and per k-block, per variant.
+TEST(MoeW4A16Diag, ErrorProfile) {
   SKIP_NO_GPU();
+  for (int v = 0; v < 4; ++v) {
+    check_w4a16(16, false, {16}, 128, 512, false, v, false);
+    check_w4a16(16, false, {16}, 128, 128, false, v, false);
+    for (int b = 0; b < 8; ++b) {
+      const std::vector<int> kb = {b};
+      check_w4a16(16, false, {16}, 128, 512, false, v, false, &kb);
+    }
+  }
+}
+
+class W4A16PermuteTest : public ::testing::TestWithParam<int> {};
+TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
+  SKIP_NO_GPU();
+  const int variant = GetParam();
   // routing -> permute -> grouped GEMM with the device-written offsets (no host sync in between)
   auto rng = make_rng();
   const int T = 40, E = 24, k = 4, K = 1024, N = 384, bt = 16;
@@ -435,9 +471,11 @@ TEST(MoeW4A16, K3ShapeAfterDevicePermute) {
   poison_bf16(dy.p, dy.n);
   Dispatch d = alloc_dispatch(E, T * k);
   moe_permute(dx.p, di.p, T, k, K, bt, d, dxp.p, 0);
+  w4a16_set_variant(variant);
   w4a16_grouped_gemm(dxp.p, dpool.p, nullptr, d.row_offsets, d.tile_offsets, E, N, K, bt,
                      w4a16_max_tiles(T * k, E, bt), dy.p, 0);
   SS_CUDA(cudaDeviceSynchronize());
+  w4a16_set_variant(0);
   std::vector<int> pos(T * k);
   SS_CUDA(cudaMemcpy(pos.data(), d.pos, 4 * T * k, cudaMemcpyDeviceToHost));
   const auto y = to_double(dy.download());
@@ -452,10 +490,11 @@ TEST(MoeW4A16, K3ShapeAfterDevicePermute) {
       }
   ASSERT_EQ(count_nan(got), 0u);
   const double err = rel_l2_error(got, ref);
-  std::printf("w4a16 after device permute: rel L2 %.2e\n", err);
+  std::printf("w4a16 v=%d after device permute bt=%d: rel L2 %.2e\n", variant, bt, err);
   EXPECT_LT(err, 1e-2);
   free_dispatch(d);
 }
+INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3));
 
 // ------------------------------------------------------------------------------------------------
 // Library GEMMs

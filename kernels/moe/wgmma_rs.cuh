@@ -11,7 +11,7 @@ template <int N> struct WgmmaRS;
 
 template <> struct WgmmaRS<8> {
   static constexpr int kAcc = 4;
-  __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4], uint64_t desc) {
+  __device__ __forceinline__ static void mma(float* d, const uint32_t (&a)[4], uint64_t desc) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile(
         "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
@@ -24,7 +24,7 @@ template <> struct WgmmaRS<8> {
 
 template <> struct WgmmaRS<16> {
   static constexpr int kAcc = 8;
-  __device__ __forceinline__ static void mma(float (&d)[8], const uint32_t (&a)[4], uint64_t desc) {
+  __device__ __forceinline__ static void mma(float* d, const uint32_t (&a)[4], uint64_t desc) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile(
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
@@ -37,7 +37,7 @@ template <> struct WgmmaRS<16> {
 
 template <> struct WgmmaRS<32> {
   static constexpr int kAcc = 16;
-  __device__ __forceinline__ static void mma(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {
+  __device__ __forceinline__ static void mma(float* d, const uint32_t (&a)[4], uint64_t desc) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile(
         "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
@@ -50,7 +50,7 @@ template <> struct WgmmaRS<32> {
 
 template <> struct WgmmaRS<64> {
   static constexpr int kAcc = 32;
-  __device__ __forceinline__ static void mma(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+  __device__ __forceinline__ static void mma(float* d, const uint32_t (&a)[4], uint64_t desc) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile(
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
@@ -63,7 +63,7 @@ template <> struct WgmmaRS<64> {
 
 template <> struct WgmmaRS<128> {
   static constexpr int kAcc = 64;
-  __device__ __forceinline__ static void mma(float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
+  __device__ __forceinline__ static void mma(float* d, const uint32_t (&a)[4], uint64_t desc) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile(
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
@@ -76,7 +76,7 @@ template <> struct WgmmaRS<128> {
 
 template <> struct WgmmaRS<256> {
   static constexpr int kAcc = 128;
-  __device__ __forceinline__ static void mma(float (&d)[128], const uint32_t (&a)[4], uint64_t desc) {
+  __device__ __forceinline__ static void mma(float* d, const uint32_t (&a)[4], uint64_t desc) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile(
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
