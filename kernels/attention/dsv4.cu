@@ -150,14 +150,16 @@ __global__ void __launch_bounds__(128) compressor_kernel(CompressorArgs a) {
 }
 
 // ------------------------------------------------------------------------------------------
-// Indexer logits: block = (1024 keys, query), 4 warps x 16 heads, 64-key tiles.
+// Indexer logits: block = (IKB keys, query), 4 warps; 64-key tiles in a 3-stage cp.async ring.
+// Warp w owns keys 16w..16w+15 of each tile for all 64 heads (Q fragments of 4 m-tiles stay in
+// registers), so the ReLU-weighted head sum is a register + shuffle reduction with no shared
+// memory round trip.
 // ------------------------------------------------------------------------------------------
-constexpr int IKT = 64, IKB = 1024, IPITCH = 144;
+constexpr int IKT = 64, IKB = 1024, IPITCH = 144, INS = 3;
 __global__ void __launch_bounds__(128) indexer_kernel(IndexerArgs a) {
   __shared__ __align__(16) uint8_t Qs[64 * IPITCH];
-  __shared__ __align__(16) uint8_t Ks[2][IKT * IPITCH];
-  __shared__ float ksc[2][IKT];
-  __shared__ float red[4][IKT];
+  __shared__ __align__(16) uint8_t Ks[INS][IKT * IPITCH];
+  __shared__ float ksc[INS][IKT];
   const int qi = blockIdx.y;
   const int len = a.key_len[qi];
   const int kb0 = blockIdx.x * IKB;
@@ -180,53 +182,64 @@ __global__ void __launch_bounds__(128) indexer_kernel(IndexerArgs a) {
     }
     if (tid < IKT) ksc[st][tid] = (k0 + tid < kend) ? a.kscale[base + k0 + tid] : 0.f;
   };
-  issue(0, 0);
-  cp_async_commit();
-  const float wA = a.w[static_cast<size_t>(qi) * 64 + warp * 16 + g];
-  const float wB = a.w[static_cast<size_t>(qi) * 64 + warp * 16 + g + 8];
+#pragma unroll
+  for (int p = 0; p < INS - 1; ++p) {
+    if (p < ntiles) issue(p, p);
+    cp_async_commit();
+  }
+  float w[4][2];
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    w[m][0] = a.w[static_cast<size_t>(qi) * 64 + m * 16 + g];
+    w[m][1] = a.w[static_cast<size_t>(qi) * 64 + m * 16 + g + 8];
+  }
   const int lrow = (lane & 7) + ((lane >> 4) << 3);
   const int lcolb = ((lane >> 3) & 1) << 4;
-  uint32_t qf[4][4];
+  uint32_t qf[4][4][4];  // [m-tile][k-step]
   for (int it = 0; it < ntiles; ++it) {
-    const int st = it & 1;
-    if (it + 1 < ntiles) issue(it + 1, st ^ 1);
+    const int st = it % INS;
+    if (it + INS - 1 < ntiles) issue(it + INS - 1, (it + INS - 1) % INS);
     cp_async_commit();
-    cp_async_wait<1>();
+    cp_async_wait<INS - 1>();
     __syncthreads();
     if (it == 0) {
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) ldsm_x4(qf[ks], Qs + (warp * 16 + (lane & 15)) * IPITCH + ks * 32 + ((lane >> 4) << 4));
-    }
-    float acc[8][4];
+      for (int m = 0; m < 4; ++m)
 #pragma unroll
-    for (int j = 0; j < 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+        for (int ks = 0; ks < 4; ++ks)
+          ldsm_x4(qf[m][ks], Qs + (m * 16 + (lane & 15)) * IPITCH + ks * 32 + ((lane >> 4) << 4));
+    }
+    float acc[4][2][4];
+#pragma unroll
+    for (int m = 0; m < 4; ++m)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) acc[m][j][0] = acc[m][j][1] = acc[m][j][2] = acc[m][j][3] = 0.f;
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
+      uint32_t b[4];
+      ldsm_x4(b, Ks[st] + (warp * 16 + lrow) * IPITCH + ks * 32 + lcolb);
 #pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        uint32_t b[4];
-        ldsm_x4(b, Ks[st] + (np * 16 + lrow) * IPITCH + ks * 32 + lcolb);
-        mma_e4m3(acc[2 * np], qf[ks], b[0], b[1]);
-        mma_e4m3(acc[2 * np + 1], qf[ks], b[2], b[3]);
+      for (int m = 0; m < 4; ++m) {
+        mma_e4m3(acc[m][0], qf[m][ks], b[0], b[1]);
+        mma_e4m3(acc[m][1], qf[m][ks], b[2], b[3]);
       }
     }
+    const int k0 = kb0 + it * IKT;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < 2; ++j) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int col = 8 * j + 2 * t + e;
+        const int col = warp * 16 + 8 * j + 2 * t + e;
         const float sc = ksc[st][col];
-        float v = fmaxf(acc[j][e] * sc, 0.f) * wA + fmaxf(acc[j][2 + e] * sc, 0.f) * wB;
+        float v = 0.f;
+#pragma unroll
+        for (int m = 0; m < 4; ++m)
+          v += fmaxf(acc[m][j][e] * sc, 0.f) * w[m][0] + fmaxf(acc[m][j][2 + e] * sc, 0.f) * w[m][1];
         v += __shfl_xor_sync(0xffffffffu, v, 4);
         v += __shfl_xor_sync(0xffffffffu, v, 8);
         v += __shfl_xor_sync(0xffffffffu, v, 16);
-        if (g == 0) red[warp][col] = v;
+        if (g == 0 && k0 + col < kend) a.logits[static_cast<size_t>(qi) * a.ld + k0 + col] = v;
       }
-    }
-    __syncthreads();
-    if (tid < IKT) {
-      const int key = kb0 + it * IKT + tid;
-      if (key < kend) a.logits[static_cast<size_t>(qi) * a.ld + key] = red[0][tid] + red[1][tid] + red[2][tid] + red[3][tid];
     }
     __syncthreads();
   }

@@ -11,22 +11,37 @@ constexpr int KC = kKdaChunk;
 __device__ __forceinline__ float bf(bf16 v) { return __bfloat162float(v); }
 
 // ------------------------------------------------------------------------------------------
-// K1: per (chunk, head), 128 threads (thread = channel d).
+// K1: per (chunk, head), 128 threads (thread = channel d in the gate step). q, k, g arrive as
+// 16-B vectors; q~/k~/k^ are kept as bf16 in shared memory and the two 16x16x128 products
+// (k~ k^T and q~ k^T) run on mma.sync (warps 0 and 1); (I + A)^-1 by fp32 forward substitution.
 // ------------------------------------------------------------------------------------------
+constexpr int KLDB = KD + 8;  // bf16 row pitch (16-B skew)
 __global__ void __launch_bounds__(128) kda_prep_kernel(KdaPrefillArgs a, const int* __restrict__ chunk_start,
                                                        const int* __restrict__ chunk_len, uint8_t* __restrict__ ws) {
   const int c = blockIdx.x, h = blockIdx.y, d = threadIdx.x, H = a.H;
   const int t0 = chunk_start[c], nc = chunk_len[c];
-  __shared__ float qs[KC][KD + 1], ks[KC][KD + 1], kh[KC][KD + 1];
-  __shared__ float Am[KC][KC + 1], Mm[KC][KC + 1];
+  __shared__ float qs[KC][KD + 1], ks[KC][KD + 1], gs[KC][KD + 1];
+  __shared__ __align__(16) bf16 Ktb[KC * KLDB], Qtb[KC * KLDB], Khb[KC * KLDB];
+  __shared__ float Am[KC][KC + 1];
   __shared__ float bet[KC], qinv[KC], kinv[KC];
 
-#pragma unroll 4
-  for (int r = 0; r < KC; ++r) {
-    const bool ok = r < nc;
-    const size_t off = (static_cast<size_t>(t0 + (ok ? r : 0)) * H + h) * KD + d;
-    qs[r][d] = ok ? bf(a.q[off]) : 0.f;
-    ks[r][d] = ok ? bf(a.k[off]) : 0.f;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int u = d + 128 * i, r = u >> 4, c8 = (u & 15) * 8;
+    float fq[8] = {}, fk[8] = {}, fg[8] = {};
+    if (r < nc) {
+      const size_t off = (static_cast<size_t>(t0 + r) * H + h) * KD + c8;
+      const uint4 vq = *reinterpret_cast<const uint4*>(a.q + off);
+      const uint4 vk = *reinterpret_cast<const uint4*>(a.k + off);
+      const uint4 vg = *reinterpret_cast<const uint4*>(a.g + off);
+      const bf16* pq = reinterpret_cast<const bf16*>(&vq);
+      const bf16* pk = reinterpret_cast<const bf16*>(&vk);
+      const bf16* pg = reinterpret_cast<const bf16*>(&vg);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) { fq[e] = bf(pq[e]); fk[e] = bf(pk[e]); fg[e] = bf(pg[e]); }
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) { qs[r][c8 + e] = fq[e]; ks[r][c8 + e] = fk[e]; gs[r][c8 + e] = fg[e]; }
   }
   if (d < KC) bet[d] = d < nc ? sigmoidf_(bf(a.beta[static_cast<size_t>(t0 + d) * H + h])) : 0.f;
   __syncthreads();
@@ -52,21 +67,17 @@ __global__ void __launch_bounds__(128) kda_prep_kernel(KdaPrefillArgs a, const i
   }
   __syncthreads();
 
-  const float ea = expf(a.A_log[h]);
+  const float ea = __expf(a.A_log[h]);
   const float dtb = a.dt_bias[h * KD + d];
   float Gr[KC];
   float G = 0.f;
 #pragma unroll
   for (int r = 0; r < KC; ++r) {
-    float gv = 0.f;
-    if (r < nc) {
-      const float graw = bf(a.g[(static_cast<size_t>(t0 + r) * H + h) * KD + d]);
-      gv = a.lower_bound * sigmoidf_(ea * (graw + dtb));
-    }
+    const float gv = r < nc ? a.lower_bound * sigmoidf_(ea * (gs[r][d] + dtb)) : 0.f;
     G += gv;
     Gr[r] = G;
   }
-  const float GC = G;
+  const float eGC = __expf(G);
   uint8_t* base = ws + (static_cast<size_t>(c) * H + h) * kKdaChunkBytes;
   bf16* Qt = reinterpret_cast<bf16*>(base);
   bf16* Kt = Qt + KC * KD;
@@ -78,44 +89,56 @@ __global__ void __launch_bounds__(128) kda_prep_kernel(KdaPrefillArgs a, const i
   for (int r = 0; r < KC; ++r) {
     const float kn = ks[r][d] * kinv[r];
     const float qn = qs[r][d] * qinv[r];
-    const float e = expf(Gr[r]);
-    const float kt = kn * e, qt = qn * e * a.scale, khat = kn * expf(-Gr[r]);
-    const float kd = kn * expf(GC - Gr[r]);
-    Qt[r * KD + d] = __float2bfloat16(qt);
-    Kt[r * KD + d] = __float2bfloat16(kt);
-    Kd[r * KD + d] = __float2bfloat16(kd);
-    qs[r][d] = qt;
-    ks[r][d] = kt;
-    kh[r][d] = khat;
+    const float e = __expf(Gr[r]);
+    const float ei = __frcp_rn(e);
+    const bf16 kt = __float2bfloat16(kn * e), qt = __float2bfloat16(qn * e * a.scale);
+    Qt[r * KD + d] = qt;
+    Kt[r * KD + d] = kt;
+    Kd[r * KD + d] = __float2bfloat16(kn * ei * eGC);
+    Qtb[r * KLDB + d] = qt;
+    Ktb[r * KLDB + d] = kt;
+    Khb[r * KLDB + d] = __float2bfloat16(kn * ei);
   }
-  dec[d] = expf(GC);
+  dec[d] = eGC;
   __syncthreads();
-  for (int e = d; e < KC * KC; e += 128) {
-    const int t = e / KC, s = e % KC;
-    float acc = 0.f, accq = 0.f;
-#pragma unroll 8
-    for (int i = 0; i < KD; ++i) {
-      acc = fmaf(ks[t][i], kh[s][i], acc);
-      accq = fmaf(qs[t][i], kh[s][i], accq);
+  const int warp = d >> 5, lane = d & 31, g = lane >> 2, t = lane & 3;
+  if (warp < 2) {
+    // warp 0: A = k~ k^^T (strict lower, * beta_t) ; warp 1: Mqk = q~ k^^T (lower incl. diagonal)
+    const bf16* Asrc = warp == 0 ? Ktb : Qtb;
+    const int lrow = (lane & 7) + ((lane >> 4) << 3);
+    const int lcol = ((lane >> 3) & 1) << 3;
+    float acc[2][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < KD / 16; ++kk) {
+      uint32_t af[4], b[4];
+      ldsm_x4(af, Asrc + (lane & 15) * KLDB + kk * 16 + ((lane >> 4) << 3));
+      ldsm_x4(b, Khb + lrow * KLDB + kk * 16 + lcol);
+      mma_bf16(acc[0], af, b[0], b[1]);
+      mma_bf16(acc[1], af, b[2], b[3]);
     }
-    Am[t][s] = (s < t) ? bet[t] * acc : 0.f;
-    Mm[t][s] = (s <= t) ? accq : 0.f;
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int tt = g + (e >> 1) * 8, ss = 8 * j + 2 * t + (e & 1);
+        if (warp == 0) Am[tt][ss] = (ss < tt) ? bet[tt] * acc[j][e] : 0.f;
+        else Mq[tt * KC + ss] = __float2bfloat16((ss <= tt) ? acc[j][e] : 0.f);
+      }
   }
   __syncthreads();
-  for (int e = d; e < KC * KC; e += 128) Mq[e] = __float2bfloat16(Mm[e / KC][e % KC]);
   if (d < KC) {
     // Column j of X = (I + A)^-1 by forward substitution (A strictly lower), then * beta_j.
     const int j = d;
     float X[KC];
 #pragma unroll
-    for (int t = 0; t < KC; ++t) {
-      float acc = (t == j) ? 1.f : 0.f;
+    for (int tt = 0; tt < KC; ++tt) {
+      float acc = (tt == j) ? 1.f : 0.f;
 #pragma unroll
-      for (int s = 0; s < t; ++s) acc = fmaf(-Am[t][s], X[s], acc);
-      X[t] = acc;
+      for (int ss = 0; ss < tt; ++ss) acc = fmaf(-Am[tt][ss], X[ss], acc);
+      X[tt] = acc;
     }
 #pragma unroll
-    for (int t = 0; t < KC; ++t) INVb[t * KC + j] = __float2bfloat16(X[t] * bet[j]);
+    for (int tt = 0; tt < KC; ++tt) INVb[tt * KC + j] = __float2bfloat16(X[tt] * bet[j]);
   }
 }
 
@@ -132,7 +155,7 @@ struct KdaStage {
   float dec[KD];
 };
 
-template <int NW>
+template <int NW, int NS>
 __global__ void __launch_bounds__(NW * 32) kda_recur_kernel(KdaPrefillArgs a, const uint8_t* __restrict__ ws,
                                                             const int* __restrict__ chunk_start,
                                                             const int* __restrict__ chunk_len,
@@ -141,7 +164,7 @@ __global__ void __launch_bounds__(NW * 32) kda_recur_kernel(KdaPrefillArgs a, co
   constexpr int VB = St::VB, LDK = St::LDK, LDC = St::LDC, LDV = St::LDV, NT = NW * 32;
   extern __shared__ __align__(16) uint8_t smem[];
   St* st = reinterpret_cast<St*>(smem);
-  bf16* Os = reinterpret_cast<bf16*>(st + 2);  // [KC][LDV]
+  bf16* Os = reinterpret_cast<bf16*>(st + NS);  // [KC][LDV]
 
   const int vs = blockIdx.x, h = blockIdx.y, n = blockIdx.z, H = a.H;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -192,14 +215,17 @@ __global__ void __launch_bounds__(NW * 32) kda_recur_kernel(KdaPrefillArgs a, co
   const int trow = (lane & 7) + (((lane >> 3) & 1) << 3);  // ldmatrix.trans of [k][n] storage
   const int tcol = (lane >> 4) << 3;
 
-  if (cb < ce) load_stage(cb, 0);
-  cp_async_commit();
-  for (int c = cb, i = 0; c < ce; ++c, ++i) {
-    if (c + 1 < ce) load_stage(c + 1, (i + 1) & 1);
+#pragma unroll
+  for (int p = 0; p < NS - 1; ++p) {
+    if (cb + p < ce) load_stage(cb + p, p);
     cp_async_commit();
-    cp_async_wait<1>();
+  }
+  for (int c = cb, i = 0; c < ce; ++c, ++i) {
+    if (c + NS - 1 < ce) load_stage(c + NS - 1, (i + NS - 1) % NS);
+    cp_async_commit();
+    cp_async_wait<NS - 1>();
     __syncthreads();
-    const St& X = st[i & 1];
+    const St& X = st[i % NS];
     const int t0 = chunk_start[c], nc = chunk_len[c];
 
     uint32_t sa[8][4];
@@ -288,7 +314,8 @@ __global__ void __launch_bounds__(NW * 32) kda_recur_kernel(KdaPrefillArgs a, co
     }
   }
 }
-constexpr int kRecurWarps = 4;  // 64 V columns per block, 2 blocks per head
+constexpr int kRecurWarps = 4;   // 64 V columns per block, 2 blocks per head
+constexpr int kRecurStages = 4;  // chunks in flight (prefetch distance 3)
 
 // ------------------------------------------------------------------------------------------
 // Decode: block per (head, seq), 8 warps x 16 V rows; lane owns K columns 4*lane..4*lane+3.
@@ -556,15 +583,15 @@ void kda_prefill_k1(const KdaPrefillArgs& a, const KdaPlan& plan, void* ws, cuda
 }
 void kda_prefill_k2(const KdaPrefillArgs& a, const KdaPlan& plan, const void* ws, cudaStream_t s) {
   if (plan.num_seqs == 0) return;
-  constexpr int NW = kRecurWarps;
-  const size_t smem = 2 * sizeof(KdaStage<NW>) + kKdaChunk * KdaStage<NW>::LDV * sizeof(bf16);
+  constexpr int NW = kRecurWarps, NS = kRecurStages;
+  const size_t smem = NS * sizeof(KdaStage<NW>) + kKdaChunk * KdaStage<NW>::LDV * sizeof(bf16);
   static bool attr = false;
   if (!attr) {
-    SS_CUDA(cudaFuncSetAttribute(kda_recur_kernel<NW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    SS_CUDA(cudaFuncSetAttribute(kda_recur_kernel<NW, NS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(smem)));
     attr = true;
   }
-  kda_recur_kernel<NW><<<dim3(KD / (16 * NW), a.H, plan.num_seqs), NW * 32, smem, s>>>(
+  kda_recur_kernel<NW, NS><<<dim3(KD / (16 * NW), a.H, plan.num_seqs), NW * 32, smem, s>>>(
       a, static_cast<const uint8_t*>(ws), plan.chunk_start.p, plan.chunk_len.p, plan.seq_chunk_begin.p);
   SS_LAUNCH_CHECK();
 }

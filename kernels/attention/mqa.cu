@@ -13,22 +13,25 @@ namespace {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kNegInf = -INFINITY;
 
-template <int DK, int MT, int TN, bool FP8>
+// NS: pipeline stages. BF16 rows: NS bf16 tiles. FP8 rows: NS raw 584-B tiles + one BF16 tile
+// (dequantised in place before each score step).
+template <int DK, int MT, int TN, int NS, bool FP8>
 struct MqaCfg {
   static constexpr int NW = 2 * MT, NT = NW * 32, HB = 16 * MT;
   static constexpr int LD = DK + 8;   // bf16 per smem row (16-B skew: conflict-free ldmatrix)
   static constexpr int SLD = TN + 4;  // fp32 per score row
   static constexpr size_t q_bytes = static_cast<size_t>(HB) * LD * 2;
-  static constexpr size_t kv_bytes = 2ull * TN * LD * 2;
+  static constexpr size_t kv_bytes = static_cast<size_t>(FP8 ? 1 : NS) * TN * LD * 2;
   static constexpr size_t s_bytes = static_cast<size_t>(HB) * SLD * 4;
-  static constexpr size_t raw_bytes = FP8 ? 2ull * TN * kV4RowBytes : 0;
-  static constexpr size_t flag_bytes = 2ull * TN * 4;
+  static constexpr size_t raw_bytes = FP8 ? static_cast<size_t>(NS) * TN * kV4RowBytes : 0;
+  static constexpr size_t flag_bytes = static_cast<size_t>(NS) * TN * 4;
   static constexpr size_t smem = q_bytes + kv_bytes + s_bytes + raw_bytes + flag_bytes;
+  static_assert(smem <= 232448, "shared memory per block");
 };
 
-template <int DK, int DV, int MT, int TN, bool FP8>
+template <int DK, int DV, int MT, int TN, int NS, bool FP8>
 __global__ void __launch_bounds__(64 * MT, 1) mqa_fwd_kernel(MqaArgs a, const int4* __restrict__ work) {
-  using C = MqaCfg<DK, MT, TN, FP8>;
+  using C = MqaCfg<DK, MT, TN, NS, FP8>;
   constexpr int NT = C::NT, HB = C::HB, LD = C::LD, SLD = C::SLD;
   static_assert(DV == 512, "output width 512");
   static_assert(TN % 32 == 0, "tile of 32 or 64 rows");
@@ -52,7 +55,8 @@ __global__ void __launch_bounds__(64 * MT, 1) mqa_fwd_kernel(MqaArgs a, const in
     const bf16* qsrc = a.q + (static_cast<size_t>(qi) * H + head0) * DK;
     for (int u = tid; u < HB * CH; u += NT) {
       const int r = u / CH, ch = u % CH;
-      cp_async16(Qs + r * LD + ch * 8, qsrc + static_cast<size_t>(r) * DK + ch * 8);
+      const bool ok = head0 + r < H;  // padded heads of the last group read zeros
+      cp_async16(Qs + r * LD + ch * 8, qsrc + static_cast<size_t>(ok ? r : 0) * DK + ch * 8, ok);
     }
     cp_async_commit();
   }
@@ -87,8 +91,11 @@ __global__ void __launch_bounds__(64 * MT, 1) mqa_fwd_kernel(MqaArgs a, const in
 
   const int nrows = re - rb;
   const int ntiles = (nrows + TN - 1) / TN;
-  if (ntiles > 0) issue_tile(0, 0);
-  cp_async_commit();
+#pragma unroll
+  for (int p = 0; p < NS - 1; ++p) {
+    if (p < ntiles) issue_tile(p, p);
+    cp_async_commit();
+  }
 
   float O[32][4];
 #pragma unroll
@@ -102,12 +109,12 @@ __global__ void __launch_bounds__(64 * MT, 1) mqa_fwd_kernel(MqaArgs a, const in
   const int rA = mi * 16 + g, rB = rA + 8;
 
   for (int it = 0; it < ntiles; ++it) {
-    const int st = it & 1;
-    if (it + 1 < ntiles) issue_tile(it + 1, st ^ 1);
+    const int st = it % NS;
+    if (it + NS - 1 < ntiles) issue_tile(it + NS - 1, (it + NS - 1) % NS);
     cp_async_commit();
-    cp_async_wait<1>();
+    cp_async_wait<NS - 1>();
     __syncthreads();
-    bf16* Kt = Ks + static_cast<size_t>(st) * TN * LD;
+    bf16* Kt = Ks + (FP8 ? 0 : static_cast<size_t>(st) * TN * LD);
     if constexpr (FP8) {
       const uint8_t* rs = raw + static_cast<size_t>(st) * TN * kV4RowBytes;
       for (int u = tid; u < TN * 64; u += NT) {
@@ -242,9 +249,10 @@ __global__ void __launch_bounds__(64 * MT, 1) mqa_fwd_kernel(MqaArgs a, const in
   lB += __shfl_xor_sync(0xffffffffu, lB, 1);
   lB += __shfl_xor_sync(0xffffffffu, lB, 2);
   const int hA = head0 + rA, hB = head0 + rB;
+  const bool okA = hA < H, okB = hB < H;
   if (slot < 0) {
-    const float sA = a.sink ? a.sink[hA] * kLog2e : kNegInf;
-    const float sB = a.sink ? a.sink[hB] * kLog2e : kNegInf;
+    const float sA = (a.sink && okA) ? a.sink[hA] * kLog2e : kNegInf;
+    const float sB = (a.sink && okB) ? a.sink[hB] * kLog2e : kNegInf;
     const float MA = fmaxf(mA, sA), MB = fmaxf(mB, sB);
     const float wA = (mA == kNegInf) ? 0.f : exp2f(mA - MA), wB = (mB == kNegInf) ? 0.f : exp2f(mB - MB);
     const float dA = lA * wA + (sA == kNegInf ? 0.f : exp2f(sA - MA));
@@ -254,12 +262,12 @@ __global__ void __launch_bounds__(64 * MT, 1) mqa_fwd_kernel(MqaArgs a, const in
     bf16* oB = a.out + (static_cast<size_t>(qi) * H + hB) * DV + half * 256;
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
-      *reinterpret_cast<uint32_t*>(oA + 8 * j + 2 * t) = pack_bf16(O[j][0] * fA, O[j][1] * fA);
-      *reinterpret_cast<uint32_t*>(oB + 8 * j + 2 * t) = pack_bf16(O[j][2] * fB, O[j][3] * fB);
+      if (okA) *reinterpret_cast<uint32_t*>(oA + 8 * j + 2 * t) = pack_bf16(O[j][0] * fA, O[j][1] * fA);
+      if (okB) *reinterpret_cast<uint32_t*>(oB + 8 * j + 2 * t) = pack_bf16(O[j][2] * fB, O[j][3] * fB);
     }
     if (a.lse && half == 0 && t == 0) {
-      a.lse[static_cast<size_t>(qi) * H + hA] = dA > 0.f ? (MA + log2f(dA)) / kLog2e : kNegInf;
-      a.lse[static_cast<size_t>(qi) * H + hB] = dB > 0.f ? (MB + log2f(dB)) / kLog2e : kNegInf;
+      if (okA) a.lse[static_cast<size_t>(qi) * H + hA] = dA > 0.f ? (MA + log2f(dA)) / kLog2e : kNegInf;
+      if (okB) a.lse[static_cast<size_t>(qi) * H + hB] = dB > 0.f ? (MB + log2f(dB)) / kLog2e : kNegInf;
     }
   } else {
     const float fA = lA > 0.f ? 1.f / lA : 0.f, fB = lB > 0.f ? 1.f / lB : 0.f;
@@ -267,12 +275,12 @@ __global__ void __launch_bounds__(64 * MT, 1) mqa_fwd_kernel(MqaArgs a, const in
     float* oB = a.o_part + (static_cast<size_t>(slot) * H + hB) * DV + half * 256;
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
-      *reinterpret_cast<float2*>(oA + 8 * j + 2 * t) = make_float2(O[j][0] * fA, O[j][1] * fA);
-      *reinterpret_cast<float2*>(oB + 8 * j + 2 * t) = make_float2(O[j][2] * fB, O[j][3] * fB);
+      if (okA) *reinterpret_cast<float2*>(oA + 8 * j + 2 * t) = make_float2(O[j][0] * fA, O[j][1] * fA);
+      if (okB) *reinterpret_cast<float2*>(oB + 8 * j + 2 * t) = make_float2(O[j][2] * fB, O[j][3] * fB);
     }
     if (half == 0 && t == 0) {
-      a.lse_part[static_cast<size_t>(slot) * H + hA] = lA > 0.f ? mA + log2f(lA) : kNegInf;
-      a.lse_part[static_cast<size_t>(slot) * H + hB] = lB > 0.f ? mB + log2f(lB) : kNegInf;
+      if (okA) a.lse_part[static_cast<size_t>(slot) * H + hA] = lA > 0.f ? mA + log2f(lA) : kNegInf;
+      if (okB) a.lse_part[static_cast<size_t>(slot) * H + hB] = lB > 0.f ? mB + log2f(lB) : kNegInf;
     }
   }
 }
@@ -308,21 +316,22 @@ __global__ void __launch_bounds__(128) mqa_combine_kernel(MqaArgs a, const int* 
   if (a.lse && threadIdx.x == 0) a.lse[static_cast<size_t>(qi) * H + h] = den > 0.f ? (M + log2f(den)) / kLog2e : kNegInf;
 }
 
-template <int DK, int MT, int TN, bool FP8>
+template <int DK, int MT, int TN, int NS, bool FP8>
 void launch_mqa(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
-  using C = MqaCfg<DK, MT, TN, FP8>;
-  if (a.H % C::HB) throw std::invalid_argument("mqa: head count must be a multiple of " + std::to_string(C::HB));
+  using C = MqaCfg<DK, MT, TN, NS, FP8>;
+  if (a.H <= 0) throw std::invalid_argument("mqa: head count must be positive");
   if (!a.q || !a.out) throw std::invalid_argument("mqa: q and out are required");
   if (plan.n_slots > 0 && (!a.o_part || !a.lse_part)) throw std::invalid_argument("mqa: split plan needs o_part/lse_part");
   if (plan.nq != a.nq) throw std::invalid_argument("mqa: plan built for another query count");
-  auto kern = mqa_fwd_kernel<DK, 512, MT, TN, FP8>;
+  auto kern = mqa_fwd_kernel<DK, 512, MT, TN, NS, FP8>;
   static bool attr = false;
   if (!attr) {
     SS_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::smem)));
     attr = true;
   }
+  const int groups = (a.H + C::HB - 1) / C::HB;
   if (plan.n_work > 0) {
-    kern<<<dim3(plan.n_work, a.H / C::HB), C::NT, C::smem, s>>>(a, plan.work.p);
+    kern<<<dim3(plan.n_work, groups), C::NT, C::smem, s>>>(a, plan.work.p);
     SS_LAUNCH_CHECK();
   }
   if (plan.n_slots > 0) {
@@ -365,16 +374,30 @@ MqaPlan mqa_make_plan(const std::vector<int>& rows, int target_items, int min_sp
   return p;
 }
 
+const char* mla_decode_config(int H, int variant) {
+  if (H >= 48 && H % 48 == 0) return variant ? "mt3_tn32_ns2" : "mt3_tn64_ns2";
+  return H > 16 ? "mt2_tn32_ns3" : "mt1_tn32_ns3";
+}
 void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, int variant) {
   if (!a.cache || !a.block_table) throw std::invalid_argument("mla_decode: cache and block_table required");
-  if (variant == 0)
-    launch_mqa<576, 3, 64, false>(a, plan, s);
-  else
-    launch_mqa<576, 3, 32, false>(a, plan, s);
+  if (a.H >= 48 && a.H % 48 == 0) {
+    if (variant == 0) launch_mqa<576, 3, 64, 2, false>(a, plan, s);
+    else launch_mqa<576, 3, 32, 2, false>(a, plan, s);
+  } else if (a.H > 16) {
+    launch_mqa<576, 2, 32, 3, false>(a, plan, s);
+  } else {
+    launch_mqa<576, 1, 32, 3, false>(a, plan, s);
+  }
+}
+const char* v4_attn_config(int H) {
+  if (H % 64 == 0) return "mt4_tn64_ns2";
+  return H > 16 ? "mt2_tn32_ns3" : "mt1_tn32_ns3";
 }
 void v4_attn(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   if (!a.pool || !a.indices) throw std::invalid_argument("v4_attn: pool and indices required");
-  launch_mqa<512, 4, 32, true>(a, plan, s);
+  if (a.H % 64 == 0) launch_mqa<512, 4, 64, 2, true>(a, plan, s);
+  else if (a.H > 16) launch_mqa<512, 2, 32, 3, true>(a, plan, s);
+  else launch_mqa<512, 1, 32, 3, true>(a, plan, s);
 }
 
 }  // namespace servesim::attn

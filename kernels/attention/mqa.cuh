@@ -51,9 +51,13 @@ struct MqaArgs {
   float* lse_part = nullptr;  // [n_slots, H]
 };
 
-/// K3 MLA absorbed decode (H must be a multiple of 48). variant 0: 64-token tiles, 1: 32-token tiles.
+/// K3 MLA absorbed decode, any H (heads per GPU = 96/TP; heads are processed in groups of 48, 32
+/// or 16 and the last group is padded). variant 0: 64-row tiles, 1: 32-row tiles (H % 48 == 0 only).
 void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0, int variant = 0);
-/// V4 attention over FP8 rows chosen by `indices` (H must be a multiple of 64).
+/// V4 attention over FP8 rows chosen by `indices`, any H (groups of 64, 32 or 16, last padded).
 void v4_attn(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0);
+/// Name of the kernel configuration the two calls above use for H heads (for the tables).
+const char* mla_decode_config(int H, int variant = 0);
+const char* v4_attn_config(int H);
 
 }  // namespace servesim::attn

@@ -127,6 +127,7 @@ void GemmPlan::run(const void* X, const void* W, bf16* D, cudaStream_t s, const 
     SS_LT(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &pb, sizeof pb));
   }
   const float alpha = 1.f, beta = 0.f;
+  if (s == 0) s = cudaStreamPerThread;  // this library is built with --default-stream per-thread
   SS_LT(cublasLtMatmul(lt().h, op_, &alpha, W, la_, X, lb_, &beta, D, lc_, D, lc_, &algo_, lt().ws, lt().ws_bytes, s));
 }
 

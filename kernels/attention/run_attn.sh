@@ -37,6 +37,10 @@ if [ "$MODE" = smoke ] && command -v compute-sanitizer >/dev/null; then
   grep -E "ERROR SUMMARY|=== memcheck|^exit|Invalid" "$OUT/memcheck.log" | head -30
 fi
 
+if command -v cuobjdump >/dev/null; then
+  cuobjdump -sass "$BIN/bench_attn" | python3 kernels/attention/sass_summary.py > "$OUT/sass_summary.txt" 2>&1
+fi
+
 QUICK=""
 [ "$MODE" = smoke ] && QUICK="--quick"
 timeout $((BUDGET + 90)) "$BIN/bench_attn" --out "$OUT/tables" --budget "$BUDGET" $QUICK ${ONLY:+--only $ONLY} > "$OUT/bench.log" 2>&1

@@ -6,7 +6,7 @@
 //           mem_clock_max_mhz, sm_clock_mhz_during_run},
 //   "commit", "method": {timer, warmup_runs, min_timed_runs, rotation},
 //   "rows": [ {variant, shape{...}, dtypes{...}, us_median, us_p10, us_p90, runs,
-//              flops, bytes, tflops, tbps} ] }
+//              flops, bytes, tflops, tbps, [optional extra fields, e.g. timing method]} ] }
 //
 // Units: times in microseconds (us_*), flops in FLOP per call (2 per multiply-add), bytes in
 // bytes per call (the fewest bytes the op must move through HBM: every input read once, every
@@ -147,6 +147,15 @@ class Table {
                     {"statistic", "median, p10, p90 over timed runs after warm-up"},
                     {"rotation", "inputs rotated over sets whose total exceeds 3x L2"}};
     j_["rows"] = nlohmann::json::array();
+  }
+
+  /// Appends one measured shape with extra per-row fields (e.g. {"timing": "graph", ...}) merged
+  /// into the row object; keys already written by add() are not overwritten.
+  void add(const std::string& variant, nlohmann::json shape, nlohmann::json dtypes, const Timing& t,
+           double flops, double bytes, const nlohmann::json& extra) {
+    add(variant, std::move(shape), std::move(dtypes), t, flops, bytes);
+    for (auto it = extra.begin(); it != extra.end(); ++it)
+      if (!j_["rows"].back().contains(it.key())) j_["rows"].back()[it.key()] = it.value();
   }
 
   /// Appends one measured shape. `flops` and `bytes` are per call (see the file header).

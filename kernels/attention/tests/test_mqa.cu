@@ -35,8 +35,8 @@ void ref_attn(const double* q, int H, int dk, const std::vector<const double*>& 
   }
 }
 
-void mla_case(const std::vector<int>& ctx, int force_split, int variant) {
-  const int H = 96, DK = 576, DV = 512, PS = 64;
+void mla_case(const std::vector<int>& ctx, int force_split, int variant, int H = 96) {
+  const int DK = 576, DV = 512, PS = 64;
   const int B = static_cast<int>(ctx.size());
   int max_pages = 0, total_pages = 0;
   for (int c : ctx) {
@@ -83,7 +83,8 @@ void mla_case(const std::vector<int>& ctx, int force_split, int variant) {
   }
   const double e = rel_err(got, ref), el = rel_err(glse, rlse);
   char name[128];
-  std::snprintf(name, sizeof name, "mla_decode out (B=%d split=%d slots=%d v=%d)", B, force_split, plan.n_slots, variant);
+  std::snprintf(name, sizeof name, "mla_decode out (H=%d B=%d split=%d slots=%d %s)", H, B, force_split, plan.n_slots,
+                mla_decode_config(H, variant));
   report(name, e, 1e-2);
   report("mla_decode lse", el, 1e-3);
   EXPECT_LT(e, 1e-2);
@@ -136,7 +137,8 @@ void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_si
   }
   const double e = rel_err(got, ref);
   char name[128];
-  std::snprintf(name, sizeof name, "v4_attn out (H=%d nq=%d split=%d sink=%d)", H, nq, force_split, with_sink);
+  std::snprintf(name, sizeof name, "v4_attn out (H=%d nq=%d split=%d sink=%d %s)", H, nq, force_split, with_sink,
+                v4_attn_config(H));
   report(name, e, 1e-2);
   EXPECT_LT(e, 1e-2);
 }
@@ -163,4 +165,18 @@ TEST(V4Attn, FlashHeadsSplitWithSink) {
 TEST(V4Attn, NoSink) {
   SKIP_WITHOUT_GPU();
   v4_case(64, {500, 33}, 0, false);
+}
+TEST(MlaDecode, ShardedHeadCounts) {
+  SKIP_WITHOUT_GPU();
+  mla_case({1, 300, 1500}, 0, 0, 48);
+  mla_case({70, 1000}, 256, 0, 32);
+  mla_case({5, 700, 2100}, 0, 0, 24);
+  mla_case({129, 1500}, 256, 0, 16);
+  mla_case({64, 3000, 1}, 0, 0, 12);
+}
+TEST(V4Attn, ShardedHeadCounts) {
+  SKIP_WITHOUT_GPU();
+  v4_case(32, {1152, 77}, 0, true);
+  v4_case(16, {640, 3000}, 256, true);
+  v4_case(8, {1152, 5, 300}, 0, true);
 }
