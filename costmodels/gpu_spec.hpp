@@ -41,6 +41,8 @@ struct GpuSpec {
   double nvlink_latency_s = 0;
   double nic_bits_per_s = 0;  ///< per GPU, per direction
   double nic_latency_s = 0;
+  double nvlink_efficiency = 1.0;  ///< achievable fraction of NVLink bandwidth in all-to-alls
+  double nic_efficiency = 1.0;     ///< achievable fraction of NIC bandwidth in all-to-alls
   double pcie_bytes_per_s_per_direction = 0;
   double host_dram_bytes_per_node = 0;
   std::array<OpEfficiency, kOpClassCount> efficiency{};

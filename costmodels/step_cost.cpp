@@ -192,16 +192,27 @@ double StepCostModel::moe_comm_s(int fi, double Tr, double Tt) const {
   const int N = shape_.ep;
   if (f.op != FfnOp::moe || N <= 1 || Tt <= 0) return 0.0;
   const double d = f.latent_dim > 0 ? f.latent_dim : model_.hidden;
-  const double dst = expected_destination_gpus(f.experts, f.top_k, N);
-  const double remote = dst * (N - 1.0) / N;  // destination GPUs other than self, per token
-  const double intra_share = (std::min(N, fabric_.gpus_per_node) - 1.0) / (N - 1.0);
+  const int local = std::min(N, fabric_.gpus_per_node);
+  const int nodes = (N + fabric_.gpus_per_node - 1) / fabric_.gpus_per_node;
+  // messages per token leaving the GPU, split into NVLink and NIC traffic
+  double intra_msgs, inter_msgs;
+  if (shape_.dispatch == EpDispatch::direct) {
+    // one message per routed expert; experts spread evenly over the group
+    intra_msgs = f.top_k * (local - 1.0) / N;
+    inter_msgs = f.top_k * static_cast<double>(N - local) / N;
+  } else {
+    // one RDMA copy per other node holding any of the token's experts, then NVLink forwarding to
+    // each distinct destination GPU (expected counts for uniform routing)
+    const double gpus = expected_destination_gpus(f.experts, f.top_k, N) * (N - 1.0) / N;
+    inter_msgs = nodes > 1 ? expected_destination_gpus(f.experts, f.top_k, nodes) * (nodes - 1.0) / nodes : 0.0;
+    intra_msgs = gpus;
+  }
   // busiest sender dispatches its Tr/t tokens; busiest receiver gets (Tt/N)·imbalance tokens' worth
   const double tokens = std::max(Tr / shape_.attn_tp, Tt / N * shape_.expert_imbalance);
   double total = 0;
   for (DType m : {f.dispatch_dtype, f.combine_dtype}) {
-    const double bytes = tokens * remote * d * bytes_per_element(m);
-    const double inter = bytes * (1 - intra_share);
-    total += alltoall_time(fabric_, {bytes * intra_share, inter, inter * std::min(N, fabric_.gpus_per_node)});
+    const double b = tokens * d * bytes_per_element(m);
+    total += alltoall_time(fabric_, {intra_msgs * b, inter_msgs * b, inter_msgs * b * local});
   }
   return total;
 }

@@ -14,12 +14,20 @@ namespace servesim {
 
 /// How an instance is laid out. ep = GPUs of the instance (EP size); attn_tp = attention tensor
 /// parallelism inside a node; dp = ep / attn_tp attention groups.
+/// How EP dispatch/combine move tokens (DeepEP's two kernel families, published-measurements §3.4):
+///  hierarchical: one RDMA copy per destination node, then NVLink forwarding to the GPUs there
+///                (DeepEP "normal" kernels, used for prefill);
+///  direct:       one message per (token, routed expert) straight to the expert's GPU
+///                (DeepEP "low-latency" kernels, used for decode with CUDA graphs).
+enum class EpDispatch { hierarchical, direct };
+
 struct InstanceShape {
   int ep = 8;
   int attn_tp = 1;
   int redundant_experts = 0;       ///< extra expert copies per MoE layer (EPLB)
   double expert_imbalance = 1.0;   ///< busiest GPU's routed tokens / mean (1 = perfectly balanced)
   bool two_batch_overlap = false;  ///< overlap each layer's all-to-all with compute (SGLang TBO)
+  EpDispatch dispatch = EpDispatch::hierarchical;
   int dp() const { return ep / attn_tp; }
 };
 

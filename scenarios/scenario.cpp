@@ -322,6 +322,8 @@ GpuSpec parse_hardware(const json& j, const std::string& origin) {
   g.nvlink_latency_s = o.num("nvlink_latency_s", 1e-6, 0);
   g.nic_bits_per_s = o.num("nic_bits_per_s", std::nullopt, 1);
   g.nic_latency_s = o.num("nic_latency_s", 3e-6, 0);
+  g.nvlink_efficiency = o.num("nvlink_efficiency", 1.0, 1e-3, 1.0);
+  g.nic_efficiency = o.num("nic_efficiency", 1.0, 1e-3, 1.0);
   g.pcie_bytes_per_s_per_direction = o.num("pcie_bytes_per_s_per_direction", std::nullopt, 1);
   g.host_dram_bytes_per_node = o.num("host_dram_bytes_per_node", 0.0, 0);
   Obj e = o.child("roofline_efficiency");
@@ -391,6 +393,7 @@ PoolSpec read_pool(Obj o, const PoolSpec& def) {
   p.expert_imbalance = o.num("expert_imbalance", def.expert_imbalance, 1.0);
   p.two_batch_overlap = o.boolean("two_batch_overlap", def.two_batch_overlap);
   p.step_overhead_s = o.num("step_overhead_s", def.step_overhead_s, 0);
+  p.ep_dispatch = o.choice<EpDispatch>("ep_dispatch", def.ep_dispatch, {{"hierarchical", EpDispatch::hierarchical}, {"direct", EpDispatch::direct}});
   o.done();
   return p;
 }
@@ -411,7 +414,7 @@ DeploymentSpec read_deployment(Obj o, const std::string& base_dir) {
   }
   PoolSpec pdef, ddef;
   pdef.max_batch_tokens = 16384, pdef.chunk_tokens = 8192, pdef.max_running = 64;
-  ddef.max_batch_tokens = 256, ddef.chunk_tokens = 1, ddef.max_running = 128;
+  ddef.max_batch_tokens = 256, ddef.chunk_tokens = 1, ddef.max_running = 128, ddef.ep_dispatch = EpDispatch::direct;
   d.prefill = o.has("prefill") ? read_pool(o.child("prefill"), pdef) : pdef;
   d.decode = o.has("decode") ? read_pool(o.child("decode"), ddef) : ddef;
   d.decode.max_batch_tokens = std::max<long long>(d.decode.max_batch_tokens, d.decode.max_running);

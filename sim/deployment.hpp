@@ -25,7 +25,8 @@ struct PoolSpec {
   double expert_imbalance = 1.0;       ///< busiest GPU's routed load / mean (1 = balanced)
   bool two_batch_overlap = false;      ///< overlap all-to-all with compute (SGLang TBO)
   double step_overhead_s = 5e-4;       ///< per-step time outside kernels (scheduler, sampling, launch)
-  InstanceShape shape() const { return {ep, attn_tp, redundant_experts, expert_imbalance, two_batch_overlap}; }
+  EpDispatch ep_dispatch = EpDispatch::hierarchical;  ///< prefill default; decode default: direct
+  InstanceShape shape() const { return {ep, attn_tp, redundant_experts, expert_imbalance, two_batch_overlap, ep_dispatch}; }
 };
 
 struct SloSpec {

@@ -18,6 +18,8 @@ FabricParams fabric_params(const ClusterSpec& c, const GpuSpec& g) {
   f.nic_bytes_per_s = g.nic_bytes_per_s();
   f.nic_latency_s = g.nic_latency_s;
   f.oversubscription = c.fabric == FabricKind::fat_tree ? c.oversubscription : 1.0;
+  f.nvlink_efficiency = g.nvlink_efficiency;
+  f.nic_efficiency = g.nic_efficiency;
   return f;
 }
 

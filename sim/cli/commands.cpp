@@ -175,6 +175,43 @@ int run(const RunArgs& a) {
   return 0;
 }
 
+// ----------------------------------------------------------------------------- step
+
+int step(const StepArgs& a) {
+  auto s = load_or_report(a.scenario.empty() ? default_scenario() : a.scenario);
+  if (!s) return 2;
+  const DeploymentSpec* d = &s->deployments.front();
+  if (!a.deployment.empty()) {
+    d = nullptr;
+    for (const auto& x : s->deployments)
+      if (x.name == a.deployment) d = &x;
+    if (!d) {
+      fmt::print(stderr, "error: --deployment {}: no such deployment in {}\n", a.deployment, s->path);
+      return 2;
+    }
+  }
+  const bool decode = a.phase == "decode";
+  const PoolSpec& pool = decode ? d->decode : d->prefill;
+  if (a.seqs_per_rank < 1 || a.tokens < 1 || a.context < 0) {
+    fmt::print(stderr, "error: --seqs-per-rank and --tokens must be ≥ 1, --context ≥ 0\n");
+    return 2;
+  }
+  const long long tokens = decode ? 1 : a.tokens;
+  StepCostModel m(d->model, make_cost_model(s->cost_model, d->gpu), fabric_params(d->cluster, d->gpu), pool.shape(), pool.step_overhead_s);
+  std::vector<std::vector<SeqWork>> ranks(static_cast<size_t>(pool.shape().dp()),
+                                          std::vector<SeqWork>(static_cast<size_t>(a.seqs_per_rank), SeqWork{tokens, a.context, true}));
+  const StepTime t = m.step(ranks, decode ? Phase::decode : Phase::prefill);
+  const double all_tokens = static_cast<double>(tokens * a.seqs_per_rank * pool.shape().dp());
+  const double nodes = std::max(1.0, static_cast<double>(pool.ep) / d->gpu.gpus_per_node);
+  fmt::print("{} {} step of one instance (EP{}, attn TP{}, DP{}): {} sequences per DP rank, {} new tokens each, {} cached\n", d->name,
+             a.phase, pool.ep, pool.attn_tp, pool.shape().dp(), a.seqs_per_rank, tokens, a.context);
+  fmt::print("  step time      {:10.3f} ms  (attention {:.3f}, FFN {:.3f}, exposed communication {:.3f}, other {:.3f})\n", t.total_s * 1e3,
+             t.attention_s * 1e3, t.ffn_s * 1e3, t.comm_s * 1e3, t.other_s * 1e3);
+  fmt::print("  throughput     {:10.0f} {} tokens/s per node, {:.0f} per GPU ({} cost model)\n", all_tokens / t.total_s / nodes,
+             decode ? "output" : "input", all_tokens / t.total_s / pool.ep, std::string(to_string(t.source)));
+  return 0;
+}
+
 // ----------------------------------------------------------------------------- plan
 
 namespace {
@@ -212,12 +249,12 @@ void print_memory(const DeploymentSpec& d) {
 }
 
 void print_capacity_table(const std::vector<std::pair<std::string, CapacityInputs>>& in, Rounding r) {
-  fmt::print("  {:<28}{:>9}{:>9}{:>9}{:>10}{:>9}{:>8}{:>8}{:>8}{:>8}{:>8}\n", "", "KV/card", "KV/unit", "req/GB", "req/unit", "units",
-             "D nodes", "P nodes", "nodes", "GPUs", "");
+  fmt::print("  {:<28}{:>9}{:>9}{:>9}{:>14}{:>7}{:>8}{:>8}{:>8}{:>8}\n", "", "KV/card", "KV/unit", "GB/req", "req/unit", "units",
+             "D nodes", "P nodes", "nodes", "GPUs");
   for (const auto& [key, c] : in) {
     try {
       const CapacityResult x = derive_nodes(c, r);
-      fmt::print("  {:<28}{:>8.0f}G{:>8.0f}G{:>9.1f}{:>10}{:>9}{:>8}{:>8}{:>8}{:>8}\n", c.label, x.kv_gb_per_gpu, x.kv_gb_per_unit, c.kv_gb_per_request,
+      fmt::print("  {:<28}{:>8.0f}G{:>8.0f}G{:>9.2f}{:>14}{:>7}{:>8}{:>8}{:>8}{:>8}\n", c.label, x.kv_gb_per_gpu, x.kv_gb_per_unit, c.kv_gb_per_request,
                  fmt::format("{:.1f}→{}", x.requests_per_unit_exact, x.requests_per_unit), x.units, x.d_nodes, x.p_nodes, x.total_nodes,
                  x.total_gpus);
     } catch (const std::exception& e) {

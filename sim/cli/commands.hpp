@@ -21,6 +21,16 @@ struct RunArgs {
 };
 
 int run(const RunArgs& a);
+
+/// `servesim step`: the time of one batch step of a deployment's pool for a uniform batch, and the
+/// throughput it implies (static, no queueing: for comparing with published per-node figures).
+struct StepArgs {
+  std::string scenario, deployment, phase = "decode";
+  long long seqs_per_rank = 1;   ///< sequences per DP rank
+  long long tokens = 1;          ///< new tokens per sequence (prefill chunk; decode: 1)
+  long long context = 2048;      ///< tokens already in each sequence's cache
+};
+int step(const StepArgs& a);
 int plan(const std::string& scenario);
 int topology(const std::string& scenario);
 

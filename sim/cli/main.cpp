@@ -25,8 +25,17 @@ int main(int argc, char** argv) {
   plan->add_option("scenario", plan_file, "scenario JSON file (default: the built-in scenario)");
   auto* topo = app.add_subcommand("topology", "GPUs, links, per-node and bisection bandwidth of each deployment's cluster");
   topo->add_option("scenario", topo_file, "scenario JSON file (default: the built-in scenario)");
+  c::StepArgs st;
+  auto* step = app.add_subcommand("step", "time of one batch step for a uniform batch and the throughput it implies (no queueing)");
+  step->add_option("scenario", st.scenario, "scenario JSON file (default: the built-in scenario)");
+  step->add_option("--deployment", st.deployment, "deployment name (default: the first)");
+  step->add_option("--phase", st.phase, "prefill or decode")->check(CLI::IsMember({"prefill", "decode"}));
+  step->add_option("--seqs-per-rank", st.seqs_per_rank, "sequences per DP rank");
+  step->add_option("--tokens", st.tokens, "new tokens per sequence (prefill chunk)");
+  step->add_option("--context", st.context, "tokens already cached per sequence");
   CLI11_PARSE(app, argc, argv);
   if (*run) return c::run(r);
+  if (*step) return c::step(st);
   if (*plan) return c::plan(plan_file.empty() ? c::default_scenario() : plan_file);
   return c::topology(topo_file.empty() ? c::default_scenario() : topo_file);
 }
