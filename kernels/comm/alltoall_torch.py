@@ -77,8 +77,10 @@ def worker(rank, world, args, q):
         for _ in range(3):
             dist.all_to_all_single(r, s)
         torch.cuda.synchronize()
+        # the same number of runs on every rank (a rank-local stopping rule would mismatch collectives)
+        nruns = 50 if S <= (1 << 20) else (20 if S <= (64 << 20) else 10)
         times, tot = [], 0.0
-        while len(times) < 10 or (tot < 30.0 and len(times) < 50):
+        for _ in range(nruns):
             dist.barrier()
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()

@@ -792,13 +792,14 @@ void bench_mhc(Ctx& c) {
 int main(int argc, char** argv) {
   Ctx c;
   std::string only;
-  bool lut = false;
+  bool lut = false, probe = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) c.out = argv[++i];
     else if (a == "--deadline-s" && i + 1 < argc) c.deadline_s = std::atof(argv[++i]);
     else if (a == "--quick") c.quick = true;
     else if (a == "--lut") lut = true;
+    else if (a == "--probe") probe = true;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "--w4-variants" && i + 1 < argc) {
       std::stringstream vs(argv[++i]);
@@ -825,6 +826,27 @@ int main(int argc, char** argv) {
       note(c, "WARNING: no W4A16 kernel variant passed test_moe here; timing variant 0, rows labelled w4a16_UNVERIFIED");
     } else {
       w4a16_set_variant(c.w4_variants[0]);
+    }
+    if (probe) {  // a few launches for ncu: K3 w13, G=8, m=8 (bt 8) and m=1024 (bt 256), twice each
+      const GemmShape s{"K3", "w13", 2 * kK3Inter, kK3Latent};
+      const int G = 8;
+      DevBuf<uint8_t> pool(w4a16_matrix_bytes(s.N, s.K) * G);
+      fill_w4a16_pool(pool.p, G, s.N, s.K, 11, 118, 124, c.s);
+      DevBuf<bf16> x(size_t(1024) * G * s.K), y(size_t(1024) * G * s.N);
+      fill_bf16(x.p, x.n, 3, 1.f, c.s);
+      DevBuf<int> droff(G + 1), dtoff(G + 1);
+      for (long long m : {8ll, 1024ll}) {
+        const int bt = w4a16_pick_bt(double(m));
+        std::vector<int> roff(G + 1), toff(G + 1);
+        for (int g = 0; g <= G; ++g) { roff[g] = int(g * m); toff[g] = int(g * ((m + bt - 1) / bt)); }
+        droff.upload(roff);
+        dtoff.upload(toff);
+        for (int r = 0; r < 2; ++r)
+          w4a16_grouped_gemm(x.p, pool.p, nullptr, droff.p, dtoff.p, G, s.N, s.K, bt, toff[G], y.p, c.s);
+      }
+      SS_CUDA(cudaStreamSynchronize(c.s));
+      std::printf("probe done (variant %d)\n", w4a16_variant());
+      return 0;
     }
     std::printf("bench_moe on %s, %d SMs, L2 %lld B, deadline %.0f s%s\n", c.gpu.name.c_str(), c.gpu.sm_count,
                 c.gpu.l2_bytes, c.deadline_s, c.quick ? " (quick)" : "");

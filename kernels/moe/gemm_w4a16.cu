@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <stdexcept>
 #include <string>
 
@@ -137,7 +138,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4a16_kernel(const Params p) {
     cp_async_commit();
   }
 
-  auto body = [&](int kb, uint32_t(&af)[4][4]) {
+  auto body = [&](int kb, uint32_t(&af)[4][4], auto last) {
     cp_async_wait<C::kStages - 3>();
     fence_proxy_async();
     __syncthreads();
@@ -186,14 +187,20 @@ __global__ void __launch_bounds__(kThreads, 1) w4a16_kernel(const Params p) {
     for (int i = 0; i < BT / 8; ++i)
 #pragma unroll
       for (int q = 0; q < 4; ++q) fence_operand(acc[i][q]);
-    if constexpr (V == 1 || V == 3) wgmma_wait<0>();
+    // The last stage waits for everything inside the body: a wait_group 0 after the loop was
+    // scheduled by ptxas after the epilogue's accumulator reads (seen in SASS; NOTES.md).
+    if constexpr (V == 1 || V == 3 || decltype(last)::value) wgmma_wait<0>();
     else wgmma_wait<1>();
   };
 
-  for (int kb = 0; kb < KB; kb += 2) {
-    body(kb, afrag[0]);
-    body(kb + 1, afrag[1]);  // KB is even (K % 128 == 0): a conditional here serialises wgmma (C7513)
+  using NotLast = std::integral_constant<bool, false>;
+  using Last = std::integral_constant<bool, true>;
+  for (int kb = 0; kb < KB - 2; kb += 2) {
+    body(kb, afrag[0], NotLast{});
+    body(kb + 1, afrag[1], NotLast{});  // KB is even (K % 128 == 0): a conditional here serialises wgmma (C7513)
   }
+  body(KB - 2, afrag[0], NotLast{});
+  body(KB - 1, afrag[1], Last{});
   wgmma_wait<0>();
 #pragma unroll
   for (int i = 0; i < BT / 8; ++i)
