@@ -342,40 +342,70 @@ GpuSpec parse_hardware(const json& j, const std::string& origin) {
   return g;
 }
 
+Dist read_dist(Obj d) {
+  Dist x;
+  x.kind = d.choice<Dist::Kind>("dist", std::nullopt,
+                                {{"constant", Dist::Kind::constant}, {"lognormal", Dist::Kind::lognormal},
+                                 {"exponential", Dist::Kind::exponential}, {"uniform", Dist::Kind::uniform}});
+  switch (x.kind) {
+    case Dist::Kind::constant: x.value = d.num("value", std::nullopt, 0); break;
+    case Dist::Kind::lognormal:
+      x.mu = d.num("mu", std::nullopt);
+      x.sigma = d.num("sigma", std::nullopt, 0);
+      break;
+    case Dist::Kind::exponential: x.mean = d.num("mean", std::nullopt, 0); break;
+    case Dist::Kind::uniform: break;
+  }
+  x.min = d.num("min", x.kind == Dist::Kind::uniform ? std::nullopt : std::optional<double>(0.0), 0);
+  x.max = d.num("max", x.kind == Dist::Kind::uniform ? std::nullopt : std::optional<double>(1e18), x.min);
+  d.done();
+  return x;
+}
+
+Dist lognormal(double mu, double sigma, double min, double max) {
+  Dist d;
+  d.kind = Dist::Kind::lognormal, d.mu = mu, d.sigma = sigma, d.min = min, d.max = max;
+  return d;
+}
+
 WorkloadSpec read_workload(Obj o, const std::string& base_dir) {
+  using K = WorkloadSpec::Kind;
   WorkloadSpec w;
-  w.kind = o.choice<WorkloadSpec::Kind>("kind", std::nullopt, {{"synthetic", WorkloadSpec::Kind::synthetic}, {"mooncake", WorkloadSpec::Kind::mooncake}});
+  w.kind = o.choice<K>("kind", std::nullopt,
+                       {{"synthetic", K::synthetic}, {"mooncake", K::mooncake}, {"azure", K::azure}, {"burstgpt", K::burstgpt},
+                        {"tracelab_replay", K::tracelab_replay}, {"tracelab_rounds", K::tracelab_rounds}, {"agent", K::agent}});
   w.block_tokens = o.int32("block_tokens", 512, 1);
   w.max_requests = o.integer("max_requests", 0, 0);
-  if (w.kind == WorkloadSpec::Kind::mooncake) {
+  const bool trace = w.kind != K::synthetic && w.kind != K::agent;
+  if (trace) {
     const std::string t = o.str("trace", std::nullopt);
     w.trace_path = fs::path(t).is_absolute() ? t : (fs::path(base_dir) / t).lexically_normal().string();
     w.time_scale = o.num("time_scale", 1.0, 1e-9);
-    w.jitter_s = o.num("jitter_s", 0.0, 0);
-  } else {
+    w.skip_bad_rows = o.boolean("skip_bad_rows", false);
+    if (w.kind == K::mooncake) w.jitter_s = o.num("jitter_s", 0.0, 0);
+  } else if (w.kind == K::synthetic) {
     w.requests = o.integer("requests", std::nullopt, 1);
     w.rate_per_s = o.num("rate_per_s", std::nullopt, 1e-12);
     w.arrival = o.choice<WorkloadSpec::Arrival>("arrival", WorkloadSpec::Arrival::poisson,
                                                 {{"poisson", WorkloadSpec::Arrival::poisson}, {"gamma", WorkloadSpec::Arrival::gamma}});
     w.burstiness = o.num("burstiness", 1.0, 1e-6);
     w.shared_prefix_tokens = o.integer("shared_prefix_tokens", 0, 0);
-    auto dist = [&](const char* key) {
-      Obj d = o.child(key);
-      LengthDist ld;
-      ld.kind = d.choice<LengthDist::Kind>("dist", std::nullopt, {{"lognormal", LengthDist::Kind::lognormal}, {"constant", LengthDist::Kind::constant}});
-      if (ld.kind == LengthDist::Kind::constant) {
-        ld.value = d.integer("value", std::nullopt, 1);
-      } else {
-        ld.mu = d.num("mu", std::nullopt);
-        ld.sigma = d.num("sigma", std::nullopt, 0);
-        ld.min = d.integer("min", 1, 1);
-        ld.max = d.integer("max", 1 << 20, ld.min);
-      }
-      d.done();
-      return ld;
-    };
-    w.input = dist("input_tokens");
-    w.output = dist("output_tokens");
+    w.input = read_dist(o.child("input_tokens"));
+    w.output = read_dist(o.child("output_tokens"));
+  } else {
+    // agent sessions; defaults and their sources: README.md "Agent sessions"
+    w.loop = o.choice<WorkloadSpec::Loop>("loop", WorkloadSpec::Loop::closed, {{"open", WorkloadSpec::Loop::open}, {"closed", WorkloadSpec::Loop::closed}});
+    w.concurrency = o.integer("concurrency", 100, 1);
+    w.rate_per_s = o.num("rate_per_s", 1.0, 1e-12);
+    w.ramp_s = o.num("ramp_s", 0.0, 0);
+    w.duration_s = o.num("duration_s", 0.0, 0);
+    w.requests = o.integer("sessions", 0, 0);
+    w.shared_prefix_tokens = o.integer("shared_prefix_tokens", 0, 0);
+    w.rounds = o.has("rounds") ? read_dist(o.child("rounds")) : lognormal(std::log(157.0) - 0.5, 1.0, 1, 2000);
+    w.first_prompt_tokens = o.has("first_prompt_tokens") ? read_dist(o.child("first_prompt_tokens")) : lognormal(std::log(4000.0), 1.0, 16, 65536);
+    w.append_tokens = o.has("append_tokens") ? read_dist(o.child("append_tokens")) : lognormal(std::log(429.0) - 0.5, 1.0, 1, 32768);
+    w.output_tokens = o.has("output_tokens") ? read_dist(o.child("output_tokens")) : lognormal(5.609, 1.25, 1, 8192);
+    w.think_s = o.has("think_s") ? read_dist(o.child("think_s")) : lognormal(-0.7606, 2.3555, 0, 600);
   }
   o.done();
   return w;

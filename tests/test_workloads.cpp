@@ -84,8 +84,8 @@ TEST(Synthetic, SeededAndAtTheRequestedRate) {
   WorkloadSpec w;
   w.requests = 20000;
   w.rate_per_s = 4.0;
-  w.input = {LengthDist::Kind::lognormal, 8.7367, 1.1991, 891, 126195, 1};
-  w.output = {LengthDist::Kind::constant, 0, 0, 1, 1, 7};
+  w.input.kind = Dist::Kind::lognormal, w.input.mu = 8.7367, w.input.sigma = 1.1991, w.input.min = 891, w.input.max = 126195;
+  w.output.value = 7;
   w.shared_prefix_tokens = 512;
   SyntheticSource a(w, 3), b(w, 3);
   double last = 0, log_sum = 0;

@@ -8,13 +8,24 @@
 namespace servesim {
 
 MooncakeReader::MooncakeReader(std::string path, double time_scale, double jitter_s, int block_tokens,
-                               long long max_requests, std::uint64_t seed)
+                               long long max_requests, std::uint64_t seed, bool skip_bad_rows)
     : path_(std::move(path)), in_(path_), time_scale_(time_scale), jitter_s_(jitter_s), block_tokens_(block_tokens),
-      max_requests_(max_requests), rng_(seed) {
+      max_requests_(max_requests), rng_(seed), skip_(skip_bad_rows) {
   if (!in_) throw std::runtime_error("cannot open trace " + path_ + " (check the path; the shared traces live in ../shared/traces/)");
 }
 
 std::optional<Request> MooncakeReader::read_row() {
+  for (;;) {
+    try {
+      return parse_row();
+    } catch (const TraceError&) {
+      if (!skip_) throw;
+      ++skipped_;
+    }
+  }
+}
+
+std::optional<Request> MooncakeReader::parse_row() {
   std::string s;
   while (std::getline(in_, s)) {
     ++line_;

@@ -17,14 +17,17 @@ class MooncakeReader final : public RequestSource {
   /// Opens `path`; throws std::runtime_error if it cannot be read. Rows must have non-decreasing
   /// timestamps; a row that is not a JSON object with integer timestamp ≥ 0, input_length ≥ 1,
   /// output_length ≥ 1 and an array hash_ids of ceil(input_length / block_tokens) non-negative
-  /// integers, or that has other keys, throws TraceError naming the file and line.
+  /// integers, or that has other keys, throws TraceError naming the file and line — or, with
+  /// skip_bad_rows, is skipped and counted (skipped_rows()).
   MooncakeReader(std::string path, double time_scale, double jitter_s, int block_tokens, long long max_requests,
-                 std::uint64_t seed);
+                 std::uint64_t seed, bool skip_bad_rows = false);
   std::optional<Request> next() override;
   std::string describe() const override;
+  long long skipped_rows() const override { return skipped_; }
 
  private:
   std::optional<Request> read_row();
+  std::optional<Request> parse_row();
   struct Later {
     bool operator()(const Request& a, const Request& b) const {
       return a.arrival_s != b.arrival_s ? a.arrival_s > b.arrival_s : a.origin > b.origin;
@@ -37,7 +40,8 @@ class MooncakeReader final : public RequestSource {
   long long max_requests_;
   Rng rng_;
   long line_ = 0;
-  long long read_ = 0, emitted_ = 0;
+  long long read_ = 0, emitted_ = 0, skipped_ = 0;
+  bool skip_ = false;
   double last_raw_s_ = 0;
   bool eof_ = false;
   // reorder window for jitter: rows wait until no later row can arrive before them

@@ -20,6 +20,12 @@ struct Request {
   std::vector<std::uint64_t> block_hashes;
   int block_tokens = 0;          ///< tokens per prefix block (0 = no prefix information)
   std::string origin;            ///< "file:line" or "synthetic#N", for messages
+  // agent / multi-turn sessions (session < 0: a standalone request)
+  long long session = -1;        ///< session id
+  int round = 0;                 ///< 0-based round within the session
+  long long history_tokens = 0;  ///< leading prompt tokens that are the session's earlier history
+  double think_after_s = 0;      ///< tool/think time after this round's output, before the next round
+  bool last_round = true;        ///< no round follows this one
 };
 
 /// A malformed input row: carries the file and 1-based line so the message can name them.
@@ -42,6 +48,16 @@ class RequestSource {
  public:
   virtual ~RequestSource() = default;
   virtual std::optional<Request> next() = 0;
+  /// Sessions: called when round `done` of a session completed at simulated time t_done; returns
+  /// the session's next round (arrival = t_done + done.think_after_s), or, in closed-loop mode,
+  /// the first round of a session replacing it. Standalone workloads return std::nullopt.
+  /// Requests returned here are not returned by next(); their ids continue the same sequence.
+  virtual std::optional<Request> follow_up(const Request& done, double t_done) {
+    (void)done, (void)t_done;
+    return std::nullopt;
+  }
+  /// Rows skipped as malformed under skip_bad_rows (0 when rows are never skipped).
+  virtual long long skipped_rows() const { return 0; }
   /// Human-readable description for the run summary (file and options, or generator parameters).
   virtual std::string describe() const = 0;
 };

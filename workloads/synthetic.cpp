@@ -1,6 +1,9 @@
 #include "workloads/synthetic.hpp"
 
+#include "workloads/agent.hpp"
+#include "workloads/csv_traces.hpp"
 #include "workloads/mooncake.hpp"
+#include "workloads/tracelab.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -17,12 +20,6 @@ SyntheticSource::SyntheticSource(const WorkloadSpec& spec, std::uint64_t seed) :
   next_block_ = static_cast<std::uint64_t>(spec_.shared_prefix_tokens / spec_.block_tokens);
 }
 
-long long SyntheticSource::draw(const LengthDist& d, Rng& rng) {
-  if (d.kind == LengthDist::Kind::constant) return d.value;
-  const double x = std::exp(d.mu + d.sigma * rng.normal());
-  return std::clamp(static_cast<long long>(std::llround(x)), d.min, d.max);
-}
-
 std::optional<Request> SyntheticSource::next() {
   if (emitted_ >= spec_.requests) return std::nullopt;
   const double mean_gap = 1.0 / spec_.rate_per_s;
@@ -34,8 +31,8 @@ std::optional<Request> SyntheticSource::next() {
   Request r;
   r.id = static_cast<std::uint64_t>(emitted_);
   r.arrival_s = t_;
-  r.input_tokens = std::max(draw(spec_.input, rng_), spec_.shared_prefix_tokens + 1);
-  r.output_tokens = std::max<long long>(1, draw(spec_.output, rng_));
+  r.input_tokens = std::max(spec_.input.sample_tokens(rng_), spec_.shared_prefix_tokens + 1);
+  r.output_tokens = std::max<long long>(1, spec_.output.sample_tokens(rng_));
   r.block_tokens = spec_.block_tokens;
   const long long blocks = (r.input_tokens + spec_.block_tokens - 1) / spec_.block_tokens;
   const long long shared = spec_.shared_prefix_tokens / spec_.block_tokens;
@@ -54,8 +51,23 @@ std::string SyntheticSource::describe() const {
 }
 
 std::unique_ptr<RequestSource> make_source(const WorkloadSpec& spec, std::uint64_t seed) {
-  if (spec.kind == WorkloadSpec::Kind::mooncake)
-    return std::make_unique<MooncakeReader>(spec.trace_path, spec.time_scale, spec.jitter_s, spec.block_tokens, spec.max_requests, seed);
+  using K = WorkloadSpec::Kind;
+  switch (spec.kind) {
+    case K::mooncake:
+      return std::make_unique<MooncakeReader>(spec.trace_path, spec.time_scale, spec.jitter_s, spec.block_tokens, spec.max_requests, seed,
+                                              spec.skip_bad_rows);
+    case K::azure:
+      return std::make_unique<CsvRequestReader>(CsvRequestReader::Format::azure, spec.trace_path, spec.time_scale, spec.max_requests, spec.skip_bad_rows);
+    case K::burstgpt:
+      return std::make_unique<CsvRequestReader>(CsvRequestReader::Format::burstgpt, spec.trace_path, spec.time_scale, spec.max_requests,
+                                                spec.skip_bad_rows);
+    case K::tracelab_replay:
+      return std::make_unique<TraceLabReplayReader>(spec.trace_path, spec.time_scale, spec.max_requests, spec.block_tokens, spec.skip_bad_rows);
+    case K::tracelab_rounds:
+      return std::make_unique<TraceLabRoundsReader>(spec.trace_path, spec.time_scale, spec.max_requests, spec.block_tokens, spec.skip_bad_rows);
+    case K::agent: return std::make_unique<AgentSessionSource>(spec, seed);
+    case K::synthetic: break;
+  }
   return std::make_unique<SyntheticSource>(spec, seed);
 }
 

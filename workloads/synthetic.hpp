@@ -14,8 +14,6 @@ class SyntheticSource final : public RequestSource {
   SyntheticSource(const WorkloadSpec& spec, std::uint64_t seed);
   std::optional<Request> next() override;
   std::string describe() const override;
-  /// Draw from a LengthDist (exposed for tests).
-  static long long draw(const LengthDist& d, Rng& rng);
 
  private:
   WorkloadSpec spec_;

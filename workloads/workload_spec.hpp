@@ -1,6 +1,7 @@
 // servesim workloads: what workload to run, as plain data (the scenario loader fills it), and the
 // factory that turns it into a RequestSource.
 #pragma once
+#include "workloads/dist.hpp"
 #include "workloads/request.hpp"
 
 #include <cstdint>
@@ -9,30 +10,32 @@
 
 namespace servesim {
 
-/// A token-length distribution. lognormal: exp(N(mu, sigma²)) rounded to an integer and clamped to
-/// [min, max]; constant: `value`.
-struct LengthDist {
-  enum class Kind { lognormal, constant } kind = Kind::constant;
-  double mu = 0, sigma = 0;
-  long long min = 1, max = 1 << 20;
-  long long value = 1;
-};
-
 struct WorkloadSpec {
-  enum class Kind { synthetic, mooncake } kind = Kind::synthetic;
-  // mooncake: a Mooncake FAST'25 JSONL trace {timestamp ms, input_length, output_length, hash_ids}
+  enum class Kind { synthetic, mooncake, azure, burstgpt, tracelab_replay, tracelab_rounds, agent } kind = Kind::synthetic;
+  // trace readers
   std::string trace_path;
-  double time_scale = 1.0;     ///< arrival times are multiplied by this (0.5 = twice the rate)
-  double jitter_s = 0.0;       ///< add U[0, jitter_s) to each arrival (Mooncake times are quantised ~3 s)
-  long long max_requests = 0;  ///< stop after this many requests (0 = whole trace / `requests`)
-  int block_tokens = 512;      ///< tokens per hash id (Mooncake: 512)
-  // synthetic
+  double time_scale = 1.0;     ///< arrival times (and trace tool waits) are multiplied by this
+  double jitter_s = 0.0;       ///< mooncake: add U[0, jitter_s) to each arrival (times are quantised ~3 s)
+  long long max_requests = 0;  ///< stop after this many requests / sessions (0 = whole trace)
+  int block_tokens = 512;      ///< tokens per prefix block (Mooncake hash ids: 512)
+  bool skip_bad_rows = false;  ///< skip (and count) malformed rows instead of stopping
+  // synthetic requests
   enum class Arrival { poisson, gamma } arrival = Arrival::poisson;
-  double rate_per_s = 1.0;     ///< mean arrival rate
+  double rate_per_s = 1.0;     ///< mean arrival rate (agent open loop: sessions per second)
   double burstiness = 1.0;     ///< gamma arrivals: squared coefficient of variation of gaps (1 = Poisson)
-  long long requests = 100;    ///< number of requests generated
-  LengthDist input, output;
+  long long requests = 100;    ///< number of requests generated (agent: sessions, 0 = unbounded)
+  Dist input, output;
   long long shared_prefix_tokens = 0;  ///< a system prompt every request starts with (whole blocks)
+  // agent sessions (kind agent)
+  enum class Loop { open, closed } loop = Loop::closed;
+  long long concurrency = 100;  ///< closed loop: sessions kept active
+  double ramp_s = 0;            ///< closed loop: initial sessions start spread over [0, ramp_s)
+  double duration_s = 0;        ///< no new session starts after this time (0 = unbounded)
+  Dist rounds;                  ///< rounds per session
+  Dist first_prompt_tokens;     ///< task prompt of round 0 (after the shared system prompt)
+  Dist append_tokens;           ///< tokens each later round appends (tool results, user turn)
+  Dist output_tokens;           ///< output tokens per round
+  Dist think_s;                 ///< tool/think time between a round's output and the next round
 };
 
 /// Builds the source for a spec. `seed` drives every random choice (synthetic draws, jitter).

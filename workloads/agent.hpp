@@ -1,0 +1,47 @@
+// servesim workloads: seeded agent-session generator. A session is a chain of rounds: round 0's
+// prompt is the shared system prompt + a task prompt; each later round's prompt is the whole
+// history (every earlier prompt and output) + newly appended tokens (tool results, user turn); a
+// round arrives when the previous round's output is complete plus a tool/think time.
+//  open loop:   sessions start as a Poisson process at rate_per_s (until duration_s / requests);
+//  closed loop: `concurrency` sessions are kept active — they start spread over [0, ramp_s) and each
+//               session that ends is replaced by a new one after its last think time (until
+//               duration_s / requests), which is what "N concurrent agents" means.
+// Defaults (scenario loader) and their sources are documented in README.md ("Agent sessions").
+#pragma once
+#include "workloads/session_blocks.hpp"
+#include "workloads/workload_spec.hpp"
+
+#include <unordered_map>
+#include <vector>
+
+namespace servesim {
+
+class AgentSessionSource final : public RequestSource {
+ public:
+  /// Throws std::invalid_argument on a non-positive rate or concurrency.
+  AgentSessionSource(const WorkloadSpec& spec, std::uint64_t seed);
+  std::optional<Request> next() override;
+  std::optional<Request> follow_up(const Request& done, double t_done) override;
+  std::string describe() const override;
+
+ private:
+  struct Session {
+    long long rounds = 1, history = 0;
+    int round = 0;
+    SessionBlocks blocks;
+  };
+  bool may_start(double t) const;
+  Request start_session(double t);
+  Request round_request(long long id, Session& s, double t, long long prompt, long long shared);
+  WorkloadSpec spec_;
+  Rng rng_;
+  std::vector<std::uint64_t> system_blocks_;
+  std::vector<double> closed_starts_;  // closed loop: initial session start times, sorted
+  size_t next_start_ = 0;
+  double open_t_ = 0;
+  long long started_ = 0;
+  std::uint64_t next_id_ = 0;
+  std::unordered_map<long long, Session> active_;
+};
+
+}  // namespace servesim

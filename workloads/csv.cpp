@@ -1,0 +1,70 @@
+#include "workloads/csv.hpp"
+
+#include <charconv>
+#include <cmath>
+
+namespace servesim {
+
+namespace {
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '"' || s.front() == '\r' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '"' || s.back() == '\r' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+}  // namespace
+
+std::vector<std::string_view> split_csv(std::string_view line) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  for (size_t i = 0; i <= line.size(); ++i)
+    if (i == line.size() || line[i] == ',') {
+      out.push_back(trim(line.substr(start, i - start)));
+      start = i + 1;
+    }
+  return out;
+}
+
+long long csv_int(std::string_view f, const std::string& file, long line, std::string_view column, long long min) {
+  long long v = 0;
+  const auto [p, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
+  if (ec != std::errc() || p != f.data() + f.size() || f.empty())
+    throw TraceError(file, line, "column " + std::string(column) + ": expected an integer, got \"" + std::string(f) + "\"");
+  if (v < min) throw TraceError(file, line, "column " + std::string(column) + ": must be ≥ " + std::to_string(min) + ", got " + std::to_string(v));
+  return v;
+}
+
+double csv_double(std::string_view f, const std::string& file, long line, std::string_view column, double min) {
+  double v = 0;
+  const auto [p, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
+  if (ec != std::errc() || p != f.data() + f.size() || f.empty() || !std::isfinite(v))
+    throw TraceError(file, line, "column " + std::string(column) + ": expected a number, got \"" + std::string(f) + "\"");
+  if (v < min) throw TraceError(file, line, "column " + std::string(column) + ": must be ≥ " + std::to_string(min) + ", got " + std::string(f));
+  return v;
+}
+
+double csv_datetime(std::string_view f, const std::string& file, long line, std::string_view column) {
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0;
+  double sec = 0;
+  auto bad = [&] {
+    return TraceError(file, line, "column " + std::string(column) + ": expected \"YYYY-MM-DD HH:MM:SS.fff\", got \"" + std::string(f) + "\"");
+  };
+  if (f.size() < 19 || f[4] != '-' || f[7] != '-' || (f[10] != ' ' && f[10] != 'T') || f[13] != ':' || f[16] != ':') throw bad();
+  auto num = [&](size_t pos, size_t len, int& out) {
+    const auto [p, ec] = std::from_chars(f.data() + pos, f.data() + pos + len, out);
+    if (ec != std::errc() || p != f.data() + pos + len) throw bad();
+  };
+  num(0, 4, y), num(5, 2, mo), num(8, 2, d), num(11, 2, h), num(14, 2, mi);
+  const std::string_view s = f.substr(17);
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), sec);
+  if (ec != std::errc() || p != s.data() + s.size() || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec >= 61) throw bad();
+  // days from civil (H. Hinnant's algorithm)
+  const int yy = y - (mo <= 2);
+  const int era = (yy >= 0 ? yy : yy - 399) / 400;
+  const unsigned yoe = static_cast<unsigned>(yy - era * 400);
+  const unsigned doy = (153 * static_cast<unsigned>(mo + (mo > 2 ? -3 : 9)) + 2) / 5 + static_cast<unsigned>(d) - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  const long long days = static_cast<long long>(era) * 146097 + static_cast<long long>(doe) - 719468;
+  return static_cast<double>(days) * 86400.0 + h * 3600.0 + mi * 60.0 + sec;
+}
+
+}  // namespace servesim

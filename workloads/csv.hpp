@@ -1,0 +1,21 @@
+// servesim workloads: small CSV helpers shared by the CSV trace readers (fields never contain
+// commas in the traces read here; surrounding quotes and spaces are stripped).
+#pragma once
+#include "workloads/request.hpp"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace servesim {
+
+std::vector<std::string_view> split_csv(std::string_view line);
+
+/// Parses a field; throws TraceError(file, line, "column <name>: ...") on a malformed value.
+long long csv_int(std::string_view field, const std::string& file, long line, std::string_view column, long long min);
+double csv_double(std::string_view field, const std::string& file, long line, std::string_view column, double min);
+
+/// "YYYY-MM-DD HH:MM:SS[.fraction]" (UTC) → seconds since 1970-01-01. Throws TraceError.
+double csv_datetime(std::string_view field, const std::string& file, long line, std::string_view column);
+
+}  // namespace servesim
