@@ -32,11 +32,15 @@ struct Params {
   size_t matrix_bytes;
 };
 
-template <int BT>
+/// KS = 64-wide k-blocks per pipeline stage (1, or 2 for variant 4 at decode tile widths).
+template <int BT, int KS = 1>
 struct Cfg {
-  static constexpr int kStages = BT <= 32 ? 8 : (BT == 64 ? 6 : (BT == 128 ? 5 : 4));
-  static constexpr int kXBytes = BT * 128;  // BT rows x 64 bf16
-  static constexpr int kSmem = kStages * (kXBytes + kWBlockBytes) + 1024;
+  static constexpr int kStages = KS == 1 ? (BT <= 32 ? 8 : (BT == 64 ? 6 : (BT == 128 ? 5 : 4)))
+                                         : (BT <= 32 ? 5 : 4);
+  static constexpr int kXSub = BT * 128;        // one BT x 64 bf16 tile (1024-byte multiple)
+  static constexpr int kXBytes = kXSub * KS;
+  static constexpr int kWBytes = kWBlockBytes * KS;
+  static constexpr int kSmem = kStages * (kXBytes + kWBytes) + 1024;
 };
 
 /// bf16x2 factor 2^(s-1) in both halves: multiplies the raw (2^-126-scaled) E2M1 bit pattern to
@@ -84,9 +88,10 @@ __device__ __forceinline__ void dequant_word(uint32_t q, uint32_t f0, uint32_t f
 ///   1: as 0 but wait_group 0 after each stage (no overlap)
 ///   2: BT/8 m64n8k16 wgmmas per k16 step (each on one 8-token swizzle atom), wait_group 1
 ///   3: as 2 with wait_group 0
-template <int BT, bool LUT, int V>
+///   4: as 0 with two 64-wide k-blocks per stage (KS = 2) at BT <= 64 (halves per-stage overhead)
+template <int BT, bool LUT, int V, int KS>
 __global__ void __launch_bounds__(kThreads, 1) w4a16_kernel(const Params p) {
-  using C = Cfg<BT>;
+  using C = Cfg<BT, KS>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   uint8_t* xs = smem;                          // [stages][BT*128], each 1024-aligned
@@ -104,25 +109,28 @@ __global__ void __launch_bounds__(kThreads, 1) w4a16_kernel(const Params p) {
   const int row0 = p.row_offsets[g] + (tile - p.tile_offsets[g]) * BT;
   const int rows = min(BT, p.row_offsets[g + 1] - row0);
   const int e = p.expert_ids ? p.expert_ids[g] : g;
-  const int KB = p.K / kKBlock;
+  const int KB = p.K / (kKBlock * KS);  // pipeline stages
   const uint8_t* wmat = p.w + static_cast<size_t>(e) * p.matrix_bytes +
-                        static_cast<size_t>(blockIdx.x) * KB * kWBlockBytes;
+                        static_cast<size_t>(blockIdx.x) * (p.K / kKBlock) * kWBlockBytes;
   const bf16* xrow0 = p.x + static_cast<size_t>(row0) * p.K;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
 
   auto load_stage = [&](int kb, int slot) {
-    uint8_t* xd = xs + slot * C::kXBytes;
 #pragma unroll
-    for (int c = tid; c < BT * 8; c += kThreads) {
-      const int r = c >> 3, ch = c & 7;
-      const bool ok = r < rows;
-      const bf16* src = ok ? xrow0 + static_cast<size_t>(r) * p.K + kb * kKBlock + ch * 8 : p.x;
-      cp_async16(xd + r * 128 + ((ch ^ (r & 7)) << 4), src, ok ? 16 : 0);
+    for (int ks = 0; ks < KS; ++ks) {
+      uint8_t* xd = xs + slot * C::kXBytes + ks * C::kXSub;
+#pragma unroll
+      for (int c = tid; c < BT * 8; c += kThreads) {
+        const int r = c >> 3, ch = c & 7;
+        const bool ok = r < rows;
+        const bf16* src = ok ? xrow0 + static_cast<size_t>(r) * p.K + (kb * KS + ks) * kKBlock + ch * 8 : p.x;
+        cp_async16(xd + r * 128 + ((ch ^ (r & 7)) << 4), src, ok ? 16 : 0);
+      }
     }
-    const uint8_t* wsrc = wmat + static_cast<size_t>(kb) * kWBlockBytes;
-    uint8_t* wd = ws + slot * kWBlockBytes;
-    for (int c = tid; c < kWBlockBytes / 16; c += kThreads) cp_async16(wd + c * 16, wsrc + c * 16);
+    const uint8_t* wsrc = wmat + static_cast<size_t>(kb) * C::kWBytes;
+    uint8_t* wd = ws + slot * C::kWBytes;
+    for (int c = tid; c < C::kWBytes / 16; c += kThreads) cp_async16(wd + c * 16, wsrc + c * 16);
   };
 
   float acc[BT / 8][4];
@@ -130,7 +138,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4a16_kernel(const Params p) {
   for (int i = 0; i < BT / 8; ++i)
 #pragma unroll
     for (int q = 0; q < 4; ++q) acc[i][q] = 0.f;
-  uint32_t afrag[2][4][4];
+  uint32_t afrag[2][KS][4][4];
 
 #pragma unroll
   for (int s = 0; s < C::kStages - 2; ++s) {
@@ -138,7 +146,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4a16_kernel(const Params p) {
     cp_async_commit();
   }
 
-  auto body = [&](int kb, uint32_t(&af)[4][4], auto last) {
+  auto body = [&](int kb, uint32_t(&af)[KS][4][4], auto last) {
     cp_async_wait<C::kStages - 3>();
     fence_proxy_async();
     __syncthreads();
@@ -148,40 +156,48 @@ __global__ void __launch_bounds__(kThreads, 1) w4a16_kernel(const Params p) {
       cp_async_commit();
     }
     const int slot = kb % C::kStages;
-    const uint8_t* wb = ws + slot * kWBlockBytes;
-    const uint4 q = *reinterpret_cast<const uint4*>(wb + warp * 512 + lane * 16);
-    const uint32_t sc = *reinterpret_cast<const uint32_t*>(wb + 4096 + warp * 32 + gq * 4);
-    uint32_t f00, f01, f10, f11;  // f<group><row half>
-    if constexpr (!LUT) {
-      f00 = scale_factor_fast(sc & 0xFF); f01 = scale_factor_fast((sc >> 16) & 0xFF);
-      f10 = scale_factor_fast((sc >> 8) & 0xFF); f11 = scale_factor_fast(sc >> 24);
-    } else {
-      f00 = scale_factor_lut(sc & 0xFF); f01 = scale_factor_lut((sc >> 16) & 0xFF);
-      f10 = scale_factor_lut((sc >> 8) & 0xFF); f11 = scale_factor_lut(sc >> 24);
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      const uint8_t* wb = ws + slot * C::kWBytes + ks * kWBlockBytes;
+      const uint4 q = *reinterpret_cast<const uint4*>(wb + warp * 512 + lane * 16);
+      const uint32_t sc = *reinterpret_cast<const uint32_t*>(wb + 4096 + warp * 32 + gq * 4);
+      uint32_t f00, f01, f10, f11;  // f<group><row half>
+      if constexpr (!LUT) {
+        f00 = scale_factor_fast(sc & 0xFF); f01 = scale_factor_fast((sc >> 16) & 0xFF);
+        f10 = scale_factor_fast((sc >> 8) & 0xFF); f11 = scale_factor_fast(sc >> 24);
+      } else {
+        f00 = scale_factor_lut(sc & 0xFF); f01 = scale_factor_lut((sc >> 16) & 0xFF);
+        f10 = scale_factor_lut((sc >> 8) & 0xFF); f11 = scale_factor_lut(sc >> 24);
+      }
+      dequant_word<LUT>(q.x, f00, f01, af[ks][0]);
+      dequant_word<LUT>(q.y, f00, f01, af[ks][1]);
+      dequant_word<LUT>(q.z, f10, f11, af[ks][2]);
+      dequant_word<LUT>(q.w, f10, f11, af[ks][3]);
     }
-    dequant_word<LUT>(q.x, f00, f01, af[0]);
-    dequant_word<LUT>(q.y, f00, f01, af[1]);
-    dequant_word<LUT>(q.z, f10, f11, af[2]);
-    dequant_word<LUT>(q.w, f10, f11, af[3]);
     const uint32_t xb = smem_u32(xs + slot * C::kXBytes);
 #pragma unroll
-    for (int s = 0; s < 4; ++s)
+    for (int ks = 0; ks < KS; ++ks)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) fence_operand(af[s][j]);
+      for (int s = 0; s < 4; ++s)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) fence_operand(af[ks][s][j]);
 #pragma unroll
     for (int i = 0; i < BT / 8; ++i)
 #pragma unroll
       for (int q = 0; q < 4; ++q) fence_operand(acc[i][q]);
     wgmma_fence();
 #pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      if constexpr (V == 0 || V == 1) {
-        WgmmaRS<BT>::mma(&acc[0][0], af[s], desc_sw128(xb + s * 32));
-      } else {
+    for (int ks = 0; ks < KS; ++ks)
 #pragma unroll
-        for (int i = 0; i < BT / 8; ++i) WgmmaRS<8>::mma(&acc[i][0], af[s], desc_sw128(xb + i * 1024 + s * 32));
+      for (int s = 0; s < 4; ++s) {
+        if constexpr (V == 0 || V == 1 || V == 4) {
+          WgmmaRS<BT>::mma(&acc[0][0], af[ks][s], desc_sw128(xb + ks * C::kXSub + s * 32));
+        } else {
+#pragma unroll
+          for (int i = 0; i < BT / 8; ++i)
+            WgmmaRS<8>::mma(&acc[i][0], af[ks][s], desc_sw128(xb + ks * C::kXSub + i * 1024 + s * 32));
+        }
       }
-    }
     wgmma_commit();
 #pragma unroll
     for (int i = 0; i < BT / 8; ++i)
@@ -230,15 +246,16 @@ __global__ void __launch_bounds__(kThreads, 1) w4a16_kernel(const Params p) {
   }
 }
 
-template <int BT, bool LUT, int V>
+template <int BT, bool LUT, int V, int KS = 1>
 void launch(const Params& p, int max_tiles, cudaStream_t stream) {
   static bool configured = false;
   if (!configured) {
-    SS_CUDA(cudaFuncSetAttribute(w4a16_kernel<BT, LUT, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg<BT>::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(w4a16_kernel<BT, LUT, V, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 Cfg<BT, KS>::kSmem));
     configured = true;
   }
   dim3 grid(p.N / kRowsPerCta, max_tiles);
-  w4a16_kernel<BT, LUT, V><<<grid, kThreads, Cfg<BT>::kSmem, stream>>>(p);
+  w4a16_kernel<BT, LUT, V, KS><<<grid, kThreads, Cfg<BT, KS>::kSmem, stream>>>(p);
   SS_LAUNCH_CHECK();
 }
 
@@ -247,6 +264,18 @@ int g_variant = 0;
 
 template <int BT>
 void launch_bt(const Params& p, int max_tiles, cudaStream_t stream) {
+  if (g_variant == 4) {
+    if constexpr (BT <= 64) {
+      if (p.K % 256 == 0) {
+        if (g_use_lut) launch<BT, true, 4, 2>(p, max_tiles, stream);
+        else launch<BT, false, 4, 2>(p, max_tiles, stream);
+        return;
+      }
+    }
+    if (g_use_lut) launch<BT, true, 0>(p, max_tiles, stream);
+    else launch<BT, false, 0>(p, max_tiles, stream);
+    return;
+  }
   switch (g_variant * 2 + (g_use_lut ? 1 : 0)) {
     case 0: launch<BT, false, 0>(p, max_tiles, stream); return;
     case 1: launch<BT, true, 0>(p, max_tiles, stream); return;
@@ -264,7 +293,7 @@ void launch_bt(const Params& p, int max_tiles, cudaStream_t stream) {
 /// Selects the table-based E2M1 decode (true) or the bit-placement decode (false, default).
 void w4a16_set_lut_dequant(bool lut) { g_use_lut = lut; }
 void w4a16_set_variant(int v) {
-  if (v < 0 || v > 3) throw std::invalid_argument("w4a16_set_variant: 0..3");
+  if (v < 0 || v > 4) throw std::invalid_argument("w4a16_set_variant: 0..4");
   g_variant = v;
 }
 int w4a16_variant() { return g_variant; }

@@ -127,9 +127,10 @@ double w4a16_packed_value(const uint8_t* host_packed, int N, int K, int n, int k
 /// permutation table (no subnormals) and multiplies by 2^(s-127). Both are exact.
 void w4a16_set_lut_dequant(bool lut);
 
-/// Selects the MMA issue pattern of the W4A16 kernel (0..3, see gemm_w4a16.cu; 0 = default):
+/// Selects the MMA issue pattern of the W4A16 kernel (0..4, see gemm_w4a16.cu; 0 = default):
 /// 0 one m64nBT wgmma per k16 step overlapped with the next stage, 1 the same without overlap,
-/// 2 BT/8 m64n8 wgmmas per k16 step, 3 that without overlap. Throws std::invalid_argument.
+/// 2 BT/8 m64n8 wgmmas per k16 step, 3 that without overlap, 4 = 0 with two k-blocks per
+/// pipeline stage at BT <= 64 when K % 256 == 0. Throws std::invalid_argument.
 void w4a16_set_variant(int v);
 int w4a16_variant();
 

@@ -27,7 +27,7 @@ Q=""; [ "$MODE" = quick ] && Q="--quick"
   grep -E "^\[|rel L2|router|check|diag|Failure|Expected|Which|actual" "$OUT/test_moe.txt" | grep -vE "^\[ RUN|^\[       OK" | cut -c1-220
   # W4A16 kernel variants whose every correctness test passed on this machine (bound 1e-2)
   W4V=$(awk '/^w4a16 v=/{split($2,a,"="); v=a[2]; n[v]++; e=$NF+0; if (e >= 1e-2 || $NF ~ /nan/) bad[v]=1}
-             END{s=""; for (v=0; v<4; v++) if (n[v] >= 13 && !bad[v]) s = s (s==""?"":",") v; print s}' "$OUT/test_moe.txt")
+             END{s=""; for (v=0; v<5; v++) if (n[v] >= 13 && !bad[v]) s = s (s==""?"":",") v; print s}' "$OUT/test_moe.txt")
   echo "W4A16 variants passing all tests: '${W4V}'"
   if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null; then
     PV=$(echo ",${W4V}," | grep -q ",0," && echo 0 || echo "${W4V%%,*}")

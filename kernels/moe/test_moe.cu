@@ -420,7 +420,7 @@ TEST_P(W4A16Test, MatchesDoubleReference) {
 }
 INSTANTIATE_TEST_SUITE_P(AllTiles, W4A16Test,
                          ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Bool(),
-                                            ::testing::Values(0, 1, 2, 3)));
+                                            ::testing::Values(0, 1, 2, 3, 4)));
 
 // Diagnostic (always passes): error per token row of a 16-token tile and per k-block, per variant.
 TEST(MoeW4A16Diag, ErrorProfile) {
@@ -494,7 +494,7 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
   EXPECT_LT(err, 1e-2);
   free_dispatch(d);
 }
-INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3));
+INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4));
 
 // ------------------------------------------------------------------------------------------------
 // Library GEMMs
