@@ -44,10 +44,11 @@ fi
 QUICK=""
 [ "$MODE" = smoke ] && QUICK="--quick"
 # One process per op group: a crash (sticky CUDA error) in one group cannot spoil the others.
+# (Not named GROUPS: that is a read-only bash builtin array, assignments to it are ignored.)
 # Each op's time share is fixed inside bench_attn and scaled by BUDGET.
-GROUPS=${ONLY:-"h200_ceilings,kda_prefill,kda_decode,kda_short_conv,kda_gated_rmsnorm mla_decode,mla_prefill csa_sparse_attn_decode,hca_attn_decode,swa_attn_decode,csa_sparse_attn_prefill,hca_attn_prefill,swa_attn_prefill csa_indexer,csa_topk,csa_compressor,hca_compressor dense_proj"}
+OPGROUPS=${ONLY:-"h200_ceilings,kda_prefill,kda_decode,kda_short_conv,kda_gated_rmsnorm mla_decode,mla_prefill csa_sparse_attn_decode,hca_attn_decode,swa_attn_decode,csa_sparse_attn_prefill,hca_attn_prefill,swa_attn_prefill csa_indexer,csa_topk,csa_compressor,hca_compressor dense_proj"}
 : > "$OUT/bench.log"
-for grp in $GROUPS; do
+for grp in $OPGROUPS; do
   echo "### group $grp" >> "$OUT/bench.log"
   timeout $((BUDGET + 60)) "$BIN/bench_attn" --out "$OUT/tables" --budget "$BUDGET" $QUICK --only "$grp" >> "$OUT/bench.log" 2>&1
   echo "### group exit $? after $(( $(date +%s) - T0 )) s" >> "$OUT/bench.log"
