@@ -254,9 +254,10 @@ void bench_w4a16(Ctx& c) {
             c.w4_tflops[s.model + "/" + s.matrix + "/" + std::to_string(G) + "/" + std::to_string(m)] = fl / t.us_median / 1e6;
           if (bt == bts[0] && (m <= 64 || m >= 1024)) {
             char b[256];
-            std::snprintf(b, sizeof b, "w4a16 %s %s G=%d m=%lld bt=%d: %.1f us, %.0f TFLOP/s, weights %.2f TB/s (%.0f%% of copy)",
+            std::snprintf(b, sizeof b, "w4a16 %s %s G=%d m=%lld bt=%d: %.1f us, %.0f TFLOP/s, weights %.2f TB/s (%.0f%% of copy%s)",
                           s.model.c_str(), s.matrix.c_str(), G, m, bt, t.us_median, fl / t.us_median / 1e6,
-                          wb / t.us_median / 1e6, 100.0 * wb / t.us_median / 1e6 / std::max(c.hbm_tbps, 1e-9));
+                          wb / t.us_median / 1e6, 100.0 * wb / t.us_median / 1e6 / (c.hbm_tbps > 0 ? c.hbm_tbps : 4.23),
+                          c.hbm_tbps > 0 ? "" : " at 4.23 TB/s");
             note(c, b);
           }
         }
