@@ -470,6 +470,24 @@ DeploymentSpec read_deployment(Obj o, const std::string& base_dir) {
     d.slo.tpot_s = s.num("tpot_s", d.slo.tpot_s, 1e-9);
     s.done();
   }
+  if (o.has("kv_tiers")) {
+    Obj t = o.child("kv_tiers");
+    d.kv_tiers.enabled = t.boolean("enabled", true);
+    // defaults: half the node's host DRAM (hardware file) for KV; storage per node 30 TB at
+    // 25 GB/s and 100 µs (4 NVMe Gen5 drives; an assumption, stated in README.md)
+    d.kv_tiers.host_bytes_per_node = t.num("host_gb_per_node", d.gpu.host_dram_bytes_per_node / 2 / 1e9, 0) * 1e9;
+    d.kv_tiers.storage_enabled = true;
+    d.kv_tiers.storage_bytes_per_node = 30e12, d.kv_tiers.storage_bytes_per_s = 25e9, d.kv_tiers.storage_latency_s = 1e-4;
+    if (t.has("storage")) {
+      Obj st = t.child("storage");
+      d.kv_tiers.storage_enabled = st.boolean("enabled", true);
+      d.kv_tiers.storage_bytes_per_node = st.num("tb_per_node", 30.0, 0) * 1e12;
+      d.kv_tiers.storage_bytes_per_s = st.num("gb_per_s", 25.0, 1e-6) * 1e9;
+      d.kv_tiers.storage_latency_s = st.num("latency_s", 1e-4, 0);
+      st.done();
+    }
+    t.done();
+  }
   if (o.has("prefix_cache")) {
     Obj s = o.child("prefix_cache");
     d.prefix_cache.enabled = s.boolean("enabled", d.prefix_cache.enabled);

@@ -22,6 +22,7 @@ namespace {
 void continue_running(std::deque<ReqState*>& running, long long& budget, long long chunk, std::vector<PrefillItem>& out) {
   for (ReqState* r : running) {
     if (budget <= 0) break;
+    if (r->loading) continue;
     const long long n = std::min({r->remaining_prefill(), chunk, budget});
     if (n > 0) out.push_back({r, n}), budget -= n;
   }
@@ -38,6 +39,7 @@ class Fcfs final : public BatchScheduler {
       if (!admit(r)) break;
       waiting.pop_front();
       running.push_back(r);
+      if (r->loading) continue;  // joins a later batch once its KV is loaded back
       const long long n = std::min({r->remaining_prefill(), chunk, budget});
       out.push_back({r, n});
       budget -= n;
@@ -60,6 +62,7 @@ class ShortestFirst final : public BatchScheduler {
       }
       it = waiting.erase(it);
       running.push_back(r);
+      if (r->loading) continue;
       const long long n = std::min({r->remaining_prefill(), chunk, budget});
       out.push_back({r, n});
       budget -= n;

@@ -23,7 +23,8 @@ class BatchScheduler {
   /// Fills `out` with at most `budget` tokens for one DP rank: requests already prefilling
   /// (`running`, in start order) continue first; then requests from `waiting` start, each only if
   /// `admit(r)` reserves its KV (false: it stays queued). A request gets at most `chunk` tokens per
-  /// step. Admitted requests move from `waiting` to the back of `running`.
+  /// step. Admitted requests move from `waiting` to the back of `running`; a request whose KV is
+  /// being loaded back (`loading`) is skipped until it is ready.
   virtual void form_prefill_batch(std::deque<ReqState*>& running, std::deque<ReqState*>& waiting, long long budget, long long chunk,
                                   const std::function<bool(ReqState*)>& admit, std::vector<PrefillItem>& out) = 0;
 };

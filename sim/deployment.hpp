@@ -5,6 +5,7 @@
 #include "costmodels/gpu_spec.hpp"
 #include "costmodels/model_spec.hpp"
 #include "costmodels/step_cost.hpp"
+#include "sim/kv_store.hpp"
 #include "topology/cluster_spec.hpp"
 
 #include <string>
@@ -53,6 +54,7 @@ struct DeploymentSpec {
   double reserved_bytes_per_gpu = 2.0 * (1ULL << 30);  ///< CUDA context, cuBLAS/NCCL/EP buffers (assumption)
   SloSpec slo;
   PrefixCacheSpec prefix_cache;
+  TierSpec kv_tiers;  ///< session KV offload to host DRAM / storage (disabled by default)
 };
 
 /// Where one GPU's HBM goes (bytes).

@@ -39,11 +39,17 @@ struct RequestRecord {
   RequestStatus status = RequestStatus::in_flight;
   std::string reason;          ///< rejected: why; in_flight: the phase it was in at the horizon
   double arrival_s = 0;
+  double admit_s = -1;                              ///< KV reserved on a prefill rank
+  double load_start_s = -1, load_end_s = -1;        ///< load-back of the session's KV from L2/L3
   double prefill_start_s = -1, prefill_end_s = -1;  ///< first chunk start, last chunk end
   double transfer_start_s = -1;                     ///< -1: no transfer (output of 1 token)
   double first_token_s = -1, done_s = -1;
   long long input_tokens = 0, output_tokens = 0, cached_tokens = 0, generated_tokens = 0;
+  long long loaded_tokens = 0;  ///< of cached_tokens, loaded back from the store
+  int load_tier = 0;            ///< 2 (host DRAM) or 3 (storage) when loaded back, else 0
   int prefill_instance = -1, decode_instance = -1;
+  long long session = -1;
+  int round = 0;
   double ttft_s() const { return first_token_s >= 0 ? first_token_s - arrival_s : -1; }
   double e2e_s() const { return done_s >= 0 ? done_s - arrival_s : -1; }
   /// mean time per output token after the first; -1 when fewer than 2 tokens
@@ -60,6 +66,24 @@ struct MemoryEvent {
   double kv_bytes_max = 0;   ///< busiest DP rank
 };
 
+/// One agent/multi-turn session, emitted when it ends (last round done, a round rejected, or the
+/// run's end). Times in seconds.
+struct SessionRecord {
+  long long session = 0;
+  RequestStatus status = RequestStatus::completed;  ///< completed: its last round completed
+  int rounds = 0;                                   ///< rounds that arrived
+  double start_s = 0, end_s = 0;                    ///< first arrival, last completion (or run end)
+  double gpu_s = 0;     ///< time its KV was on a GPU (admission on prefill → free on decode, per round)
+  double decode_s = 0;  ///< Σ (last token − first token) over rounds: W_decode
+  double idle_s = 0;    ///< Σ (next arrival − previous completion): tool/think time taken, W_idle
+};
+
+/// Occupancy of the KV store below the GPUs changed (bytes summed over nodes).
+struct TierEvent {
+  double t_s = 0;
+  double l2_bytes = 0, l3_bytes = 0;
+};
+
 class EventSink {
  public:
   virtual ~EventSink() = default;
@@ -67,6 +91,8 @@ class EventSink {
   virtual void on_transfer(const TransferEvent&) {}
   virtual void on_request(const RequestRecord&) {}
   virtual void on_memory(const MemoryEvent&) {}
+  virtual void on_session(const SessionRecord&) {}
+  virtual void on_tier(const TierEvent&) {}
   /// End of the run at simulated time t (after every request record was emitted).
   virtual void on_end(double /*t_s*/) {}
 };
@@ -79,6 +105,8 @@ class SinkFanout final : public EventSink {
   void on_transfer(const TransferEvent& e) override { for (auto* s : sinks_) s->on_transfer(e); }
   void on_request(const RequestRecord& e) override { for (auto* s : sinks_) s->on_request(e); }
   void on_memory(const MemoryEvent& e) override { for (auto* s : sinks_) s->on_memory(e); }
+  void on_session(const SessionRecord& e) override { for (auto* s : sinks_) s->on_session(e); }
+  void on_tier(const TierEvent& e) override { for (auto* s : sinks_) s->on_tier(e); }
   void on_end(double t) override { for (auto* s : sinks_) s->on_end(t); }
 
  private:

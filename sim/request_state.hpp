@@ -16,6 +16,7 @@ struct ReqState {
   int prefill_rank = -1, decode_rank = -1;
   long long prefilled = 0;  ///< prompt tokens whose KV exists on the prefill rank (cached + computed)
   int pinned_blocks = 0;    ///< prefix-cache blocks pinned while prefilling
+  bool loading = false;     ///< admitted, its session KV is being loaded back: not yet schedulable
   double kv_prefill_bytes = 0, kv_decode_bytes = 0;  ///< reserved per GPU on the prefill / decode rank
   long long remaining_prefill() const { return req.input_tokens - prefilled; }
 };

@@ -2,32 +2,25 @@
 
 #include "costmodels/memory.hpp"
 #include "sim/batch_scheduler.hpp"
+#include "sim/kv_store.hpp"
 #include "sim/prefix_cache.hpp"
 #include "sim/request_state.hpp"
 #include "sim/router.hpp"
 #include "topology/platform.hpp"
 
 #include <simgrid/s4u.hpp>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <deque>
 #include <exception>
+#include <limits>
+#include <queue>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace sg4 = simgrid::s4u;
 
 namespace servesim {
-
-namespace {
-
-// Time-weighted KV occupancy of one DP rank (bytes per GPU).
-struct RankKv {
-  double capacity = 0;
-  double reserved = 0;  // running requests
-};
-
-}  // namespace
 
 struct Simulation::Impl {
   // ---- configuration (read-only after construction)
@@ -41,16 +34,16 @@ struct Simulation::Impl {
   std::unique_ptr<Router> prefill_router, decode_router;
   std::unique_ptr<BatchScheduler> scheduler;
   double block_bytes = 0, checkpoint_bytes = 0;
+  bool exact_state_resume = false;  // per-sequence state: a stored history is resumable only at its end
 
   // ---- SimGrid
-  sg4::Engine* engine = nullptr;
   Platform platform;
 
   // ---- instances
   struct PrefillRank {
     std::deque<ReqState*> waiting, running;
     double queued_tokens = 0;
-    RankKv kv;
+    double capacity = 0, reserved = 0;  // KV bytes per GPU
     std::unique_ptr<PrefixCache> cache;
     std::vector<PrefillItem> items;
   };
@@ -61,10 +54,10 @@ struct Simulation::Impl {
     bool idle = false;
   };
   struct DecodeRank {
-    std::deque<ReqState*> ready;     // admitted, waiting for a batch slot
-    std::vector<ReqState*> active;   // in the running batch
-    RankKv kv;
-    int admitted = 0;                // ready + active + in transfer
+    std::deque<ReqState*> ready;    // admitted, waiting for a batch slot
+    std::vector<ReqState*> active;  // in the running batch
+    double capacity = 0, reserved = 0;
+    int admitted = 0;  // ready + active + in transfer
   };
   struct DecodeInst {
     int id = 0, first_gpu = 0;
@@ -76,11 +69,22 @@ struct Simulation::Impl {
   std::vector<DecodeInst> decode;
   std::vector<std::vector<SeqWork>> pwork, dwork;
 
-  // ---- requests
+  // ---- requests and sessions
+  struct SessionState {
+    double start_s = 0, last_done_s = -1, gpu_s = 0, decode_s = 0, idle_s = 0;
+    int rounds = 0;
+  };
   std::unordered_map<std::uint64_t, std::unique_ptr<ReqState>> live;
+  std::unordered_map<long long, SessionState> sessions;
   std::deque<ReqState*> pending_decode;  // prefilled, waiting for KV room on a decode rank
-  sg4::ActorPtr arrivals_actor;
-  bool arrivals_done = false;
+  struct Later {
+    bool operator()(const Request& a, const Request& b) const { return a.arrival_s != b.arrival_s ? a.arrival_s > b.arrival_s : a.id > b.id; }
+  };
+  std::priority_queue<Request, std::vector<Request>, Later> followups;  // next rounds of sessions
+  std::unordered_set<std::uint64_t> seen_blocks;                        // trace-level reuse
+  std::unique_ptr<KvStore> store;
+  sg4::MutexPtr arrivals_mutex;
+  sg4::ConditionVariablePtr arrivals_cv;
   std::exception_ptr source_error;
   RunTotals totals;
 
@@ -88,16 +92,16 @@ struct Simulation::Impl {
       : d(std::move(dd)), source(std::move(src)), cost(std::move(c)), sink(s), opt(std::move(o)) {
     pmem = plan_gpu_memory(d, d.prefill);
     dmem = plan_gpu_memory(d, d.decode);
-    ClusterSpec cl = d.cluster;
-    const FabricParams fabric = fabric_params(cl, d.gpu);
+    const FabricParams fabric = fabric_params(d.cluster, d.gpu);
     pstep = std::make_unique<StepCostModel>(d.model, cost, fabric, d.prefill.shape(), d.prefill.step_overhead_s);
     dstep = std::make_unique<StepCostModel>(d.model, cost, fabric, d.decode.shape(), d.decode.step_overhead_s);
     prefill_router = make_router(d.router);
     decode_router = make_router(d.decode_router);
     scheduler = make_batch_scheduler(d.batch_scheduler);
-    const KvFootprint fp = kv_footprint(d.model, d.prefill.attn_tp);
-    block_bytes = fp.per_token_bytes * d.prefix_cache.block_tokens;
+    block_bytes = kv_footprint(d.model, d.prefill.attn_tp).per_token_bytes * d.prefix_cache.block_tokens;
     checkpoint_bytes = resume_state_bytes(d.model, d.prefill.attn_tp, d.prefix_cache.block_tokens);
+    exact_state_resume = kv_footprint(d.model, 1).per_seq_bytes > 0;
+    if (d.kv_tiers.enabled) store = std::make_unique<KvStore>(d.kv_tiers, d.cluster.nodes);
   }
 
   // ------------------------------------------------------------------ helpers
@@ -107,11 +111,56 @@ struct Simulation::Impl {
   double cached_bytes(long long tokens) const {
     return kv_bytes(d.model, tokens, d.prefill.attn_tp) - kv_bytes(d.model, 0, d.prefill.attn_tp);
   }
+  int node_of(int gpu) const { return gpu / d.gpu.gpus_per_node; }
   static void wake(sg4::ActorPtr& a, bool& idle) {
     if (idle && a) {
       idle = false;
       a->resume();
     }
+  }
+  PrefillRank& prank(const ReqState* r) { return prefill[static_cast<size_t>(r->rec.prefill_instance)].ranks[static_cast<size_t>(r->prefill_rank)]; }
+  int prefill_gpu0(const ReqState* r) const {
+    return prefill[static_cast<size_t>(r->rec.prefill_instance)].first_gpu + r->prefill_rank * d.prefill.attn_tp;
+  }
+
+  // Flows run in a pool of long-lived worker actors (one blocking SimGrid communication each, then
+  // the completion callback in that actor), so that millions of flows do not create millions of
+  // actors. A worker with nothing to do suspends itself until the next submit.
+  struct FlowWorker {
+    sg4::ActorPtr actor;
+    std::function<void()> job;
+  };
+  std::vector<std::unique_ptr<FlowWorker>> workers;
+  std::vector<FlowWorker*> idle_workers;
+
+  void submit_flow(sg4::Host* src, sg4::Host* dst, double bytes, std::function<void()> done) {
+    auto job = [src, dst, bytes, done = std::move(done)] {
+      sg4::Comm::sendto(src, dst, static_cast<uint64_t>(std::max(1.0, bytes)));
+      done();
+    };
+    if (!idle_workers.empty()) {
+      FlowWorker* w = idle_workers.back();
+      idle_workers.pop_back();
+      w->job = std::move(job);
+      w->actor->resume();
+      return;
+    }
+    workers.push_back(std::make_unique<FlowWorker>());
+    FlowWorker* w = workers.back().get();
+    w->job = std::move(job);
+    w->actor = sg4::Actor::create("flow" + std::to_string(workers.size()), platform.frontend, [this, w] {
+      for (;;) {
+        if (w->job) {
+          auto j = std::move(w->job);
+          w->job = nullptr;
+          j();
+          continue;
+        }
+        idle_workers.push_back(w);
+        sg4::this_actor::suspend();
+      }
+    });
+    w->actor->daemonize();
   }
 
   void emit_memory(Role role, int inst) {
@@ -120,18 +169,42 @@ struct Simulation::Impl {
     double sum = 0, mx = 0;
     size_t n = 0;
     if (role == Role::prefill) {
-      for (const auto& r : prefill[inst].ranks) {
-        const double u = r.kv.reserved + (r.cache ? r.cache->bytes() : 0.0);
+      for (const auto& r : prefill[static_cast<size_t>(inst)].ranks) {
+        const double u = r.reserved + (r.cache ? r.cache->bytes() : 0.0);
         sum += u, mx = std::max(mx, u), ++n;
       }
     } else {
-      for (const auto& r : decode[inst].ranks) sum += r.kv.reserved, mx = std::max(mx, r.kv.reserved), ++n;
+      for (const auto& r : decode[static_cast<size_t>(inst)].ranks) sum += r.reserved, mx = std::max(mx, r.reserved), ++n;
     }
     e.kv_bytes_mean = sum / static_cast<double>(n);
     e.kv_bytes_max = mx;
     sink.on_memory(e);
   }
+  void emit_tiers() {
+    if (store) sink.on_tier({now(), store->bytes(KvStore::Tier::l2), store->bytes(KvStore::Tier::l3)});
+  }
 
+  void notify_arrivals() {
+    if (arrivals_cv) arrivals_cv->notify_all();
+  }
+
+  void end_session(long long id, RequestStatus status) {
+    auto it = sessions.find(id);
+    if (it == sessions.end()) return;
+    const SessionState& s = it->second;
+    SessionRecord rec;
+    rec.session = id, rec.status = status, rec.rounds = s.rounds, rec.start_s = s.start_s;
+    rec.end_s = status == RequestStatus::in_flight ? now() : s.last_done_s;
+    rec.gpu_s = s.gpu_s, rec.decode_s = s.decode_s, rec.idle_s = s.idle_s;
+    sink.on_session(rec);
+    sessions.erase(it);
+    if (store && store->find(id)) {
+      store->release(id, now());  // the session will not come back
+      emit_tiers();
+    }
+  }
+
+  // Ends a request (completed or rejected). A session continues with its next round, if any.
   void end_request(ReqState* r, RequestStatus status, std::string reason) {
     r->phase = ReqPhase::done;
     r->rec.status = status;
@@ -139,137 +212,259 @@ struct Simulation::Impl {
     sink.on_request(r->rec);
     if (status == RequestStatus::completed) ++totals.completed;
     if (status == RequestStatus::rejected) ++totals.rejected;
+    if (r->req.session >= 0) {
+      SessionState& s = sessions[r->req.session];
+      if (status == RequestStatus::completed) {
+        s.last_done_s = now();
+        if (r->rec.first_token_s >= 0) s.decode_s += now() - r->rec.first_token_s;
+      }
+      Request done = r->req;
+      if (status != RequestStatus::completed) done.last_round = true;  // a rejected round ends its session
+      std::optional<Request> next;
+      try {
+        next = source->follow_up(done, now());
+      } catch (...) {
+        if (!source_error) source_error = std::current_exception();
+      }
+      if (done.last_round) end_session(r->req.session, status);
+      if (next) {
+        followups.push(std::move(*next));
+        notify_arrivals();
+      }
+    }
     live.erase(r->req.id);  // frees r
-    if (arrivals_done && live.empty() && arrivals_actor) arrivals_actor->resume();
+    if (live.empty()) notify_arrivals();
   }
 
   // ------------------------------------------------------------------ build
-  void build(sg4::Engine& e) {
-    engine = &e;
+  void build() {
     configure_network_model();
-    platform = build_platform(d.cluster, d.gpu);
     const int per_node = d.gpu.gpus_per_node;
-    int gpu = 0;
+    std::vector<GpuGroup> groups;  // attention-TP groups: each moves its KV as one flow
+    {
+      int g = 0;
+      for (int i = 0; i < d.prefill.instances; ++i, g += d.prefill.ep)
+        for (int r = 0; r < d.prefill.shape().dp(); ++r) groups.push_back({g + r * d.prefill.attn_tp, d.prefill.attn_tp});
+      g = (g + per_node - 1) / per_node * per_node;
+      for (int i = 0; i < d.decode.instances; ++i, g += d.decode.ep)
+        for (int r = 0; r < d.decode.shape().dp(); ++r) groups.push_back({g + r * d.decode.attn_tp, d.decode.attn_tp});
+    }
+    platform = build_platform(d.cluster, d.gpu, d.kv_tiers.storage_bytes_per_s > 0 ? d.kv_tiers.storage_bytes_per_s : 25e9,
+                              d.kv_tiers.storage_latency_s, groups);
+    int g = 0;
     for (int i = 0; i < d.prefill.instances; ++i) {
       PrefillInst p;
-      p.id = i, p.first_gpu = gpu;
-      gpu += d.prefill.ep;
+      p.id = i, p.first_gpu = g;
+      g += d.prefill.ep;
       for (int r = 0; r < d.prefill.shape().dp(); ++r) {
         PrefillRank pr;
-        pr.kv.capacity = pmem.kv_budget;
+        pr.capacity = pmem.kv_budget;
         if (d.prefix_cache.enabled)
           pr.cache = std::make_unique<PrefixCache>(d.prefix_cache.block_tokens, block_bytes, checkpoint_bytes, make_eviction_policy(d.eviction));
         p.ranks.push_back(std::move(pr));
       }
       prefill.push_back(std::move(p));
     }
-    gpu = (gpu + per_node - 1) / per_node * per_node;  // decode pool starts on a node boundary
+    g = (g + per_node - 1) / per_node * per_node;  // decode pool starts on a node boundary
     for (int i = 0; i < d.decode.instances; ++i) {
       DecodeInst q;
-      q.id = i, q.first_gpu = gpu;
-      gpu += d.decode.ep;
+      q.id = i, q.first_gpu = g;
+      g += d.decode.ep;
       q.ranks.resize(static_cast<size_t>(d.decode.shape().dp()));
-      for (auto& r : q.ranks) r.kv.capacity = dmem.kv_budget;
+      for (auto& r : q.ranks) r.capacity = dmem.kv_budget;
       decode.push_back(std::move(q));
     }
     pwork.resize(static_cast<size_t>(d.prefill.shape().dp()));
     dwork.resize(static_cast<size_t>(d.decode.shape().dp()));
     for (auto& p : prefill) {
-      p.actor = sg4::Actor::create("prefill" + std::to_string(p.id), platform.gpus[static_cast<size_t>(p.first_gpu)],
-                                   [this, &p] { prefill_loop(p); });
+      p.actor = sg4::Actor::create("prefill" + std::to_string(p.id), platform.gpus[static_cast<size_t>(p.first_gpu)], [this, &p] { prefill_loop(p); });
       p.actor->daemonize();
     }
     for (auto& q : decode) {
-      q.actor = sg4::Actor::create("decode" + std::to_string(q.id), platform.gpus[static_cast<size_t>(q.first_gpu)],
-                                   [this, &q] { decode_loop(q); });
+      q.actor = sg4::Actor::create("decode" + std::to_string(q.id), platform.gpus[static_cast<size_t>(q.first_gpu)], [this, &q] { decode_loop(q); });
       q.actor->daemonize();
     }
-    arrivals_actor = sg4::Actor::create("arrivals", platform.frontend, [this] { arrival_loop(); });
+    arrivals_mutex = sg4::Mutex::create();
+    arrivals_cv = sg4::ConditionVariable::create();
+    sg4::Actor::create("arrivals", platform.frontend, [this] { arrival_loop(); });
   }
 
   // ------------------------------------------------------------------ arrivals and routing
   void arrival_loop() {
-    std::vector<PrefillCandidate> cand;
+    std::unique_lock lock(*arrivals_mutex);
+    std::optional<Request> open;
+    bool open_done = false;
+    const double inf = std::numeric_limits<double>::infinity();
+    const double horizon = opt.horizon_s > 0 ? opt.horizon_s : inf;
     for (;;) {
-      std::optional<Request> next;
-      try {
-        next = source->next();
-      } catch (...) {
-        source_error = std::current_exception();
-        break;
-      }
-      if (!next) break;
-      if (opt.horizon_s > 0 && next->arrival_s > opt.horizon_s) break;
-      if (next->arrival_s > now()) sg4::this_actor::sleep_until(next->arrival_s);
-      auto owned = std::make_unique<ReqState>();
-      ReqState* r = owned.get();
-      r->req = std::move(*next);
-      r->rec.id = r->req.id;
-      r->rec.arrival_s = now();
-      r->rec.input_tokens = r->req.input_tokens;
-      r->rec.output_tokens = r->req.output_tokens;
-      live.emplace(r->req.id, std::move(owned));
-      ++totals.arrivals;
-      // requests that can never run are rejected now, with the reason
-      const long long ctx = r->req.input_tokens + r->req.output_tokens;
-      if (ctx > d.model.max_context_tokens) {
-        end_request(r, RequestStatus::rejected, "context " + std::to_string(ctx) + " tokens exceeds the model's " +
-                                                    std::to_string(d.model.max_context_tokens));
-        continue;
-      }
-      if (kv_prompt(r->req) > pmem.kv_budget) {
-        end_request(r, RequestStatus::rejected, "prompt KV exceeds a prefill rank's KV budget");
-        continue;
-      }
-      if (kv_whole(r->req) > dmem.kv_budget) {
-        end_request(r, RequestStatus::rejected, "prompt+output KV exceeds a decode rank's KV budget");
-        continue;
-      }
-      cand.clear();
-      for (auto& p : prefill)
-        for (size_t k = 0; k < p.ranks.size(); ++k) {
-          const auto& pr = p.ranks[k];
-          const long long hit = pr.cache ? static_cast<long long>(pr.cache->match(r->req)) * d.prefix_cache.block_tokens : 0;
-          cand.push_back({p.id, static_cast<int>(k), pr.queued_tokens, hit});
+      if (!open && !open_done) {
+        try {
+          open = source->next();
+        } catch (...) {
+          source_error = std::current_exception();
         }
-      const PrefillCandidate& c = cand[prefill_router->pick_prefill(r->req, cand)];
-      PrefillInst& p = prefill[static_cast<size_t>(c.instance)];
-      PrefillRank& pr = p.ranks[static_cast<size_t>(c.rank)];
-      r->rec.prefill_instance = p.id;
-      r->prefill_rank = c.rank;
-      pr.waiting.push_back(r);
-      pr.queued_tokens += static_cast<double>(r->req.input_tokens);
-      wake(p.actor, p.idle);
+        if (!open) open_done = true;
+      }
+      const double t_open = open ? open->arrival_s : inf;
+      const double t_follow = followups.empty() ? inf : followups.top().arrival_s;
+      const double t = std::min(t_open, t_follow);
+      if (source_error) break;
+      if (t > horizon || t == inf) {
+        // nothing (more) arrives before the horizon: wait for running work, or a follow-up, to end
+        if (live.empty() && (t == inf || followups.empty() || t_follow > horizon) && (open_done || t_open > horizon)) break;
+        arrivals_cv->wait(lock);
+        continue;
+      }
+      if (t > now()) {
+        arrivals_cv->wait_until(lock, t);
+        continue;
+      }
+      Request req;
+      if (t_follow < t_open || (t_follow == t_open && followups.top().id < open->id)) {
+        req = followups.top();
+        followups.pop();
+      } else {
+        req = std::move(*open);
+        open.reset();
+      }
+      admit_arrival(std::move(req));
     }
-    arrivals_done = true;
-    if (!live.empty()) sg4::this_actor::suspend();  // resumed by the last request's end
+  }
+
+  long long store_tokens_for(const Request& r) const {
+    if (!store || r.session < 0) return 0;
+    const KvStore::Object* o = store->find(r.session);
+    if (!o) return 0;
+    // a stored history with per-sequence state (KDA, windows) resumes only at its exact end
+    const long long usable = exact_state_resume ? (r.history_tokens >= o->tokens ? o->tokens : 0) : std::min(o->tokens, r.history_tokens);
+    return std::min(usable, r.input_tokens - 1);
+  }
+
+  void admit_arrival(Request req) {
+    auto owned = std::make_unique<ReqState>();
+    ReqState* r = owned.get();
+    r->req = std::move(req);
+    r->rec.id = r->req.id;
+    r->rec.arrival_s = now();
+    r->rec.input_tokens = r->req.input_tokens;
+    r->rec.output_tokens = r->req.output_tokens;
+    r->rec.session = r->req.session;
+    r->rec.round = r->req.round;
+    live.emplace(r->req.id, std::move(owned));
+    ++totals.arrivals;
+    // the workload's own reuse: blocks an earlier arrival carried (unlimited cache, arrival order)
+    if (r->req.session < 0) {  // (sessions reuse their history by construction; not tracked per block)
+      for (auto h : r->req.block_hashes) totals.trace_reuse_blocks += !seen_blocks.insert(h).second;
+      totals.trace_blocks += static_cast<long long>(r->req.block_hashes.size());
+    }
+    if (r->req.session >= 0) {
+      auto [it, fresh] = sessions.try_emplace(r->req.session);
+      SessionState& s = it->second;
+      if (fresh) s.start_s = now(), ++totals.sessions;
+      else if (s.last_done_s >= 0) s.idle_s += now() - s.last_done_s;
+      ++s.rounds;
+    }
+    // requests that can never run are rejected now, with the reason
+    const long long ctx = r->req.input_tokens + r->req.output_tokens;
+    if (ctx > d.model.max_context_tokens) {
+      end_request(r, RequestStatus::rejected, "context " + std::to_string(ctx) + " tokens exceeds the model's " + std::to_string(d.model.max_context_tokens));
+      return;
+    }
+    if (kv_prompt(r->req) > pmem.kv_budget) {
+      end_request(r, RequestStatus::rejected, "prompt KV exceeds a prefill rank's KV budget");
+      return;
+    }
+    if (kv_whole(r->req) > dmem.kv_budget) {
+      end_request(r, RequestStatus::rejected, "prompt+output KV exceeds a decode rank's KV budget");
+      return;
+    }
+    const long long from_store = store_tokens_for(r->req);
+    std::vector<PrefillCandidate> cand;
+    const bool cache_aware = d.router == "cache_aware";
+    for (auto& p : prefill)
+      for (size_t k = 0; k < p.ranks.size(); ++k) {
+        const auto& pr = p.ranks[k];
+        const long long hit = cache_aware && pr.cache ? pr.cache->match(r->req).tokens : 0;
+        cand.push_back({p.id, static_cast<int>(k), pr.queued_tokens, std::max(hit, from_store)});
+      }
+    const PrefillCandidate& c = cand[prefill_router->pick_prefill(r->req, cand)];
+    PrefillInst& p = prefill[static_cast<size_t>(c.instance)];
+    PrefillRank& pr = p.ranks[static_cast<size_t>(c.rank)];
+    r->rec.prefill_instance = p.id;
+    r->prefill_rank = c.rank;
+    pr.waiting.push_back(r);
+    pr.queued_tokens += static_cast<double>(r->req.input_tokens);
+    wake(p.actor, p.idle);
   }
 
   // ------------------------------------------------------------------ prefill
   bool admit_prefill(PrefillRank& pr, ReqState* r) {
-    int blocks = pr.cache ? pr.cache->match(r->req) : 0;
-    const long long hit = static_cast<long long>(blocks) * d.prefix_cache.block_tokens;
+    const PrefixMatch m = pr.cache ? pr.cache->match(r->req) : PrefixMatch{};
+    const long long from_store = store_tokens_for(r->req);
+    const bool load = from_store > m.tokens;
+    const long long hit = load ? 0 : m.tokens;
+    const int pin = load ? 0 : m.pin_blocks;
     const double need = kv_prompt(r->req) - cached_bytes(hit);
-    if (pr.cache) pr.cache->pin(r->req, blocks);
-    double free = pr.kv.capacity - pr.kv.reserved - (pr.cache ? pr.cache->bytes() : 0.0);
+    if (pr.cache) pr.cache->pin(r->req, pin);
+    double free = pr.capacity - pr.reserved - (pr.cache ? pr.cache->bytes() : 0.0);
     if (free < need && pr.cache) free += pr.cache->evict(need - free);
     if (free < need) {
-      if (pr.cache) pr.cache->unpin(r->req, blocks, now());
+      if (pr.cache) pr.cache->unpin(r->req, pin, now());
       return false;
     }
-    pr.kv.reserved += need;
+    pr.reserved += need;
     r->kv_prefill_bytes = need;
-    r->pinned_blocks = blocks;
-    r->prefilled = hit;
-    r->rec.cached_tokens = hit;
-    r->rec.prefill_start_s = now();
+    r->pinned_blocks = pin;
+    r->rec.admit_s = now();
     r->phase = ReqPhase::prefill;
-    pr.queued_tokens -= static_cast<double>(hit);
     if (pr.cache) {
-      totals.prefix_lookup_blocks += r->req.input_tokens / d.prefix_cache.block_tokens;
-      totals.prefix_hit_blocks += blocks;
+      totals.prefix_lookup_blocks += static_cast<long long>(r->req.block_hashes.size());
+      totals.prefix_hit_blocks += m.present_blocks;
+    }
+    totals.prompt_tokens_admitted += r->req.input_tokens;
+    if (load) {
+      start_load(r, from_store);
+    } else {
+      r->prefilled = hit;
+      r->rec.cached_tokens = hit;
+      totals.tokens_l1 += hit;
+      pr.queued_tokens -= static_cast<double>(hit);
+      // a stored history this round does not use is stale now
+      if (store && r->req.session >= 0 && store->find(r->req.session)) {
+        store->release(r->req.session, now());
+        emit_tiers();
+      }
     }
     return true;
+  }
+
+  // Load-back of a session's stored KV (L2 host DRAM or L3 storage of some node) into the prefill
+  // rank's GPUs: one flow per attention-TP rank (each needs the replicated caches and its share of
+  // the states). The request joins the batch when the flows end.
+  void start_load(ReqState* r, long long tokens) {
+    const KvStore::Object o = store->take_for_load(r->req.session);
+    r->loading = true;
+    r->rec.load_start_s = now();
+    r->rec.load_tier = static_cast<int>(o.tier);
+    sg4::Host* src = o.tier == KvStore::Tier::l2 ? platform.cpus[static_cast<size_t>(o.node)] : platform.storage[static_cast<size_t>(o.node)];
+    const int tp = d.prefill.attn_tp;
+    const double bytes = kv_bytes(d.model, tokens, tp) * tp;  // every TP rank needs its copy
+    (o.tier == KvStore::Tier::l2 ? totals.load_l2_bytes : totals.load_l3_bytes) += bytes;
+    ++(o.tier == KvStore::Tier::l2 ? totals.loads_l2 : totals.loads_l3);
+    submit_flow(src, platform.endpoint(prefill_gpu0(r)), bytes, [this, r, tokens, tier = o.tier] {
+      store->release(r->req.session, now());
+      emit_tiers();
+      r->loading = false;
+      r->rec.load_end_s = now();
+      r->prefilled = tokens;
+      r->rec.cached_tokens = tokens;
+      r->rec.loaded_tokens = tokens;
+      (tier == KvStore::Tier::l2 ? totals.tokens_l2 : totals.tokens_l3) += tokens;
+      PrefillRank& pr = prank(r);
+      pr.queued_tokens -= static_cast<double>(tokens);
+      PrefillInst& p = prefill[static_cast<size_t>(r->rec.prefill_instance)];
+      wake(p.actor, p.idle);
+    });
   }
 
   void prefill_loop(PrefillInst& p) {
@@ -288,15 +483,16 @@ struct Simulation::Impl {
       }
       emit_memory(Role::prefill, p.id);
       long long seqs = 0, tokens = 0;
+      const double start = now();
       for (size_t k = 0; k < p.ranks.size(); ++k) {
         pwork[k].clear();
         for (const auto& it : p.ranks[k].items) {
+          if (it.req->rec.prefill_start_s < 0) it.req->rec.prefill_start_s = start;
           pwork[k].push_back({it.tokens, it.req->prefilled, it.req->prefilled + it.tokens == it.req->req.input_tokens});
           ++seqs, tokens += it.tokens;
         }
       }
       const StepTime st = pstep->step(pwork, Phase::prefill);
-      const double start = now();
       sg4::this_actor::sleep_for(st.total_s);
       ++totals.prefill_steps;
       sink.on_step({Role::prefill, p.id, start, now(), seqs, tokens, st});
@@ -314,16 +510,16 @@ struct Simulation::Impl {
   }
 
   void release_prefill_kv(ReqState* r) {
-    PrefillInst& p = prefill[static_cast<size_t>(r->rec.prefill_instance)];
-    PrefillRank& pr = p.ranks[static_cast<size_t>(r->prefill_rank)];
-    pr.kv.reserved -= r->kv_prefill_bytes;
+    PrefillRank& pr = prank(r);
+    pr.reserved -= r->kv_prefill_bytes;
     r->kv_prefill_bytes = 0;
     if (pr.cache) {
       pr.cache->release_and_insert(r->req, r->pinned_blocks, now());
-      const double over = pr.kv.reserved + pr.cache->bytes() - pr.kv.capacity;
+      const double over = pr.reserved + pr.cache->bytes() - pr.capacity;
       if (over > 0) pr.cache->evict(over);
     }
-    emit_memory(Role::prefill, p.id);
+    emit_memory(Role::prefill, r->rec.prefill_instance);
+    PrefillInst& p = prefill[static_cast<size_t>(r->rec.prefill_instance)];
     wake(p.actor, p.idle);
   }
 
@@ -333,6 +529,7 @@ struct Simulation::Impl {
       r->rec.first_token_s = r->rec.done_s = now();
       r->rec.generated_tokens = 1;
       release_prefill_kv(r);
+      gpu_released(r);
       end_request(r, RequestStatus::completed, "");
       return;
     }
@@ -351,14 +548,14 @@ struct Simulation::Impl {
       for (auto& q : decode)
         for (size_t k = 0; k < q.ranks.size(); ++k) {
           const auto& dr = q.ranks[k];
-          const double free = dr.kv.capacity - dr.kv.reserved;
+          const double free = dr.capacity - dr.reserved;
           if (free >= need) cand.push_back({q.id, static_cast<int>(k), free, dr.admitted});
         }
       if (cand.empty()) return;  // FIFO: the head waits for room, and so do those behind it
       const DecodeCandidate& c = cand[decode_router->pick_decode(r->req, cand)];
       DecodeInst& q = decode[static_cast<size_t>(c.instance)];
       DecodeRank& dr = q.ranks[static_cast<size_t>(c.rank)];
-      dr.kv.reserved += need;
+      dr.reserved += need;
       ++dr.admitted;
       r->kv_decode_bytes = need;
       r->rec.decode_instance = q.id;
@@ -369,24 +566,20 @@ struct Simulation::Impl {
     }
   }
 
+  int decode_gpu0(const ReqState* r) const {
+    return decode[static_cast<size_t>(r->rec.decode_instance)].first_gpu + r->decode_rank * d.decode.attn_tp;
+  }
+
   void start_transfer(ReqState* r) {
     r->phase = ReqPhase::transfer;
     r->rec.transfer_start_s = now();
-    const int tp_p = d.prefill.attn_tp, tp_d = d.decode.attn_tp;
-    const int src0 = prefill[static_cast<size_t>(r->rec.prefill_instance)].first_gpu + r->prefill_rank * tp_p;
-    const int dst0 = decode[static_cast<size_t>(r->rec.decode_instance)].first_gpu + r->decode_rank * tp_d;
-    // one flow per decode TP rank: each needs the replicated latent/compressed KV and its share of
-    // the sharded recurrent states
-    const double bytes = kv_bytes(d.model, r->req.input_tokens, tp_d);
-    sg4::Host* src_host = platform.gpus[static_cast<size_t>(src0)];
-    sg4::Actor::create("kv" + std::to_string(r->req.id), src_host, [this, r, src0, dst0, tp_p, tp_d, bytes] {
-      std::vector<sg4::CommPtr> comms;
-      for (int j = 0; j < tp_d; ++j)
-        comms.push_back(sg4::Comm::sendto_async(platform.gpus[static_cast<size_t>(src0 + j % tp_p)],
-                                                platform.gpus[static_cast<size_t>(dst0 + j)], bytes));
-      sg4::Comm::wait_all(comms);
-      transfer_done(r, bytes * tp_d, src0 / d.gpu.gpus_per_node != dst0 / d.gpu.gpus_per_node);
-    });
+    const int tp_d = d.decode.attn_tp;
+    const int src0 = prefill_gpu0(r), dst0 = decode_gpu0(r);
+    // every decode TP rank needs the replicated latent/compressed KV and its share of the sharded
+    // recurrent states: one flow between the two TP groups' endpoints carries all of it
+    const double bytes = kv_bytes(d.model, r->req.input_tokens, tp_d) * tp_d;
+    const bool inter = node_of(src0) != node_of(dst0);
+    submit_flow(platform.endpoint(src0), platform.endpoint(dst0), bytes, [this, r, bytes, inter] { transfer_done(r, bytes, inter); });
   }
 
   void transfer_done(ReqState* r, double bytes, bool inter_node) {
@@ -401,7 +594,62 @@ struct Simulation::Impl {
     wake(q.actor, q.idle);
   }
 
+  // The round's KV left the GPUs: account its GPU residency to the session.
+  void gpu_released(const ReqState* r) {
+    if (r->req.session < 0) return;
+    auto it = sessions.find(r->req.session);
+    if (it != sessions.end() && r->rec.admit_s >= 0) it->second.gpu_s += now() - r->rec.admit_s;
+  }
+
   // ------------------------------------------------------------------ decode
+  void free_decode_kv(ReqState* r) {
+    DecodeInst& q = decode[static_cast<size_t>(r->rec.decode_instance)];
+    DecodeRank& dr = q.ranks[static_cast<size_t>(r->decode_rank)];
+    dr.reserved -= r->kv_decode_bytes;
+    --dr.admitted;
+    r->kv_decode_bytes = 0;
+    emit_memory(Role::decode, q.id);
+    dispatch_pending();
+  }
+
+  void finish_round(ReqState* r) {
+    r->rec.done_s = now();
+    const bool offload = store && r->req.session >= 0 && !r->req.last_round;
+    if (!offload) {
+      free_decode_kv(r);
+      gpu_released(r);
+      end_request(r, RequestStatus::completed, "");
+      return;
+    }
+    // Offload the session's history (prompt + output) to the decode node's host DRAM while it
+    // waits for its next round: one copy, read from the TP ranks' GPUs in parallel over PCIe.
+    const long long tokens = r->req.input_tokens + r->req.output_tokens;
+    const double total = kv_bytes(d.model, tokens, 1);
+    const int g0 = decode_gpu0(r), node = node_of(g0);
+    ++totals.offloads;
+    totals.offload_bytes += total;
+    // the request completes for the user now; its KV stays on the GPU until the copy is done
+    const long long session = r->req.session;
+    ReqState copy_for_kv = *r;  // what the offload needs after r is freed
+    end_request(r, RequestStatus::completed, "");
+    auto held = std::make_shared<ReqState>(std::move(copy_for_kv));
+    submit_flow(platform.endpoint(g0), platform.cpus[static_cast<size_t>(node)], total, [this, held, session, tokens, total, node] {
+      free_decode_kv(held.get());
+      gpu_released(held.get());
+      if (!sessions.count(session)) return;  // the session ended meanwhile (e.g. the run's last round)
+      for (const auto& dm : store->put_l2(session, tokens, total, node, now())) start_demotion(dm);
+      emit_tiers();
+    });
+  }
+
+  void start_demotion(const KvStore::Demotion& dm) {
+    totals.demote_bytes += dm.bytes;
+    submit_flow(platform.cpus[static_cast<size_t>(dm.node)], platform.storage[static_cast<size_t>(dm.node)], dm.bytes, [this, dm] {
+      store->demoted(dm.session, dm.gen, now());
+      emit_tiers();
+    });
+  }
+
   void decode_loop(DecodeInst& q) {
     for (;;) {
       bool any = false;
@@ -427,8 +675,7 @@ struct Simulation::Impl {
       sg4::this_actor::sleep_for(st.total_s);
       ++totals.decode_steps;
       sink.on_step({Role::decode, q.id, start, now(), seqs, seqs, st});
-      bool freed = false;
-      for (auto& dr : q.ranks) {
+      for (auto& dr : q.ranks)
         for (size_t i = 0; i < dr.active.size();) {
           ReqState* r = dr.active[i];
           if (++r->rec.generated_tokens < r->req.output_tokens) {
@@ -437,17 +684,8 @@ struct Simulation::Impl {
           }
           dr.active[i] = dr.active.back();
           dr.active.pop_back();
-          dr.kv.reserved -= r->kv_decode_bytes;
-          --dr.admitted;
-          r->rec.done_s = now();
-          end_request(r, RequestStatus::completed, "");
-          freed = true;
+          finish_round(r);
         }
-      }
-      if (freed) {
-        emit_memory(Role::decode, q.id);
-        dispatch_pending();
-      }
     }
   }
 
@@ -460,21 +698,41 @@ struct Simulation::Impl {
     int argc = static_cast<int>(argv.size());
     // SimGrid's engine is a process-wide singleton that is never torn down here (see class comment)
     auto* e = new sg4::Engine(&argc, argv.data());
-    build(*e);
+    build();
     if (opt.horizon_s > 0) e->run_until(opt.horizon_s);
     else e->run();
+    // Actors may still be blocked at the horizon: like the engine, their synchronisation objects are
+    // kept alive for the rest of the process (SimGrid aborts when they are destroyed in use).
+    new sg4::MutexPtr(arrivals_mutex);
+    new sg4::ConditionVariablePtr(arrivals_cv);
     totals.end_s = now();
-    // whatever did not end is in flight at the horizon: report each with the phase it was in
+    // whatever did not end is in flight at the end: report each with the phase it was in
     std::vector<ReqState*> rest;
     for (auto& [id, r] : live) rest.push_back(r.get());
     std::sort(rest.begin(), rest.end(), [](const ReqState* a, const ReqState* b) { return a->req.id < b->req.id; });
     for (ReqState* r : rest) {
       r->rec.status = RequestStatus::in_flight;
-      r->rec.reason = to_string(r->phase);
+      r->rec.reason = r->loading ? "loading_kv" : to_string(r->phase);
       sink.on_request(r->rec);
       ++totals.in_flight;
     }
     live.clear();
+    std::vector<long long> open_sessions;
+    for (const auto& [id, s] : sessions) open_sessions.push_back(id);
+    std::sort(open_sessions.begin(), open_sessions.end());
+    for (long long id : open_sessions) {
+      auto it = sessions.find(id);
+      SessionRecord rec;
+      rec.session = id, rec.status = RequestStatus::in_flight, rec.rounds = it->second.rounds, rec.start_s = it->second.start_s, rec.end_s = now();
+      rec.gpu_s = it->second.gpu_s, rec.decode_s = it->second.decode_s, rec.idle_s = it->second.idle_s;
+      sink.on_session(rec);
+    }
+    sessions.clear();
+    if (store) {
+      totals.store_held_bytes = store->bytes(KvStore::Tier::l2) + store->bytes(KvStore::Tier::l3);
+      totals.store_left_bytes = store->left_bytes();
+      totals.store_dropped_bytes = store->dropped_bytes();
+    }
     sink.on_end(totals.end_s);
     if (source_error) std::rethrow_exception(source_error);
     return totals;

@@ -33,9 +33,18 @@ struct RunOptions {
 struct RunTotals {
   double end_s = 0;
   long long arrivals = 0, completed = 0, rejected = 0, in_flight = 0;
-  long long prefix_lookup_blocks = 0, prefix_hit_blocks = 0;  ///< whole prompt blocks looked up / served
+  long long sessions = 0;
+  /// L1 prefix cache (prefill ranks), counted at admission: prompt blocks looked up, blocks found
+  /// cached; and the trace-level reference: blocks an earlier arrival carried (arrival order,
+  /// unlimited capacity — the closed form of the workload's reuse).
+  long long prefix_lookup_blocks = 0, prefix_hit_blocks = 0, trace_reuse_blocks = 0, trace_blocks = 0;
   long long prefill_steps = 0, decode_steps = 0;
   double transfer_bytes = 0;
+  // KV store below the GPUs (sim/kv_store.hpp)
+  long long offloads = 0, loads_l2 = 0, loads_l3 = 0;
+  double offload_bytes = 0, demote_bytes = 0, load_l2_bytes = 0, load_l3_bytes = 0;
+  double store_dropped_bytes = 0, store_left_bytes = 0, store_held_bytes = 0;
+  long long tokens_l1 = 0, tokens_l2 = 0, tokens_l3 = 0, prompt_tokens_admitted = 0;
 };
 
 class Simulation {

@@ -166,8 +166,10 @@ TEST(Engine, PrefixCacheServesRepeatedPrefixes) {
   EXPECT_EQ(rec.by_id.at(0).cached_tokens, 0);
   EXPECT_EQ(rec.by_id.at(1).cached_tokens, 700);  // 7 whole blocks (block 7 of request 0 was partial: not cached)
   EXPECT_EQ(rec.by_id.at(2).cached_tokens, 0);
-  EXPECT_EQ(t.prefix_lookup_blocks, 7 + 9 + 3);
+  EXPECT_EQ(t.prefix_lookup_blocks, 8 + 9 + 3);  // every block of each prompt, the partial last ones too
   EXPECT_EQ(t.prefix_hit_blocks, 7);
+  EXPECT_EQ(t.trace_reuse_blocks, 7);  // the closed form: request 1 repeats 7 blocks request 0 carried
+  EXPECT_EQ(t.trace_blocks, 20);
 }
 
 namespace {

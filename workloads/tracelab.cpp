@@ -114,7 +114,7 @@ std::optional<Request> TraceLabReplayReader::next() {
 std::optional<Request> TraceLabReplayReader::follow_up(const Request& done, double t_done) {
   auto it = active_.find(done.session);
   if (it == active_.end()) return std::nullopt;
-  if (it->second.rows.empty()) {
+  if (it->second.rows.empty() || done.last_round) {  // last_round: the engine ended the session early
     active_.erase(it);
     return std::nullopt;
   }

@@ -59,6 +59,7 @@ int run_one(const Scenario& s, const DeploymentSpec& d, const fs::path& dir) {
     opt.horizon_s = s.horizon_s;
     auto source = make_source(s.workload, s.seed);
     const std::string workload = source->describe();
+    const RequestSource* src = source.get();
     Simulation sim(d, std::move(source), cost, fan, opt);
     const auto t0 = std::chrono::steady_clock::now();
     const RunTotals totals = sim.run();
@@ -73,7 +74,9 @@ int run_one(const Scenario& s, const DeploymentSpec& d, const fs::path& dir) {
     rep.decode_memory = sim.decode_memory();
     rep.totals = totals;
     rep.summary = metrics.summary();
-    std::ofstream(dir / "summary.json") << summary_json(rep).dump(2) << "\n";
+    nlohmann::json sj = summary_json(rep);
+    sj["requests"]["skipped_bad_rows"] = src->skipped_rows();
+    std::ofstream(dir / "summary.json") << sj.dump(2) << "\n";
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
     spdlog::info("{}: simulated {:.1f} s in {:.2f} s of wall time ({:.0f}x real time), peak RSS {} MiB; {} arrived, {} completed, {} rejected, {} in flight",
@@ -105,6 +108,7 @@ int run(const RunArgs& a) {
   if (a.time_scale > 0) s.workload.time_scale = a.time_scale;
   if (!a.cost_model.empty()) s.cost_model = a.cost_model;
   if (a.no_timeline) s.timeline = false;
+  if (a.skip_bad_rows) s.workload.skip_bad_rows = true;
   if (!a.only.empty()) {
     std::erase_if(s.deployments, [&](const DeploymentSpec& d) { return d.name != a.only; });
     if (s.deployments.empty()) {
@@ -119,11 +123,18 @@ int run(const RunArgs& a) {
     return 2;
   }
   // Read the whole workload once before anything runs: a malformed row stops here, naming it.
+  // Session traces are walked round by round too (generators are not: their rounds depend on the
+  // simulation and they are not read from files).
   long long requests = 0;
   try {
     auto src = make_source(s.workload, s.seed);
-    while (src->next()) ++requests;
-    spdlog::info("workload: {} ({} requests)", src->describe(), requests);
+    const bool walk = s.workload.kind != WorkloadSpec::Kind::synthetic && s.workload.kind != WorkloadSpec::Kind::agent;
+    while (auto r = src->next()) {
+      ++requests;
+      for (auto f = walk ? src->follow_up(*r, r->arrival_s) : std::nullopt; f; f = src->follow_up(*f, f->arrival_s)) ++requests;
+    }
+    spdlog::info("workload: {} ({} {}{})", src->describe(), requests, walk || s.workload.kind == WorkloadSpec::Kind::synthetic ? "requests" : "sessions",
+                 src->skipped_rows() ? fmt::format(", {} malformed rows skipped", src->skipped_rows()) : std::string());
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 2;

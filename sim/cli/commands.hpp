@@ -17,6 +17,7 @@ struct RunArgs {
   double time_scale = -1;      ///< override the trace's time scale
   int jobs = 0;                ///< deployments simulated in parallel (0: one per core)
   bool no_timeline = false;
+  bool skip_bad_rows = false;  ///< skip and count malformed trace rows instead of stopping
   std::vector<std::string> simgrid_cfg;
 };
 

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   run->add_option("--cost-model", r.cost_model, "cost model: roofline");
   run->add_option("--jobs", r.jobs, "deployments simulated in parallel (default: one per core)");
   run->add_flag("--no-timeline", r.no_timeline, "do not write timeline.json");
+  run->add_flag("--skip-bad-rows", r.skip_bad_rows, "skip malformed trace rows (counted in summary.json) instead of stopping");
   run->add_option("--cfg", r.simgrid_cfg, "SimGrid configuration item, e.g. network/model:LV08 (repeatable)");
   std::string plan_file, topo_file;
   auto* plan = app.add_subcommand("plan", "memory per GPU, KV per request and capacity; the article's Section III next to the real configs");

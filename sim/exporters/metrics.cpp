@@ -40,6 +40,11 @@ void MetricsCollector::on_transfer(const TransferEvent& e) {
 void MetricsCollector::on_request(const RequestRecord& r) {
   ++s_.arrived;
   if (r.prefill_end_s >= 0) s_.input_tokens += r.input_tokens, s_.cached_tokens += r.cached_tokens;
+  if (r.admit_s >= 0) {
+    s_.tokens_l1 += r.cached_tokens - r.loaded_tokens;
+    if (r.load_tier == 2) s_.tokens_l2 += r.loaded_tokens;
+    if (r.load_tier == 3) s_.tokens_l3 += r.loaded_tokens;
+  }
   s_.output_tokens += r.generated_tokens;
   switch (r.status) {
     case RequestStatus::rejected:
@@ -54,6 +59,11 @@ void MetricsCollector::on_request(const RequestRecord& r) {
   }
   ++s_.completed;
   ttft_.push_back(r.ttft_s());
+  const double load = r.load_start_s >= 0 ? r.load_end_s - r.load_start_s : 0.0;
+  queue_.push_back(r.admit_s - r.arrival_s);
+  load_.push_back(load);
+  prefill_.push_back(r.prefill_end_s - (r.load_end_s >= 0 ? r.load_end_s : r.admit_s));
+  transfer_.push_back(r.first_token_s - r.prefill_end_s);
   e2e_.push_back(r.e2e_s());
   const double tpot = r.tpot_s();
   if (tpot >= 0) tpot_.push_back(tpot);
@@ -64,15 +74,35 @@ void MetricsCollector::on_request(const RequestRecord& r) {
 }
 
 void MetricsCollector::on_memory(const MemoryEvent& e) {
-  Track& t = tracks_[{static_cast<int>(e.role), e.instance}];
-  t.area += t.last_mean * (e.t_s - t.last_t);
-  t.last_t = e.t_s;
-  t.last_mean = e.kv_bytes_mean;
+  tracks_[{static_cast<int>(e.role), e.instance}].set(e.t_s, e.kv_bytes_mean);
   double& peak = e.role == Role::prefill ? s_.prefill_kv_peak : s_.decode_kv_peak;
   peak = std::max(peak, e.kv_bytes_max);
 }
 
+void MetricsCollector::on_session(const SessionRecord& e) {
+  ++s_.sessions;
+  s_.sessions_completed += e.status == RequestStatus::completed;
+  s_.session_rounds += e.rounds;
+  s_.session_life_s += e.end_s - e.start_s;
+  s_.session_gpu_s += e.gpu_s;
+  s_.session_decode_s += e.decode_s;
+  s_.session_idle_s += e.idle_s;
+}
+
+void MetricsCollector::on_tier(const TierEvent& e) {
+  l2_.set(e.t_s, e.l2_bytes);
+  l3_.set(e.t_s, e.l3_bytes);
+}
+
 void MetricsCollector::on_end(double t_s) {
+  s_.ttft_queue_s = percentiles(queue_);
+  s_.ttft_load_s = percentiles(load_);
+  s_.ttft_prefill_s = percentiles(prefill_);
+  s_.ttft_transfer_s = percentiles(transfer_);
+  l2_.set(t_s, l2_.last_mean);
+  l3_.set(t_s, l3_.last_mean);
+  s_.l2_mean = t_s > 0 ? l2_.area / t_s : 0, s_.l2_peak = l2_.peak;
+  s_.l3_mean = t_s > 0 ? l3_.area / t_s : 0, s_.l3_peak = l3_.peak;
   s_.end_s = t_s;
   s_.ttft_s = percentiles(ttft_);
   s_.tpot_s = percentiles(tpot_);
@@ -82,8 +112,7 @@ void MetricsCollector::on_end(double t_s) {
   double psum = 0, dsum = 0;
   int pn = 0, dn = 0;
   for (auto& [key, t] : tracks_) {
-    t.area += t.last_mean * (t_s - t.last_t);
-    t.last_t = t_s;
+    t.set(t_s, t.last_mean);
     const double mean = t_s > 0 ? t.area / t_s : 0.0;
     if (key.first == static_cast<int>(Role::prefill)) psum += mean, ++pn;
     else dsum += mean, ++dn;

@@ -4,6 +4,7 @@
 #include "sim/deployment.hpp"
 #include "sim/events.hpp"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -37,6 +38,17 @@ struct Summary {
   double decode_batch_mean = 0;  ///< sequences per decode step
   double comm_s = 0;             ///< Σ all-to-all / all-reduce time inside steps
   Provenance worst_source = Provenance::roofline;
+  // TTFT split of completed requests: queueing (arrival → KV reserved on a prefill rank), load-back
+  // of the session's KV from L2/L3, prefill (→ last chunk), transfer (→ first token: waiting for
+  // decode KV room + the KV transfer)
+  Percentiles ttft_queue_s, ttft_load_s, ttft_prefill_s, ttft_transfer_s;
+  // where the skipped prompt tokens came from (requests whose prefill was admitted)
+  long long tokens_l1 = 0, tokens_l2 = 0, tokens_l3 = 0;
+  // sessions
+  long long sessions = 0, sessions_completed = 0;
+  double session_rounds = 0, session_life_s = 0, session_gpu_s = 0, session_decode_s = 0, session_idle_s = 0;
+  // KV store occupancy (bytes over all nodes): time-weighted mean and peak
+  double l2_mean = 0, l2_peak = 0, l3_mean = 0, l3_peak = 0;
 };
 
 class MetricsCollector final : public EventSink {
@@ -50,16 +62,23 @@ class MetricsCollector final : public EventSink {
   void on_transfer(const TransferEvent& e) override;
   void on_request(const RequestRecord& r) override;
   void on_memory(const MemoryEvent& e) override;
+  void on_session(const SessionRecord& e) override;
+  void on_tier(const TierEvent& e) override;
   void on_end(double t_s) override;
   const Summary& summary() const { return s_; }
 
  private:
   struct Track {
-    double last_t = 0, last_mean = 0, area = 0;
+    double last_t = 0, last_mean = 0, area = 0, peak = 0;
+    void set(double t, double v) {
+      area += last_mean * (t - last_t);
+      last_t = t, last_mean = v, peak = std::max(peak, v);
+    }
   };
   SloSpec slo_;
   Summary s_;
-  std::vector<double> ttft_, tpot_, e2e_, xfer_;
+  std::vector<double> ttft_, tpot_, e2e_, xfer_, queue_, load_, prefill_, transfer_;
+  Track l2_, l3_;
   std::map<std::pair<int, int>, Track> tracks_;  // (role, instance)
   double decode_seq_sum_ = 0;
 };

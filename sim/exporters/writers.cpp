@@ -67,8 +67,9 @@ nlohmann::json pool_json(const PoolSpec& p) {
 
 RequestsCsvWriter::RequestsCsvWriter(const std::string& path) : f_(open_or_throw(path)), path_(path) {
   std::fputs(
-      "id,status,reason,arrival_s,prefill_start_s,prefill_end_s,transfer_start_s,first_token_s,done_s,ttft_ms,tpot_ms,e2e_ms,"
-      "input_tokens,cached_tokens,output_tokens,generated_tokens,prefill_instance,decode_instance\n",
+      "id,status,reason,arrival_s,admit_s,load_start_s,load_end_s,prefill_start_s,prefill_end_s,transfer_start_s,first_token_s,done_s,"
+      "ttft_ms,tpot_ms,e2e_ms,input_tokens,cached_tokens,loaded_tokens,load_tier,output_tokens,generated_tokens,prefill_instance,"
+      "decode_instance,session,round\n",
       f_);
 }
 
@@ -79,9 +80,11 @@ RequestsCsvWriter::~RequestsCsvWriter() {
 void RequestsCsvWriter::on_request(const RequestRecord& r) {
   auto t = [](double x) { return x >= 0 ? fmt::format("{:.6f}", x) : std::string(); };
   auto ms = [](double x) { return x >= 0 ? fmt::format("{:.3f}", x * 1e3) : std::string(); };
-  fmt::print(f_, "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.id, status_name(r.status), csv_quote(r.reason), t(r.arrival_s),
-             t(r.prefill_start_s), t(r.prefill_end_s), t(r.transfer_start_s), t(r.first_token_s), t(r.done_s), ms(r.ttft_s()), ms(r.tpot_s()),
-             ms(r.e2e_s()), r.input_tokens, r.cached_tokens, r.output_tokens, r.generated_tokens, r.prefill_instance, r.decode_instance);
+  fmt::print(f_, "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.id, status_name(r.status), csv_quote(r.reason),
+             t(r.arrival_s), t(r.admit_s), t(r.load_start_s), t(r.load_end_s), t(r.prefill_start_s), t(r.prefill_end_s), t(r.transfer_start_s),
+             t(r.first_token_s), t(r.done_s), ms(r.ttft_s()), ms(r.tpot_s()), ms(r.e2e_s()), r.input_tokens, r.cached_tokens, r.loaded_tokens,
+             r.load_tier, r.output_tokens, r.generated_tokens, r.prefill_instance, r.decode_instance, r.session >= 0 ? std::to_string(r.session) : "",
+             r.session >= 0 ? std::to_string(r.round) : "");
 }
 
 void RequestsCsvWriter::on_end(double) {
@@ -93,8 +96,8 @@ void RequestsCsvWriter::on_end(double) {
 TimelineWriter::TimelineWriter(const std::string& path, const std::string& title, long long max_events)
     : f_(open_or_throw(path)), path_(path), max_events_(max_events) {
   fmt::print(f_, "{{\"displayTimeUnit\":\"ms\",\"otherData\":{{\"title\":\"{}\",\"time_unit\":\"simulated microseconds\"}},\"traceEvents\":[\n", title);
-  const char* procs[] = {"", "prefill instances", "decode instances", "EP all-to-all + TP all-reduce", "KV transfers"};
-  for (int pid = 1; pid <= 4; ++pid)
+  const char* procs[] = {"", "prefill instances", "decode instances", "EP all-to-all + TP all-reduce", "KV transfers", "KV store (all nodes)"};
+  for (int pid = 1; pid <= 5; ++pid)
     write(fmt::format("{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":\"{}\"}}}}", pid, procs[pid]));
   write("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":4,\"tid\":0,\"args\":{\"name\":\"inter-node (NIC)\"}}");
   write("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":4,\"tid\":1,\"args\":{\"name\":\"intra-node (NVLink)\"}}");
@@ -138,6 +141,11 @@ void TimelineWriter::on_transfer(const TransferEvent& e) {
 void TimelineWriter::on_memory(const MemoryEvent& e) {
   write(fmt::format("{{\"ph\":\"C\",\"name\":\"KV GB per GPU\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"args\":{{\"mean\":{:.4f},\"busiest\":{:.4f}}}}}",
                     e.role == Role::prefill ? 1 : 2, e.instance, e.t_s * 1e6, e.kv_bytes_mean / 1e9, e.kv_bytes_max / 1e9));
+}
+
+void TimelineWriter::on_tier(const TierEvent& e) {
+  write(fmt::format("{{\"ph\":\"C\",\"name\":\"KV GB\",\"pid\":5,\"tid\":0,\"ts\":{:.3f},\"args\":{{\"L2 host DRAM\":{:.4f},\"L3 storage\":{:.4f}}}}}",
+                    e.t_s * 1e6, e.l2_bytes / 1e9, e.l3_bytes / 1e9));
 }
 
 void TimelineWriter::on_end(double t_s) {
@@ -192,7 +200,47 @@ nlohmann::json summary_json(const RunReport& r) {
                        {"block_tokens", d.prefix_cache.block_tokens},
                        {"block_hit_rate", lookups > 0 ? r6(r.totals.prefix_hit_blocks / lookups) : 0.0},
                        {"token_hit_rate", s.input_tokens > 0 ? r6(static_cast<double>(s.cached_tokens) / s.input_tokens) : 0.0}};
+  j["prefix_cache"]["trace_block_reuse"] = r.totals.trace_blocks > 0 ? r6(static_cast<double>(r.totals.trace_reuse_blocks) / r.totals.trace_blocks) : 0.0;
+  j["prefix_cache"]["trace_block_reuse_note"] = "closed form: share of prompt blocks an earlier arrival carried (unlimited cache, arrival order); block_hit_rate is what the simulated L1 caches found";
   j["kv_transfer"] = {{"count", s.transfers}, {"bytes", s.transfer_bytes}, {"time", pct_ms(s.transfer_s)}};
+  j["ttft_split"] = {{"queue", pct_ms(s.ttft_queue_s)}, {"load_back", pct_ms(s.ttft_load_s)}, {"prefill", pct_ms(s.ttft_prefill_s)},
+                     {"transfer", pct_ms(s.ttft_transfer_s)}};
+  const double admitted = static_cast<double>(r.totals.prompt_tokens_admitted);
+  auto share = [&](long long x) { return admitted > 0 ? r6(x / admitted) : 0.0; };
+  const RunTotals& t = r.totals;
+  j["kv_tiers"] = {{"enabled", d.kv_tiers.enabled},
+                   {"host_gb_per_node", r3(d.kv_tiers.host_bytes_per_node / 1e9)},
+                   {"storage_enabled", d.kv_tiers.storage_enabled},
+                   {"storage_tb_per_node", r3(d.kv_tiers.storage_bytes_per_node / 1e12)},
+                   {"token_hit_rate", {{"L1_gpu", share(s.tokens_l1)}, {"L2_host", share(s.tokens_l2)}, {"L3_storage", share(s.tokens_l3)}}},
+                   {"offloads", t.offloads},
+                   {"loads_from_L2", t.loads_l2},
+                   {"loads_from_L3", t.loads_l3},
+                   {"bytes_offloaded_gpu_to_L2", t.offload_bytes},
+                   {"bytes_demoted_L2_to_L3", t.demote_bytes},
+                   {"bytes_loaded_from_L2", t.load_l2_bytes},
+                   {"bytes_loaded_from_L3", t.load_l3_bytes},
+                   {"bytes_dropped", t.store_dropped_bytes},
+                   {"bytes_held_at_end", t.store_held_bytes},
+                   {"bytes_left_store", t.store_left_bytes},
+                   {"L2_gb_mean", r3(s.l2_mean / 1e9)},
+                   {"L2_gb_peak", r3(s.l2_peak / 1e9)},
+                   {"L3_gb_mean", r3(s.l3_mean / 1e9)},
+                   {"L3_gb_peak", r3(s.l3_peak / 1e9)}};
+  if (s.sessions > 0) {
+    const double rho = s.session_life_s > 0 ? s.session_gpu_s / s.session_life_s : 0.0;
+    const double little = s.session_decode_s + s.session_idle_s > 0 ? s.session_decode_s / (s.session_decode_s + s.session_idle_s) : 0.0;
+    j["sessions"] = {{"count", s.sessions},
+                     {"completed", s.sessions_completed},
+                     {"mean_rounds", r3(s.session_rounds / s.sessions)},
+                     {"mean_lifetime_s", r3(s.session_life_s / s.sessions)},
+                     {"mean_W_decode_s", r3(s.session_decode_s / s.sessions)},
+                     {"mean_W_idle_s", r3(s.session_idle_s / s.sessions)},
+                     {"gpu_residency_measured", r6(rho)},
+                     {"gpu_residency_littles_law", r6(little)},
+                     {"note", "measured: time a session's KV is on a GPU (prefill admission to the end of its decode and offload, per round) / session lifetime; "
+                              "Little's law (the article): W_decode / (W_decode + W_idle) with W_decode = Σ(last token − first token) and W_idle = Σ tool/think gaps"}};
+  }
   j["engine"] = {{"prefill_steps", s.prefill_steps},
                  {"decode_steps", s.decode_steps},
                  {"mean_decode_batch", r3(s.decode_batch_mean)},

@@ -32,7 +32,8 @@ class RequestsCsvWriter final : public EventSink {
 ///   pid 3 "EP all-to-all": one track per instance, a slice per step of the step's all-to-all and
 ///     TP all-reduce time (all layers together, drawn from the step's start);
 ///   pid 4 "KV transfers": async slices per prefill→decode transfer, on an "inter-node (NIC)" or
-///     "intra-node (NVLink)" track.
+///     "intra-node (NVLink)" track;
+///   pid 5 "KV store": counters of L2 (host DRAM) and L3 (storage) occupancy over all nodes.
 /// Steps beyond `max_events` are counted, not written (the file says how many were dropped).
 class TimelineWriter final : public EventSink {
  public:
@@ -41,6 +42,7 @@ class TimelineWriter final : public EventSink {
   void on_step(const StepEvent& e) override;
   void on_transfer(const TransferEvent& e) override;
   void on_memory(const MemoryEvent& e) override;
+  void on_tier(const TierEvent& e) override;
   void on_end(double t_s) override;
 
  private:
