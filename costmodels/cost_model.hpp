@@ -1,6 +1,6 @@
 // servesim costmodels: the CostModel interface (latency of one op for one shape on one GPU) and
 // the op descriptor it answers for. The analytic roofline model implements it here; the
-// kernel-fitted models of costmodels/data/ implement it later without touching the engine.
+// kernel-fitted model (the default, fitted to the tables of costmodels/data/) in fitted.hpp.
 #pragma once
 #include "costmodels/dtype.hpp"
 #include "costmodels/gpu_spec.hpp"
@@ -35,9 +35,20 @@ enum class OpKind {
 };
 std::string_view to_string(OpKind k);
 
+/// One GEMM inside an op: Y[M, batch·n] = X[M, k] · W[k, n] for `batch` independent weight
+/// matrices (strided batched GEMM when batch > 1). M is the op's `gemm_m`. n, k, batch are counts
+/// on this GPU (after tensor-parallel splitting); dtype is the weight and tensor-core input format.
+struct GemmShape {
+  double n = 0, k = 0, batch = 1;
+  DType dtype = DType::bf16;
+};
+
+/// GLU activation of an FFN-like op (selects the measured activation kernel).
+enum class Activation { none, swiglu, situ };
+
 /// One op of one step on one GPU. flops: FLOP (2 per multiply-add); bytes: bytes that must move
 /// through HBM (weights, caches, states, activations read or written once). Shape fields carry what
-/// a fitted model needs; unused ones stay 0.
+/// a fitted model needs; unused ones stay 0 (costmodels/fitted.hpp documents which op uses which).
 struct Op {
   OpKind kind = OpKind::attn_proj;
   OpClass cls = OpClass::gemm;
@@ -45,11 +56,26 @@ struct Op {
   double flops = 0;
   double bytes = 0;
   // shape
-  double tokens = 0;    ///< new tokens processed
+  double tokens = 0;    ///< new tokens processed (moe_experts / moe_permute: expert-token rows)
   double seqs = 0;      ///< sequences
   double ctx_sum = 0;   ///< Σ context tokens attended (decode) or Σ prefix+chunk (prefill)
   double ctx_max = 0;
-  double heads = 0;     ///< heads on this GPU
+  double heads = 0;     ///< heads on this GPU (moe_experts: experts held by this GPU)
+  // shape fields added for the kernel-fitted models (issue #5)
+  bool decode = false;        ///< the op runs in a decode step (one new token per sequence)
+  double head_dim = 0;        ///< per-head dimension (KDA D = 128; V4 attention 512)
+  double pairs = 0;           ///< causal prefill (query, key) pairs Σ N·(P + (N+1)/2)
+  double keys = 0;            ///< Σ over queries of keys attended (V4 attention) or scored (indexer)
+  double top_k = 0;           ///< routed experts per token (router, permute) or indexer top-k
+  double experts = 0;         ///< router: routed experts E; moe_experts: experts with ≥ 1 token here
+  double hidden = 0;          ///< width read/written per token (mHC, router: model width; permute: dispatch width)
+  double width = 0;           ///< GLU intermediate width per GPU (activation) or LatentMoE latent width
+  double compress_ratio = 0;  ///< V4 compressor ratio (4 CSA, 128 HCA)
+  double state_bytes = 0;     ///< bytes per element of a recurrent state (KDA decode: 4 fp32, 2 bf16)
+  Activation act = Activation::none;
+  double gemm_m = 0;                   ///< M of every GEMM in `gemms`
+  const GemmShape* gemms = nullptr;    ///< GEMMs of the op (owned by the StepCostModel that built it)
+  int gemm_count = 0;
 };
 
 /// Where a latency came from (recorded in every output).

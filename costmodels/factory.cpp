@@ -1,12 +1,22 @@
 #include "costmodels/factory.hpp"
 
+#include "costmodels/fitted.hpp"
+
 #include <stdexcept>
 
 namespace servesim {
 
 std::shared_ptr<const CostModel> make_cost_model(const std::string& name, const GpuSpec& gpu) {
   if (name == "roofline") return std::make_shared<RooflineCostModel>(gpu);
-  throw std::invalid_argument("unknown cost model \"" + name + "\" (available: roofline)");
+  if (name == "fitted") {
+    if (gpu.fitted_models_path.empty())
+      throw std::invalid_argument("cost model \"fitted\": hardware \"" + gpu.name +
+                                  "\" names no fitted parameters (\"fitted_models\" in its hardware file); use --cost-model roofline");
+    return std::make_shared<FittedCostModel>(load_fit_cached(gpu.fitted_models_path), gpu);
+  }
+  throw std::invalid_argument("unknown cost model \"" + name + "\" (available: " + std::string(cost_model_names()) + ")");
 }
+
+std::string_view cost_model_names() { return "fitted, roofline"; }
 
 }  // namespace servesim

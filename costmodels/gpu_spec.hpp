@@ -47,6 +47,10 @@ struct GpuSpec {
   double host_dram_bytes_per_node = 0;
   std::array<OpEfficiency, kOpClassCount> efficiency{};
   std::map<std::string, std::string> sources;
+  /// Kernel-fitted cost-model parameters (costmodels/fitted.hpp): the hardware file's
+  /// "fitted_models" as written (relative to that file) and its resolved path; both empty if the
+  /// file names none (then only the roofline cost model is available for this GPU).
+  std::string fitted_models, fitted_models_path;
 
   /// Ceilings the roofline uses: the measured figure where one exists, else the datasheet.
   double hbm_ceiling_bytes_per_s() const {

@@ -22,6 +22,16 @@ Op make(OpKind k, OpClass c, DType math, double flops, double bytes, double toke
   return o;
 }
 
+void set_gemms(Op& o, double m, const std::vector<GemmShape>& g) {
+  o.gemm_m = m;
+  o.gemms = g.data();
+  o.gemm_count = static_cast<int>(g.size());
+}
+
+Activation activation_of(const std::string& name) {
+  return name.find("situ") != std::string::npos ? Activation::situ : Activation::swiglu;
+}
+
 }  // namespace
 
 StepCostModel::StepCostModel(const ModelSpec& model, std::shared_ptr<const CostModel> cost, FabricParams fabric,
@@ -39,6 +49,75 @@ StepCostModel::StepCostModel(const ModelSpec& model, std::shared_ptr<const CostM
       p -= static_cast<double>(a.kv_lora_rank) * a.heads * (a.qk_nope_dim + a.v_head_dim);
     attn_proj_params_.push_back(p);
   }
+  // GEMM shapes of every op on one GPU of an attention-TP group (model-facts §1 tensor shapes).
+  // Column-parallel projections split n, row-parallel ones (o_proj, wo_b) split k; the low-rank
+  // down-projections (q_a, kv_a, wq_a, wkv, f_a, V4 compressors) are replicated on every TP rank.
+  const double t = shape_.attn_tp, D = model_.hidden;
+  for (const auto& a : model_.attention_kinds) {
+    KindGemms g;
+    const DType w = a.proj_dtype;
+    auto add = [&](std::vector<GemmShape>& v, double n, double k, double batch = 1) { v.push_back({n, k, batch, w}); };
+    switch (a.op) {
+      case AttentionOp::kda: {
+        const double hd = static_cast<double>(a.heads) * a.head_dim;
+        add(g.proj, (3 + (a.full_rank_output_gate ? 1 : 0)) * hd / t, D);  // q, k, v (, g) fused
+        add(g.proj, a.heads / t, D);                                           // beta (b_proj)
+        add(g.proj, a.gate_rank, D);                                           // decay gate f_a
+        add(g.proj, hd / t, a.gate_rank);                                      // decay gate f_b
+        add(g.proj, D, hd / t);                                                // o_proj
+        break;
+      }
+      case AttentionOp::mla: {
+        const double qk = a.qk_nope_dim + a.qk_rope_dim, H = a.heads / t;
+        if (a.q_lora_rank > 0) {
+          add(g.proj, a.q_lora_rank, D);
+          add(g.proj, H * qk, a.q_lora_rank);
+        } else {
+          add(g.proj, H * qk, D);
+        }
+        add(g.proj, a.kv_lora_rank + a.qk_rope_dim, D);
+        if (a.output_gate) add(g.proj, H * a.v_head_dim, D);
+        add(g.proj, D, H * a.v_head_dim);
+        add(g.kv_b, H * (a.qk_nope_dim + a.v_head_dim), a.kv_lora_rank);
+        g.absorb.push_back({static_cast<double>(a.kv_lora_rank), static_cast<double>(a.qk_nope_dim), H, DType::bf16});  // W_UK
+        g.absorb.push_back({static_cast<double>(a.v_head_dim), static_cast<double>(a.kv_lora_rank), H, DType::bf16});   // W_UV
+        break;
+      }
+      case AttentionOp::csa:
+      case AttentionOp::hca:
+      case AttentionOp::swa: {
+        const double hd = a.head_dim, H = a.heads / t;
+        add(g.proj, a.q_lora_rank, D);                                                     // wq_a
+        add(g.proj, H * hd, a.q_lora_rank);                                                // wq_b
+        add(g.proj, hd, D);                                                                // wkv
+        add(g.proj, a.o_lora_rank, static_cast<double>(a.heads) * hd / a.o_groups, a.o_groups / t);  // wo_a (grouped)
+        add(g.proj, D, static_cast<double>(a.o_groups) * a.o_lora_rank / t);               // wo_b
+        if (a.compress_ratio > 0) add(g.proj, 2 * (a.compressor_overlap ? 2 : 1) * hd, D);  // compressor wkv + wgate
+        if (a.indexer_heads > 0) {
+          add(g.proj, a.indexer_heads / t * a.indexer_head_dim, a.q_lora_rank);  // indexer wq_b
+          add(g.proj, a.indexer_heads / t, D);                                   // indexer weights_proj
+          add(g.proj, 2 * 2 * a.indexer_head_dim, D);                            // indexer compressor wkv + wgate
+        }
+        break;
+      }
+    }
+    attn_gemms_.push_back(std::move(g));
+  }
+  for (const auto& f : model_.ffn_kinds) {
+    FfnGemms g;
+    if (f.op == FfnOp::dense) {
+      g.dense = {{2 * f.intermediate / t, D, 1, f.dtype}, {D, f.intermediate / t, 1, f.dtype}};
+    } else {
+      if (f.shared_experts > 0)
+        g.shared = {{2 * f.shared_intermediate / t, D, 1, f.shared_dtype}, {D, f.shared_intermediate / t, 1, f.shared_dtype}};
+      if (f.latent_dim > 0)  // on the tokens this GPU routes (1/attn_tp of the rank's), full weights
+        g.latent = {{static_cast<double>(f.latent_dim), D, 1, f.latent_dtype}, {D, static_cast<double>(f.latent_dim), 1, f.latent_dtype}};
+      const double d = f.latent_dim > 0 ? f.latent_dim : D;
+      g.experts = {{2.0 * f.expert_intermediate, d, 1, f.expert_dtype}, {d, static_cast<double>(f.expert_intermediate), 1, f.expert_dtype}};
+    }
+    ffn_gemms_.push_back(std::move(g));
+  }
+  lm_head_gemm_ = {model_.vocab / t, D, 1, model_.embedding_dtype};
 }
 
 void StepCostModel::attention_ops(int ai, const std::vector<SeqWork>& seqs, Phase phase, std::vector<Op>& out) const {
@@ -63,6 +142,8 @@ void StepCostModel::attention_ops(int ai, const std::vector<SeqWork>& seqs, Phas
     out.push_back(make(OpKind::attn_proj, OpClass::gemm, a.proj_dtype, 2 * T * p,
                        p * bytes_per_element(a.proj_dtype) + T * (hidden + H * std::max(a.head_dim, a.v_head_dim) * 4) * kAct,
                        T, S, ctx_sum, ctx_max, H));
+    set_gemms(out.back(), T, attn_gemms_[ai].proj);
+    out.back().decode = decode;
   }
   switch (a.op) {
     case AttentionOp::kda: {
@@ -73,12 +154,14 @@ void StepCostModel::attention_ops(int ai, const std::vector<SeqWork>& seqs, Phas
       const double conv_state = 3 * H * D * (a.conv_kernel - 1) * kAct;
       out.push_back(make(OpKind::kda_conv_norm, OpClass::elementwise, DType::bf16, T * H * D * (6.0 * a.conv_kernel + 10),
                          T * H * D * 18 + 2 * S * conv_state, T, S, ctx_sum, ctx_max, H));
+      out.back().decode = decode, out.back().head_dim = D;
       if (decode)
         out.push_back(make(OpKind::kda_decode, OpClass::kda_decode, DType::fp32, S * H * 7 * D * D,
                            S * 2 * H * D * D * sbytes + T * H * D * 5 * kAct, T, S, ctx_sum, ctx_max, H));
       else
         out.push_back(make(OpKind::kda_prefill, OpClass::kda_prefill, DType::bf16, T * H * (6 * D * D + 8 * C * D + 12 * C * C),
                            10 * T * H * D + S * 2 * H * D * D * sbytes, T, S, ctx_sum, ctx_max, H));
+      out.back().decode = decode, out.back().head_dim = D, out.back().state_bytes = sbytes;
       break;
     }
     case AttentionOp::mla: {
@@ -92,6 +175,8 @@ void StepCostModel::attention_ops(int ai, const std::vector<SeqWork>& seqs, Phas
         const double flops = 2 * H * ctx_sum * (lat + a.kv_lora_rank) + T * 2 * H * a.kv_lora_rank * (a.qk_nope_dim + v);
         const double bytes = ctx_sum * lat * kvb + kv_b_w + T * H * (lat + a.kv_lora_rank) * kAct;
         out.push_back(make(OpKind::mla_decode, OpClass::attention_decode, DType::bf16, flops, bytes, T, S, ctx_sum, ctx_max, H));
+        set_gemms(out.back(), T, attn_gemms_[ai].absorb);
+        out.back().decode = true;
       } else {
         // §2.2 prefill (MHA mode): up-project P+N latents through kv_b, then causal attention
         // 2·H·N·(P+N/2)·(qk+v) FLOP.
@@ -100,6 +185,8 @@ void StepCostModel::attention_ops(int ai, const std::vector<SeqWork>& seqs, Phas
         const double flops = 2 * ctx_sum * a.kv_lora_rank * H * (a.qk_nope_dim + v) + 2 * H * pairs * (qk + v);
         const double bytes = ctx_sum * (lat * kvb + H * (qk + v) * kAct * 2) + kv_b_w + T * H * (qk + v) * kAct;
         out.push_back(make(OpKind::mla_prefill, OpClass::attention_prefill, DType::bf16, flops, bytes, T, S, ctx_sum, ctx_max, H));
+        set_gemms(out.back(), ctx_sum, attn_gemms_[ai].kv_b);
+        out.back().pairs = pairs;
       }
       break;
     }
@@ -129,6 +216,8 @@ void StepCostModel::attention_ops(int ai, const std::vector<SeqWork>& seqs, Phas
         for (const auto& s : seqs) key_bytes += std::floor((s.context_before + s.new_tokens) / 4.0) * a.indexer_entry_bytes;
         out.push_back(make(OpKind::csa_indexer, OpClass::indexer, DType::fp8, 2 * ih * a.indexer_head_dim * idx_pairs,
                            key_bytes + idx_pairs * 4 * 2, T, S, ctx_sum, ctx_max, ih));
+        Op& o = out.back();
+        o.decode = decode, o.keys = idx_pairs, o.top_k = a.indexer_topk, o.head_dim = a.indexer_head_dim, o.compress_ratio = r;
       }
       // §2.3 d / §2.4: 2·H·n·(512+512) FLOP per query; n·584 B gathered (decode) or the stored rows
       // read once (prefill).
@@ -137,6 +226,7 @@ void StepCostModel::attention_ops(int ai, const std::vector<SeqWork>& seqs, Phas
       const OpKind k = a.op == AttentionOp::csa ? OpKind::csa_attn : a.op == AttentionOp::hca ? OpKind::hca_attn : OpKind::swa_attn;
       const OpClass c = a.op == AttentionOp::csa ? OpClass::sparse_attention : decode ? OpClass::attention_decode : OpClass::attention_prefill;
       out.push_back(make(k, c, DType::bf16, flops, bytes, T, S, ctx_sum, ctx_max, H));
+      out.back().decode = decode, out.back().keys = attn_keys, out.back().head_dim = hd, out.back().compress_ratio = r;
       break;
     }
   }
@@ -146,6 +236,7 @@ void StepCostModel::attention_ops(int ai, const std::vector<SeqWork>& seqs, Phas
     const double s = model_.residual_streams;
     out.push_back(make(OpKind::mhc_mix, OpClass::elementwise, DType::fp32, T * 2 * 2 * s * hidden * (2 + s) * s,
                        T * 2 * (2 * s * hidden * kAct + hidden * kAct), T, S, ctx_sum, ctx_max, 0));
+    out.back().decode = decode, out.back().hidden = hidden;
   }
 }
 
@@ -157,23 +248,31 @@ void StepCostModel::ffn_ops(int fi, double Tr, double Tt, std::vector<Op>& out) 
     const double p = 3 * hidden * f.intermediate / t;
     out.push_back(make(OpKind::dense_ffn, OpClass::gemm, f.dtype, 2 * Tr * p, p * bytes_per_element(f.dtype) + Tr * (2 * hidden + 3 * f.intermediate / t) * kAct,
                        Tr, 0, 0, 0, 0));
+    set_gemms(out.back(), Tr, ffn_gemms_[fi].dense);
+    out.back().act = activation_of(f.activation), out.back().width = f.intermediate / t;
     return;
   }
   const double E = f.experts, k = f.top_k, N = shape_.ep;
   const double d = f.latent_dim > 0 ? f.latent_dim : hidden;
   const double g_tok = Tr / t;  // tokens this GPU routes and dispatches
-  if (f.router != RouterKind::hash)
+  if (f.router != RouterKind::hash) {
     out.push_back(make(OpKind::moe_router, OpClass::gemm, DType::bf16, 2 * g_tok * E * hidden,
                        E * hidden * bytes_per_element(f.router_dtype) + g_tok * (hidden * kAct + E * 4), g_tok, 0, 0, 0, 0));
+    out.back().experts = E, out.back().top_k = k, out.back().hidden = hidden;
+  }
   if (f.shared_experts > 0) {
     const double p = 3 * hidden * f.shared_intermediate / t;
     out.push_back(make(OpKind::moe_shared, OpClass::gemm, f.shared_dtype, 2 * Tr * p,
                        p * bytes_per_element(f.shared_dtype) + Tr * (2 * hidden + 3 * f.shared_intermediate / t) * kAct, Tr, 0, 0, 0, 0));
+    set_gemms(out.back(), Tr, ffn_gemms_[fi].shared);
+    out.back().act = activation_of(f.activation), out.back().width = f.shared_intermediate / t;
   }
   if (f.latent_dim > 0) {
     const double p = 2 * hidden * f.latent_dim / t;
     out.push_back(make(OpKind::moe_latent_proj, OpClass::gemm, f.latent_dtype, 2 * Tr * p,
                        p * bytes_per_element(f.latent_dtype) + Tr * 2 * (hidden + f.latent_dim) * kAct, Tr, 0, 0, 0, 0));
+    set_gemms(out.back(), g_tok, ffn_gemms_[fi].latent);
+    out.back().width = f.latent_dim, out.back().hidden = hidden;
   }
   // Routed experts on the busiest GPU (§2.5): M = T·k/N·imbalance expert-tokens; the experts it
   // holds that at least one of the T tokens touched are read once (uniform routing:
@@ -184,13 +283,18 @@ void StepCostModel::ffn_ops(int fi, double Tr, double Tt, std::vector<Op>& out) 
   const double ep = expert_params(f, model_.hidden);
   out.push_back(make(OpKind::moe_experts, OpClass::grouped_gemm, f.expert_dtype, 2 * M * ep,
                      touched * ep * bytes_per_element(f.expert_dtype) + M * (2 * d + 3 * f.expert_intermediate) * kAct, M, 0, 0, 0, local));
-  out.push_back(make(OpKind::moe_permute, OpClass::elementwise, DType::bf16, 2 * M * d, M * d * kAct * 4, M, 0, 0, 0, 0));
+  set_gemms(out.back(), M, ffn_gemms_[fi].experts);
+  out.back().experts = touched, out.back().act = activation_of(f.activation), out.back().width = f.expert_intermediate;
+  // permute reads each of the M/k routed tokens once and writes its k copies; combine reads the M
+  // expert outputs and writes M/k tokens (the moe_permute / moe_combine byte formulas, kernels/moe)
+  out.push_back(make(OpKind::moe_permute, OpClass::elementwise, DType::bf16, 2 * M * d, 2 * (M + M / k) * d * kAct, M, 0, 0, 0, 0));
+  out.back().top_k = k, out.back().hidden = d;
 }
 
-double StepCostModel::moe_comm_s(int fi, double Tr, double Tt) const {
+AllToAllLoad StepCostModel::moe_alltoall_load(int fi, double Tr, double Tt, DType message) const {
   const FfnSpec& f = model_.ffn_kinds[fi];
   const int N = shape_.ep;
-  if (f.op != FfnOp::moe || N <= 1 || Tt <= 0) return 0.0;
+  if (f.op != FfnOp::moe || N <= 1 || Tt <= 0) return {};
   const double d = f.latent_dim > 0 ? f.latent_dim : model_.hidden;
   const int local = std::min(N, fabric_.gpus_per_node);
   const int nodes = (N + fabric_.gpus_per_node - 1) / fabric_.gpus_per_node;
@@ -209,11 +313,15 @@ double StepCostModel::moe_comm_s(int fi, double Tr, double Tt) const {
   }
   // busiest sender dispatches its Tr/t tokens; busiest receiver gets (Tt/N)·imbalance tokens' worth
   const double tokens = std::max(Tr / shape_.attn_tp, Tt / N * shape_.expert_imbalance);
+  const double b = tokens * d * bytes_per_element(message);
+  return {intra_msgs * b, inter_msgs * b, inter_msgs * b * local};
+}
+
+double StepCostModel::moe_comm_s(int fi, double Tr, double Tt) const {
+  const FfnSpec& f = model_.ffn_kinds[fi];
+  if (f.op != FfnOp::moe || shape_.ep <= 1 || Tt <= 0) return 0.0;
   double total = 0;
-  for (DType m : {f.dispatch_dtype, f.combine_dtype}) {
-    const double b = tokens * d * bytes_per_element(m);
-    total += alltoall_time(fabric_, {intra_msgs * b, inter_msgs * b, inter_msgs * b * local});
-  }
+  for (DType m : {f.dispatch_dtype, f.combine_dtype}) total += alltoall_time(fabric_, moe_alltoall_load(fi, Tr, Tt, m));
   return total;
 }
 
@@ -274,6 +382,7 @@ StepTime StepCostModel::step(const std::vector<std::vector<SeqWork>>& per_rank, 
   scratch_.push_back(make(OpKind::lm_head, OpClass::gemm, DType::bf16, 2 * logits_max * hidden * vocab / t,
                           vocab * hidden * bytes_per_element(model_.embedding_dtype) / t + logits_max * vocab / t * 4, logits_max, logits_max,
                           0, 0, 0));
+  scratch_.back().gemm_m = logits_max, scratch_.back().gemms = &lm_head_gemm_, scratch_.back().gemm_count = 1;
   st.other_s = (logits_max > 0 ? sum_ops(scratch_) : 0.0) + step_overhead_s_;
   st.total_s += st.other_s;
   return st;

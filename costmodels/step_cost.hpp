@@ -70,6 +70,10 @@ class StepCostModel {
   void ffn_ops(int f, double rank_tokens, double total_tokens, std::vector<Op>& out) const;
   /// EP all-to-all time (dispatch + combine) of one MoE layer of kind f, seconds.
   double moe_comm_s(int f, double rank_tokens, double total_tokens) const;
+  /// Busiest GPU's / node's bytes of one EP all-to-all of one MoE layer of kind f whose messages
+  /// carry `message` elements (dispatch_dtype or combine_dtype); alltoall_time() of it is the time.
+  AllToAllLoad moe_alltoall_load(int f, double rank_tokens, double total_tokens, DType message) const;
+  const FabricParams& fabric() const { return fabric_; }
 
   const ModelSpec& model() const { return model_; }
   const InstanceShape& shape() const { return shape_; }
@@ -86,6 +90,18 @@ class StepCostModel {
   double step_overhead_s_;
   std::vector<LayerPair> pairs_;
   std::vector<double> attn_proj_params_;  // per attention kind, whole layer (before TP split)
+  // GEMM shapes on one GPU (after the attention-TP split) that the ops point to (Op::gemms)
+  struct KindGemms {
+    std::vector<GemmShape> proj;    // attention projections (M = new tokens)
+    std::vector<GemmShape> kv_b;    // MLA prefill: kv_b up-projection (M = Σ prefix + chunk)
+    std::vector<GemmShape> absorb;  // MLA decode: W_UK / W_UV absorption, batched over heads (M = tokens)
+  };
+  struct FfnGemms {
+    std::vector<GemmShape> dense, shared, latent, experts;
+  };
+  std::vector<KindGemms> attn_gemms_;
+  std::vector<FfnGemms> ffn_gemms_;
+  GemmShape lm_head_gemm_;
   mutable std::vector<Op> scratch_;
 };
 

@@ -1,0 +1,192 @@
+#include "costmodels/fitted.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+namespace servesim {
+
+namespace {
+
+constexpr int kMaxComponents = 24;
+
+struct Buf {
+  FittedCostModel::Component c[kMaxComponents];
+  int n = 0;
+  void add(Family f, double a, double b = 1, double c3 = 1, double d = 1, double count = 1) {
+    if (n == kMaxComponents) throw std::logic_error("FittedCostModel: too many kernels in one op");
+    c[n].family = f, c[n].x = {a, b, c3, d}, c[n].count = count;
+    ++n;
+  }
+};
+
+void add_gemms(const Op& op, Buf& b) {
+  if (op.gemm_m <= 0) return;
+  for (int i = 0; i < op.gemm_count; ++i) {
+    const GemmShape& g = op.gemms[i];
+    if (g.n <= 0 || g.k <= 0 || g.batch <= 0) continue;
+    b.add(g.dtype == DType::fp8 ? Family::gemm_fp8 : Family::gemm_bf16, op.gemm_m, g.n * g.batch, g.k);
+  }
+}
+
+void add_act(const Op& op, double rows, Buf& b) {
+  if (op.act == Activation::none || op.width <= 0 || rows <= 0) return;
+  b.add(op.act == Activation::situ ? Family::act_situ : Family::act_swiglu, rows, op.width);
+}
+
+void map_op(const Op& op, Buf& b) {
+  const double T = op.tokens, S = std::max(op.seqs, 1.0), H = op.heads;
+  switch (op.kind) {
+    case OpKind::attn_proj:
+    case OpKind::lm_head: add_gemms(op, b); break;
+    case OpKind::kda_conv_norm: {
+      const double channels = 3 * H * (op.head_dim > 0 ? op.head_dim : 128);
+      if (op.decode) b.add(Family::short_conv_decode, S, channels);
+      else b.add(Family::short_conv_prefill, T * channels);
+      b.add(Family::gated_rmsnorm, T, H);
+      break;
+    }
+    case OpKind::kda_prefill: b.add(Family::kda_prefill, T, T / S, H); break;
+    case OpKind::kda_decode: b.add(op.state_bytes >= 4 ? Family::kda_decode_fp32 : Family::kda_decode_bf16, S, H); break;
+    case OpKind::mla_prefill: {
+      // the one sequence with the batch's tokens and causal pairs: keys per query = pairs / tokens
+      // (when that is below the single-chunk (T+1)/2, many short sequences: the chunk whose own
+      // causal triangle has the pairs)
+      double chunk = T, keys = T > 0 ? op.pairs / T : 0;
+      if (keys < (T + 1) / 2) chunk = std::min(T, std::sqrt(2 * op.pairs)), keys = (chunk + 1) / 2;
+      b.add(Family::mla_prefill, chunk, keys, H);
+      add_gemms(op, b);
+      break;
+    }
+    case OpKind::mla_decode:
+      b.add(Family::mla_decode, S, op.ctx_sum / S, H);
+      add_gemms(op, b);
+      break;
+    case OpKind::csa_attn:
+    case OpKind::hca_attn:
+    case OpKind::swa_attn: {
+      const double rows = T > 0 ? op.keys / T : 0;
+      if (op.decode) b.add(Family::v4_attn_decode, S, rows, H);
+      else b.add(Family::v4_attn_prefill, T, rows, H);
+      if (op.kind != OpKind::swa_attn && op.compress_ratio > 0) {
+        const double hd = op.head_dim > 0 ? op.head_dim : 512;
+        if (op.decode) b.add(Family::compressor_decode, S, hd, op.compress_ratio);
+        else b.add(Family::compressor_prefill, T, hd, op.compress_ratio);
+      }
+      break;
+    }
+    case OpKind::csa_indexer: {
+      const double rows = T > 0 ? op.keys / T : 0;
+      if (op.decode) {
+        b.add(Family::indexer_decode, S, rows, H);
+        if (rows > op.top_k) b.add(Family::topk_decode, S, rows, op.top_k);
+        else b.add(Family::topk_decode_copy, S, rows);
+        b.add(Family::compressor_decode, S, op.head_dim > 0 ? op.head_dim : 128, op.compress_ratio > 0 ? op.compress_ratio : 4);
+      } else {
+        b.add(Family::indexer_prefill, T, rows, H);
+        b.add(Family::topk_prefill, T, rows, op.top_k);
+        b.add(Family::compressor_prefill, T, op.head_dim > 0 ? op.head_dim : 128, op.compress_ratio > 0 ? op.compress_ratio : 4);
+      }
+      break;
+    }
+    case OpKind::mhc_mix: b.add(Family::mhc, T, op.hidden, 1, 1, 2); break;
+    case OpKind::dense_ffn:
+    case OpKind::moe_shared:
+      add_gemms(op, b);
+      add_act(op, op.gemm_m, b);
+      break;
+    case OpKind::moe_router: b.add(Family::router, T, op.experts, op.hidden); break;
+    case OpKind::moe_latent_proj:
+      add_gemms(op, b);
+      if (op.gemm_m > 0) b.add(Family::latent_rmsnorm, op.gemm_m, op.width);
+      break;
+    case OpKind::moe_experts: {
+      const DType w = op.gemm_count > 0 ? op.gemms[0].dtype : DType::mxfp4;
+      const Family f = w == DType::mxfp4 ? Family::grouped_w4a16 : w == DType::fp8 ? Family::grouped_fp8 : Family::grouped_bf16;
+      const double G = std::max(op.experts, 1e-9);
+      const double rows = expected_padded_rows(f, T, std::max(op.heads, G), G);
+      for (int i = 0; i < op.gemm_count; ++i) b.add(f, G, rows, op.gemms[i].n, op.gemms[i].k);
+      add_act(op, T, b);
+      break;
+    }
+    case OpKind::moe_permute: {
+      const double k = std::max(op.top_k, 1.0);
+      b.add(Family::permute, T / k, k, op.hidden);
+      b.add(Family::combine, T / k, k, op.hidden);
+      break;
+    }
+    case OpKind::count_: throw std::invalid_argument("FittedCostModel: OpKind::count_ is not an op");
+  }
+}
+
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+FittedCostModel::FittedCostModel(std::shared_ptr<const FitSet> fit, GpuSpec gpu) : fit_(std::move(fit)), gpu_(std::move(gpu)) {
+  if (!fit_) throw std::invalid_argument("FittedCostModel: no fitted parameters");
+  target_ = datasheet_ceilings(gpu_);
+  scaled_ = gpu_.name != fit_->measured_on;
+  name_ = scaled_ ? "fitted (extrapolated from " + upper(fit_->measured_on) + ")" : "fitted";
+}
+
+double FittedCostModel::kernel_seconds(Family f, const double* x, bool* extrapolated) const {
+  const FamilyInfo& info = family_info(f);
+  double t = family_seconds(info, fit_->families[static_cast<int>(f)], x, fit_->reference, extrapolated);
+  if (scaled_) {
+    const Work w = info.work(x);
+    const double r = fit_->reference.bound(w);
+    if (r > 0) t *= target_.bound(w) / r;
+    if (extrapolated) *extrapolated = true;
+  }
+  return t;
+}
+
+OpLatency FittedCostModel::latency(const Op& op) const {
+  if (op.flops <= 0 && op.bytes <= 0) return {0.0, Provenance::fitted};
+  Buf b;
+  map_op(op, b);
+  double s = 0;
+  bool ex = false;
+  for (int i = 0; i < b.n; ++i) s += b.c[i].count * kernel_seconds(b.c[i].family, b.c[i].x.data(), &ex);
+  return {s, b.n == 0 ? Provenance::fitted : ex ? Provenance::extrapolated : Provenance::fitted};
+}
+
+std::vector<FittedCostModel::Component> FittedCostModel::components(const Op& op) const {
+  Buf b;
+  map_op(op, b);
+  return std::vector<Component>(b.c, b.c + b.n);
+}
+
+std::shared_ptr<const FitSet> load_fit_cached(const std::string& path) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const FitSet>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(path);
+  if (it != cache.end()) return it->second;
+  auto p = std::make_shared<const FitSet>(read_fit_json(path));
+  cache.emplace(path, p);
+  return p;
+}
+
+FitProvenance fitted_provenance(const GpuSpec& gpu) {
+  if (gpu.fitted_models_path.empty())
+    throw std::invalid_argument("hardware \"" + gpu.name + "\" names no fitted cost-model parameters (\"fitted_models\" in its file)");
+  const auto fs = load_fit_cached(gpu.fitted_models_path);
+  FitProvenance p;
+  p.parameters = gpu.fitted_models;
+  p.parameters_hash = fs->file_hash;
+  p.measured_on = fs->measured_on;
+  p.scaling = gpu.name == fs->measured_on ? "none" : "extrapolated from " + upper(fs->measured_on) + " (roofline-bound ratio per kernel, datasheet ceilings)";
+  p.measurement_commits = fs->measurement_commits;
+  for (const auto& t : fs->tables) p.tables.push_back(t.file + "@" + t.commit + "#" + t.hash);
+  return p;
+}
+
+}  // namespace servesim

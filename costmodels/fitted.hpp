@@ -1,0 +1,90 @@
+// servesim costmodels: the kernel-fitted cost model (issue #5), the default of `servesim run`.
+//
+// Each engine op (OpKind + the Op shape fields that step_cost.cpp fills) is the sum of the
+// measured kernels it runs, each answered by its fitted family (kernel_families.hpp):
+//
+//   OpKind           kernels (family: features)                                   Op fields used
+//   attn_proj        every projection GEMM (gemm_bf16 | gemm_fp8: M, N·batch, K)   gemms, gemm_m
+//   kda_conv_norm    short_conv_{prefill: tokens·channels | decode: batch, channels}, channels 3·H·D;
+//                    gated_rmsnorm (tokens, heads)                                 tokens, seqs, heads, head_dim, decode
+//   kda_prefill      kda_prefill (tokens, tokens/seqs, heads)                       tokens, seqs, heads
+//   kda_decode       kda_decode_fp32 | _bf16 by state bytes (seqs, heads)            seqs, heads, state_bytes
+//   mla_prefill      mla_prefill (chunk, keys per query, heads) of the one sequence with the batch's tokens and
+//                    causal pairs (chunk = tokens, keys = pairs/tokens; chunk = √(2·pairs) when that is below
+//                    (tokens+1)/2) + the kv_b GEMM (M = Σ context)                 tokens, pairs, heads, gemms
+//   mla_decode       mla_decode (seqs, Σ context, heads) + W_UK/W_UV batched GEMMs   seqs, ctx_sum, heads, gemms
+//   csa/hca/swa_attn v4_attn_{decode: seqs | prefill: tokens}, keys/tokens rows per query, heads;
+//                    + compressor_{decode|prefill} (head_dim 512, ratio) for CSA/HCA  tokens, seqs, keys, heads, compress_ratio
+//   csa_indexer      indexer_* (rows, keys/tokens, heads) + topk_* (rows, keys/tokens, top-k; decode rows of at
+//                    most k logits: topk_decode_copy)
+//                    + compressor_* (head_dim 128, ratio 4)                         tokens, seqs, keys, heads, top_k
+//   mhc_mix          2 × mhc (tokens, hidden): two sublayers per layer               tokens, hidden
+//   dense_ffn,       w13 and w2 GEMMs + act_situ | act_swiglu (rows, width)         gemms, gemm_m, act, width
+//   moe_shared
+//   moe_router       router (tokens, experts, hidden)                                tokens, experts, hidden
+//   moe_latent_proj  down/up GEMMs + latent_rmsnorm (rows, width)                    gemms, gemm_m, width
+//   moe_experts      grouped_{w4a16|fp8|bf16} by weight dtype (experts touched, rows, N, K) for w13 and w2
+//                    + activation (rows, width)                                      gemms, experts, tokens, act, width
+//   moe_permute      permute + combine (rows/top_k tokens, top_k, hidden)            tokens, top_k, hidden
+//   lm_head          one GEMM                                                        gemms, gemm_m
+//
+// Provenance: `fitted` when every kernel's shape lies inside its family's measured range,
+// `extrapolated` when one does not (answered along the roofline form, kernel_families.hpp) and for
+// every op on a GPU other than the one measured: there each kernel's time is scaled by
+// bound(target) / bound(measured GPU) of its own FLOP and bytes (datasheet ceilings), i.e. the
+// measured efficiency is kept, and the model's name says "extrapolated from H200".
+#pragma once
+#include "costmodels/cost_model.hpp"
+#include "costmodels/fit.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace servesim {
+
+class FittedCostModel final : public CostModel {
+ public:
+  /// fit: parameters fitted on fit->measured_on; gpu: the GPU this model answers for.
+  FittedCostModel(std::shared_ptr<const FitSet> fit, GpuSpec gpu);
+  /// "fitted" on the measured GPU, else "fitted (extrapolated from H200)" (measured GPU upper-cased).
+  std::string name() const override { return name_; }
+  OpLatency latency(const Op& op) const override;
+
+  struct Component {
+    Family family = Family::gemm_bf16;
+    std::array<double, kMaxGridDims> x{};
+    double count = 1;
+  };
+  /// The measured kernels an op maps to (for tests and reports; latency() does the same without
+  /// allocating). Throws std::invalid_argument for OpKind::count_.
+  std::vector<Component> components(const Op& op) const;
+  /// Seconds of one call of a kernel family on this GPU; *extrapolated set when outside the range.
+  double kernel_seconds(Family f, const double* x, bool* extrapolated) const;
+  bool scaled() const { return scaled_; }
+  const FitSet& fit() const { return *fit_; }
+
+ private:
+  std::shared_ptr<const FitSet> fit_;
+  GpuSpec gpu_;
+  Ceilings target_;
+  bool scaled_ = false;
+  std::string name_;
+};
+
+/// Reads (once per path and process) the fitted parameters. Throws std::runtime_error as read_fit_json.
+std::shared_ptr<const FitSet> load_fit_cached(const std::string& path);
+
+/// Where a GPU's fitted cost model comes from (summary.json "cost_model").
+struct FitProvenance {
+  std::string parameters;       ///< the hardware file's "fitted_models" as written
+  std::string parameters_hash;  ///< FNV-1a 64 of the parameter file
+  std::string measured_on;      ///< GPU the tables were measured on
+  std::string scaling;          ///< "none" or "extrapolated from H200 (roofline-bound ratio per kernel)"
+  std::vector<std::string> measurement_commits;
+  std::vector<std::string> tables;  ///< "file@commit#hash"
+};
+/// Throws std::invalid_argument if the GPU's hardware file names no fitted parameters.
+FitProvenance fitted_provenance(const GpuSpec& gpu);
+
+}  // namespace servesim

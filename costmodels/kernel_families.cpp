@@ -1,0 +1,530 @@
+#include "costmodels/kernel_families.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <stdexcept>
+
+namespace servesim {
+
+double Ceilings::peak(DType t) const {
+  switch (t) {
+    case DType::fp8: return fp8;
+    case DType::mxfp4: return fp4 > 0 ? fp4 : bf16;
+    default: return bf16;
+  }
+}
+
+double Ceilings::bound(const Work& w) const { return std::max(w.flops / peak(w.math), w.bytes / hbm); }
+
+namespace {
+
+// ------------------------------------------------------------------ work (table formulas)
+// f[] are the family's features in linear units, in the order of FamilyInfo::features.
+
+Work w_gemm_bf16(const double* f) {  // M, N (·batch), K: 2MNK; (MK + NK)·2 + 2MN
+  return {2 * f[0] * f[1] * f[2], (f[0] * f[2] + f[1] * f[2]) * 2 + 2 * f[0] * f[1], DType::bf16};
+}
+Work w_gemm_fp8(const double* f) {  // (MK + NK)·1 + 2MN
+  return {2 * f[0] * f[1] * f[2], f[0] * f[2] + f[1] * f[2] + 2 * f[0] * f[1], DType::fp8};
+}
+// grouped: G, rows, N, K
+Work w_grouped_w4a16(const double* f) {
+  return {2 * f[1] * f[2] * f[3], f[0] * (f[2] * f[3] / 2 + f[2] * f[3] / 32) + 2 * f[1] * (f[3] + f[2]), DType::mxfp4};
+}
+Work w_grouped_fp8(const double* f) { return {2 * f[1] * f[2] * f[3], f[0] * f[2] * f[3] + f[1] * f[3] + 2 * f[1] * f[2], DType::fp8}; }
+Work w_grouped_bf16(const double* f) { return {2 * f[1] * f[2] * f[3], 2 * f[0] * f[2] * f[3] + 2 * f[1] * (f[3] + f[2]), DType::bf16}; }
+// kda_prefill: tokens T, seq_len L, heads H (D = 128, C = 16)
+Work w_kda_prefill(const double* f) {
+  const double T = f[0], H = f[2], D = 128, C = 16, N = T / f[1];
+  return {T * H * (6 * D * D + 8 * C * D + 12 * C * C), 2 * (4 * T * H * D + T * H + T * H * D) + 2 * N * H * D * D * 4, DType::bf16};
+}
+// kda_decode: batch B, heads H
+Work w_kda_decode_s(const double* f, double s) {
+  const double B = f[0], H = f[1], D = 128;
+  return {7 * D * D * B * H, 2 * B * H * D * D * s + B * H * (4 * D * 2 + 2 + D * 2), DType::fp32};
+}
+Work w_kda_decode_fp32(const double* f) { return w_kda_decode_s(f, 4); }
+Work w_kda_decode_bf16(const double* f) { return w_kda_decode_s(f, 2); }
+// short conv: tokens (or batch) T, channels C; prefill one sequence, decode one state per row
+Work w_conv_prefill(const double* f) { return {8 * f[0] * f[1], f[0] * f[1] * 4 + f[1] * 12 + f[1] * 16, DType::bf16}; }
+Work w_conv_decode(const double* f) { return {8 * f[0] * f[1], f[0] * f[1] * 4 + f[0] * f[1] * 12 + f[1] * 16, DType::bf16}; }
+// gated rmsnorm: tokens, heads (128 per head)
+Work w_gated_rmsnorm(const double* f) { return {6 * f[0] * f[1] * 128, 3 * f[0] * f[1] * 128 * 2, DType::bf16}; }
+// mla decode: batch B, mean context L, heads H
+Work w_mla_decode(const double* f) {
+  const double ctx_sum = f[0] * f[1];
+  return {2 * f[2] * ctx_sum * 1088, ctx_sum * 1152 + f[0] * f[2] * 1088 * 2, DType::bf16};
+}
+// mla prefill: chunk N, keys per query P + (N+1)/2, heads H
+Work w_mla_prefill(const double* f) {
+  const double N = f[0], H = f[2], P = std::max(0.0, f[1] - (N + 1) / 2);
+  return {2 * H * N * f[1] * 320, 2 * (N * H * 192 + (P + N) * H * 320 + N * H * 128), DType::bf16};
+}
+// v4 attention decode: batch B, rows per query n, heads H
+Work w_v4_decode(const double* f) {
+  const double B = f[0], n = f[1], H = f[2];
+  return {2 * H * n * 1024 * B, B * (n * 584 + 4 * n + H * 512 * 2 * 2), DType::bf16};
+}
+// v4 attention prefill: chunk N, mean rows per query n, heads H (rows read once ≈ n·584)
+Work w_v4_prefill(const double* f) {
+  const double N = f[0], n = f[1], H = f[2];
+  return {2 * H * N * n * 1024, n * 584 + N * n * 4 + N * H * 512 * 2 * 2, DType::bf16};
+}
+// indexer decode: batch B, keys per query n, heads H (dim 128)
+Work w_indexer_decode(const double* f) {
+  const double B = f[0], n = f[1], H = f[2];
+  return {2 * H * 128 * B * n, B * n * 132 + B * (H * 128 + H * 4) + B * n * 4, DType::fp8};
+}
+// indexer prefill: chunk N, mean keys per query n, heads H
+Work w_indexer_prefill(const double* f) {
+  const double N = f[0], n = f[1], H = f[2];
+  return {2 * H * 128 * N * n, n * 132 + N * (H * 128 + H * 4) + N * n * 4, DType::fp8};
+}
+// top-k: rows (batch or chunk), row length, k
+Work w_topk(const double* f) { return {0, f[0] * f[1] * 4 + f[0] * f[2] * 4, DType::bf16}; }
+// compressors: tokens (or batch), head_dim D, ratio r; ratio 4 entries pool 8 rows (overlap)
+Work w_compressor_prefill(const double* f) {
+  const double T = f[0], D = f[1], r = f[2], coff = r <= 4 ? 2 : 1;
+  return {T * D * coff * 6, T * coff * D * 2 * 2 + T / r * (D + 72), DType::bf16};
+}
+Work w_compressor_decode(const double* f) {
+  const double B = f[0], D = f[1], r = f[2], coff = r <= 4 ? 2 : 1;
+  return {B * D * coff * r * 6, B * coff * r * D * 2 * 2 * 2 + B * (D + 72), DType::bf16};
+}
+Work w_act_situ(const double* f) { return {30 * f[0] * f[1], 6 * f[0] * f[1], DType::bf16}; }
+Work w_act_swiglu(const double* f) { return {10 * f[0] * f[1], 6 * f[0] * f[1], DType::bf16}; }
+Work w_latent_rmsnorm(const double* f) { return {4 * f[0] * f[1], 4 * f[0] * f[1], DType::bf16}; }
+// router: tokens T, experts E, hidden D (top-k ≈ 16 in the byte count)
+Work w_router(const double* f) {
+  const double T = f[0], E = f[1], D = f[2];
+  return {2 * T * D * E + 10 * T * E, 2 * E * D + 2 * T * D + 8 * T * E + 8 * T * 16, DType::bf16};
+}
+// permute / combine: tokens T, top_k k, width D
+Work w_permute(const double* f) { return {0, 2 * f[0] * f[2] + 2 * f[0] * f[1] * f[2] + 12 * f[0] * f[1], DType::bf16}; }
+Work w_combine(const double* f) { return {2 * f[0] * f[1] * f[2], 2 * f[0] * f[1] * f[2] + 2 * f[0] * f[2] + 8 * f[0] * f[1], DType::bf16}; }
+// mHC one sublayer (pre + post): tokens T, hidden D
+Work w_mhc(const double* f) { return {248 * f[0] * f[1], 28 * f[0] * f[1], DType::bf16}; }
+
+// --------------------------------------------------------------- feature transforms (tiles, waves)
+// f[0] experts G, f[1] rows: rows → G · pad(rows / G)
+double w4a16_tile(double mean) { return std::clamp(std::exp2(std::ceil(std::log2(std::max(mean, 1.0)) - 1e-9)), 8.0, 256.0); }
+double pad_w4a16(double m) {  // kernels/moe: token tile bt = next power of two ≥ m, in [8, 256]
+  const double bt = w4a16_tile(m);
+  return bt * std::ceil(m / bt - 1e-9);
+}
+double pad_fp8(double m) {  // cuBLASLt per-expert FP8 matmuls: steps of 256 then 512 rows (measured staircase)
+  if (m <= 128) return m;
+  if (m <= 256) return 256;
+  return 512 * std::ceil(m / 512 - 1e-9);
+}
+double pad_bf16(double m) { return m <= 64 ? m : 64 * std::ceil(m / 64 - 1e-9); }  // cublasGemmGroupedBatchedEx: 64-row steps (measured)
+// top-k: one 1024-thread block per row, one block per SM (132 SMs on the H200): rows run in waves
+void t_waves(double* f) { f[0] = f[0] <= 132 ? f[0] : 132 * std::ceil(f[0] / 132 - 1e-9); }
+// Flash-decoding plan of kernels/attention/mqa.cu (mqa_make_plan, 132 SMs, one block per SM):
+// per-split rows = max(256, ⌈B·L/264⌉) rounded up to 64; each query splits in ns = ⌈L/per⌉ items
+// of len = ⌈L/ns⌉ rounded to 64; blocks = B·ns · head groups (48 heads per block at H % 48 == 0,
+// else 32 above 16 heads, else 16). Feature 1 becomes the rows of the busiest SM: waves · len.
+void t_mqa_plan(double* f) {
+  const double B = std::max(1.0, std::round(f[0])), L = std::max(1.0, f[1]), H = f[2];
+  double per = std::max(256.0, std::ceil(B * L / 264));
+  per = 64 * std::ceil(per / 64);
+  const double ns = std::max(1.0, std::ceil(L / per));
+  const double len = 64 * std::ceil(std::ceil(L / ns) / 64);
+  const double hb = (H >= 48 && std::fmod(H, 48) == 0) ? 48 : H > 16 ? 32 : 16;
+  const double blocks = B * ns * std::ceil(H / hb);
+  f[1] = std::ceil(blocks / 132) * len;
+}
+// MHA prefill (kernels/attention/mla_prefill.cu, 64-row blocks, 2 blocks per SM): H · ⌈N/64⌉
+// blocks run in waves of 264; the chunk becomes the chunk those waves could hold.
+void t_prefill_waves(double* f) {
+  const double H = std::max(1.0, f[2]), blocks = H * std::ceil(f[0] / 64 - 1e-9);
+  f[0] = std::max(f[0], 264 * std::ceil(blocks / 264 - 1e-9) * 64 / H);
+}
+// short conv prefill: elements (tokens · channels) over a fixed grid
+Work w_conv_elements(const double* f) { return {8 * f[0], f[0] * 4, DType::bf16}; }
+
+std::vector<FamilyInfo> build() {
+  std::vector<FamilyInfo> v(kFamilyCount);
+  auto set = [&](Family id, std::string name, std::string cls, std::string kernel, std::vector<std::string> feats, std::vector<double> gap,
+                 std::vector<bool> mono, std::vector<int> series, double lambda, Work (*work)(const double*)) {
+    FamilyInfo& f = v[static_cast<int>(id)];
+    f.id = id, f.name = std::move(name), f.op_class = std::move(cls), f.kernel = std::move(kernel);
+    f.features = std::move(feats), f.min_gap = std::move(gap), f.monotone = std::move(mono), f.series = std::move(series);
+    f.lambda = lambda, f.work = work;
+    // curvature is penalised fully along the swept features and 100x less across the measured
+    // shapes (series), so a held-out point follows its own series rather than its neighbours
+    f.smooth.assign(f.features.size(), 1.0);
+    for (int a : f.series) f.smooth[a] = 0.01;
+  };
+  // λ: curvature weight vs the data (log2 units). 1e-2 everywhere (chosen on the k-fold error of
+  // every family among 1e-4..1e-1; 1e-5 is ill-conditioned), 1e-3 for indexer_decode.
+  const double L = 1e-2;
+  set(Family::gemm_bf16, "gemm_bf16", "dense GEMM",
+      "cuBLASLt/cuBLAS BF16: dense_proj_* */bf16, moe_shared_expert and dense_ffn_k3 w13/w2, latentmoe_proj down/up, "
+      "moe_grouped_gemm_bf16 cublas_dense_same_flops, the 8192^3 ceilings",
+      {"M", "N", "K"}, {0.2, 0.1, 0.1}, {true, true, true}, {1, 2}, L, w_gemm_bf16);
+  set(Family::gemm_fp8, "gemm_fp8", "dense GEMM", "cuBLASLt FP8 e4m3, 1x128 act / 128x128 weight scales: dense_proj_* */fp8_block_scale",
+      {"M", "N", "K"}, {0.2, 0.1, 0.1}, {true, true, true}, {1, 2}, L, w_gemm_fp8);
+  set(Family::grouped_w4a16, "grouped_w4a16", "grouped expert GEMM",
+      "own MXFP4 W4A16 grouped wgmma kernel (variant 4): moe_grouped_gemm_w4a16 w4a16, uniform routing; rows padded to the token tile",
+      {"experts", "rows", "N", "K"}, {0.1, 0.2, 0.1, 0.1}, {true, true, true, true}, {2, 3}, L, w_grouped_w4a16);
+  set(Family::grouped_fp8, "grouped_fp8", "grouped expert GEMM",
+      "cuBLASLt FP8 block-scaled, one matmul per expert: moe_grouped_gemm_fp8; rows per expert padded as measured (256, then 512)",
+      {"experts", "rows", "N", "K"}, {0.1, 0.2, 0.1, 0.1}, {true, true, true, true}, {2, 3}, L, w_grouped_fp8);
+  set(Family::grouped_bf16, "grouped_bf16", "grouped expert GEMM",
+      "cublasGemmGroupedBatchedEx BF16: moe_grouped_gemm_bf16 cublas_grouped; rows per expert padded to 64 as measured",
+      {"experts", "rows", "N", "K"}, {0.1, 0.2, 0.1, 0.1}, {true, true, true, true}, {2, 3}, L, w_grouped_bf16);
+  set(Family::kda_prefill, "kda_prefill", "KDA", "KDA chunked prefill K1+K2 (C=16, D=128): kda_prefill k1+k2",
+      {"tokens", "seq_len", "heads"}, {0.2, 0.2, 0.1}, {true, true, true}, {2}, L, w_kda_prefill);
+  set(Family::kda_decode_fp32, "kda_decode_fp32", "KDA", "KDA recurrent step, fp32 state: kda_decode state_fp32", {"batch", "heads"},
+      {0.2, 0.1}, {true, true}, {1}, L, w_kda_decode_fp32);
+  set(Family::kda_decode_bf16, "kda_decode_bf16", "KDA", "KDA recurrent step, bf16 state: kda_decode state_bf16", {"batch", "heads"},
+      {0.2, 0.1}, {true, true}, {1}, L, w_kda_decode_bf16);
+  set(Family::short_conv_prefill, "short_conv_prefill", "elementwise",
+      "KDA width-4 causal conv + SiLU: kda_short_conv prefill (time follows tokens x channels: both channel counts on one curve)",
+      {"elements"}, {0.1}, {true}, {}, L, w_conv_elements);
+  set(Family::short_conv_decode, "short_conv_decode", "elementwise", "KDA conv state update: kda_short_conv decode", {"batch", "channels"},
+      {0.2, 0.1}, {true, true}, {1}, L, w_conv_decode);
+  set(Family::gated_rmsnorm, "gated_rmsnorm", "elementwise", "KDA RMSNorm(128)·w·sigmoid(gate): kda_gated_rmsnorm fused", {"tokens", "heads"},
+      {0.2, 0.1}, {true, true}, {1}, L, w_gated_rmsnorm);
+  set(Family::mla_decode, "mla_decode", "attention decode",
+      "absorbed-MQA decode over the BF16 latent cache: mla_decode mt3_tn64_ns2 (H 48/96), mt2_tn32_ns3 (24), mt1_tn32_ns3 (12), mixed contexts",
+      {"batch", "sm_rows", "heads"}, {0.2, 0.2, 0.1}, {false, true, false}, {2}, L, w_mla_decode);
+  v[static_cast<int>(Family::mla_decode)].transform = t_mqa_plan;
+  set(Family::mla_prefill, "mla_prefill", "attention prefill",
+      "MHA-mode causal attention core: mla_prefill bm64 (96 heads only); keys_mean = prefix + (chunk+1)/2 keys per query",
+      {"chunk", "keys_mean", "heads"}, {0.2, 0.2, 0.1}, {true, true, true}, {}, L, w_mla_prefill);
+  v[static_cast<int>(Family::mla_prefill)].transform = t_prefill_waves;
+  set(Family::v4_attn_decode, "v4_attn_decode", "attention decode",
+      "V4 attention core over FP8 584-B rows: csa_sparse_attn_decode, hca_attn_decode, swa_attn_decode (current tile configs; *_r1 rows only where no current row has the shape)",
+      {"batch", "rows_per_query", "heads"}, {0.2, 0.1, 0.1}, {true, true, false}, {2}, L, w_v4_decode);
+  set(Family::v4_attn_prefill, "v4_attn_prefill", "attention prefill",
+      "same core, one index list per query: csa_sparse_attn_prefill, hca_attn_prefill, swa_attn_prefill (*_r1 rows only for shapes not measured otherwise)",
+      {"chunk", "rows_mean", "heads"}, {0.2, 0.1, 0.1}, {true, true, false}, {2}, L, w_v4_prefill);
+  set(Family::indexer_decode, "indexer_decode", "indexer", "lightning-indexer logits, FP8, 64 heads x 128: csa_indexer decode",
+      {"batch", "keys_per_query", "heads"}, {0.2, 0.2, 0.1}, {true, true, true}, {}, 1e-3, w_indexer_decode);
+  set(Family::indexer_prefill, "indexer_prefill", "indexer", "csa_indexer prefill", {"chunk", "keys_mean", "heads"}, {0.2, 0.1, 0.1},
+      {true, true, true}, {}, L, w_indexer_prefill);
+  set(Family::topk_decode, "topk_decode", "indexer",
+      "radix top-k of the logits: csa_topk decode, rows longer than k; batch in waves of 132 rows (one block per row per SM)",
+      {"batch", "row_len", "topk"}, {0.2, 0.2, 0.1}, {true, true, false}, {2}, L, w_topk);
+  v[static_cast<int>(Family::topk_decode)].transform = t_waves;
+  set(Family::topk_decode_copy, "topk_decode_copy", "indexer", "csa_topk decode, rows of at most k logits (copied)", {"batch", "row_len"},
+      {0.2, 0.1}, {true, true}, {}, L, w_topk);
+  set(Family::topk_prefill, "topk_prefill", "indexer", "csa_topk prefill", {"chunk", "len_mean", "topk"}, {0.2, 0.1, 0.1}, {true, true, false},
+      {2}, L, w_topk);
+  set(Family::compressor_prefill, "compressor_prefill", "elementwise",
+      "V4 compressors (pool, RMSNorm, RoPE, FP8): csa_compressor main/indexer_prefill, hca_compressor main_prefill",
+      {"tokens", "head_dim", "ratio"}, {0.2, 0.1, 0.1}, {true, true, false}, {1, 2}, L, w_compressor_prefill);
+  set(Family::compressor_decode, "compressor_decode", "elementwise", "csa_compressor main/indexer_decode, hca_compressor main_decode",
+      {"batch", "head_dim", "ratio"}, {0.2, 0.1, 0.1}, {true, true, false}, {1, 2}, L, w_compressor_decode);
+  set(Family::act_situ, "act_situ", "elementwise", "K3 SiTU GLU: moe_act_situ routed/shared/dense", {"rows", "I"}, {0.2, 0.1}, {true, true},
+      {1}, L, w_act_situ);
+  set(Family::act_swiglu, "act_swiglu", "elementwise", "DeepSeek SwiGLU clamped at 10: moe_act_swiglu", {"rows", "I"}, {0.2, 0.1},
+      {true, true}, {1}, L, w_act_swiglu);
+  set(Family::latent_rmsnorm, "latent_rmsnorm", "elementwise", "K3 RMSNorm(3584): latentmoe_proj rmsnorm", {"tokens", "width"}, {0.2, 0.1},
+      {true, true}, {}, L, w_latent_rmsnorm);
+  set(Family::router, "router", "router", "cuBLAS gate GEMM + scoring + top-k: moe_router_k3 / moe_router_dsv4 gemm_topk",
+      {"tokens", "experts", "hidden"}, {0.2, 0.1, 0.1}, {true, true, true}, {1, 2}, L, w_router);
+  set(Family::permute, "permute", "elementwise", "histogram + scan + gather to expert slots: moe_permute (uniform routing)",
+      {"tokens", "top_k", "width"}, {0.2, 0.1, 0.1}, {true, true, true}, {1, 2}, L, w_permute);
+  set(Family::combine, "combine", "elementwise", "weighted combine of the k expert outputs: moe_combine combine (uniform routing)",
+      {"tokens", "top_k", "width"}, {0.2, 0.1, 0.1}, {true, true, true}, {1, 2}, L, w_combine);
+  set(Family::mhc, "mhc", "elementwise", "V4 mHC, one sublayer (pre GEMM + Sinkhorn kernel + post): mhc_mix pre_post", {"tokens", "hidden"},
+      {0.2, 0.1}, {true, true}, {1}, L, w_mhc);
+  return v;
+}
+
+const std::vector<FamilyInfo>& all() {
+  static const std::vector<FamilyInfo> v = build();
+  return v;
+}
+
+bool ends_with(const std::string& s, std::string_view e) { return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0; }
+
+}  // namespace
+
+const FamilyInfo& family_info(Family f) { return all()[static_cast<int>(f)]; }
+
+Family family_by_name(std::string_view name) {
+  std::string names;
+  for (const auto& f : all()) {
+    if (f.name == name) return f.id;
+    names += (names.empty() ? "" : ", ") + f.name;
+  }
+  throw std::invalid_argument("unknown kernel family \"" + std::string(name) + "\" (known: " + names + ")");
+}
+
+double pad_rows(Family f, double m, double mean_active) {
+  switch (f) {
+    case Family::grouped_w4a16: {
+      const double bt = w4a16_tile(mean_active);
+      return bt * std::ceil(m / bt - 1e-9);
+    }
+    case Family::grouped_fp8: return pad_fp8(m);
+    case Family::grouped_bf16: return pad_bf16(m);
+    default: return m;
+  }
+}
+
+double expected_padded_rows(Family f, double rows, double held, double active) {
+  if (rows <= 0 || held <= 0) return 0;
+  const double lambda = rows / held, mean_active = rows / std::max(active, 1e-9);
+  // Poisson(λ) pmf walked outwards from its mode by the ratio p(j±1)/p(j) (one lgamma per call)
+  const long mode = std::max(1L, static_cast<long>(std::floor(lambda)));
+  const double p_mode = std::exp(mode * std::log(lambda) - lambda - std::lgamma(mode + 1.0));
+  double e = p_mode * pad_rows(f, static_cast<double>(mode), mean_active);
+  double p = p_mode;
+  for (long j = mode + 1; p > 1e-13 * p_mode || j <= lambda + 12; ++j) {
+    p *= lambda / j;
+    e += p * pad_rows(f, static_cast<double>(j), mean_active);
+  }
+  p = p_mode;
+  for (long j = mode - 1; j >= 1; --j) {
+    p *= (j + 1) / lambda;
+    if (p < 1e-13 * p_mode) break;
+    e += p * pad_rows(f, static_cast<double>(j), mean_active);
+  }
+  return held * e;
+}
+
+double launch_gap_s(const std::map<std::string, KernelTable>& tables) {
+  std::vector<double> g;
+  for (const auto& [file, t] : tables)
+    for (const auto& r : t.rows)
+      if (r.timing == "cuda_graph_replay" && r.us_median_eager > 0) g.push_back(r.us_median_eager - r.us_median);
+  if (g.empty()) return 0.0;
+  std::sort(g.begin(), g.end());
+  const size_t n = g.size();
+  return 1e-6 * (n % 2 ? g[n / 2] : 0.5 * (g[n / 2 - 1] + g[n / 2]));
+}
+
+double graph_seconds(const KernelTable& t, const KernelRow& r, double gap_s) {
+  const double s = r.us_median * 1e-6;
+  if (r.timing == "cuda_graph_replay" || t.op.rfind("moe_layer", 0) == 0) return s;
+  return std::max(s - gap_s, s / 4);
+}
+
+std::vector<Sample> family_samples(Family fam, const std::map<std::string, KernelTable>& tables, double gap_s) {
+  std::vector<Sample> out;
+  auto table = [&](const std::string& file) -> const KernelTable& {
+    const auto it = tables.find(file);
+    if (it == tables.end()) throw std::runtime_error("kernel family " + family_info(fam).name + " needs the table " + file + ", which was not loaded");
+    return it->second;
+  };
+  auto push = [&](const KernelTable& t, const KernelRow& r, std::array<double, kMaxGridDims> x) {
+    if (r.us_median <= 0) return;
+    for (double v : x)
+      if (!(v >= 0)) return;
+    Sample s;
+    s.x = x, s.seconds = graph_seconds(t, r, gap_s), s.table = t.file, s.variant = r.variant;
+    out.push_back(std::move(s));
+  };
+  switch (fam) {
+    case Family::gemm_bf16:
+    case Family::gemm_fp8: {
+      const bool bf = fam == Family::gemm_bf16;
+      for (const char* f : {"dense_proj_k3_kda.json", "dense_proj_k3_mla.json", "dense_proj_v4pro.json", "dense_proj_v4flash.json"})
+        for (const auto& r : table(f).rows)
+          if (ends_with(r.variant, bf ? "/bf16" : "/fp8_block_scale")) push(table(f), r, {r.at("M"), r.at("N") * r.get("batch", 1), r.at("K"), 0});
+      if (!bf) break;
+      for (const char* f : {"moe_shared_expert.json", "dense_ffn_k3.json"})
+        for (const auto& r : table(f).rows) {
+          const double T = r.at("tokens"), D = r.at("hidden"), I = r.at("inter");
+          if (r.variant == "w13") push(table(f), r, {T, 2 * I, D, 0});
+          if (r.variant == "w2") push(table(f), r, {T, D, I, 0});
+        }
+      for (const auto& r : table("latentmoe_proj.json").rows) {
+        const double T = r.at("tokens"), D = r.at("hidden"), Lt = r.at("latent");
+        if (r.variant == "down") push(table("latentmoe_proj.json"), r, {T, Lt, D, 0});
+        if (r.variant == "up") push(table("latentmoe_proj.json"), r, {T, D, Lt, 0});
+      }
+      for (const auto& r : table("moe_grouped_gemm_bf16.json").rows)
+        if (r.variant == "cublas_dense_same_flops") push(table("moe_grouped_gemm_bf16.json"), r, {r.at("rows"), r.at("N"), r.at("K"), 0});
+      for (const auto& r : table("h200_ceilings.json").rows)
+        if (r.variant == "cublaslt_bf16") push(table("h200_ceilings.json"), r, {r.at("M"), r.at("N"), r.at("K"), 0});
+      for (const auto& r : table("moe_ref_ceilings.json").rows)
+        if (r.variant == "cublas_bf16_8192") push(table("moe_ref_ceilings.json"), r, {r.at("M"), r.at("N"), r.at("K"), 0});
+      break;
+    }
+    case Family::grouped_w4a16:
+    case Family::grouped_fp8:
+    case Family::grouped_bf16: {
+      const std::string file = fam == Family::grouped_w4a16 ? "moe_grouped_gemm_w4a16.json"
+                               : fam == Family::grouped_fp8 ? "moe_grouped_gemm_fp8.json"
+                                                            : "moe_grouped_gemm_bf16.json";
+      const std::string var = fam == Family::grouped_w4a16 ? "w4a16" : fam == Family::grouped_fp8 ? "cublaslt_block128" : "cublas_grouped";
+      for (const auto& r : table(file).rows)
+        if (r.variant == var && r.get("skew", 0) == 0) {
+          const double G = r.at("active_experts"), m = r.at("tokens_per_expert");  // every active expert has exactly m rows
+          push(table(file), r, {G, G * pad_rows(fam, m, m), r.at("N"), r.at("K")});
+        }
+      break;
+    }
+    case Family::kda_prefill:
+      for (const auto& r : table("kda_prefill.json").rows)
+        if (r.variant == "k1+k2") push(table("kda_prefill.json"), r, {r.at("tokens"), r.at("tokens") / r.at("num_seqs"), r.at("heads"), 0});
+      break;
+    case Family::kda_decode_fp32:
+    case Family::kda_decode_bf16:
+      for (const auto& r : table("kda_decode.json").rows)
+        if (r.variant == (fam == Family::kda_decode_fp32 ? "state_fp32" : "state_bf16")) push(table("kda_decode.json"), r, {r.at("batch"), r.at("heads"), 0, 0});
+      break;
+    case Family::short_conv_prefill:
+    case Family::short_conv_decode: {
+      const bool pre = fam == Family::short_conv_prefill;
+      for (const auto& r : table("kda_short_conv.json").rows) {
+        if (r.variant != (pre ? "prefill" : "decode")) continue;
+        if (pre) push(table("kda_short_conv.json"), r, {r.at("tokens") * r.at("channels"), 0, 0, 0});
+        else push(table("kda_short_conv.json"), r, {r.at("batch"), r.at("channels"), 0, 0});
+      }
+      break;
+    }
+    case Family::gated_rmsnorm:
+      for (const auto& r : table("kda_gated_rmsnorm.json").rows) push(table("kda_gated_rmsnorm.json"), r, {r.at("tokens"), r.at("heads"), 0, 0});
+      break;
+    case Family::mla_decode:
+      for (const auto& r : table("mla_decode.json").rows)
+        if (r.variant == "mt3_tn64_ns2" || r.variant == "mt2_tn32_ns3" || r.variant == "mt1_tn32_ns3" || r.variant == "mixed_mt3_tn64_ns2")
+          push(table("mla_decode.json"), r, {r.at("batch"), r.at("ctx_sum") / r.at("batch"), r.at("heads"), 0});
+      break;
+    case Family::mla_prefill:
+      for (const auto& r : table("mla_prefill.json").rows)
+        if (r.variant == "bm64") push(table("mla_prefill.json"), r, {r.at("chunk"), r.at("prefix") + (r.at("chunk") + 1) / 2, r.at("heads"), 0});
+      break;
+    case Family::v4_attn_decode:
+    case Family::v4_attn_prefill: {
+      // current tile configurations; rows of the older *_r1 configuration (smoke run, 10-15% slower
+      // at common points) only where no current row has the shape: they fill the large-batch corner
+      // of the unsharded head counts (README coverage note)
+      const bool dec = fam == Family::v4_attn_decode;
+      auto feats = [&](const KernelRow& r) {
+        return dec ? std::array<double, kMaxGridDims>{r.at("batch"), r.at("rows_per_query"), r.at("heads"), 0}
+                   : std::array<double, kMaxGridDims>{r.at("chunk"), r.at("rows_mean"), r.at("heads"), 0};
+      };
+      const std::vector<const char*> files = dec ? std::vector<const char*>{"csa_sparse_attn_decode.json", "hca_attn_decode.json", "swa_attn_decode.json"}
+                                                 : std::vector<const char*>{"csa_sparse_attn_prefill.json", "hca_attn_prefill.json", "swa_attn_prefill.json"};
+      std::set<std::array<double, kMaxGridDims>> seen;
+      for (const char* f : files)
+        for (const auto& r : table(f).rows)
+          if (!ends_with(r.variant, "_r1")) push(table(f), r, feats(r)), seen.insert(feats(r));
+      for (const char* f : files)
+        for (const auto& r : table(f).rows)
+          if (ends_with(r.variant, "_r1") && !seen.count(feats(r))) push(table(f), r, feats(r));
+      break;
+    }
+    case Family::indexer_decode:
+      for (const auto& r : table("csa_indexer.json").rows)
+        if (r.variant == "decode") push(table("csa_indexer.json"), r, {r.at("batch"), r.at("keys_per_query"), r.at("heads"), 0});
+      break;
+    case Family::indexer_prefill:
+      for (const auto& r : table("csa_indexer.json").rows)
+        if (r.variant == "prefill") push(table("csa_indexer.json"), r, {r.at("chunk"), r.at("keys_seen_total") / r.at("chunk"), r.at("heads"), 0});
+      break;
+    case Family::topk_decode:
+      for (const auto& r : table("csa_topk.json").rows)
+        if (r.variant == "decode" && r.at("row_len") > r.at("topk")) push(table("csa_topk.json"), r, {r.at("batch"), r.at("row_len"), r.at("topk"), 0});
+      break;
+    case Family::topk_decode_copy:
+      for (const auto& r : table("csa_topk.json").rows)
+        if (r.variant == "decode" && r.at("row_len") <= r.at("topk")) push(table("csa_topk.json"), r, {r.at("batch"), r.at("row_len"), 0, 0});
+      break;
+    case Family::topk_prefill:
+      for (const auto& r : table("csa_topk.json").rows)
+        if (r.variant == "prefill") push(table("csa_topk.json"), r, {r.at("chunk"), r.at("len_total") / r.at("chunk"), r.at("topk"), 0});
+      break;
+    case Family::compressor_prefill:
+    case Family::compressor_decode: {
+      const bool pre = fam == Family::compressor_prefill;
+      for (const char* f : {"csa_compressor.json", "hca_compressor.json"})
+        for (const auto& r : table(f).rows)
+          if (ends_with(r.variant, pre ? "_prefill" : "_decode"))
+            push(table(f), r, {r.at(pre ? "tokens" : "batch"), r.at("head_dim"), r.at("ratio"), 0});
+      break;
+    }
+    case Family::act_situ:
+      for (const auto& r : table("moe_act_situ.json").rows) push(table("moe_act_situ.json"), r, {r.at("rows"), r.at("I"), 0, 0});
+      break;
+    case Family::act_swiglu:
+      for (const auto& r : table("moe_act_swiglu.json").rows) push(table("moe_act_swiglu.json"), r, {r.at("rows"), r.at("I"), 0, 0});
+      break;
+    case Family::latent_rmsnorm:
+      for (const auto& r : table("latentmoe_proj.json").rows)
+        if (r.variant == "rmsnorm") push(table("latentmoe_proj.json"), r, {r.at("tokens"), r.at("latent"), 0, 0});
+      break;
+    case Family::router:
+      for (const char* f : {"moe_router_k3.json", "moe_router_dsv4.json"})
+        for (const auto& r : table(f).rows)
+          if (r.variant == "gemm_topk") push(table(f), r, {r.at("tokens"), r.at("experts"), r.at("hidden"), 0});
+      break;
+    case Family::permute:
+      for (const auto& r : table("moe_permute.json").rows)
+        if (r.get("skew", 0) == 0) push(table("moe_permute.json"), r, {r.at("tokens"), r.at("top_k"), r.at("D"), 0});
+      break;
+    case Family::combine:
+      for (const auto& r : table("moe_combine.json").rows)
+        if (r.variant == "combine" && r.get("skew", 0) == 0) push(table("moe_combine.json"), r, {r.at("tokens"), r.at("top_k"), r.at("D"), 0});
+      break;
+    case Family::mhc:
+      for (const auto& r : table("mhc_mix.json").rows)
+        if (r.variant == "pre_post") push(table("mhc_mix.json"), r, {r.at("tokens"), r.at("hidden"), 0, 0});
+      break;
+    case Family::count_: break;
+  }
+  return out;
+}
+
+void transform_features(const FamilyInfo& f, const double* x, double* out) {
+  const int d = static_cast<int>(f.features.size());
+  for (int a = 0; a < d; ++a) out[a] = x[a];
+  if (f.transform) f.transform(out);
+}
+
+double family_seconds(const FamilyInfo& f, const FittedFamily& fit, const double* x, const Ceilings& ref, bool* extrapolated) {
+  const int d = fit.grid.dims();
+  // Grouped expert GEMMs outside the measured expert counts: the same kernel over G/G_edge copies
+  // of a G_edge-expert group, each with its share of the rows (roofline-consistent: weights scale
+  // with G, FLOPs with the rows; and monotone in both, unlike a bound ratio at a clamped G).
+  if ((f.id == Family::grouped_w4a16 || f.id == Family::grouped_fp8 || f.id == Family::grouped_bf16) && x[0] > 0) {
+    const double G = x[0], ge = std::clamp(G, std::exp2(fit.grid.lo(0)), std::exp2(fit.grid.hi(0)));
+    if (std::abs(std::log2(G / ge)) > 1e-9) {
+      const double y[4] = {ge, x[1] * ge / G, x[2], x[3]};
+      if (extrapolated) *extrapolated = true;
+      return G / ge * family_seconds(f, fit, y, ref, extrapolated);
+    }
+  }
+  double lx[kMaxGridDims] = {}, xc[kMaxGridDims] = {}, xq[kMaxGridDims] = {};
+  transform_features(f, x, xq);
+  bool out = false;
+  for (int a = 0; a < d; ++a) xq[a] = std::max(xq[a], 1e-30), lx[a] = std::log2(xq[a]);
+  const FittedFamily::SeriesRange* range = nullptr;
+  for (const auto& r : fit.ranges) {
+    bool match = true;
+    for (size_t k = 0; k < f.series.size() && match; ++k) match = std::abs(r.key[k] - lx[f.series[k]]) < 1e-6;
+    if (match) {
+      range = &r;
+      break;
+    }
+  }
+  bool beyond_shape = false;
+  for (int a = 0; a < d; ++a) {
+    // above a measured shape's own range the grid value is the smooth fill between shapes: kept,
+    // but flagged as extrapolated
+    if (range && lx[a] > range->hi[a] + 1e-9) beyond_shape = true;
+    const double c = std::clamp(lx[a], fit.grid.lo(a), fit.grid.hi(a));
+    xc[a] = xq[a];
+    if (std::abs(c - lx[a]) > 1e-9) out = true, xc[a] = std::exp2(c);
+    lx[a] = c;
+  }
+  double t = std::exp2(fit.grid.eval(lx));
+  if (out) {
+    const double rq = ref.bound(f.work(xq)), rc = ref.bound(f.work(xc));
+    const double ratio = rc > 0 ? rq / rc : 1.0;
+    t = ratio >= 1 ? t * ratio : std::max(t * ratio, std::min(t, fit.floor_s));
+  }
+  if (extrapolated && (out || beyond_shape)) *extrapolated = true;
+  return t;
+}
+
+}  // namespace servesim

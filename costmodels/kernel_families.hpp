@@ -1,0 +1,154 @@
+// servesim costmodels: the kernel families of the fitted cost model. A family is one measured
+// kernel (or one kernel configuration family, e.g. every cuBLASLt BF16 GEMM) whose latency is a
+// fitted surface over a few shape features. This file says, per family: which table rows train it
+// (table file, variants, how the shape fields become features), its features, the roofline work
+// (FLOP and HBM bytes of one call, from the table's flop_formula / byte_formula) used to
+// extrapolate outside the measured range and to scale to other GPUs, and the fit settings.
+// The mapping from the engine's ops (OpKind + Op shape fields) onto these families is in
+// costmodels/fitted.cpp (and README "Cost models").
+#pragma once
+#include "costmodels/dtype.hpp"
+#include "costmodels/kernel_table.hpp"
+#include "costmodels/log_grid.hpp"
+
+#include <array>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace servesim {
+
+enum class Family : int {
+  gemm_bf16,           ///< cuBLASLt/cuBLAS BF16 GEMM (M, N·batch, K)
+  gemm_fp8,            ///< cuBLASLt FP8 e4m3 GEMM with 1x128 / 128x128 block scales
+  grouped_w4a16,       ///< own MXFP4-weight W4A16 grouped GEMM (kernels/moe)
+  grouped_fp8,         ///< cuBLASLt FP8 block-scaled, one matmul per expert
+  grouped_bf16,        ///< cublasGemmGroupedBatchedEx BF16
+  kda_prefill,         ///< KDA chunked prefill K1+K2
+  kda_decode_fp32,     ///< KDA recurrent step, fp32 state
+  kda_decode_bf16,     ///< KDA recurrent step, bf16 state
+  short_conv_prefill,  ///< KDA short conv + SiLU, prefill
+  short_conv_decode,   ///< KDA short conv + SiLU, decode
+  gated_rmsnorm,       ///< KDA output RMSNorm · sigmoid(gate)
+  mla_decode,          ///< absorbed-MQA decode over the latent cache (core only): batch, mean context, heads
+  mla_prefill,         ///< MHA-mode causal attention core
+  v4_attn_decode,      ///< V4 sparse/dense attention core over FP8 584-B rows, decode (CSA, HCA, SWA)
+  v4_attn_prefill,     ///< same, prefill
+  indexer_decode,      ///< CSA lightning-indexer logits, decode
+  indexer_prefill,     ///< CSA lightning-indexer logits, prefill
+  topk_decode,         ///< top-k of the indexer logits, decode, rows longer than k (radix select)
+  topk_decode_copy,    ///< same, rows of at most k logits (a copy)
+  topk_prefill,        ///< top-k, prefill
+  compressor_prefill,  ///< V4 KV compressors (CSA main / indexer, HCA main), prefill
+  compressor_decode,   ///< same, decode
+  act_situ,            ///< K3 SiTU GLU activation
+  act_swiglu,          ///< DeepSeek SwiGLU (clamped) activation
+  latent_rmsnorm,      ///< K3 LatentMoE RMSNorm over the latent
+  router,              ///< gate GEMM + scoring + top-k
+  permute,             ///< MoE token permutation to expert slots
+  combine,             ///< MoE weighted combine of expert outputs
+  mhc,                 ///< V4 mHC mixing, one sublayer (pre + post)
+  count_
+};
+constexpr int kFamilyCount = static_cast<int>(Family::count_);
+
+/// FLOP and HBM bytes of one call, and the tensor-core input type of its FLOPs.
+struct Work {
+  double flops = 0, bytes = 0;
+  DType math = DType::bf16;
+};
+
+/// Ceilings a roofline bound uses (FLOP/s per tensor-core input type, bytes/s).
+struct Ceilings {
+  double bf16 = 0, fp8 = 0, fp4 = 0, hbm = 0;
+  /// Peak for `t`: fp8 → fp8; mxfp4 → fp4 when the GPU has FP4 tensor cores, else bf16 (Hopper
+  /// runs MXFP4 weights as W4A16, model-facts §3.2); everything else → bf16.
+  double peak(DType t) const;
+  /// max(flops / peak(math), bytes / hbm), seconds.
+  double bound(const Work& w) const;
+};
+
+struct FamilyInfo {
+  Family id;
+  std::string name;       ///< as in the fitted-parameter JSON and the report
+  std::string op_class;   ///< report grouping
+  std::string kernel;     ///< what was measured (tables, variants)
+  std::vector<std::string> features;
+  std::vector<double> min_gap;     ///< knot thinning per feature (log2)
+  std::vector<bool> monotone;      ///< latency made non-decreasing in the feature
+  std::vector<double> smooth;      ///< curvature-penalty multiplier per feature (small across measured shapes)
+  std::vector<int> series;         ///< features whose distinct values form the measured "shapes" (leave-one-shape-out)
+  double lambda = 1e-3;            ///< curvature penalty
+  Work (*work)(const double* f) = nullptr;  ///< table formula at features f (after `transform`)
+  /// Optional feature transform applied before the surface and `work` see the features: the
+  /// kernel's tile or wave quantisation (e.g. tokens per expert padded to the token tile), so that
+  /// the surface is smooth in the transformed features. nullptr = identity.
+  void (*transform)(double* f) = nullptr;
+};
+
+const FamilyInfo& family_info(Family f);
+/// Family with this name; throws std::invalid_argument listing the names if none.
+Family family_by_name(std::string_view name);
+
+/// One training point: features (linear units), measured seconds, and where it came from.
+struct Sample {
+  std::array<double, kMaxGridDims> x{};
+  double seconds = 0;
+  std::string table, variant;
+};
+
+/// Rows an expert with m routed tokens occupies in grouped family f once padded to the kernel's
+/// token tile: W4A16 (kernels/moe) tile bt = next power of two ≥ the mean rows per active expert,
+/// clamped to [8, 256], rows padded to a multiple of bt; cuBLASLt FP8 per-expert matmuls: m up to
+/// 128 as is, then 256, then multiples of 512; cuBLAS grouped BF16: multiples of 64 above 64 (the
+/// last two read off the measured staircases). Other families: m.
+double pad_rows(Family f, double m, double mean_active);
+/// Expected padded rows of the grouped GEMM on one GPU holding `held` experts that receive `rows`
+/// routed rows in all, `active` of them at least one, when each expert's count is Poisson with
+/// mean rows/held (uniform routing). The grouped families' "rows" feature is padded rows.
+double expected_padded_rows(Family f, double rows, double held, double active);
+
+/// Host launch gap of one eagerly timed call: the median of (events-per-call time − CUDA-graph
+/// time per call) over every row measured both ways (the attention tables), seconds. The MoE and
+/// communication tables (issue #4) were timed per call with CUDA events only, so each of their
+/// rows includes one such gap that a CUDA-graph serving engine does not pay.
+double launch_gap_s(const std::map<std::string, KernelTable>& tables);
+
+/// Seconds of one row as a CUDA-graph engine sees it: us_median for graph-timed rows and for the
+/// whole-layer tables (moe_layer_*, replayed as one graph); else max(us_median − gap, us_median/4)
+/// (the first launch's gap removed, never below a quarter of the measured time).
+double graph_seconds(const KernelTable& t, const KernelRow& r, double gap_s);
+
+/// Training points of family f from the loaded tables (rows the family does not use are skipped),
+/// times as graph_seconds(gap_s). Throws std::runtime_error if a table the family needs is missing.
+std::vector<Sample> family_samples(Family f, const std::map<std::string, KernelTable>& tables, double gap_s);
+
+/// A fitted family: its surface, the smallest measured time (the latency floor used below the
+/// measured range) and the measured range is the grid's knot range.
+struct FittedFamily {
+  LogGrid grid;
+  double floor_s = 0;
+  /// Measured range of each measured shape (the FamilyInfo::series features' values): a query on
+  /// that shape above its own range is answered by the grid (filled between shapes) but flagged
+  /// as extrapolated; key/lo/hi in log2 of the features (key: series features only).
+  struct SeriesRange {
+    std::vector<double> key, lo, hi;
+    double floor_s = 0;  ///< smallest measured time of the shape (reported)
+  };
+  std::vector<SeriesRange> ranges;
+};
+
+/// x after the family's transform (identity if none), in out[0..features).
+void transform_features(const FamilyInfo& f, const double* x, double* out);
+
+/// Latency of one call of family `f` at features x (linear units, each > 0; the transform is
+/// applied here), seconds. The measured range is the grid's knot range (a query on a measured shape
+/// above that shape's own range, FittedFamily::ranges, is also flagged). Inside it: 2^grid(log2 x). Outside: the grid at the clamped shape c, scaled along
+/// the roofline form by bound(x) / bound(c) (ceilings `ref`), never below min(t(c), floor_s) when
+/// the shape is smaller than measured; *extrapolated is set (if not null) when any feature was
+/// clamped by more than 1e-9 in log2. Grouped expert GEMMs outside the measured expert counts G_e:
+/// (G / G_e) · t(G_e, rows · G_e / G, N, K).
+double family_seconds(const FamilyInfo& f, const FittedFamily& fit, const double* x, const Ceilings& ref, bool* extrapolated);
+
+}  // namespace servesim
