@@ -326,6 +326,12 @@ GpuSpec parse_hardware(const json& j, const std::string& origin) {
   g.nic_efficiency = o.num("nic_efficiency", 1.0, 1e-3, 1.0);
   g.pcie_bytes_per_s_per_direction = o.num("pcie_bytes_per_s_per_direction", std::nullopt, 1);
   g.host_dram_bytes_per_node = o.num("host_dram_bytes_per_node", 0.0, 0);
+  g.fitted_models = o.str("fitted_models", std::string());  // kernel-fitted cost-model parameters, relative to this file
+  if (!g.fitted_models.empty()) {
+    fs::path p(g.fitted_models);
+    if (p.is_relative()) p = fs::path(origin).parent_path() / p;
+    g.fitted_models_path = p.lexically_normal().string();
+  }
   Obj e = o.child("roofline_efficiency");
   for (int c = 0; c < kOpClassCount; ++c) {
     const std::string name(to_string(static_cast<OpClass>(c)));
@@ -536,8 +542,9 @@ Scenario parse_scenario(const std::string& text, const std::string& origin, cons
   s.description = o.str("description", std::string());
   s.seed = static_cast<std::uint64_t>(o.integer("seed", 1, 0));
   s.horizon_s = o.num("horizon_s", 0.0, 0);
-  s.cost_model = o.str("cost_model", std::string("roofline"));
-  if (s.cost_model != "roofline") o.fail("cost_model", "unknown cost model \"" + s.cost_model + "\" (available: roofline)");
+  s.cost_model = o.str("cost_model", std::string("fitted"));
+  if (s.cost_model != "fitted" && s.cost_model != "roofline")
+    o.fail("cost_model", "unknown cost model \"" + s.cost_model + "\" (available: fitted, roofline)");
   if (o.has("timeline")) {
     Obj t = o.child("timeline");
     s.timeline = t.boolean("enabled", true);

@@ -1,5 +1,6 @@
 // servesim: simulate LLM serving clusters. `servesim --help` lists the subcommands.
 #include "sim/cli/commands.hpp"
+#include "sim/cli/costmodel_cmd.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -16,7 +17,7 @@ int main(int argc, char** argv) {
   run->add_option("--seed", r.seed, "random seed (default: the scenario's)");
   run->add_option("--horizon", r.horizon_s, "stop at this simulated time in seconds (0: run to completion)");
   run->add_option("--time-scale", r.time_scale, "multiply trace arrival times by this factor");
-  run->add_option("--cost-model", r.cost_model, "cost model: roofline");
+  run->add_option("--cost-model", r.cost_model, "cost model: fitted (default: kernel-fitted, issue #5) | roofline");
   run->add_option("--jobs", r.jobs, "deployments simulated in parallel (default: one per core)");
   run->add_flag("--no-timeline", r.no_timeline, "do not write timeline.json");
   run->add_flag("--skip-bad-rows", r.skip_bad_rows, "skip malformed trace rows (counted in summary.json) instead of stopping");
@@ -34,7 +35,21 @@ int main(int argc, char** argv) {
   step->add_option("--seqs-per-rank", st.seqs_per_rank, "sequences per DP rank");
   step->add_option("--tokens", st.tokens, "new tokens per sequence (prefill chunk)");
   step->add_option("--context", st.context, "tokens already cached per sequence");
+  c::CostModelArgs cm;
+  auto* costmodel = app.add_subcommand("costmodel", "kernel-fitted cost model: rebuild it from the measurement tables, or report its accuracy");
+  costmodel->require_subcommand(1);
+  auto* cm_fit = costmodel->add_subcommand("fit", "fit every kernel family and the communication parameters; write the parameter file");
+  auto* cm_report = costmodel->add_subcommand("report", "held-out error per family, composite and published-number checks, communication rows");
+  for (auto* sc : {cm_fit, cm_report}) {
+    sc->add_option("--data", cm.data, "folder of kernel tables (default: the folder of the parameter file)");
+    sc->add_option("--params", cm.params, "fitted-parameter file (default: the hardware file's fitted_models)");
+    sc->add_option("--hardware", cm.hardware, "GPU the tables were measured on (default h200)");
+    sc->add_option("--worst", cm.worst, "also print the N worst held-out rows of each family");
+    sc->add_option("--family", cm.family, "restrict --worst to this kernel family");
+  }
+  cm_fit->add_flag("--no-validate", cm.no_validate, "skip the held-out validation");
   CLI11_PARSE(app, argc, argv);
+  if (*costmodel) return *cm_fit ? c::costmodel_fit(cm) : c::costmodel_report(cm);
   if (*run) return c::run(r);
   if (*step) return c::step(st);
   if (*plan) return c::plan(plan_file.empty() ? c::default_scenario() : plan_file);

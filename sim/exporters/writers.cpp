@@ -1,5 +1,7 @@
 #include "sim/exporters/writers.hpp"
 
+#include "costmodels/fitted.hpp"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -168,6 +170,16 @@ nlohmann::json summary_json(const RunReport& r) {
   j["seed"] = r.seed;
   j["horizon_s"] = r.horizon_s;
   j["cost_model"] = {{"name", r.cost_model}, {"provenance", std::string(to_string(s.worst_source))}};
+  if (r.cost_model.rfind("fitted", 0) == 0 && !d.gpu.fitted_models_path.empty()) {
+    // which fitted parameters and which measurements produced the numbers (issue #5)
+    const FitProvenance p = fitted_provenance(d.gpu);
+    j["cost_model"]["parameters"] = p.parameters;
+    j["cost_model"]["parameters_fnv1a64"] = p.parameters_hash;
+    j["cost_model"]["measured_on"] = p.measured_on;
+    j["cost_model"]["scaling"] = p.scaling;
+    j["cost_model"]["measurement_commits"] = p.measurement_commits;
+    j["cost_model"]["tables"] = p.tables;
+  }
   j["cluster"] = {{"nodes", nodes}, {"gpus_used", gpus}, {"fabric", d.cluster.fabric == FabricKind::fat_tree ? "fat_tree" : "rail_optimized"},
                   {"oversubscription", d.cluster.oversubscription}};
   j["prefill_pool"] = pool_json(d.prefill);
