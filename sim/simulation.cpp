@@ -14,7 +14,6 @@
 #include <deque>
 #include <exception>
 #include <limits>
-#include <queue>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -80,7 +79,7 @@ struct Simulation::Impl {
   struct Later {
     bool operator()(const Request& a, const Request& b) const { return a.arrival_s != b.arrival_s ? a.arrival_s > b.arrival_s : a.id > b.id; }
   };
-  std::priority_queue<Request, std::vector<Request>, Later> followups;  // next rounds of sessions
+  std::vector<Request> followups;  // next rounds of sessions: a min-heap on (arrival, id) via Later
   std::unordered_set<std::uint64_t> seen_blocks;                        // trace-level reuse
   std::unique_ptr<KvStore> store;
   sg4::MutexPtr arrivals_mutex;
@@ -218,17 +217,17 @@ struct Simulation::Impl {
         s.last_done_s = now();
         if (r->rec.first_token_s >= 0) s.decode_s += now() - r->rec.first_token_s;
       }
-      Request done = r->req;
-      if (status != RequestStatus::completed) done.last_round = true;  // a rejected round ends its session
+      if (status != RequestStatus::completed) r->req.last_round = true;  // a rejected round ends its session
       std::optional<Request> next;
       try {
-        next = source->follow_up(done, now());
+        next = source->follow_up(r->req, now());
       } catch (...) {
         if (!source_error) source_error = std::current_exception();
       }
-      if (done.last_round) end_session(r->req.session, status);
+      if (r->req.last_round) end_session(r->req.session, status);
       if (next) {
-        followups.push(std::move(*next));
+        followups.push_back(std::move(*next));
+        std::push_heap(followups.begin(), followups.end(), Later{});
         notify_arrivals();
       }
     }
@@ -306,7 +305,7 @@ struct Simulation::Impl {
         if (!open) open_done = true;
       }
       const double t_open = open ? open->arrival_s : inf;
-      const double t_follow = followups.empty() ? inf : followups.top().arrival_s;
+      const double t_follow = followups.empty() ? inf : followups.front().arrival_s;
       const double t = std::min(t_open, t_follow);
       if (source_error) break;
       if (t > horizon || t == inf) {
@@ -320,9 +319,10 @@ struct Simulation::Impl {
         continue;
       }
       Request req;
-      if (t_follow < t_open || (t_follow == t_open && followups.top().id < open->id)) {
-        req = followups.top();
-        followups.pop();
+      if (t_follow < t_open || (t_follow == t_open && followups.front().id < open->id)) {
+        std::pop_heap(followups.begin(), followups.end(), Later{});
+        req = std::move(followups.back());
+        followups.pop_back();
       } else {
         req = std::move(*open);
         open.reset();
@@ -380,7 +380,9 @@ struct Simulation::Impl {
     }
     const long long from_store = store_tokens_for(r->req);
     std::vector<PrefillCandidate> cand;
-    const bool cache_aware = d.router == "cache_aware";
+    // when the store holds the session's whole history, no L1 cache can offer more (the rest of
+    // the prompt is new): skip the lookups
+    const bool cache_aware = d.router == "cache_aware" && !(from_store > 0 && from_store >= r->req.history_tokens);
     for (auto& p : prefill)
       for (size_t k = 0; k < p.ranks.size(); ++k) {
         const auto& pr = p.ranks[k];
@@ -399,8 +401,9 @@ struct Simulation::Impl {
 
   // ------------------------------------------------------------------ prefill
   bool admit_prefill(PrefillRank& pr, ReqState* r) {
-    const PrefixMatch m = pr.cache ? pr.cache->match(r->req) : PrefixMatch{};
     const long long from_store = store_tokens_for(r->req);
+    const bool store_covers = from_store > 0 && from_store >= r->req.history_tokens;  // L1 cannot offer more
+    const PrefixMatch m = pr.cache && !store_covers ? pr.cache->match(r->req) : PrefixMatch{};
     const bool load = from_store > m.tokens;
     const long long hit = load ? 0 : m.tokens;
     const int pin = load ? 0 : m.pin_blocks;
@@ -595,19 +598,26 @@ struct Simulation::Impl {
   }
 
   // The round's KV left the GPUs: account its GPU residency to the session.
-  void gpu_released(const ReqState* r) {
-    if (r->req.session < 0) return;
-    auto it = sessions.find(r->req.session);
-    if (it != sessions.end() && r->rec.admit_s >= 0) it->second.gpu_s += now() - r->rec.admit_s;
+  void gpu_released(long long session, double admit_s) {
+    if (session < 0) return;
+    auto it = sessions.find(session);
+    if (it != sessions.end() && admit_s >= 0) it->second.gpu_s += now() - admit_s;
   }
+  void gpu_released(const ReqState* r) { gpu_released(r->req.session, r->rec.admit_s); }
+  // what a finished round's offload needs after its ReqState is gone
+  struct Held {
+    int decode_instance, decode_rank;
+    double kv_bytes;
+    long long session;
+    double admit_s;
+  };
 
   // ------------------------------------------------------------------ decode
-  void free_decode_kv(ReqState* r) {
-    DecodeInst& q = decode[static_cast<size_t>(r->rec.decode_instance)];
-    DecodeRank& dr = q.ranks[static_cast<size_t>(r->decode_rank)];
-    dr.reserved -= r->kv_decode_bytes;
+  void free_decode_kv(int instance, int rank, double bytes) {
+    DecodeInst& q = decode[static_cast<size_t>(instance)];
+    DecodeRank& dr = q.ranks[static_cast<size_t>(rank)];
+    dr.reserved -= bytes;
     --dr.admitted;
-    r->kv_decode_bytes = 0;
     emit_memory(Role::decode, q.id);
     dispatch_pending();
   }
@@ -616,7 +626,8 @@ struct Simulation::Impl {
     r->rec.done_s = now();
     const bool offload = store && r->req.session >= 0 && !r->req.last_round;
     if (!offload) {
-      free_decode_kv(r);
+      free_decode_kv(r->rec.decode_instance, r->decode_rank, r->kv_decode_bytes);
+      r->kv_decode_bytes = 0;
       gpu_released(r);
       end_request(r, RequestStatus::completed, "");
       return;
@@ -630,12 +641,11 @@ struct Simulation::Impl {
     totals.offload_bytes += total;
     // the request completes for the user now; its KV stays on the GPU until the copy is done
     const long long session = r->req.session;
-    ReqState copy_for_kv = *r;  // what the offload needs after r is freed
+    const Held held{r->rec.decode_instance, r->decode_rank, r->kv_decode_bytes, session, r->rec.admit_s};
     end_request(r, RequestStatus::completed, "");
-    auto held = std::make_shared<ReqState>(std::move(copy_for_kv));
     submit_flow(platform.endpoint(g0), platform.cpus[static_cast<size_t>(node)], total, [this, held, session, tokens, total, node] {
-      free_decode_kv(held.get());
-      gpu_released(held.get());
+      free_decode_kv(held.decode_instance, held.decode_rank, held.kv_bytes);
+      gpu_released(held.session, held.admit_s);
       if (!sessions.count(session)) return;  // the session ended meanwhile (e.g. the run's last round)
       for (const auto& dm : store->put_l2(session, tokens, total, node, now())) start_demotion(dm);
       emit_tiers();
@@ -731,6 +741,7 @@ struct Simulation::Impl {
     if (store) {
       totals.store_held_bytes = store->bytes(KvStore::Tier::l2) + store->bytes(KvStore::Tier::l3);
       totals.store_left_bytes = store->left_bytes();
+      totals.store_offloaded_bytes = store->offloaded_bytes();
       totals.store_dropped_bytes = store->dropped_bytes();
     }
     sink.on_end(totals.end_s);
