@@ -17,12 +17,6 @@ using namespace servesim;
 
 namespace {
 
-class ZeroCost final : public CostModel {
- public:
-  std::string name() const override { return "zero"; }
-  OpLatency latency(const Op&) const override { return {0.0, Provenance::roofline}; }
-};
-
 class Records final : public EventSink {
  public:
   void on_request(const RequestRecord& r) override { req[r.id] = r; }
@@ -91,7 +85,7 @@ TEST(Sessions, ThreeRoundsWithOffloadAndLoadBackByHand) {
   const ModelSpec& m = d.model;
   Records rec;
   Simulation sim(d, std::make_unique<SessionList>(0.0, std::vector<Round>{{1000, 10, 1.0}, {100, 10, 1.0}, {100, 10, 0.0}}),
-                 std::make_shared<ZeroCost>(), rec, {});
+                 std::make_shared<test::ZeroCost>(), rec, {});
   const RunTotals t = sim.run();
   ASSERT_EQ(rec.req.size(), 3u);
   ASSERT_EQ(rec.ses.size(), 1u);
@@ -160,7 +154,7 @@ TEST(Sessions, StoreConservationUnderPressureWithDemotionAndDrops) {
   Records rec;
   RunOptions o;
   o.horizon_s = 40;
-  Simulation sim(d, make_source(w, 9), std::make_shared<ZeroCost>(), rec, o);
+  Simulation sim(d, make_source(w, 9), std::make_shared<test::ZeroCost>(), rec, o);
   const RunTotals t = sim.run();
   EXPECT_GT(t.demote_bytes, 0);
   EXPECT_GT(t.store_dropped_bytes, 0);
@@ -204,7 +198,7 @@ RunTotals replay_unlimited(std::unique_ptr<RequestSource> src) {
   d.cluster.nodes = required_nodes(d);
   validate_deployment(d, "d");
   Records rec;
-  Simulation sim(d, std::move(src), std::make_shared<ZeroCost>(), rec, {});
+  Simulation sim(d, std::move(src), std::make_shared<test::ZeroCost>(), rec, {});
   return sim.run();
 }
 
