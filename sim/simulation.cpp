@@ -11,6 +11,7 @@
 #include <simgrid/s4u.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <exception>
 #include <limits>
@@ -63,7 +64,19 @@ struct Simulation::Impl {
     std::vector<DecodeRank> ranks;
     sg4::ActorPtr actor;
     bool idle = false;
+    // event-driven continuous batching: a sequence's finishing step is known when it joins, so a
+    // step costs O(log n) bookkeeping instead of O(n)
+    long long step = 0, active = 0;
+    std::vector<std::tuple<long long, std::uint64_t, ReqState*>> finish;  // min-heap on (step, id)
+    // the step time is re-evaluated when the batch's sequence count or total context (kept exactly,
+    // incrementally) has moved by more than kStepReuse since the last evaluation: decode step times
+    // change slowly with both
+    bool evaluated = false;
+    StepTime last;
+    double ctx = 0, ctx_at_eval = 0;  // Σ context of the next step's tokens
+    long long active_at_eval = 0;
   };
+  static constexpr double kStepReuse = 0.01;
   std::vector<PrefillInst> prefill;
   std::vector<DecodeInst> decode;
   std::vector<std::vector<SeqWork>> pwork, dwork;
@@ -370,11 +383,13 @@ struct Simulation::Impl {
       end_request(r, RequestStatus::rejected, "context " + std::to_string(ctx) + " tokens exceeds the model's " + std::to_string(d.model.max_context_tokens));
       return;
     }
-    if (kv_prompt(r->req) > pmem.kv_budget) {
+    r->kv_prompt_bytes = kv_prompt(r->req);  // computed once per request
+    r->kv_whole_bytes = kv_whole(r->req);
+    if (r->kv_prompt_bytes > pmem.kv_budget) {
       end_request(r, RequestStatus::rejected, "prompt KV exceeds a prefill rank's KV budget");
       return;
     }
-    if (kv_whole(r->req) > dmem.kv_budget) {
+    if (r->kv_whole_bytes > dmem.kv_budget) {
       end_request(r, RequestStatus::rejected, "prompt+output KV exceeds a decode rank's KV budget");
       return;
     }
@@ -407,7 +422,7 @@ struct Simulation::Impl {
     const bool load = from_store > m.tokens;
     const long long hit = load ? 0 : m.tokens;
     const int pin = load ? 0 : m.pin_blocks;
-    const double need = kv_prompt(r->req) - cached_bytes(hit);
+    const double need = r->kv_prompt_bytes - (hit > 0 ? cached_bytes(hit) : 0.0);
     if (pr.cache) pr.cache->pin(r->req, pin);
     double free = pr.capacity - pr.reserved - (pr.cache ? pr.cache->bytes() : 0.0);
     if (free < need && pr.cache) free += pr.cache->evict(need - free);
@@ -546,7 +561,7 @@ struct Simulation::Impl {
     std::vector<DecodeCandidate> cand;
     while (!pending_decode.empty()) {
       ReqState* r = pending_decode.front();
-      const double need = kv_whole(r->req);
+      const double need = r->kv_whole_bytes;
       cand.clear();
       for (auto& q : decode)
         for (size_t k = 0; k < q.ranks.size(); ++k) {
@@ -661,42 +676,65 @@ struct Simulation::Impl {
   }
 
   void decode_loop(DecodeInst& q) {
+    auto later = [](const auto& a, const auto& b) { return std::get<0>(a) != std::get<0>(b) ? std::get<0>(a) > std::get<0>(b) : std::get<1>(a) > std::get<1>(b); };
     for (;;) {
-      bool any = false;
-      long long seqs = 0;
-      for (size_t k = 0; k < q.ranks.size(); ++k) {
-        DecodeRank& dr = q.ranks[k];
+      for (auto& dr : q.ranks)
         while (!dr.ready.empty() && static_cast<int>(dr.active.size()) < d.decode.max_running) {
-          dr.active.push_back(dr.ready.front());
+          ReqState* r = dr.ready.front();
           dr.ready.pop_front();
+          r->active_index = static_cast<int>(dr.active.size());
+          r->start_step = q.step;
+          dr.active.push_back(r);
+          // it finishes at the end of the step where generated reaches output
+          q.finish.emplace_back(q.step + r->req.output_tokens - r->rec.generated_tokens - 1, r->req.id, r);
+          std::push_heap(q.finish.begin(), q.finish.end(), later);
+          ++q.active;
+          q.ctx += static_cast<double>(r->req.input_tokens + r->rec.generated_tokens);
         }
-        dwork[k].clear();
-        for (ReqState* r : dr.active) dwork[k].push_back({1, r->req.input_tokens + r->rec.generated_tokens - 1, true});
-        any |= !dr.active.empty();
-        seqs += static_cast<long long>(dr.active.size());
-      }
-      if (!any) {
+      if (q.active == 0) {
         q.idle = true;
         sg4::this_actor::suspend();
         continue;
       }
-      const StepTime st = dstep->step(dwork, Phase::decode);
-      const double start = now();
-      sg4::this_actor::sleep_for(st.total_s);
-      ++totals.decode_steps;
-      sink.on_step({Role::decode, q.id, start, now(), seqs, seqs, st});
-      for (auto& dr : q.ranks)
-        for (size_t i = 0; i < dr.active.size();) {
-          ReqState* r = dr.active[i];
-          if (++r->rec.generated_tokens < r->req.output_tokens) {
-            ++i;
-            continue;
-          }
-          dr.active[i] = dr.active.back();
-          dr.active.pop_back();
-          finish_round(r);
+      const bool moved = std::abs(static_cast<double>(q.active - q.active_at_eval)) > kStepReuse * static_cast<double>(q.active_at_eval) ||
+                         std::abs(q.ctx - q.ctx_at_eval) > kStepReuse * q.ctx_at_eval;
+      if (!q.evaluated || moved) {
+        for (size_t k = 0; k < q.ranks.size(); ++k) {
+          dwork[k].clear();
+          for (ReqState* r : q.ranks[k].active)
+            dwork[k].push_back({1, r->req.input_tokens + r->rec.generated_tokens - 1 + (q.step - r->start_step), true});
         }
+        q.last = dstep->step(dwork, Phase::decode);
+        q.ctx_at_eval = q.ctx, q.active_at_eval = q.active, q.evaluated = true;
+      }
+      const double start = now();
+      sg4::this_actor::sleep_for(q.last.total_s);
+      ++totals.decode_steps;
+      sink.on_step({Role::decode, q.id, start, now(), q.active, q.active, q.last});
+      ++q.step;
+      q.ctx += static_cast<double>(q.active);
+      while (!q.finish.empty() && std::get<0>(q.finish.front()) < q.step) {
+        std::pop_heap(q.finish.begin(), q.finish.end(), later);
+        ReqState* r = std::get<2>(q.finish.back());
+        q.finish.pop_back();
+        DecodeRank& dr = q.ranks[static_cast<size_t>(r->decode_rank)];
+        ReqState* moved = dr.active.back();
+        dr.active[static_cast<size_t>(r->active_index)] = moved;
+        moved->active_index = r->active_index;
+        dr.active.pop_back();
+        --q.active;
+        q.ctx -= static_cast<double>(r->req.input_tokens + r->rec.generated_tokens + (q.step - r->start_step));
+        r->rec.generated_tokens = r->req.output_tokens;
+        finish_round(r);
+      }
     }
+  }
+
+  // tokens generated so far by sequences still decoding (their counters are kept implicitly)
+  void settle_decode_counters() {
+    for (auto& q : decode)
+      for (auto& dr : q.ranks)
+        for (ReqState* r : dr.active) r->rec.generated_tokens += q.step - r->start_step;
   }
 
   // ------------------------------------------------------------------ run
@@ -716,6 +754,7 @@ struct Simulation::Impl {
     new sg4::MutexPtr(arrivals_mutex);
     new sg4::ConditionVariablePtr(arrivals_cv);
     totals.end_s = now();
+    settle_decode_counters();
     // whatever did not end is in flight at the end: report each with the phase it was in
     std::vector<ReqState*> rest;
     for (auto& [id, r] : live) rest.push_back(r.get());
