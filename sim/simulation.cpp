@@ -7,6 +7,7 @@
 #include "sim/request_state.hpp"
 #include "sim/router.hpp"
 #include "topology/platform.hpp"
+#include "workloads/blocks.hpp"
 
 #include <simgrid/s4u.hpp>
 
@@ -354,6 +355,8 @@ struct Simulation::Impl {
   }
 
   void admit_arrival(Request req) {
+    if (d.prefix_cache.enabled && req.block_tokens > 0 && req.block_tokens != d.prefix_cache.block_tokens)
+      remap_blocks(req, d.prefix_cache.block_tokens);  // the trace's ids at the cache's block size
     auto owned = std::make_unique<ReqState>();
     ReqState* r = owned.get();
     r->req = std::move(req);

@@ -275,3 +275,41 @@ TEST(Agent, ClosedLoopKeepsConcurrencyAndHistoryGrows) {
   EXPECT_EQ(replacement->session, 3);
   EXPECT_DOUBLE_EQ(replacement->arrival_s, 11.0);
 }
+
+#include "workloads/blocks.hpp"
+
+TEST(Blocks, RemappingKeepsTheChainAtCoarserAndFinerSizes) {
+  Request a, b;
+  a.input_tokens = 1500, a.block_tokens = 512, a.block_hashes = {7, 8, 9};  // 512 + 512 + 476
+  b.input_tokens = 1200, b.block_tokens = 512, b.block_hashes = {7, 8, 10};
+  Request a2 = a, b2 = b;
+  remap_blocks(a2, 1024);  // [0,1024) ends with old block 8; [1024,1500) with 9
+  EXPECT_EQ(a2.block_hashes, (std::vector<std::uint64_t>{8, 9}));
+  remap_blocks(b2, 1024);
+  EXPECT_EQ(b2.block_hashes.front(), a2.block_hashes.front());  // same first 1,024 tokens
+  Request a4 = a, b4 = b;
+  remap_blocks(a4, 256);
+  remap_blocks(b4, 256);
+  ASSERT_EQ(a4.block_hashes.size(), 6u);  // ceil(1500 / 256)
+  ASSERT_EQ(b4.block_hashes.size(), 5u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(a4.block_hashes[static_cast<size_t>(i)], b4.block_hashes[static_cast<size_t>(i)]);
+  EXPECT_NE(a4.block_hashes[4], b4.block_hashes[4]);  // block 9 vs 10 diverge at token 1,024
+  Request c = a;
+  EXPECT_THROW(remap_blocks(c, 384), std::invalid_argument);
+}
+
+TEST(BurstGpt, MapsTokensAndSkipsFailedRequestsWhenAsked) {
+  const std::string head = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n";
+  const std::string p = write_tmp("bg.csv", head + "5.0,ChatGPT,472,18,490,Conversation log\n" + "7.5,GPT-4,1000,0,1000,API log\n" +
+                                                "9.25,ChatGPT,300,40,340,Conversation log\n");
+  EXPECT_NE(error_of<CsvRequestReader>(CsvRequestReader::Format::burstgpt, p, 1.0, 0LL, false).find("bg.csv:3: column Response tokens: must be ≥ 1, got 0"),
+            std::string::npos);
+  CsvRequestReader r(CsvRequestReader::Format::burstgpt, p, 2.0, 0, true);
+  auto a = r.next(), b = r.next();
+  ASSERT_TRUE(a && b);
+  EXPECT_FALSE(r.next());
+  EXPECT_EQ(a->input_tokens, 472);
+  EXPECT_EQ(a->output_tokens, 18);
+  EXPECT_DOUBLE_EQ(b->arrival_s, (9.25 - 5.0) * 2.0);
+  EXPECT_EQ(r.skipped_rows(), 1);
+}
