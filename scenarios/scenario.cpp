@@ -564,6 +564,10 @@ Scenario parse_scenario(const std::string& text, const std::string& origin, cons
     } catch (const std::invalid_argument& e) {
       throw ScenarioError(origin + ": " + e.what());
     }
+    const int a = s.workload.block_tokens, b = d.prefix_cache.block_tokens;
+    if (d.prefix_cache.enabled && a % b != 0 && b % a != 0)
+      throw ScenarioError(origin + ": " + where + ".prefix_cache.block_tokens: " + std::to_string(b) + " and the workload's " + std::to_string(a) +
+                          "-token blocks must divide one another (the trace's block ids are re-expressed at the cache's size)");
     s.deployments.push_back(std::move(d));
   }
   o.done();

@@ -5,26 +5,23 @@
 
 namespace servesim {
 
-void LruEviction::make_evictable(std::uint64_t id, int, double) {
-  auto it = pos_.find(id);
-  if (it != pos_.end()) {
-    order_.splice(order_.end(), order_, it->second);
-    return;
-  }
-  order_.push_back(id);
-  pos_.emplace(id, std::prev(order_.end()));
+void LruEviction::make_evictable(std::uint64_t key, int depth, double t_s) {
+  forget(key);
+  const auto k = std::make_tuple(t_s, -depth, key);
+  order_.insert(k);
+  pos_.emplace(key, k);
 }
 
-void LruEviction::forget(std::uint64_t id) {
-  auto it = pos_.find(id);
+void LruEviction::forget(std::uint64_t key) {
+  auto it = pos_.find(key);
   if (it == pos_.end()) return;
   order_.erase(it->second);
   pos_.erase(it);
 }
 
-bool LruEviction::victim(std::uint64_t& id) const {
+bool LruEviction::victim(std::uint64_t& key) const {
   if (order_.empty()) return false;
-  id = order_.front();
+  key = std::get<2>(*order_.begin());
   return true;
 }
 
@@ -36,92 +33,173 @@ std::unique_ptr<EvictionPolicy> make_eviction_policy(const std::string& name) {
 PrefixCache::PrefixCache(int block_tokens, double block_bytes, double checkpoint_bytes, std::unique_ptr<EvictionPolicy> eviction)
     : block_tokens_(block_tokens), block_bytes_(block_bytes), checkpoint_bytes_(checkpoint_bytes), eviction_(std::move(eviction)) {}
 
-int PrefixCache::block_len(const Request& r, long long i) const {
-  return static_cast<int>(std::min<long long>(block_tokens_, r.input_tokens - i * block_tokens_));
+PrefixCache::~PrefixCache() = default;
+
+double PrefixCache::node_bytes(const Node& n) const {
+  const double blocks = static_cast<double>(n.ids.size() - 1) + static_cast<double>(n.last_tokens) / block_tokens_;
+  return blocks * block_bytes_ + (n.checkpoint ? checkpoint_bytes_ : 0.0);
+}
+
+void PrefixCache::refresh(Node* n) {
+  if (n == &root_) return;
+  if (n->pins == 0 && n->children.empty()) eviction_->make_evictable(n->key, n->end, n->last_use);
+  else eviction_->forget(n->key);
+}
+
+PrefixCache::Node* PrefixCache::split(Node* n, int k) {
+  auto owned = std::make_unique<Node>();
+  Node* top = owned.get();
+  top->key = next_key_++;
+  top->parent = n->parent;
+  top->ids.assign(n->ids.begin(), n->ids.begin() + k);
+  top->last_tokens = block_tokens_;  // a split point lies before the (possibly partial) last block
+  top->end = n->end - static_cast<int>(n->ids.size()) + k;
+  top->pins = n->pins;
+  top->last_use = n->last_use;
+  n->parent->children[top->ids.front()] = top;
+  n->ids.erase(n->ids.begin(), n->ids.begin() + k);
+  n->parent = top;
+  top->children[n->ids.front()] = n;
+  nodes_.emplace(top->key, std::move(owned));
+  refresh(top);
+  return top;
 }
 
 PrefixMatch PrefixCache::match(const Request& r) const {
   PrefixMatch m;
   if (!usable(r)) return m;
-  const long long n = static_cast<long long>(r.block_hashes.size());
-  // cached blocks form a leading run: binary search for its length
-  long long lo = 0, hi = n;
-  while (lo < hi) {
-    const long long mid = (lo + hi + 1) / 2;
-    if (blocks_.count(r.block_hashes[static_cast<size_t>(mid - 1)])) lo = mid;
-    else hi = mid - 1;
+  const auto& ids = r.block_hashes;
+  const int n = static_cast<int>(ids.size());
+  const Node* node = &root_;
+  int pos = 0, last_len = block_tokens_, cp_blocks = 0;
+  while (pos < n) {
+    auto it = node->children.find(ids[static_cast<size_t>(pos)]);
+    if (it == node->children.end()) break;
+    const Node* c = it->second;
+    int k = 0;
+    const int len = static_cast<int>(c->ids.size());
+    while (k < len && pos + k < n && c->ids[static_cast<size_t>(k)] == ids[static_cast<size_t>(pos + k)]) ++k;
+    pos += k;
+    last_len = k == len ? c->last_tokens : block_tokens_;
+    if (k < len) break;
+    if (c->checkpoint && static_cast<long long>(c->end) * block_tokens_ < r.input_tokens) cp_blocks = c->end;
+    node = c;
   }
-  m.present_blocks = static_cast<int>(lo);
-  long long usable_blocks = lo;
-  if (checkpoint_bytes_ > 0) {  // deepest checkpointed block, leaving at least one token to compute
-    usable_blocks = 0;
-    for (long long i = lo; i > 0; --i) {
-      const Entry& e = blocks_.at(r.block_hashes[static_cast<size_t>(i - 1)]);
-      if (e.checkpoint && i * block_tokens_ < r.input_tokens) {
-        usable_blocks = i;
-        break;
-      }
-    }
-    m.tokens = usable_blocks * block_tokens_;
+  m.present_blocks = pos;
+  if (checkpoint_bytes_ > 0) {
+    m.pin_blocks = cp_blocks;
+    m.tokens = static_cast<long long>(cp_blocks) * block_tokens_;
   } else {
-    // only the last block of a leading run can be partial (a partial block ends its chain)
-    if (usable_blocks > 0)
-      m.tokens = (usable_blocks - 1) * block_tokens_ + blocks_.at(r.block_hashes[static_cast<size_t>(usable_blocks - 1)]).tokens;
+    m.pin_blocks = pos;
+    m.tokens = pos > 0 ? static_cast<long long>(pos - 1) * block_tokens_ + last_len : 0;
     m.tokens = std::min(m.tokens, r.input_tokens - 1);
   }
-  m.pin_blocks = static_cast<int>(usable_blocks);
   return m;
 }
 
-void PrefixCache::pin(const Request& r, int n) {
-  for (int i = 0; i < n; ++i) {
-    const std::uint64_t id = r.block_hashes[static_cast<size_t>(i)];
-    Entry& e = blocks_.at(id);
-    if (e.pins++ == 0) eviction_->forget(id);
+std::vector<PrefixCache::Node*> PrefixCache::path(const Request& r, int blocks) {
+  std::vector<Node*> out;
+  Node* node = &root_;
+  int pos = 0;
+  while (pos < blocks) {
+    Node* c = node->children.at(r.block_hashes[static_cast<size_t>(pos)]);
+    const int len = static_cast<int>(c->ids.size());
+    if (pos + len > blocks) c = split(c, blocks - pos);
+    pos += static_cast<int>(c->ids.size());
+    out.push_back(c);
+    node = c;
+  }
+  return out;
+}
+
+void PrefixCache::pin(const Request& r, int blocks) {
+  if (blocks <= 0) return;
+  for (Node* n : path(r, blocks)) {
+    ++n->pins;
+    refresh(n);
   }
 }
 
-void PrefixCache::unpin(const Request& r, int n, double t_s) {
-  for (int i = n - 1; i >= 0; --i) {
-    const std::uint64_t id = r.block_hashes[static_cast<size_t>(i)];
-    Entry& e = blocks_.at(id);
-    if (--e.pins == 0) eviction_->make_evictable(id, e.depth, t_s);
+void PrefixCache::unpin(const Request& r, int blocks, double t_s) {
+  if (blocks <= 0) return;
+  for (Node* n : path(r, blocks)) {
+    --n->pins;
+    n->last_use = t_s;
+    refresh(n);
   }
 }
 
 double PrefixCache::release_and_insert(const Request& r, int pinned, double t_s) {
   const double before = bytes_;
-  if (usable(r)) {
-    const long long n = static_cast<long long>(r.block_hashes.size());
-    const long long last_whole = r.input_tokens / block_tokens_ - 1;
-    for (long long i = n - 1; i >= 0; --i) {  // deepest first: leaves become the older entries
-      const std::uint64_t id = r.block_hashes[static_cast<size_t>(i)];
-      auto [it, fresh] = blocks_.try_emplace(id);
-      Entry& e = it->second;
-      if (fresh) {
-        e.depth = static_cast<int>(i);
-        e.tokens = block_len(r, i);
-        bytes_ += block_bytes_ * e.tokens / block_tokens_;
-      }
-      if (i < pinned) --e.pins;
-      if (i == last_whole && checkpoint_bytes_ > 0 && !e.checkpoint) {
-        e.checkpoint = true;
-        bytes_ += checkpoint_bytes_;
-      }
-      if (e.pins == 0) eviction_->make_evictable(id, e.depth, t_s);
+  if (!usable(r)) {
+    return 0.0;
+  }
+  const auto& ids = r.block_hashes;
+  const int n = static_cast<int>(ids.size());
+  // follow what is cached, splitting at a divergence
+  Node* node = &root_;
+  int pos = 0;
+  while (pos < n) {
+    auto it = node->children.find(ids[static_cast<size_t>(pos)]);
+    if (it == node->children.end()) break;
+    Node* c = it->second;
+    int k = 0;
+    const int len = static_cast<int>(c->ids.size());
+    while (k < len && pos + k < n && c->ids[static_cast<size_t>(k)] == ids[static_cast<size_t>(pos + k)]) ++k;
+    if (k < len) c = split(c, k);
+    pos += k;
+    node = c;
+  }
+  if (pos < n) {  // the new suffix becomes one leaf
+    auto owned = std::make_unique<Node>();
+    Node* leaf = owned.get();
+    leaf->key = next_key_++;
+    leaf->parent = node;
+    leaf->ids.assign(ids.begin() + pos, ids.end());
+    leaf->last_tokens = static_cast<int>(std::min<long long>(block_tokens_, r.input_tokens - static_cast<long long>(n - 1) * block_tokens_));
+    leaf->end = n;
+    node->children[leaf->ids.front()] = leaf;
+    nodes_.emplace(leaf->key, std::move(owned));
+    bytes_ += node_bytes(*leaf);
+    blocks_ += leaf->ids.size();
+    refresh(node);
+    node = leaf;
+  }
+  // a checkpoint at the last whole block (a node boundary)
+  const int whole = static_cast<int>(std::min<long long>(r.input_tokens / block_tokens_, n));
+  if (checkpoint_bytes_ > 0 && whole > 0) {
+    std::vector<Node*> p = path(r, whole);
+    Node* cp = p.back();
+    if (!cp->checkpoint) {
+      cp->checkpoint = true;
+      bytes_ += checkpoint_bytes_;
     }
+  }
+  // release the pins and mark the whole path used now
+  std::vector<Node*> all = path(r, n);
+  int end = 0;
+  for (Node* x : all) {
+    end += static_cast<int>(x->ids.size());
+    if (end <= pinned) --x->pins;
+    x->last_use = t_s;
+    refresh(x);
   }
   return bytes_ - before;
 }
 
 double PrefixCache::evict(double want) {
   double freed = 0;
-  std::uint64_t id = 0;
-  while (freed < want && eviction_->victim(id)) {
-    eviction_->forget(id);
-    auto it = blocks_.find(id);
-    freed += block_bytes_ * it->second.tokens / block_tokens_ + (it->second.checkpoint ? checkpoint_bytes_ : 0.0);
-    blocks_.erase(it);
+  std::uint64_t key = 0;
+  while (freed < want && eviction_->victim(key)) {
+    eviction_->forget(key);
+    auto it = nodes_.find(key);
+    Node* n = it->second.get();
+    freed += node_bytes(*n);
+    blocks_ -= n->ids.size();
+    Node* parent = n->parent;
+    parent->children.erase(n->ids.front());
+    nodes_.erase(it);
+    refresh(parent);
   }
   bytes_ -= freed;
   return freed;

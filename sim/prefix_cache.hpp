@@ -1,52 +1,54 @@
-// servesim sim: block-level prefix cache of one DP rank (a radix cache over chained block ids), with
-// a pluggable eviction policy. Block ids are chained (Mooncake hash_ids): equal id at position i ⇒
-// equal blocks 0..i, so the cached blocks of a prompt always form a leading run (eviction takes
-// leaves first), found by binary search. The partial last block of a prompt is cached too (it is
-// reused only by an identical prompt).
+// servesim sim: prefix cache of one DP rank: a radix tree over chained block ids (as SGLang's
+// radix cache, with edges labelled by runs of blocks), with a pluggable eviction policy over its
+// leaves. Block ids are chained (Mooncake hash_ids): equal id at position i ⇒ equal blocks 0..i.
+// The partial last block of a prompt is cached too (it is reused only by an identical prompt).
 //
 // Models with per-sequence state (KDA recurrent state, SWA windows) can resume only at a block
 // boundary where that state was saved: one checkpoint is kept at the last whole block of every
 // prefilled prompt (the engine snapshots the state at that chunk boundary, as SGLang's Mamba radix
 // cache keeps one state per cached sequence), costing `checkpoint_bytes`. Pure-MLA models resume
 // at any cached block.
+//
+// Cost: a lookup compares the prompt's ids along the tree (sequential, no hashing per block); an
+// insert adds one node for the new suffix; eviction removes whole leaf nodes.
 #pragma once
 #include "workloads/request.hpp"
 
 #include <cstdint>
 #include <memory>
-#include <list>
+#include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
+#include <vector>
 
 namespace servesim {
 
-/// Chooses which unpinned block to evict. Blocks in use by a running request are never offered.
+/// Chooses which evictable leaf node to evict. Nodes in use by a running request (pinned) or with
+/// children are never offered.
 class EvictionPolicy {
  public:
   virtual ~EvictionPolicy() = default;
   virtual std::string name() const = 0;
-  /// Block `id` at prefix depth `depth` became evictable (or was used again) at time t_s. Calls
-  /// come in use order; blocks used together come deepest first.
-  virtual void make_evictable(std::uint64_t id, int depth, double t_s) = 0;
-  /// Block `id` is pinned or removed: no longer a candidate.
-  virtual void forget(std::uint64_t id) = 0;
-  /// The next victim, or false when no block is evictable.
-  virtual bool victim(std::uint64_t& id) const = 0;
+  /// Node `key` (ending `depth` blocks from the root, last used at t_s) became evictable or was used.
+  virtual void make_evictable(std::uint64_t key, int depth, double t_s) = 0;
+  /// Node `key` is pinned, has children again, or was removed: no longer a candidate.
+  virtual void forget(std::uint64_t key) = 0;
+  /// The next victim, or false when nothing is evictable.
+  virtual bool victim(std::uint64_t& key) const = 0;
 };
 
-/// Least recently used first, O(1) per operation (a list in use order). The cache makes a chain's
-/// blocks evictable deepest first, so among blocks used together the deepest go first (leaves
-/// before their ancestors: chains are cut from the end).
+/// Least recently used leaf first; among leaves last used at the same time, the deepest first.
 class LruEviction final : public EvictionPolicy {
  public:
   std::string name() const override { return "lru"; }
-  void make_evictable(std::uint64_t id, int depth, double t_s) override;
-  void forget(std::uint64_t id) override;
-  bool victim(std::uint64_t& id) const override;
+  void make_evictable(std::uint64_t key, int depth, double t_s) override;
+  void forget(std::uint64_t key) override;
+  bool victim(std::uint64_t& key) const override;
 
  private:
-  std::list<std::uint64_t> order_;  // front = least recently used
-  std::unordered_map<std::uint64_t, std::list<std::uint64_t>::iterator> pos_;
+  std::set<std::tuple<double, int, std::uint64_t>> order_;
+  std::unordered_map<std::uint64_t, std::tuple<double, int, std::uint64_t>> pos_;
 };
 
 /// Throws std::invalid_argument for an unknown name (known: "lru").
@@ -64,34 +66,50 @@ class PrefixCache {
   /// block_bytes: KV bytes of one cached block on one GPU; checkpoint_bytes: resume state saved at
   /// a checkpointed block (0 = any block boundary is resumable).
   PrefixCache(int block_tokens, double block_bytes, double checkpoint_bytes, std::unique_ptr<EvictionPolicy> eviction);
+  ~PrefixCache();
 
   PrefixMatch match(const Request& r) const;
-  /// Pins blocks [0, blocks) of r while its prefill runs (they cannot be evicted).
+  /// Pins blocks [0, blocks) of r (which must be cached) while its prefill runs.
   void pin(const Request& r, int blocks);
   /// Releases the pins of `pin` without inserting anything (the request did not start).
   void unpin(const Request& r, int blocks, double t_s);
   /// Releases the pins of `pin` and inserts r's blocks not yet cached, with a checkpoint at its
   /// last whole block. Returns the bytes this added to the cache.
   double release_and_insert(const Request& r, int pinned_blocks, double t_s);
-  /// Evicts until at least `bytes` were freed or nothing is evictable; returns bytes freed.
+  /// Evicts leaf nodes until at least `bytes` were freed or nothing is evictable; returns bytes freed.
   double evict(double bytes);
   double bytes() const { return bytes_; }
-  std::size_t blocks() const { return blocks_.size(); }
+  std::size_t blocks() const { return blocks_; }  ///< cached blocks
+  std::size_t nodes() const { return nodes_.size(); }
 
  private:
-  struct Entry {
-    int depth = 0;
+  struct Node {
+    std::uint64_t key = 0;
+    Node* parent = nullptr;
+    std::vector<std::uint64_t> ids;  ///< blocks on the edge into this node
+    int last_tokens = 0;             ///< tokens of the edge's last block (block_tokens unless partial)
+    int end = 0;                     ///< blocks from the root to the end of this node
+    bool checkpoint = false;         ///< a state checkpoint at this node's end
     int pins = 0;
-    int tokens = 0;
-    bool checkpoint = false;
+    double last_use = 0;
+    std::unordered_map<std::uint64_t, Node*> children;  ///< by first block id
   };
   bool usable(const Request& r) const { return r.block_tokens == block_tokens_ && !r.block_hashes.empty(); }
-  int block_len(const Request& r, long long i) const;
+  double node_bytes(const Node& n) const;
+  /// Splits n so that its first `k` blocks become a new parent node; returns that parent.
+  Node* split(Node* n, int k);
+  /// Walks r's first `blocks` blocks, splitting so that they end on a node boundary; returns the
+  /// nodes on the path (root excluded), shallowest first.
+  std::vector<Node*> path(const Request& r, int blocks);
+  void refresh(Node* n);  ///< tell the policy whether n is an evictable leaf
   int block_tokens_;
   double block_bytes_, checkpoint_bytes_;
   std::unique_ptr<EvictionPolicy> eviction_;
-  std::unordered_map<std::uint64_t, Entry> blocks_;
+  Node root_;
+  std::unordered_map<std::uint64_t, std::unique_ptr<Node>> nodes_;
+  std::uint64_t next_key_ = 1;
   double bytes_ = 0;
+  std::size_t blocks_ = 0;
 };
 
 }  // namespace servesim

@@ -17,7 +17,10 @@ struct ReqState {
   long long prefilled = 0;  ///< prompt tokens whose KV exists on the prefill rank (cached + computed)
   int pinned_blocks = 0;    ///< prefix-cache blocks pinned while prefilling
   bool loading = false;     ///< admitted, its session KV is being loaded back: not yet schedulable
+  int active_index = -1;    ///< position in its decode rank's running batch
+  long long start_step = 0; ///< decode instance step at which it joined the batch
   double kv_prefill_bytes = 0, kv_decode_bytes = 0;  ///< reserved per GPU on the prefill / decode rank
+  double kv_prompt_bytes = 0, kv_whole_bytes = 0;    ///< per GPU: prompt on a prefill rank; prompt + output on a decode rank
   long long remaining_prefill() const { return req.input_tokens - prefilled; }
 };
 

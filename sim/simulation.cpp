@@ -7,14 +7,15 @@
 #include "sim/request_state.hpp"
 #include "sim/router.hpp"
 #include "topology/platform.hpp"
+#include "workloads/blocks.hpp"
 
 #include <simgrid/s4u.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <exception>
 #include <limits>
-#include <queue>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -64,7 +65,19 @@ struct Simulation::Impl {
     std::vector<DecodeRank> ranks;
     sg4::ActorPtr actor;
     bool idle = false;
+    // event-driven continuous batching: a sequence's finishing step is known when it joins, so a
+    // step costs O(log n) bookkeeping instead of O(n)
+    long long step = 0, active = 0;
+    std::vector<std::tuple<long long, std::uint64_t, ReqState*>> finish;  // min-heap on (step, id)
+    // the step time is re-evaluated when the batch's sequence count or total context (kept exactly,
+    // incrementally) has moved by more than kStepReuse since the last evaluation: decode step times
+    // change slowly with both
+    bool evaluated = false;
+    StepTime last;
+    double ctx = 0, ctx_at_eval = 0;  // Σ context of the next step's tokens
+    long long active_at_eval = 0;
   };
+  static constexpr double kStepReuse = 0.01;
   std::vector<PrefillInst> prefill;
   std::vector<DecodeInst> decode;
   std::vector<std::vector<SeqWork>> pwork, dwork;
@@ -80,7 +93,7 @@ struct Simulation::Impl {
   struct Later {
     bool operator()(const Request& a, const Request& b) const { return a.arrival_s != b.arrival_s ? a.arrival_s > b.arrival_s : a.id > b.id; }
   };
-  std::priority_queue<Request, std::vector<Request>, Later> followups;  // next rounds of sessions
+  std::vector<Request> followups;  // next rounds of sessions: a min-heap on (arrival, id) via Later
   std::unordered_set<std::uint64_t> seen_blocks;                        // trace-level reuse
   std::unique_ptr<KvStore> store;
   sg4::MutexPtr arrivals_mutex;
@@ -218,17 +231,17 @@ struct Simulation::Impl {
         s.last_done_s = now();
         if (r->rec.first_token_s >= 0) s.decode_s += now() - r->rec.first_token_s;
       }
-      Request done = r->req;
-      if (status != RequestStatus::completed) done.last_round = true;  // a rejected round ends its session
+      if (status != RequestStatus::completed) r->req.last_round = true;  // a rejected round ends its session
       std::optional<Request> next;
       try {
-        next = source->follow_up(done, now());
+        next = source->follow_up(r->req, now());
       } catch (...) {
         if (!source_error) source_error = std::current_exception();
       }
-      if (done.last_round) end_session(r->req.session, status);
+      if (r->req.last_round) end_session(r->req.session, status);
       if (next) {
-        followups.push(std::move(*next));
+        followups.push_back(std::move(*next));
+        std::push_heap(followups.begin(), followups.end(), Later{});
         notify_arrivals();
       }
     }
@@ -306,7 +319,7 @@ struct Simulation::Impl {
         if (!open) open_done = true;
       }
       const double t_open = open ? open->arrival_s : inf;
-      const double t_follow = followups.empty() ? inf : followups.top().arrival_s;
+      const double t_follow = followups.empty() ? inf : followups.front().arrival_s;
       const double t = std::min(t_open, t_follow);
       if (source_error) break;
       if (t > horizon || t == inf) {
@@ -320,9 +333,10 @@ struct Simulation::Impl {
         continue;
       }
       Request req;
-      if (t_follow < t_open || (t_follow == t_open && followups.top().id < open->id)) {
-        req = followups.top();
-        followups.pop();
+      if (t_follow < t_open || (t_follow == t_open && followups.front().id < open->id)) {
+        std::pop_heap(followups.begin(), followups.end(), Later{});
+        req = std::move(followups.back());
+        followups.pop_back();
       } else {
         req = std::move(*open);
         open.reset();
@@ -341,6 +355,8 @@ struct Simulation::Impl {
   }
 
   void admit_arrival(Request req) {
+    if (d.prefix_cache.enabled && req.block_tokens > 0 && req.block_tokens != d.prefix_cache.block_tokens)
+      remap_blocks(req, d.prefix_cache.block_tokens);  // the trace's ids at the cache's block size
     auto owned = std::make_unique<ReqState>();
     ReqState* r = owned.get();
     r->req = std::move(req);
@@ -370,17 +386,21 @@ struct Simulation::Impl {
       end_request(r, RequestStatus::rejected, "context " + std::to_string(ctx) + " tokens exceeds the model's " + std::to_string(d.model.max_context_tokens));
       return;
     }
-    if (kv_prompt(r->req) > pmem.kv_budget) {
+    r->kv_prompt_bytes = kv_prompt(r->req);  // computed once per request
+    r->kv_whole_bytes = kv_whole(r->req);
+    if (r->kv_prompt_bytes > pmem.kv_budget) {
       end_request(r, RequestStatus::rejected, "prompt KV exceeds a prefill rank's KV budget");
       return;
     }
-    if (kv_whole(r->req) > dmem.kv_budget) {
+    if (r->kv_whole_bytes > dmem.kv_budget) {
       end_request(r, RequestStatus::rejected, "prompt+output KV exceeds a decode rank's KV budget");
       return;
     }
     const long long from_store = store_tokens_for(r->req);
     std::vector<PrefillCandidate> cand;
-    const bool cache_aware = d.router == "cache_aware";
+    // when the store holds the session's whole history, no L1 cache can offer more (the rest of
+    // the prompt is new): skip the lookups
+    const bool cache_aware = d.router == "cache_aware" && !(from_store > 0 && from_store >= r->req.history_tokens);
     for (auto& p : prefill)
       for (size_t k = 0; k < p.ranks.size(); ++k) {
         const auto& pr = p.ranks[k];
@@ -399,12 +419,13 @@ struct Simulation::Impl {
 
   // ------------------------------------------------------------------ prefill
   bool admit_prefill(PrefillRank& pr, ReqState* r) {
-    const PrefixMatch m = pr.cache ? pr.cache->match(r->req) : PrefixMatch{};
     const long long from_store = store_tokens_for(r->req);
+    const bool store_covers = from_store > 0 && from_store >= r->req.history_tokens;  // L1 cannot offer more
+    const PrefixMatch m = pr.cache && !store_covers ? pr.cache->match(r->req) : PrefixMatch{};
     const bool load = from_store > m.tokens;
     const long long hit = load ? 0 : m.tokens;
     const int pin = load ? 0 : m.pin_blocks;
-    const double need = kv_prompt(r->req) - cached_bytes(hit);
+    const double need = r->kv_prompt_bytes - (hit > 0 ? cached_bytes(hit) : 0.0);
     if (pr.cache) pr.cache->pin(r->req, pin);
     double free = pr.capacity - pr.reserved - (pr.cache ? pr.cache->bytes() : 0.0);
     if (free < need && pr.cache) free += pr.cache->evict(need - free);
@@ -543,7 +564,7 @@ struct Simulation::Impl {
     std::vector<DecodeCandidate> cand;
     while (!pending_decode.empty()) {
       ReqState* r = pending_decode.front();
-      const double need = kv_whole(r->req);
+      const double need = r->kv_whole_bytes;
       cand.clear();
       for (auto& q : decode)
         for (size_t k = 0; k < q.ranks.size(); ++k) {
@@ -595,19 +616,26 @@ struct Simulation::Impl {
   }
 
   // The round's KV left the GPUs: account its GPU residency to the session.
-  void gpu_released(const ReqState* r) {
-    if (r->req.session < 0) return;
-    auto it = sessions.find(r->req.session);
-    if (it != sessions.end() && r->rec.admit_s >= 0) it->second.gpu_s += now() - r->rec.admit_s;
+  void gpu_released(long long session, double admit_s) {
+    if (session < 0) return;
+    auto it = sessions.find(session);
+    if (it != sessions.end() && admit_s >= 0) it->second.gpu_s += now() - admit_s;
   }
+  void gpu_released(const ReqState* r) { gpu_released(r->req.session, r->rec.admit_s); }
+  // what a finished round's offload needs after its ReqState is gone
+  struct Held {
+    int decode_instance, decode_rank;
+    double kv_bytes;
+    long long session;
+    double admit_s;
+  };
 
   // ------------------------------------------------------------------ decode
-  void free_decode_kv(ReqState* r) {
-    DecodeInst& q = decode[static_cast<size_t>(r->rec.decode_instance)];
-    DecodeRank& dr = q.ranks[static_cast<size_t>(r->decode_rank)];
-    dr.reserved -= r->kv_decode_bytes;
+  void free_decode_kv(int instance, int rank, double bytes) {
+    DecodeInst& q = decode[static_cast<size_t>(instance)];
+    DecodeRank& dr = q.ranks[static_cast<size_t>(rank)];
+    dr.reserved -= bytes;
     --dr.admitted;
-    r->kv_decode_bytes = 0;
     emit_memory(Role::decode, q.id);
     dispatch_pending();
   }
@@ -616,7 +644,8 @@ struct Simulation::Impl {
     r->rec.done_s = now();
     const bool offload = store && r->req.session >= 0 && !r->req.last_round;
     if (!offload) {
-      free_decode_kv(r);
+      free_decode_kv(r->rec.decode_instance, r->decode_rank, r->kv_decode_bytes);
+      r->kv_decode_bytes = 0;
       gpu_released(r);
       end_request(r, RequestStatus::completed, "");
       return;
@@ -630,12 +659,11 @@ struct Simulation::Impl {
     totals.offload_bytes += total;
     // the request completes for the user now; its KV stays on the GPU until the copy is done
     const long long session = r->req.session;
-    ReqState copy_for_kv = *r;  // what the offload needs after r is freed
+    const Held held{r->rec.decode_instance, r->decode_rank, r->kv_decode_bytes, session, r->rec.admit_s};
     end_request(r, RequestStatus::completed, "");
-    auto held = std::make_shared<ReqState>(std::move(copy_for_kv));
     submit_flow(platform.endpoint(g0), platform.cpus[static_cast<size_t>(node)], total, [this, held, session, tokens, total, node] {
-      free_decode_kv(held.get());
-      gpu_released(held.get());
+      free_decode_kv(held.decode_instance, held.decode_rank, held.kv_bytes);
+      gpu_released(held.session, held.admit_s);
       if (!sessions.count(session)) return;  // the session ended meanwhile (e.g. the run's last round)
       for (const auto& dm : store->put_l2(session, tokens, total, node, now())) start_demotion(dm);
       emit_tiers();
@@ -651,42 +679,65 @@ struct Simulation::Impl {
   }
 
   void decode_loop(DecodeInst& q) {
+    auto later = [](const auto& a, const auto& b) { return std::get<0>(a) != std::get<0>(b) ? std::get<0>(a) > std::get<0>(b) : std::get<1>(a) > std::get<1>(b); };
     for (;;) {
-      bool any = false;
-      long long seqs = 0;
-      for (size_t k = 0; k < q.ranks.size(); ++k) {
-        DecodeRank& dr = q.ranks[k];
+      for (auto& dr : q.ranks)
         while (!dr.ready.empty() && static_cast<int>(dr.active.size()) < d.decode.max_running) {
-          dr.active.push_back(dr.ready.front());
+          ReqState* r = dr.ready.front();
           dr.ready.pop_front();
+          r->active_index = static_cast<int>(dr.active.size());
+          r->start_step = q.step;
+          dr.active.push_back(r);
+          // it finishes at the end of the step where generated reaches output
+          q.finish.emplace_back(q.step + r->req.output_tokens - r->rec.generated_tokens - 1, r->req.id, r);
+          std::push_heap(q.finish.begin(), q.finish.end(), later);
+          ++q.active;
+          q.ctx += static_cast<double>(r->req.input_tokens + r->rec.generated_tokens);
         }
-        dwork[k].clear();
-        for (ReqState* r : dr.active) dwork[k].push_back({1, r->req.input_tokens + r->rec.generated_tokens - 1, true});
-        any |= !dr.active.empty();
-        seqs += static_cast<long long>(dr.active.size());
-      }
-      if (!any) {
+      if (q.active == 0) {
         q.idle = true;
         sg4::this_actor::suspend();
         continue;
       }
-      const StepTime st = dstep->step(dwork, Phase::decode);
-      const double start = now();
-      sg4::this_actor::sleep_for(st.total_s);
-      ++totals.decode_steps;
-      sink.on_step({Role::decode, q.id, start, now(), seqs, seqs, st});
-      for (auto& dr : q.ranks)
-        for (size_t i = 0; i < dr.active.size();) {
-          ReqState* r = dr.active[i];
-          if (++r->rec.generated_tokens < r->req.output_tokens) {
-            ++i;
-            continue;
-          }
-          dr.active[i] = dr.active.back();
-          dr.active.pop_back();
-          finish_round(r);
+      const bool moved = std::abs(static_cast<double>(q.active - q.active_at_eval)) > kStepReuse * static_cast<double>(q.active_at_eval) ||
+                         std::abs(q.ctx - q.ctx_at_eval) > kStepReuse * q.ctx_at_eval;
+      if (!q.evaluated || moved) {
+        for (size_t k = 0; k < q.ranks.size(); ++k) {
+          dwork[k].clear();
+          for (ReqState* r : q.ranks[k].active)
+            dwork[k].push_back({1, r->req.input_tokens + r->rec.generated_tokens - 1 + (q.step - r->start_step), true});
         }
+        q.last = dstep->step(dwork, Phase::decode);
+        q.ctx_at_eval = q.ctx, q.active_at_eval = q.active, q.evaluated = true;
+      }
+      const double start = now();
+      sg4::this_actor::sleep_for(q.last.total_s);
+      ++totals.decode_steps;
+      sink.on_step({Role::decode, q.id, start, now(), q.active, q.active, q.last});
+      ++q.step;
+      q.ctx += static_cast<double>(q.active);
+      while (!q.finish.empty() && std::get<0>(q.finish.front()) < q.step) {
+        std::pop_heap(q.finish.begin(), q.finish.end(), later);
+        ReqState* r = std::get<2>(q.finish.back());
+        q.finish.pop_back();
+        DecodeRank& dr = q.ranks[static_cast<size_t>(r->decode_rank)];
+        ReqState* moved = dr.active.back();
+        dr.active[static_cast<size_t>(r->active_index)] = moved;
+        moved->active_index = r->active_index;
+        dr.active.pop_back();
+        --q.active;
+        q.ctx -= static_cast<double>(r->req.input_tokens + r->rec.generated_tokens + (q.step - r->start_step));
+        r->rec.generated_tokens = r->req.output_tokens;
+        finish_round(r);
+      }
     }
+  }
+
+  // tokens generated so far by sequences still decoding (their counters are kept implicitly)
+  void settle_decode_counters() {
+    for (auto& q : decode)
+      for (auto& dr : q.ranks)
+        for (ReqState* r : dr.active) r->rec.generated_tokens += q.step - r->start_step;
   }
 
   // ------------------------------------------------------------------ run
@@ -706,6 +757,7 @@ struct Simulation::Impl {
     new sg4::MutexPtr(arrivals_mutex);
     new sg4::ConditionVariablePtr(arrivals_cv);
     totals.end_s = now();
+    settle_decode_counters();
     // whatever did not end is in flight at the end: report each with the phase it was in
     std::vector<ReqState*> rest;
     for (auto& [id, r] : live) rest.push_back(r.get());
@@ -731,6 +783,7 @@ struct Simulation::Impl {
     if (store) {
       totals.store_held_bytes = store->bytes(KvStore::Tier::l2) + store->bytes(KvStore::Tier::l3);
       totals.store_left_bytes = store->left_bytes();
+      totals.store_offloaded_bytes = store->offloaded_bytes();
       totals.store_dropped_bytes = store->dropped_bytes();
     }
     sink.on_end(totals.end_s);

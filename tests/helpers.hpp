@@ -1,5 +1,6 @@
 // Shared test helpers: paths to the source tree's data and the shared traces.
 #pragma once
+#include "costmodels/cost_model.hpp"
 #include "scenarios/scenario.hpp"
 
 #include <filesystem>
@@ -24,6 +25,14 @@ inline DeploymentSpec deployment(const std::string& m, const std::string& hw, Po
   d.cluster.nodes = required_nodes(d);
   return d;
 }
+
+/// A cost model that answers 0 s for every op: steps then last exactly their fixed overhead, so
+/// engine timings follow from overheads, KV bytes and link figures alone (hand arithmetic).
+class ZeroCost final : public CostModel {
+ public:
+  std::string name() const override { return "zero"; }
+  OpLatency latency(const Op&) const override { return {0.0, Provenance::roofline}; }
+};
 
 inline PoolSpec pool(int instances, int ep, int attn_tp) {
   PoolSpec p;

@@ -97,3 +97,17 @@ TEST(Cli, TopologyPrintsLinksAndBisection) {
   EXPECT_NE(o.text.find("bisection bandwidth: 1600 GB/s"), std::string::npos) << o.text;  // K3: 8 nodes, 4 × 8 × 50 GB/s
   EXPECT_NE(o.text.find("nvlink"), std::string::npos);
 }
+
+TEST(Cli, SkipBadRowsCountsTheSkippedRows) {
+  const fs::path dir = tmp("skip");
+  fs::create_directories(dir);
+  std::ofstream(dir / "t.jsonl") << "{\"timestamp\": 0, \"input_length\": 100, \"output_length\": 3, \"hash_ids\": [1]}\n"
+                                 << "{\"timestamp\": 10, \"input_length\": 100, \"output_length\": -3, \"hash_ids\": [2]}\n"
+                                 << "{\"timestamp\": 20, \"input_length\": 100, \"output_length\": 4, \"hash_ids\": [3]}\n";
+  const Out o = sh("run " + test::data("tests/data/small.json") + " --trace " + (dir / "t.jsonl").string() + " --skip-bad-rows --out " +
+                   (dir / "out").string());
+  ASSERT_EQ(o.status, 0) << o.text;
+  const std::string s = slurp(dir / "out" / "flash" / "summary.json");
+  EXPECT_NE(s.find("\"skipped_bad_rows\": 1"), std::string::npos) << s;
+  EXPECT_NE(s.find("\"arrived\": 2"), std::string::npos) << s;
+}

@@ -17,12 +17,6 @@ using namespace servesim;
 
 namespace {
 
-class ZeroCost final : public CostModel {
- public:
-  std::string name() const override { return "zero"; }
-  OpLatency latency(const Op&) const override { return {0.0, Provenance::roofline}; }
-};
-
 class Records final : public EventSink {
  public:
   void on_request(const RequestRecord& r) override { by_id[r.id] = r, ++emitted; }
@@ -76,7 +70,7 @@ double transfer_s(const DeploymentSpec& d, long long input) { return 2 * 3e-6 + 
 TEST(Engine, OneRequestTimesAreStepOverheadsPlusTheKvFlow) {
   const DeploymentSpec d = tiny();
   Records rec;
-  Simulation sim(d, std::make_unique<ListSource>(std::vector<Request>{req(0, 0.5, 1000, 5)}), std::make_shared<ZeroCost>(), rec, {});
+  Simulation sim(d, std::make_unique<ListSource>(std::vector<Request>{req(0, 0.5, 1000, 5)}), std::make_shared<test::ZeroCost>(), rec, {});
   const RunTotals t = sim.run();
   ASSERT_EQ(rec.emitted, 1);
   const RequestRecord& r = rec.by_id.at(0);
@@ -97,7 +91,7 @@ TEST(Engine, ChunkedPrefillAndFcfsQueueing) {
   d.prefill.chunk_tokens = 400;  // 1,000 tokens = 3 chunks of ≤ 400 (400, 400, 200)
   d.prefill.max_batch_tokens = 400;
   Records rec;
-  Simulation sim(d, std::make_unique<ListSource>(std::vector<Request>{req(0, 0, 1000, 2), req(1, 0, 300, 2)}), std::make_shared<ZeroCost>(), rec, {});
+  Simulation sim(d, std::make_unique<ListSource>(std::vector<Request>{req(0, 0, 1000, 2), req(1, 0, 300, 2)}), std::make_shared<test::ZeroCost>(), rec, {});
   sim.run();
   // request 0 runs steps 1-3 (its last chunk of 200 leaves 200 tokens of budget: request 1 starts
   // in step 3 and needs 300, so it finishes in step 4)
@@ -114,7 +108,7 @@ TEST(Engine, RequestWaitsForDecodeKvAndTheWaitIsInItsTtft) {
   d.reserved_bytes_per_gpu += plan_gpu_memory(d, d.decode).kv_budget - 1.5 * need;
   ASSERT_NEAR(plan_gpu_memory(d, d.decode).kv_budget, 1.5 * need, 1.0);
   Records rec;
-  Simulation sim(d, std::make_unique<ListSource>(std::vector<Request>{req(0, 0, 1000, 50), req(1, 0, 1000, 50)}), std::make_shared<ZeroCost>(), rec, {});
+  Simulation sim(d, std::make_unique<ListSource>(std::vector<Request>{req(0, 0, 1000, 50), req(1, 0, 1000, 50)}), std::make_shared<test::ZeroCost>(), rec, {});
   sim.run();
   const RequestRecord &a = rec.by_id.at(0), &b = rec.by_id.at(1);
   EXPECT_NEAR(b.prefill_end_s, 0.02, 1e-9);
@@ -132,7 +126,7 @@ TEST(Engine, EveryRequestEndsCompletedRejectedOrInFlight) {
   Records rec;
   RunOptions o;
   o.horizon_s = 0.3;
-  Simulation sim(d, std::make_unique<ListSource>(rs), std::make_shared<ZeroCost>(), rec, o);
+  Simulation sim(d, std::make_unique<ListSource>(rs), std::make_shared<test::ZeroCost>(), rec, o);
   const RunTotals t = sim.run();
   EXPECT_EQ(t.arrivals, 30);  // arrivals at 0.001 .. 0.291 s; those after the horizon never arrive
   EXPECT_EQ(rec.emitted, t.arrivals);
@@ -161,7 +155,7 @@ TEST(Engine, PrefixCacheServesRepeatedPrefixes) {
                  std::make_unique<ListSource>(std::vector<Request>{with_blocks(req(0, 0, 750, 2), {0, 1, 2, 3, 4, 5, 6, 7}),
                                                                   with_blocks(req(1, 1, 900, 2), {0, 1, 2, 3, 4, 5, 6, 8, 9}),
                                                                   with_blocks(req(2, 2, 300, 2), {10, 11, 12})}),
-                 std::make_shared<ZeroCost>(), rec, {});
+                 std::make_shared<test::ZeroCost>(), rec, {});
   const RunTotals t = sim.run();
   EXPECT_EQ(rec.by_id.at(0).cached_tokens, 0);
   EXPECT_EQ(rec.by_id.at(1).cached_tokens, 700);  // 7 whole blocks (block 7 of request 0 was partial: not cached)

@@ -133,3 +133,183 @@ TEST(Mooncake, ConversationTracePrefixReuseClosedForm) {
     EXPECT_NEAR(static_cast<double>(hits) / total, want, 0.00005) << file;
   }
 }
+
+// ----------------------------------------------------------------------------- CSV and TraceLab readers
+
+#include "workloads/agent.hpp"
+#include "workloads/csv_traces.hpp"
+#include "workloads/tracelab.hpp"
+
+namespace {
+
+template <class Reader, class... A>
+std::string error_of(A&&... args) {
+  try {
+    Reader r(std::forward<A>(args)...);
+    while (auto q = r.next()) {
+      for (auto f = r.follow_up(*q, q->arrival_s); f; f = r.follow_up(*f, f->arrival_s)) {
+      }
+    }
+  } catch (const TraceError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Azure, MapsDatetimesAndTokens) {
+  const std::string p = write_tmp("az.csv",
+                                  "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                  "2023-11-16 23:59:59.5000000,4808,10\n"
+                                  "2023-11-17 00:00:01.0000000,3180,8\n");
+  CsvRequestReader r(CsvRequestReader::Format::azure, p, 1.0, 0, false);
+  auto a = r.next(), b = r.next();
+  ASSERT_TRUE(a && b);
+  EXPECT_DOUBLE_EQ(a->arrival_s, 0.0);
+  EXPECT_NEAR(b->arrival_s, 1.5, 1e-9);  // across midnight
+  EXPECT_EQ(b->input_tokens, 3180);
+  EXPECT_EQ(b->output_tokens, 8);
+  EXPECT_FALSE(r.next());
+}
+
+TEST(Azure, MalformedRowsNameFileAndLineOrAreSkippedAndCounted) {
+  const std::string head = "TIMESTAMP,ContextTokens,GeneratedTokens\n", ok = "2023-11-16 18:17:03.9799600,4808,10\n";
+  auto err = [&](const std::string& rows) { return error_of<CsvRequestReader>(CsvRequestReader::Format::azure, write_tmp("azb.csv", head + ok + rows), 1.0, 0LL, false); };
+  EXPECT_NE(err("2023-11-16 18:17:04.0,12\n").find("azb.csv:3: expected 3 columns"), std::string::npos);
+  EXPECT_NE(err("2023-11-16 18:17:04.0,abc,3\n").find("azb.csv:3: column ContextTokens: expected an integer, got \"abc\""), std::string::npos);
+  EXPECT_NE(err("2023-11-16 18:17:04.0,12,-3\n").find("azb.csv:3: column GeneratedTokens: must be ≥ 1"), std::string::npos);
+  EXPECT_NE(err("2023-11-16 18:17:02.0,12,3\n").find("azb.csv:3: time goes backwards"), std::string::npos);
+  EXPECT_NE(error_of<CsvRequestReader>(CsvRequestReader::Format::azure, write_tmp("azh.csv", "time,a,b\n"), 1.0, 0LL, false).find("azh.csv:1: header"),
+            std::string::npos);
+  // skipped and counted under skip_bad_rows
+  CsvRequestReader r(CsvRequestReader::Format::azure, write_tmp("azs.csv", head + ok + "x,y\n" + "2023-11-16 18:17:05.0,100,2\n"), 1.0, 0, true);
+  int n = 0;
+  while (r.next()) ++n;
+  EXPECT_EQ(n, 2);
+  EXPECT_EQ(r.skipped_rows(), 1);
+}
+
+TEST(TraceLab, ReplayCsvSessionsRoundsAndToolWaits) {
+  const std::string p = write_tmp("tl.csv",
+                                  "session_id,arrival_time,round_idx,prefix_len,input_len,output_len,tool_wait_after_ms\n"
+                                  "0,117,0,0,2318,200,300\n0,117,1,2518,348,131,154\n1,393,0,0,861,107,0\n");
+  TraceLabReplayReader r(p, 1.0, 0, 512, false);
+  auto a = r.next();
+  ASSERT_TRUE(a);
+  EXPECT_DOUBLE_EQ(a->arrival_s, 0.117);
+  EXPECT_EQ(a->input_tokens, 2318);
+  EXPECT_FALSE(a->last_round);
+  auto a1 = r.follow_up(*a, 10.0);  // round 1 arrives after round 0's output + 300 ms
+  ASSERT_TRUE(a1);
+  EXPECT_DOUBLE_EQ(a1->arrival_s, 10.3);
+  EXPECT_EQ(a1->input_tokens, 2518 + 348);
+  EXPECT_EQ(a1->history_tokens, 2518);
+  EXPECT_TRUE(a1->last_round);
+  // the first 4 whole blocks (2,048 of the 2,518 shared tokens) keep round 0's ids
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(a1->block_hashes[static_cast<size_t>(i)], a->block_hashes[static_cast<size_t>(i)]);
+  EXPECT_NE(a1->block_hashes[4], a->block_hashes[4]);
+  EXPECT_FALSE(r.follow_up(*a1, 11.0));
+  auto b = r.next();
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->session, 1);
+  EXPECT_NE(b->block_hashes[0], a->block_hashes[0]);
+}
+
+TEST(TraceLab, ReplayCsvMalformedRows) {
+  const std::string head = "session_id,arrival_time,round_idx,prefix_len,input_len,output_len,tool_wait_after_ms\n";
+  auto err = [&](const std::string& rows) { return error_of<TraceLabReplayReader>(write_tmp("tlb.csv", head + rows), 1.0, 0LL, 512, false); };
+  EXPECT_NE(err("0,1,0,0,10,1,0\n5,2,3,0,10,1,0\n").find("tlb.csv:3: round 3 of session 5 refers to a session that has not started"), std::string::npos);
+  EXPECT_NE(err("0,1,0,0,10,1,0\n0,1,2,0,10,1,0\n").find("tlb.csv:3: round_idx 2 of session 0: expected 1"), std::string::npos);
+  EXPECT_NE(err("0,1,0,0,10,1,0\n1,2,0,0,10,1,0\n0,3,0,0,10,1,0\n").find("tlb.csv:4: session 0 starts again"), std::string::npos);
+  EXPECT_NE(err("0,5,0,0,10,1,0\n1,2,0,0,10,1,0\n").find("tlb.csv:3: arrival_time goes backwards"), std::string::npos);
+  EXPECT_NE(err("0,1,0,0,10,1\n").find("tlb.csv:2: expected 7 columns"), std::string::npos);
+  EXPECT_NE(err("0,1,0,0,-10,1,0\n").find("tlb.csv:2: column input_len: must be ≥ 1"), std::string::npos);
+}
+
+TEST(TraceLab, RoundJsonlExampleHasTwoSessionsInStartOrder) {
+  const std::string path = test::shared_traces() + "/tracelab/example_round_trace.sanitized.jsonl";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " absent";
+  TraceLabRoundsReader r(path, 1.0, 0, 512, false);
+  auto a = r.next(), b = r.next();
+  ASSERT_TRUE(a && b);
+  EXPECT_FALSE(r.next());
+  // the Codex session (2026-03-21) starts before the Claude one (2026-06-01): it comes first
+  EXPECT_DOUBLE_EQ(a->arrival_s, 0.0);
+  EXPECT_EQ(a->input_tokens, 9324);
+  EXPECT_EQ(b->input_tokens, 32272);
+  EXPECT_GT(b->arrival_s, 70 * 86400.0);
+  // round 0 of the Claude session used Bash (860 ms) and WebSearch (emitted 0.811 s later, 19,291 ms)
+  int rounds = 1;
+  for (auto f = r.follow_up(*b, 100.0); f; f = r.follow_up(*f, f->arrival_s)) ++rounds;
+  EXPECT_EQ(rounds, 10);
+  EXPECT_NEAR(b->think_after_s, (31.647 + 19.291) - 30.836, 1e-3);  // first emitted → last result
+}
+
+TEST(Agent, ClosedLoopKeepsConcurrencyAndHistoryGrows) {
+  WorkloadSpec w;
+  w.kind = WorkloadSpec::Kind::agent;
+  w.concurrency = 3;
+  w.rounds.value = 2;
+  w.first_prompt_tokens.value = 1000;
+  w.append_tokens.value = 100;
+  w.output_tokens.value = 50;
+  w.think_s.value = 2.0;
+  w.shared_prefix_tokens = 512;
+  AgentSessionSource s(w, 1);
+  std::vector<Request> first;
+  while (auto r = s.next()) first.push_back(*r);
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(first[0].input_tokens, 1512);
+  EXPECT_EQ(first[0].block_hashes[0], first[1].block_hashes[0]);  // the shared system prompt block
+  EXPECT_NE(first[0].block_hashes[1], first[1].block_hashes[1]);
+  auto r1 = s.follow_up(first[0], 5.0);
+  ASSERT_TRUE(r1);
+  EXPECT_DOUBLE_EQ(r1->arrival_s, 7.0);
+  EXPECT_EQ(r1->history_tokens, 1562);
+  EXPECT_EQ(r1->input_tokens, 1662);
+  EXPECT_TRUE(r1->last_round);
+  auto replacement = s.follow_up(*r1, 9.0);  // the session ends: a new one takes its place
+  ASSERT_TRUE(replacement);
+  EXPECT_EQ(replacement->round, 0);
+  EXPECT_EQ(replacement->session, 3);
+  EXPECT_DOUBLE_EQ(replacement->arrival_s, 11.0);
+}
+
+#include "workloads/blocks.hpp"
+
+TEST(Blocks, RemappingKeepsTheChainAtCoarserAndFinerSizes) {
+  Request a, b;
+  a.input_tokens = 1500, a.block_tokens = 512, a.block_hashes = {7, 8, 9};  // 512 + 512 + 476
+  b.input_tokens = 1200, b.block_tokens = 512, b.block_hashes = {7, 8, 10};
+  Request a2 = a, b2 = b;
+  remap_blocks(a2, 1024);  // [0,1024) ends with old block 8; [1024,1500) with 9
+  EXPECT_EQ(a2.block_hashes, (std::vector<std::uint64_t>{8, 9}));
+  remap_blocks(b2, 1024);
+  EXPECT_EQ(b2.block_hashes.front(), a2.block_hashes.front());  // same first 1,024 tokens
+  Request a4 = a, b4 = b;
+  remap_blocks(a4, 256);
+  remap_blocks(b4, 256);
+  ASSERT_EQ(a4.block_hashes.size(), 6u);  // ceil(1500 / 256)
+  ASSERT_EQ(b4.block_hashes.size(), 5u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(a4.block_hashes[static_cast<size_t>(i)], b4.block_hashes[static_cast<size_t>(i)]);
+  EXPECT_NE(a4.block_hashes[4], b4.block_hashes[4]);  // block 9 vs 10 diverge at token 1,024
+  Request c = a;
+  EXPECT_THROW(remap_blocks(c, 384), std::invalid_argument);
+}
+
+TEST(BurstGpt, MapsTokensAndSkipsFailedRequestsWhenAsked) {
+  const std::string head = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n";
+  const std::string p = write_tmp("bg.csv", head + "5.0,ChatGPT,472,18,490,Conversation log\n" + "7.5,GPT-4,1000,0,1000,API log\n" +
+                                                "9.25,ChatGPT,300,40,340,Conversation log\n");
+  EXPECT_NE(error_of<CsvRequestReader>(CsvRequestReader::Format::burstgpt, p, 1.0, 0LL, false).find("bg.csv:3: column Response tokens: must be ≥ 1, got 0"),
+            std::string::npos);
+  CsvRequestReader r(CsvRequestReader::Format::burstgpt, p, 2.0, 0, true);
+  auto a = r.next(), b = r.next();
+  ASSERT_TRUE(a && b);
+  EXPECT_FALSE(r.next());
+  EXPECT_EQ(a->input_tokens, 472);
+  EXPECT_EQ(a->output_tokens, 18);
+  EXPECT_DOUBLE_EQ(b->arrival_s, (9.25 - 5.0) * 2.0);
+  EXPECT_EQ(r.skipped_rows(), 1);
+}

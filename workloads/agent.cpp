@@ -36,7 +36,7 @@ Request AgentSessionSource::round_request(long long id, Session& s, double t, lo
   r.last_round = s.round + 1 >= s.rounds;
   r.block_tokens = spec_.block_tokens;
   r.block_hashes = s.blocks.assign(prompt, shared);
-  r.origin = "agent session " + std::to_string(id) + " round " + std::to_string(s.round);
+  // (no origin string: a generated request is named by its session and round)
   s.history = prompt + r.output_tokens;
   return r;
 }

@@ -1,5 +1,7 @@
 #include "workloads/mooncake.hpp"
 
+#include "workloads/json_row.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -40,14 +42,7 @@ std::optional<Request> MooncakeReader::parse_row() {
     for (auto it = j.begin(); it != j.end(); ++it)
       if (it.key() != "timestamp" && it.key() != "input_length" && it.key() != "output_length" && it.key() != "hash_ids")
         throw TraceError(path_, line_, "unknown field \"" + it.key() + "\" (a Mooncake row has timestamp, input_length, output_length, hash_ids)");
-    auto integer = [&](const char* k, long long min) {
-      if (!j.contains(k)) throw TraceError(path_, line_, std::string("missing field \"") + k + "\"");
-      const auto& v = j[k];
-      if (!v.is_number_integer()) throw TraceError(path_, line_, std::string("\"") + k + "\" must be an integer, got " + v.dump());
-      const long long x = v.get<long long>();
-      if (x < min) throw TraceError(path_, line_, std::string("\"") + k + "\" must be ≥ " + std::to_string(min) + ", got " + std::to_string(x));
-      return x;
-    };
+    auto integer = [&](const char* k, long long min) { return json_int(j, k, min, path_, line_); };
     Request r;
     const long long ts = integer("timestamp", 0);
     r.input_tokens = integer("input_length", 1);

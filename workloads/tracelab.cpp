@@ -1,6 +1,7 @@
 #include "workloads/tracelab.hpp"
 
 #include "workloads/csv.hpp"
+#include "workloads/json_row.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -138,15 +139,6 @@ double iso_time(const nlohmann::json& v, const std::string& file, long line, con
   return csv_datetime(s, file, line, what);
 }
 
-long long int_field(const nlohmann::json& j, const char* k, long long min, const std::string& file, long line) {
-  if (!j.contains(k)) throw TraceError(file, line, std::string("missing field \"") + k + "\"");
-  const auto& v = j[k];
-  if (!v.is_number_integer()) throw TraceError(file, line, std::string("\"") + k + "\" must be an integer, got " + v.dump());
-  const long long x = v.get<long long>();
-  if (x < min) throw TraceError(file, line, std::string("\"") + k + "\" must be ≥ " + std::to_string(min) + ", got " + std::to_string(x));
-  return x;
-}
-
 }  // namespace
 
 TraceLabRoundsReader::TraceLabRoundsReader(std::string path, double time_scale, long long max_sessions, int block_tokens, bool skip_bad_rows)
@@ -168,7 +160,7 @@ TraceLabRoundsReader::TraceLabRoundsReader(std::string path, double time_scale, 
         throw TraceError(path_, line, std::string("not valid JSON (") + e.what() + ")");
       }
       if (!j.contains("session_id") || !j["session_id"].is_string()) throw TraceError(path_, line, "missing string field \"session_id\"");
-      const long long round = int_field(j, "round_index", 0, path_, line);
+      const long long round = json_int(j, "round_index", 0, path_, line);
       const std::string name = j["session_id"].get<std::string>();
       auto [it, fresh] = by_name.emplace(name, sessions_.size());
       if (fresh) sessions_.push_back({name, std::numeric_limits<double>::infinity(), {}});
@@ -213,9 +205,9 @@ TraceLabRoundsReader::Round TraceLabRoundsReader::read_round(const RowRef& ref) 
   std::getline(in_, s);
   const nlohmann::json j = nlohmann::json::parse(s);
   Round r;
-  r.prompt = int_field(j, "input_tokens_total", 1, path_, ref.line);
-  r.prefix = std::min(int_field(j, "prefix_tokens", 0, path_, ref.line), r.prompt);
-  r.output = std::max<long long>(1, int_field(j, "output_tokens", 0, path_, ref.line));
+  r.prompt = json_int(j, "input_tokens_total", 1, path_, ref.line);
+  r.prefix = std::min(json_int(j, "prefix_tokens", 0, path_, ref.line), r.prompt);
+  r.output = std::max<long long>(1, json_int(j, "output_tokens", 0, path_, ref.line));
   double first = std::numeric_limits<double>::infinity(), last = -first, sum_ms = 0;
   if (j.contains("tools") && j["tools"].is_array())
     for (const auto& t : j["tools"]) {

@@ -41,7 +41,7 @@ std::optional<Scenario> load_or_report(const std::string& path) {
 }
 
 // One deployment, in this (child) process. Returns 0 on success.
-int run_one(const Scenario& s, const DeploymentSpec& d, const fs::path& dir) {
+int run_one(const Scenario& s, const DeploymentSpec& d, const fs::path& dir, const std::vector<std::string>& simgrid_cfg) {
   try {
     fs::create_directories(dir);
     auto cost = make_cost_model(s.cost_model, d.gpu);
@@ -57,6 +57,7 @@ int run_one(const Scenario& s, const DeploymentSpec& d, const fs::path& dir) {
     }
     RunOptions opt;
     opt.horizon_s = s.horizon_s;
+    for (const auto& c : simgrid_cfg) opt.simgrid_cfg.push_back("--cfg=" + c);
     auto source = make_source(s.workload, s.seed);
     const std::string workload = source->describe();
     const RequestSource* src = source.get();
@@ -166,7 +167,7 @@ int run(const RunArgs& a) {
       return 1;
     }
     if (pid == 0) {
-      const int code = run_one(s, d, out / d.name);
+      const int code = run_one(s, d, out / d.name, a.simgrid_cfg);
       std::fflush(nullptr);
       _exit(code);  // skip SimGrid's exit handlers: the engine of this child is never torn down
     }

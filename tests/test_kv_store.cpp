@@ -1,0 +1,61 @@
+// The KV store below the GPUs: placement, demotion, drops and its conservation ledger, by hand.
+#include "sim/kv_store.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace servesim;
+
+namespace {
+TierSpec spec(double l2, bool l3, double l3_cap) {
+  TierSpec t;
+  t.enabled = true, t.host_bytes_per_node = l2, t.storage_enabled = l3, t.storage_bytes_per_node = l3_cap;
+  return t;
+}
+void ledger(const KvStore& s) {
+  EXPECT_DOUBLE_EQ(s.offloaded_bytes(), s.bytes(KvStore::Tier::l2) + s.bytes(KvStore::Tier::l3) + s.left_bytes());
+}
+}  // namespace
+
+TEST(KvStore, FillsL2ThenDemotesTheOldestToL3) {
+  KvStore s(spec(100, true, 1000), 2);
+  EXPECT_TRUE(s.put_l2(1, 10, 60, 0, 0.0).empty());
+  const auto d = s.put_l2(2, 10, 60, 0, 1.0);  // 120 > 100: session 1 (oldest) goes down
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].session, 1);
+  EXPECT_DOUBLE_EQ(s.bytes_on(KvStore::Tier::l2, 0), 60);
+  EXPECT_DOUBLE_EQ(s.bytes_on(KvStore::Tier::l3, 0), 60);  // reserved while the copy is in flight
+  EXPECT_EQ(s.find(1), nullptr);                            // busy until demoted
+  s.demoted(1, d[0].gen, 2.0);
+  ASSERT_NE(s.find(1), nullptr);
+  EXPECT_EQ(s.find(1)->tier, KvStore::Tier::l3);
+  EXPECT_TRUE(s.put_l2(3, 10, 30, 1, 3.0).empty());  // another node has its own L2
+  ledger(s);
+}
+
+TEST(KvStore, WithoutRoomBelowObjectsAreDroppedAndCounted) {
+  KvStore s(spec(100, false, 0), 1);
+  s.put_l2(1, 10, 70, 0, 0.0);
+  s.put_l2(2, 10, 70, 0, 1.0);  // no L3: session 1 is dropped
+  EXPECT_EQ(s.objects(), 1u);
+  EXPECT_DOUBLE_EQ(s.dropped_bytes(), 70);
+  EXPECT_DOUBLE_EQ(s.left_bytes(), 70);
+  const KvStore::Object o = s.take_for_load(2);
+  EXPECT_EQ(o.tokens, 10);
+  s.release(2, 2.0);  // loaded back: it leaves the store
+  EXPECT_EQ(s.objects(), 0u);
+  EXPECT_DOUBLE_EQ(s.left_bytes(), 140);
+  ledger(s);
+}
+
+TEST(KvStore, StaleDemotionDoesNotMoveTheNewerObject) {
+  KvStore s(spec(100, true, 1000), 1);
+  s.put_l2(1, 10, 80, 0, 0.0);
+  const auto d = s.put_l2(2, 10, 80, 0, 1.0);
+  ASSERT_EQ(d.size(), 1u);
+  s.put_l2(1, 20, 10, 0, 2.0);  // session 1 comes back before its demotion lands: the old copy is stale
+  s.demoted(1, d[0].gen, 3.0);  // ignored
+  ASSERT_NE(s.find(1), nullptr);
+  EXPECT_EQ(s.find(1)->tier, KvStore::Tier::l2);
+  EXPECT_EQ(s.find(1)->tokens, 20);
+  ledger(s);
+}

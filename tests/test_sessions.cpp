@@ -1,0 +1,223 @@
+// Agent sessions, prefix reuse and KV tiers in the engine, against hand arithmetic and closed forms.
+// A zero-latency cost model makes every batch step last its fixed overhead, so times follow from
+// step overheads, KV bytes and link figures alone.
+#include "costmodels/memory.hpp"
+#include "helpers.hpp"
+#include "sim/simulation.hpp"
+#include "workloads/agent.hpp"
+#include "workloads/mooncake.hpp"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <filesystem>
+#include <map>
+
+using namespace servesim;
+
+namespace {
+
+class Records final : public EventSink {
+ public:
+  void on_request(const RequestRecord& r) override { req[r.id] = r; }
+  void on_session(const SessionRecord& s) override { ses.push_back(s); }
+  std::map<std::uint64_t, RequestRecord> req;
+  std::vector<SessionRecord> ses;
+};
+
+// One session per entry: rounds of (appended tokens, output tokens, think after), round 0 at `start`.
+struct Round {
+  long long append, output;
+  double think;
+};
+class SessionList final : public RequestSource {
+ public:
+  SessionList(double start, std::vector<Round> rounds) : start_(start), rounds_(std::move(rounds)) {}
+  std::optional<Request> next() override {
+    if (started_) return std::nullopt;
+    started_ = true;
+    return make(0, start_, 0);
+  }
+  std::optional<Request> follow_up(const Request& done, double t) override {
+    if (done.last_round) return std::nullopt;
+    return make(done.round + 1, t + done.think_after_s, done.input_tokens + done.output_tokens);
+  }
+  std::string describe() const override { return "session list"; }
+
+ private:
+  Request make(int k, double t, long long history) {
+    Request r;
+    r.id = id_++, r.arrival_s = t, r.session = 0, r.round = k, r.history_tokens = history;
+    r.input_tokens = history + rounds_[static_cast<size_t>(k)].append;
+    r.output_tokens = rounds_[static_cast<size_t>(k)].output;
+    r.think_after_s = rounds_[static_cast<size_t>(k)].think;
+    r.last_round = k + 1 == static_cast<int>(rounds_.size());
+    return r;
+  }
+  double start_;
+  std::vector<Round> rounds_;
+  bool started_ = false;
+  std::uint64_t id_ = 0;
+};
+
+DeploymentSpec tiny_with_tiers() {
+  DeploymentSpec d;
+  d.name = "tiny";
+  d.model = load_model(test::data("tests/data/tiny-moe.json"));
+  d.gpu = test::gpu("h200");
+  d.prefill = test::pool(1, 1, 1);
+  d.decode = test::pool(1, 1, 1);
+  d.prefill.step_overhead_s = 0.010;
+  d.decode.step_overhead_s = 0.002;
+  d.prefill.max_batch_tokens = d.prefill.chunk_tokens = 4096;
+  d.prefix_cache.enabled = false;
+  d.kv_tiers.enabled = true;
+  d.kv_tiers.host_bytes_per_node = 1e12;
+  d.cluster.nodes = required_nodes(d);
+  validate_deployment(d, "tiny");
+  return d;
+}
+
+}  // namespace
+
+TEST(Sessions, ThreeRoundsWithOffloadAndLoadBackByHand) {
+  const DeploymentSpec d = tiny_with_tiers();
+  const ModelSpec& m = d.model;
+  Records rec;
+  Simulation sim(d, std::make_unique<SessionList>(0.0, std::vector<Round>{{1000, 10, 1.0}, {100, 10, 1.0}, {100, 10, 0.0}}),
+                 std::make_shared<test::ZeroCost>(), rec, {});
+  const RunTotals t = sim.run();
+  ASSERT_EQ(rec.req.size(), 3u);
+  ASSERT_EQ(rec.ses.size(), 1u);
+  // link figures (H200 file): NIC 50 GB/s, 3 µs per NIC hop; PCIe 64 GB/s, 1 µs; the host NIC
+  // (8 × 50 GB/s) is not the bottleneck of a load-back into one GPU
+  auto kv = [&](long long L) { return kv_bytes(m, L, 1); };
+  auto xfer = [&](long long L) { return 6e-6 + kv(L) / 50e9; };      // prefill GPU → decode GPU, other node
+  auto offload = [&](long long L) { return 1e-6 + kv(L) / 64e9; };   // decode GPU → its host DRAM
+  auto load = [&](long long L) { return 6e-6 + kv(L) / 50e9; };      // decode node's DRAM → prefill GPU
+  const long long p0 = 1000, p1 = 1110, p2 = 1220;                    // prompts: history + appended
+  double now = 0, gpu = 0, decode = 0;
+  // round 0: prefill step, transfer, 9 decode steps, then offload of 1,010 tokens
+  double first = now + 0.010 + xfer(p0), done = first + 9 * 0.002;
+  EXPECT_NEAR(rec.req.at(0).first_token_s, first, 1e-9);
+  EXPECT_NEAR(rec.req.at(0).done_s, done, 1e-9);
+  gpu += done + offload(p0 + 10) - now, decode += done - first;
+  // round 1 arrives 1 s after round 0's last token; its 1,010-token history is loaded back first
+  now = done + 1.0;
+  EXPECT_NEAR(rec.req.at(1).arrival_s, now, 1e-9);
+  EXPECT_NEAR(rec.req.at(1).load_end_s - rec.req.at(1).load_start_s, load(p0 + 10), 1e-9);
+  EXPECT_EQ(rec.req.at(1).loaded_tokens, 1010);
+  first = now + load(p0 + 10) + 0.010 + xfer(p1), done = first + 9 * 0.002;
+  EXPECT_NEAR(rec.req.at(1).first_token_s, first, 1e-9);
+  gpu += done + offload(p1 + 10) - now, decode += done - first;
+  // round 2: the last one: no offload, its KV is freed when it ends
+  now = done + 1.0;
+  first = now + load(p1 + 10) + 0.010 + xfer(p2), done = first + 9 * 0.002;
+  EXPECT_NEAR(rec.req.at(2).done_s, done, 1e-9);
+  gpu += done - now, decode += done - first;
+  const SessionRecord& s = rec.ses.front();
+  EXPECT_EQ(s.rounds, 3);
+  EXPECT_NEAR(s.end_s - s.start_s, done, 1e-9);
+  EXPECT_NEAR(s.gpu_s, gpu, 1e-9);
+  EXPECT_NEAR(s.decode_s, decode, 1e-9);  // W_decode = 3 × 9 × 2 ms
+  EXPECT_NEAR(s.decode_s, 3 * 0.018, 1e-9);
+  EXPECT_NEAR(s.idle_s, 2.0, 1e-9);  // W_idle: two 1-s tool waits
+  // hit rates: 1,010 + 1,120 of the 3,330 prompt tokens came back from host DRAM
+  EXPECT_EQ(t.tokens_l2, 2130);
+  EXPECT_EQ(t.prompt_tokens_admitted, 3330);
+  EXPECT_EQ(t.offloads, 2);
+  EXPECT_DOUBLE_EQ(t.store_offloaded_bytes, kv(p0 + 10) + kv(p1 + 10));
+  EXPECT_DOUBLE_EQ(t.store_left_bytes, t.store_offloaded_bytes);  // both loaded back, none held
+}
+
+TEST(Sessions, StoreConservationUnderPressureWithDemotionAndDrops) {
+  DeploymentSpec d = tiny_with_tiers();
+  d.model = test::model("deepseek-v4-flash");
+  d.prefill = test::pool(1, 8, 1);
+  d.decode = test::pool(1, 8, 1);
+  d.kv_tiers.host_bytes_per_node = 0.4e9;  // small L2 and L3: demotions and drops happen
+  d.kv_tiers.storage_enabled = true;
+  d.kv_tiers.storage_bytes_per_node = 0.8e9;
+  d.kv_tiers.storage_bytes_per_s = 5e9;
+  d.kv_tiers.storage_latency_s = 1e-4;
+  d.cluster.nodes = required_nodes(d);
+  validate_deployment(d, "d");
+  WorkloadSpec w;
+  w.kind = WorkloadSpec::Kind::agent;
+  w.concurrency = 40;
+  w.ramp_s = 5;
+  w.rounds.kind = Dist::Kind::constant, w.rounds.value = 6;
+  w.first_prompt_tokens.kind = Dist::Kind::constant, w.first_prompt_tokens.value = 20000;
+  w.append_tokens.kind = Dist::Kind::constant, w.append_tokens.value = 400;
+  w.output_tokens.kind = Dist::Kind::constant, w.output_tokens.value = 50;
+  w.think_s.kind = Dist::Kind::exponential, w.think_s.mean = 2.0, w.think_s.max = 60;
+  Records rec;
+  RunOptions o;
+  o.horizon_s = 40;
+  Simulation sim(d, make_source(w, 9), std::make_shared<test::ZeroCost>(), rec, o);
+  const RunTotals t = sim.run();
+  EXPECT_GT(t.demote_bytes, 0);
+  EXPECT_GT(t.store_dropped_bytes, 0);
+  EXPECT_GT(t.loads_l2 + t.loads_l3, 0);
+  // every object offloaded is held in L2/L3 at the end or has left (loaded back or dropped)
+  EXPECT_NEAR(t.store_offloaded_bytes, t.store_held_bytes + t.store_left_bytes, 1e-6 * t.store_offloaded_bytes);
+  // every arrival ends exactly once
+  EXPECT_EQ(static_cast<long long>(rec.req.size()), t.arrivals);
+  EXPECT_EQ(t.completed + t.rejected + t.in_flight, t.arrivals);
+  // every session that started is reported once
+  EXPECT_EQ(static_cast<long long>(rec.ses.size()), t.sessions);
+}
+
+namespace {
+
+// Mooncake rows replayed in file order, `gap` seconds apart (spread far apart so that every
+// prefill, transfer and cache insert is done before the next arrival).
+class Spread final : public RequestSource {
+ public:
+  Spread(const std::string& path, double gap) : r_(path, 1.0, 0.0, 512, 0, 1), gap_(gap) {}
+  std::optional<Request> next() override {
+    auto q = r_.next();
+    if (q) q->arrival_s = gap_ * static_cast<double>(q->id);
+    return q;
+  }
+  std::string describe() const override { return "spread"; }
+
+ private:
+  MooncakeReader r_;
+  double gap_;
+};
+
+RunTotals replay_unlimited(std::unique_ptr<RequestSource> src) {
+  DeploymentSpec d;
+  d.name = "v3";
+  d.model = test::model("deepseek-v3");  // pure MLA: any cached block boundary is resumable
+  d.gpu = test::gpu("h200");
+  d.gpu.hbm_bytes = 1e15;  // unlimited KV capacity
+  d.prefill = test::pool(1, 8, 8);  // one DP rank: one prefix cache sees every request
+  d.decode = test::pool(1, 8, 8);
+  d.cluster.nodes = required_nodes(d);
+  validate_deployment(d, "d");
+  Records rec;
+  Simulation sim(d, std::move(src), std::make_shared<test::ZeroCost>(), rec, {});
+  return sim.run();
+}
+
+}  // namespace
+
+TEST(PrefixReuse, SpreadArrivalsReproduceTheClosedFormExactly) {
+  const std::string path = test::shared_traces() + "/mooncake/conversation_trace.jsonl";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " absent";
+  const RunTotals t = replay_unlimited(std::make_unique<Spread>(path, 100.0));
+  EXPECT_EQ(t.prefix_lookup_blocks, t.trace_blocks);
+  EXPECT_EQ(t.prefix_hit_blocks, t.trace_reuse_blocks);
+  EXPECT_NEAR(static_cast<double>(t.prefix_hit_blocks) / t.prefix_lookup_blocks, 0.3664, 0.00005);  // issue #6
+}
+
+TEST(PrefixReuse, TimedReplayCanOnlyFindLess) {
+  const std::string path = test::shared_traces() + "/mooncake/conversation_trace.jsonl";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " absent";
+  const RunTotals t = replay_unlimited(std::make_unique<MooncakeReader>(path, 1.0, 0.0, 512, 0, 1));
+  EXPECT_EQ(t.trace_reuse_blocks * 10000 / t.trace_blocks, 3664);
+  EXPECT_LE(t.prefix_hit_blocks, t.trace_reuse_blocks);
+  EXPECT_GT(t.prefix_hit_blocks, t.trace_reuse_blocks * 9 / 10);  // most reuse is found in time
+}
