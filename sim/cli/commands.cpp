@@ -209,7 +209,14 @@ int step(const StepArgs& a) {
     return 2;
   }
   const long long tokens = decode ? 1 : a.tokens;
-  StepCostModel m(d->model, make_cost_model(s->cost_model, d->gpu), fabric_params(d->cluster, d->gpu), pool.shape(), pool.step_overhead_s);
+  std::shared_ptr<const CostModel> cost;
+  try {
+    cost = make_cost_model(a.cost_model.empty() ? s->cost_model : a.cost_model, d->gpu);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 2;
+  }
+  StepCostModel m(d->model, cost, fabric_params(d->cluster, d->gpu), pool.shape(), pool.step_overhead_s);
   std::vector<std::vector<SeqWork>> ranks(static_cast<size_t>(pool.shape().dp()),
                                           std::vector<SeqWork>(static_cast<size_t>(a.seqs_per_rank), SeqWork{tokens, a.context, true}));
   const StepTime t = m.step(ranks, decode ? Phase::decode : Phase::prefill);
@@ -219,8 +226,8 @@ int step(const StepArgs& a) {
              a.phase, pool.ep, pool.attn_tp, pool.shape().dp(), a.seqs_per_rank, tokens, a.context);
   fmt::print("  step time      {:10.3f} ms  (attention {:.3f}, FFN {:.3f}, exposed communication {:.3f}, other {:.3f})\n", t.total_s * 1e3,
              t.attention_s * 1e3, t.ffn_s * 1e3, t.comm_s * 1e3, t.other_s * 1e3);
-  fmt::print("  throughput     {:10.0f} {} tokens/s per node, {:.0f} per GPU ({} cost model)\n", all_tokens / t.total_s / nodes,
-             decode ? "output" : "input", all_tokens / t.total_s / pool.ep, std::string(to_string(t.source)));
+  fmt::print("  throughput     {:10.0f} {} tokens/s per node, {:.0f} per GPU (cost model {}, answers {})\n", all_tokens / t.total_s / nodes,
+             decode ? "output" : "input", all_tokens / t.total_s / pool.ep, cost->name(), std::string(to_string(t.source)));
   return 0;
 }
 

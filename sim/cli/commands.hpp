@@ -30,6 +30,7 @@ struct StepArgs {
   long long seqs_per_rank = 1;   ///< sequences per DP rank
   long long tokens = 1;          ///< new tokens per sequence (prefill chunk; decode: 1)
   long long context = 2048;      ///< tokens already in each sequence's cache
+  std::string cost_model;        ///< override the scenario's cost model
 };
 int step(const StepArgs& a);
 int plan(const std::string& scenario);

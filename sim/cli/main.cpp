@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   step->add_option("--seqs-per-rank", st.seqs_per_rank, "sequences per DP rank");
   step->add_option("--tokens", st.tokens, "new tokens per sequence (prefill chunk)");
   step->add_option("--context", st.context, "tokens already cached per sequence");
+  step->add_option("--cost-model", st.cost_model, "cost model: fitted (default) or roofline");
   c::CostModelArgs cm;
   auto* costmodel = app.add_subcommand("costmodel", "kernel-fitted cost model: rebuild it from the measurement tables, or report its accuracy");
   costmodel->require_subcommand(1);
