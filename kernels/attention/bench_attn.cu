@@ -2,6 +2,13 @@
 // GPU and writes one table per op (schema servesim.kernel-table/1, kernels/common/bench.cuh).
 //
 //   bench_attn --out DIR [--budget SECONDS] [--only op1,op2,...] [--quick]
+//              [--skip-existing TABLE_DIR] [--share-scale SECONDS_PER_SHARE]
+//
+// --skip-existing: points whose (variant, shape) already has a row in TABLE_DIR/<op>.json (the
+// committed tables) are not run, so a sweep spends its time on the shapes an earlier sweep had no
+// time for (coverage runs); the written tables then hold the new rows only. --share-scale sets the
+// seconds per unit of an op's time share (default: the shares scaled to 95% of the budget). Tables
+// are rewritten every 10 s while an op runs, so a run stopped from outside keeps what it measured.
 //
 // Each op gets a share of the time budget; points are run in order of increasing predicted cost
 // and the op stops when its share is spent (the table says which points were skipped). Shapes:
@@ -38,6 +45,18 @@ bool QUICK = false;
 double T_START = 0, T_DEADLINE = 0, BUDGET_SCALE = 1.0;
 std::vector<std::string> SUMMARY;
 std::set<std::string> ONLY;
+std::string SKIP_DIR;  // --skip-existing
+
+// "<variant>|<shape JSON>" of every row of TABLE_DIR/<op>.json (empty without --skip-existing)
+std::set<std::string> existing_points(const std::string& op) {
+  std::set<std::string> keys;
+  if (SKIP_DIR.empty()) return keys;
+  std::ifstream f(SKIP_DIR + "/" + op + ".json");
+  if (!f) return keys;
+  const json j = json::parse(f);
+  for (const auto& r : j.at("rows")) keys.insert(r.at("variant").get<std::string>() + "|" + r.at("shape").dump());
+  return keys;
+}
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -66,10 +85,13 @@ struct OpRun {
   std::string op;
   Table tab;
   double end;
-  int done = 0, skipped = 0, failed = 0;
+  int done = 0, skipped = 0, failed = 0, existing = 0;
+  std::set<std::string> have;  // points measured before (--skip-existing)
+  double last_write = 0;
   OpRun(const std::string& o, const std::string& model, const std::string& desc, const std::string& ff,
         const std::string& bf, double budget_s)
-      : op(o), tab(o, model, desc, ff, bf, G), end(now_s() + budget_s * BUDGET_SCALE) {}
+      : op(o), tab(o, model, desc, ff, bf, G), end(now_s() + budget_s * BUDGET_SCALE), have(existing_points(o)),
+        last_write(now_s()) {}
   bool time_left() const { return now_s() < end && now_s() < T_DEADLINE; }
   // Runs one measured point; exceptions (out of memory, unsupported) are logged and skipped.
   // Timing: CUDA events around each call ("eager", includes the host launch gap); when a call
@@ -78,6 +100,7 @@ struct OpRun {
   // medians are stored (us_median is the graph one when "timing" says cuda_graph_replay).
   void point(const std::string& variant, const json& shape, const json& dtypes, double flops, double bytes,
              const std::function<std::function<void(int)>()>& setup, std::shared_ptr<json> extra = nullptr) {
+    if (!have.empty() && have.count(variant + "|" + shape.dump())) { ++existing; return; }
     if (!time_left()) { ++skipped; return; }
     try {
       auto launch = setup();
@@ -119,6 +142,7 @@ struct OpRun {
       }
       tab.add(variant, shape, dtypes, t, flops, bytes, ex);
       ++done;
+      if (now_s() - last_write > 10) { tab.write(OUT); last_write = now_s(); }
       std::printf("  %-24s %-22s %-64s %10.2f us (eager %9.2f) %7.2f TF/s %6.3f TB/s\n", op.c_str(), variant.c_str(),
                   shape.dump().substr(0, 64).c_str(), t.us_median, te.us_median, flops / t.us_median / 1e6,
                   bytes / t.us_median / 1e6);
@@ -133,7 +157,8 @@ struct OpRun {
   }
   void finish() {
     tab.write(OUT);
-    std::printf("== %s: %d points, %d skipped (time), %d failed\n", op.c_str(), done, skipped, failed);
+    std::printf("== %s: %d points, %d skipped (time), %d failed, %d measured before (not run)\n", op.c_str(), done, skipped,
+                failed, existing);
   }
 };
 bool want(const std::string& op) {
@@ -1104,18 +1129,21 @@ void bench_all_proj() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  double budget = 300;
+  double budget = 300, share_scale = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) OUT = argv[++i];
     else if (a == "--budget" && i + 1 < argc) budget = std::atof(argv[++i]);
     else if (a == "--quick") QUICK = true;
+    else if (a == "--skip-existing" && i + 1 < argc) SKIP_DIR = argv[++i];
+    else if (a == "--share-scale" && i + 1 < argc) share_scale = std::atof(argv[++i]);
     else if (a == "--only" && i + 1 < argc) {
       std::stringstream ss(argv[++i]);
       std::string t;
       while (std::getline(ss, t, ',')) ONLY.insert(t);
     } else {
-      std::fprintf(stderr, "usage: bench_attn --out DIR [--budget S] [--only op,...] [--quick]\n");
+      std::fprintf(stderr, "usage: bench_attn --out DIR [--budget S] [--only op,...] [--quick] [--skip-existing DIR] "
+                           "[--share-scale S]\n");
       return 2;
     }
   }
@@ -1128,7 +1156,7 @@ int main(int argc, char** argv) {
     T_START = now_s();
     T_DEADLINE = T_START + budget;
     // Per-op shares below add up to ~436 s; scale them to 95% of the budget.
-    BUDGET_SCALE = 0.95 * budget / 436.0;
+    BUDGET_SCALE = share_scale > 0 ? share_scale : 0.95 * budget / 436.0;
     std::printf("bench_attn on %s (%d SMs, L2 %lld B, driver %s), budget %.0f s, out %s\n", G.name.c_str(), G.sm_count,
                 G.l2_bytes, G.driver.c_str(), budget, OUT.c_str());
     if (want("h200_ceilings")) bench_ceilings();

@@ -4,6 +4,11 @@
 # Usage (from the repository root, binaries already built in $BUILD):
 #   kernels/attention/run_attn.sh [smoke|full] [bench_budget_seconds]
 # smoke: tests + compute-sanitizer memcheck of the tests + a quick bench (3 points per axis).
+# Environment: ONLY="<op prefix>[,...] [...]" (space-separated op groups, one process each);
+# TESTS="test_mqa test_dsv4" (test binaries to run; default all); BENCH_ARGS (extra bench_attn
+# arguments, e.g. "--skip-existing costmodels/data/h200 --share-scale 3" for a coverage run);
+# TOTAL_S (seconds from the script's start after which no group starts and the running one is
+# given only what is left, so the script ends inside a device call's limit).
 set -uo pipefail
 MODE=${1:-full}
 BUDGET=${2:-300}
@@ -18,7 +23,7 @@ T0=$(date +%s)
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu --format=csv
 } 2>&1 | tee "$OUT/tests.log"
 
-for t in test_kda test_mqa test_mla_prefill test_dsv4 test_proj; do
+for t in ${TESTS:-test_kda test_mqa test_mla_prefill test_dsv4 test_proj}; do
   echo "=== $t" | tee -a "$OUT/tests.log"
   timeout 240 "$BIN/$t" 2>&1 | grep -E "attn-test|OK \]|FAILED|PASSED|SKIPPED|Failure|Expected|Which is|error|rel_l2" | tee -a "$OUT/tests.log"
 done
@@ -49,8 +54,15 @@ QUICK=""
 OPGROUPS=${ONLY:-"h200_ceilings,kda_prefill,kda_decode,kda_short_conv,kda_gated_rmsnorm mla_decode,mla_prefill csa_sparse_attn_decode,hca_attn_decode,swa_attn_decode,csa_sparse_attn_prefill,hca_attn_prefill,swa_attn_prefill csa_indexer,csa_topk,csa_compressor,hca_compressor dense_proj"}
 : > "$OUT/bench.log"
 for grp in $OPGROUPS; do
-  echo "### group $grp" >> "$OUT/bench.log"
-  timeout $((BUDGET + 60)) "$BIN/bench_attn" --out "$OUT/tables" --budget "$BUDGET" $QUICK --only "$grp" >> "$OUT/bench.log" 2>&1
+  B=$BUDGET
+  if [ -n "${TOTAL_S:-}" ]; then
+    LEFT=$(( TOTAL_S - ($(date +%s) - T0) - 10 ))
+    [ "$LEFT" -lt "$B" ] && B=$LEFT
+    if [ "$B" -lt 5 ]; then echo "### group $grp not started: TOTAL_S reached" >> "$OUT/bench.log"; continue; fi
+  fi
+  echo "### group $grp (budget $B s)" >> "$OUT/bench.log"
+  # bench_attn stops starting points at its budget; the timeout (SIGTERM, then KILL) only guards a hang
+  timeout -k 5 $((B + 20)) "$BIN/bench_attn" --out "$OUT/tables" --budget "$B" $QUICK --only "$grp" ${BENCH_ARGS:-} >> "$OUT/bench.log" 2>&1
   echo "### group exit $? after $(( $(date +%s) - T0 )) s" >> "$OUT/bench.log"
 done
 tar czf "$OUT/tables.tar.gz" -C "$OUT" tables && rm -rf "$OUT/tables"
@@ -59,5 +71,5 @@ grep -E "FAILED|Failure|FAILED:" "$OUT/tests.log" "$OUT/bench.log" | head -40
 echo "=== test errors"
 grep "attn-test" "$OUT/tests.log"
 echo "=== bench summary"
-grep -E "^### group exit|==== summary|ratio|best at|not offered|FH|kda_prefill T=" "$OUT/bench.log" | grep -v "^  "
+grep -E "^### group|^== |==== summary|ratio|best at|not offered|FH|kda_prefill T=" "$OUT/bench.log" | grep -v "^  "
 echo "total $(( $(date +%s) - T0 )) s"
