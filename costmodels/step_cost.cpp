@@ -341,39 +341,46 @@ StepTime StepCostModel::step(const std::vector<std::vector<SeqWork>>& per_rank, 
     logits_max = std::max(logits_max, lg);
   }
   if (Ttot <= 0) return st;
+  double extra = 0;  // latency of extrapolated answers in the last sum_ops call
   auto sum_ops = [&](const std::vector<Op>& ops) {
     double s = 0;
+    extra = 0;
     for (const auto& o : ops) {
       const OpLatency l = cost_->latency(o);
       s += l.seconds;
       st.source = worse(st.source, l.source);
+      if (l.source == Provenance::extrapolated) extra += l.seconds, st.extrapolated_ops |= 1u << static_cast<unsigned>(o.kind);
     }
     return s;
   };
   // attention time of each kind = slowest DP rank (the MoE layer after it synchronises the group)
-  std::vector<double> attn(model_.attention_kinds.size(), 0.0);
+  std::vector<double> attn(model_.attention_kinds.size(), 0.0), attn_extra(attn.size(), 0.0);
   for (size_t a = 0; a < attn.size(); ++a) {
     if (model_.count_attention(static_cast<int>(a)) == 0) continue;
     for (int r = 0; r < dp; ++r) {
       scratch_.clear();
       attention_ops(static_cast<int>(a), per_rank[r], phase, scratch_);
       const double tr = sum_ops(scratch_) + allreduce_time(fabric_, shape_.attn_tp, Tr[r] * model_.hidden * kAct);
-      attn[a] = std::max(attn[a], tr);
+      if (tr > attn[a]) attn[a] = tr, attn_extra[a] = extra;
     }
   }
+  const bool overlap = shape_.two_batch_overlap && (phase == Phase::prefill || Tmax >= 2);
   for (const auto& p : pairs_) {
     scratch_.clear();
     ffn_ops(p.ffn, Tmax, Ttot, scratch_);
     double ffn = sum_ops(scratch_);
+    const double ffn_extra = extra;
     if (model_.ffn_kinds[p.ffn].op == FfnOp::dense || model_.ffn_kinds[p.ffn].shared_experts > 0)
       ffn += allreduce_time(fabric_, shape_.attn_tp, Tmax * model_.hidden * kAct);
     const double comm = moe_comm_s(p.ffn, Tmax, Ttot);
     const double compute = attn[p.attention] + ffn;
-    const double layer = shape_.two_batch_overlap ? std::max(compute, comm) : compute + comm;
+    const double layer = overlap ? std::max(compute, comm) : compute + comm;
     st.attention_s += p.count * attn[p.attention];
     st.ffn_s += p.count * ffn;
     st.comm_s += p.count * (layer - compute);
+    st.comm_total_s += p.count * comm;
     st.total_s += p.count * layer;
+    st.extrapolated_s += p.count * (attn_extra[p.attention] + ffn_extra);
   }
   // logits of the busiest rank
   scratch_.clear();
@@ -384,6 +391,7 @@ StepTime StepCostModel::step(const std::vector<std::vector<SeqWork>>& per_rank, 
                           0, 0, 0));
   scratch_.back().gemm_m = logits_max, scratch_.back().gemms = &lm_head_gemm_, scratch_.back().gemm_count = 1;
   st.other_s = (logits_max > 0 ? sum_ops(scratch_) : 0.0) + step_overhead_s_;
+  if (logits_max > 0) st.extrapolated_s += extra;
   st.total_s += st.other_s;
   return st;
 }

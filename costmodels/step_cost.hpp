@@ -7,6 +7,7 @@
 #include "costmodels/cost_model.hpp"
 #include "costmodels/model_spec.hpp"
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -43,14 +44,18 @@ struct SeqWork {
 enum class Phase { prefill, decode };
 
 /// A step's time, seconds, split by where it goes (parts add up to total_s when
-/// two_batch_overlap is off; with it, comm_s is what was not hidden).
+/// two_batch_overlap is off; with it, comm_s is what was not hidden). Two-batch overlap needs two
+/// micro-batches: a decode step whose busiest DP rank has a single sequence gets none.
 struct StepTime {
   double total_s = 0;
   double attention_s = 0;
   double ffn_s = 0;
-  double comm_s = 0;
-  double other_s = 0;  ///< lm_head + fixed step overhead
+  double comm_s = 0;        ///< exposed communication (not hidden by two-batch overlap)
+  double comm_total_s = 0;  ///< all all-to-all time of the step, hidden or not
+  double other_s = 0;       ///< lm_head + fixed step overhead
   Provenance source = Provenance::roofline;  ///< worst provenance among the ops answered
+  double extrapolated_s = 0;        ///< latency of the ops answered `extrapolated` (outside measurements)
+  std::uint32_t extrapolated_ops = 0;  ///< bit (1 << OpKind) for each op kind answered `extrapolated`
 };
 
 class StepCostModel {

@@ -1,5 +1,9 @@
 #include "scenarios/scenario.hpp"
 
+#include "sim/batch_scheduler.hpp"
+#include "sim/prefix_cache.hpp"
+#include "sim/router.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -461,13 +465,25 @@ DeploymentSpec read_deployment(Obj o, const std::string& base_dir) {
     d.cluster.fabric = c.choice<FabricKind>("fabric", FabricKind::rail_optimized,
                                             {{"rail_optimized", FabricKind::rail_optimized}, {"fat_tree", FabricKind::fat_tree}});
     d.cluster.oversubscription = c.num("oversubscription", 1.0, 1.0);
+    if (d.cluster.fabric != FabricKind::fat_tree && d.cluster.oversubscription != 1.0)
+      c.fail("oversubscription", "applies to \"fabric\": \"fat_tree\" only (a rail-optimized fabric is non-blocking)");
     c.done();
   }
   if (d.cluster.nodes == 0) d.cluster.nodes = required_nodes(d);
-  d.router = o.str("router", d.router);
-  d.decode_router = o.str("decode_router", d.decode_router);
-  d.batch_scheduler = o.str("batch_scheduler", d.batch_scheduler);
-  d.eviction = o.str("eviction", d.eviction);
+  // policies are chosen by name; a name no factory knows is refused here, naming the field
+  auto policy = [&](const char* key, const std::string& def, const auto& make) {
+    const std::string v = o.str(key, def);
+    try {
+      make(v);
+    } catch (const std::invalid_argument& e) {
+      o.fail(key, e.what());
+    }
+    return v;
+  };
+  d.router = policy("router", d.router, make_router);
+  d.decode_router = policy("decode_router", d.decode_router, make_router);
+  d.batch_scheduler = policy("batch_scheduler", d.batch_scheduler, make_batch_scheduler);
+  d.eviction = policy("eviction", d.eviction, make_eviction_policy);
   d.memory_utilization = o.num("memory_utilization", d.memory_utilization, 0.01, 1.0);
   d.reserved_bytes_per_gpu = o.num("reserved_gb_per_gpu", d.reserved_bytes_per_gpu / 1e9, 0) * 1e9;
   if (o.has("slo")) {

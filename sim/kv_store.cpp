@@ -4,58 +4,50 @@
 
 namespace servesim {
 
-KvStore::KvStore(TierSpec spec, int nodes)
-    : spec_(spec), lru2_(static_cast<size_t>(nodes)), lru3_(static_cast<size_t>(nodes)), node2_(static_cast<size_t>(nodes), 0.0),
-      node3_(static_cast<size_t>(nodes), 0.0) {}
+KvStore::KvStore(TierSpec spec, int nodes, const std::function<std::unique_ptr<EvictionPolicy>()>& policy)
+    : spec_(spec), node2_(static_cast<size_t>(nodes), 0.0), node3_(static_cast<size_t>(nodes), 0.0) {
+  for (int n = 0; n < nodes; ++n) pol2_.push_back(policy()), pol3_.push_back(policy());
+}
 
 double KvStore::bytes_on(Tier t, int node) const { return (t == Tier::l2 ? node2_ : node3_)[static_cast<size_t>(node)]; }
 
-std::vector<KvStore::Demotion> KvStore::put_l2(long long session, long long tokens, double bytes, int node, double) {
+std::vector<KvStore::Demotion> KvStore::put_l2(long long session, long long tokens, double bytes, int node, double t_s) {
   if (objects_.count(session)) erase(session, true);  // an older copy of the same session is stale
   const size_t n = static_cast<size_t>(node);
   offloaded_ += bytes;
   objects_[session] = Object{session, tokens, bytes, node, Tier::l2, false, ++next_gen_};
-  lru2_[n].push_back(session);
-  pos_[session] = std::prev(lru2_[n].end());
+  policy(Tier::l2, node).make_evictable(static_cast<std::uint64_t>(session), 0, t_s);
   node2_[n] += bytes;
   l2_bytes_ += bytes;
   std::vector<Demotion> out;
-  for (auto it = lru2_[n].begin(); node2_[n] > spec_.host_bytes_per_node && it != lru2_[n].end();) {
-    Object& v = objects_.at(*it);
-    if (v.busy) {
-      ++it;
-      continue;
-    }
-    if (spec_.storage_enabled) {  // make room in L3 by dropping its oldest idle objects
-      for (auto j = lru3_[n].begin(); j != lru3_[n].end() && node3_[n] + v.bytes > spec_.storage_bytes_per_node;) {
-        const long long victim = *j++;
-        if (!objects_.at(victim).busy) erase(victim, true);
-      }
+  std::uint64_t key = 0;
+  while (node2_[n] > spec_.host_bytes_per_node && policy(Tier::l2, node).victim(key)) {
+    Object& v = objects_.at(static_cast<long long>(key));
+    policy(Tier::l2, node).forget(key);
+    if (spec_.storage_enabled) {  // make room in L3 by dropping what its policy gives up first
+      std::uint64_t k3 = 0;
+      while (node3_[n] + v.bytes > spec_.storage_bytes_per_node && policy(Tier::l3, node).victim(k3)) erase(static_cast<long long>(k3), true);
     }
     if (spec_.storage_enabled && node3_[n] + v.bytes <= spec_.storage_bytes_per_node) {
       // demote: L2 room is given up now, L3 room reserved now; the copy is in flight until demoted()
-      it = lru2_[n].erase(it);
-      pos_.erase(v.session);
       node2_[n] -= v.bytes, l2_bytes_ -= v.bytes;
       node3_[n] += v.bytes, l3_bytes_ += v.bytes;
       v.tier = Tier::l3;
       v.busy = true;
       out.push_back({v.session, node, v.bytes, v.gen});
     } else {
-      ++it;
       erase(v.session, true);
     }
   }
   return out;
 }
 
-void KvStore::demoted(long long session, std::uint64_t gen, double) {
+void KvStore::demoted(long long session, std::uint64_t gen, double t_s) {
   auto it = objects_.find(session);
   if (it == objects_.end() || it->second.gen != gen) return;  // replaced or dropped meanwhile
   Object& o = it->second;
-  lru3_[static_cast<size_t>(o.node)].push_back(session);
-  pos_[session] = std::prev(lru3_[static_cast<size_t>(o.node)].end());
   o.busy = false;
+  policy(Tier::l3, o.node).make_evictable(static_cast<std::uint64_t>(session), 0, t_s);
   demoted_ += o.bytes;
 }
 
@@ -68,6 +60,7 @@ KvStore::Object KvStore::take_for_load(long long session) {
   Object& o = objects_.at(session);
   if (o.busy) throw std::logic_error("KvStore: object is busy");
   o.busy = true;
+  policy(o.tier, o.node).forget(static_cast<std::uint64_t>(session));
   return o;
 }
 
@@ -79,11 +72,7 @@ void KvStore::erase(long long session, bool dropped) {
   auto it = objects_.find(session);
   const Object o = it->second;
   const size_t n = static_cast<size_t>(o.node);
-  auto p = pos_.find(session);
-  if (p != pos_.end()) {  // not listed while a demotion is in flight
-    (o.tier == Tier::l2 ? lru2_[n] : lru3_[n]).erase(p->second);
-    pos_.erase(p);
-  }
+  policy(o.tier, o.node).forget(static_cast<std::uint64_t>(session));
   if (o.tier == Tier::l2) node2_[n] -= o.bytes, l2_bytes_ -= o.bytes;
   else node3_[n] -= o.bytes, l3_bytes_ -= o.bytes;
   objects_.erase(it);

@@ -11,7 +11,7 @@
 #include "sim/prefix_cache.hpp"
 
 #include <cstdint>
-#include <list>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -47,7 +47,9 @@ class KvStore {
     std::uint64_t gen = 0;
   };
 
-  KvStore(TierSpec spec, int nodes);
+  /// `policy` makes one eviction policy per node and tier (sim/prefix_cache.hpp; "lru" by default):
+  /// it picks which idle object leaves L2 (demoted or dropped) or L3 (dropped).
+  KvStore(TierSpec spec, int nodes, const std::function<std::unique_ptr<EvictionPolicy>()>& policy);
 
   /// An offload finished: the session's object now sits in `node`'s L2. Objects that no longer fit
   /// are demoted to L3 (returned: start their flows, then call demoted()) or, without L3 room,
@@ -56,9 +58,12 @@ class KvStore {
   void demoted(long long session, std::uint64_t gen, double t_s);
   /// The object of `session` (nullptr when none or busy).
   const Object* find(long long session) const;
+  /// True when the store has an object for `session`, busy or not.
+  bool holds(long long session) const { return objects_.count(session) > 0; }
   /// Marks the object busy for a load-back; returns it (must exist and not be busy).
   Object take_for_load(long long session);
-  /// The load-back finished (or the object is not needed): it leaves the store.
+  /// The load-back finished (or the object is not needed, even while it is being demoted: the
+  /// demotion's demoted() is then ignored): it leaves the store.
   void release(long long session, double t_s);
 
   double bytes(Tier t) const { return t == Tier::l2 ? l2_bytes_ : l3_bytes_; }
@@ -72,11 +77,11 @@ class KvStore {
 
  private:
   void erase(long long session, bool dropped);
+  EvictionPolicy& policy(Tier t, int node) { return *(t == Tier::l2 ? pol2_ : pol3_)[static_cast<size_t>(node)]; }
   TierSpec spec_;
   std::unordered_map<long long, Object> objects_;
-  // per node LRU of L2 / L3 objects (front = oldest)
-  std::vector<std::list<long long>> lru2_, lru3_;
-  std::unordered_map<long long, std::list<long long>::iterator> pos_;
+  // per node: which idle objects of L2 / L3 go first (busy objects are not offered)
+  std::vector<std::unique_ptr<EvictionPolicy>> pol2_, pol3_;
   std::vector<double> node2_, node3_;
   double l2_bytes_ = 0, l3_bytes_ = 0, offloaded_ = 0, left_ = 0, dropped_ = 0, demoted_ = 0;
   std::uint64_t next_gen_ = 0;

@@ -112,10 +112,17 @@ std::vector<PrefixCache::Node*> PrefixCache::path(const Request& r, int blocks) 
   return out;
 }
 
+void PrefixCache::add_pins(Node* n, int delta) {
+  const bool was = n->pins > 0;
+  n->pins += delta;
+  const bool is = n->pins > 0;
+  if (was != is) pinned_bytes_ += (is ? 1 : -1) * node_bytes(*n);
+}
+
 void PrefixCache::pin(const Request& r, int blocks) {
   if (blocks <= 0) return;
   for (Node* n : path(r, blocks)) {
-    ++n->pins;
+    add_pins(n, 1);
     refresh(n);
   }
 }
@@ -123,7 +130,7 @@ void PrefixCache::pin(const Request& r, int blocks) {
 void PrefixCache::unpin(const Request& r, int blocks, double t_s) {
   if (blocks <= 0) return;
   for (Node* n : path(r, blocks)) {
-    --n->pins;
+    add_pins(n, -1);
     n->last_use = t_s;
     refresh(n);
   }
@@ -173,6 +180,7 @@ double PrefixCache::release_and_insert(const Request& r, int pinned, double t_s)
     if (!cp->checkpoint) {
       cp->checkpoint = true;
       bytes_ += checkpoint_bytes_;
+      if (cp->pins > 0) pinned_bytes_ += checkpoint_bytes_;
     }
   }
   // release the pins and mark the whole path used now
@@ -180,7 +188,7 @@ double PrefixCache::release_and_insert(const Request& r, int pinned, double t_s)
   int end = 0;
   for (Node* x : all) {
     end += static_cast<int>(x->ids.size());
-    if (end <= pinned) --x->pins;
+    if (end <= pinned) add_pins(x, -1);
     x->last_use = t_s;
     refresh(x);
   }

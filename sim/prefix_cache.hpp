@@ -79,6 +79,9 @@ class PrefixCache {
   /// Evicts leaf nodes until at least `bytes` were freed or nothing is evictable; returns bytes freed.
   double evict(double bytes);
   double bytes() const { return bytes_; }
+  /// Bytes eviction could free now: everything not pinned (a pinned node's ancestors are pinned
+  /// too, so every unpinned node is in an evictable subtree).
+  double evictable_bytes() const { return bytes_ - pinned_bytes_; }
   std::size_t blocks() const { return blocks_; }  ///< cached blocks
   std::size_t nodes() const { return nodes_.size(); }
 
@@ -108,7 +111,8 @@ class PrefixCache {
   Node root_;
   std::unordered_map<std::uint64_t, std::unique_ptr<Node>> nodes_;
   std::uint64_t next_key_ = 1;
-  double bytes_ = 0;
+  void add_pins(Node* n, int delta);
+  double bytes_ = 0, pinned_bytes_ = 0;
   std::size_t blocks_ = 0;
 };
 

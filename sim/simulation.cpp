@@ -16,6 +16,7 @@
 #include <deque>
 #include <exception>
 #include <limits>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -96,6 +97,7 @@ struct Simulation::Impl {
   std::vector<Request> followups;  // next rounds of sessions: a min-heap on (arrival, id) via Later
   std::unordered_set<std::uint64_t> seen_blocks;                        // trace-level reuse
   std::unique_ptr<KvStore> store;
+  std::multimap<long long, double> pending_offloads;  // session → admission time of a round being offloaded (stable iterators)
   sg4::MutexPtr arrivals_mutex;
   sg4::ConditionVariablePtr arrivals_cv;
   std::exception_ptr source_error;
@@ -114,7 +116,7 @@ struct Simulation::Impl {
     block_bytes = kv_footprint(d.model, d.prefill.attn_tp).per_token_bytes * d.prefix_cache.block_tokens;
     checkpoint_bytes = resume_state_bytes(d.model, d.prefill.attn_tp, d.prefix_cache.block_tokens);
     exact_state_resume = kv_footprint(d.model, 1).per_seq_bytes > 0;
-    if (d.kv_tiers.enabled) store = std::make_unique<KvStore>(d.kv_tiers, d.cluster.nodes);
+    if (d.kv_tiers.enabled) store = std::make_unique<KvStore>(d.kv_tiers, d.cluster.nodes, [this] { return make_eviction_policy(d.eviction); });
   }
 
   // ------------------------------------------------------------------ helpers
@@ -211,8 +213,8 @@ struct Simulation::Impl {
     rec.gpu_s = s.gpu_s, rec.decode_s = s.decode_s, rec.idle_s = s.idle_s;
     sink.on_session(rec);
     sessions.erase(it);
-    if (store && store->find(id)) {
-      store->release(id, now());  // the session will not come back
+    if (store && store->holds(id)) {
+      store->release(id, now());  // the session will not come back (a demotion in flight is cancelled)
       emit_tiers();
     }
   }
@@ -428,7 +430,9 @@ struct Simulation::Impl {
     const double need = r->kv_prompt_bytes - (hit > 0 ? cached_bytes(hit) : 0.0);
     if (pr.cache) pr.cache->pin(r->req, pin);
     double free = pr.capacity - pr.reserved - (pr.cache ? pr.cache->bytes() : 0.0);
-    if (free < need && pr.cache) free += pr.cache->evict(need - free);
+    // evict only when that makes the request fit (SGLang's rule): otherwise the cache would be
+    // flushed for nothing while the queue head waits
+    if (free < need && pr.cache && free + pr.cache->evictable_bytes() >= need) free += pr.cache->evict(need - free);
     if (free < need) {
       if (pr.cache) pr.cache->unpin(r->req, pin, now());
       return false;
@@ -438,7 +442,7 @@ struct Simulation::Impl {
     r->pinned_blocks = pin;
     r->rec.admit_s = now();
     r->phase = ReqPhase::prefill;
-    if (pr.cache) {
+    if (pr.cache && !store_covers) {  // an L1 lookup was made
       totals.prefix_lookup_blocks += static_cast<long long>(r->req.block_hashes.size());
       totals.prefix_hit_blocks += m.present_blocks;
     }
@@ -450,8 +454,9 @@ struct Simulation::Impl {
       r->rec.cached_tokens = hit;
       totals.tokens_l1 += hit;
       pr.queued_tokens -= static_cast<double>(hit);
-      // a stored history this round does not use is stale now
-      if (store && r->req.session >= 0 && store->find(r->req.session)) {
+      // a stored history this round does not use is stale now (unless it is being loaded for
+      // another round of the same session, which cannot happen: rounds are sequential)
+      if (store && r->req.session >= 0 && store->holds(r->req.session)) {
         store->release(r->req.session, now());
         emit_tiers();
       }
@@ -549,9 +554,10 @@ struct Simulation::Impl {
     if (r->req.output_tokens == 1) {  // the prefill's token is the whole answer: no decode
       r->rec.first_token_s = r->rec.done_s = now();
       r->rec.generated_tokens = 1;
-      release_prefill_kv(r);
+      release_prefill_kv(r);  // its KV stays in the rank's prefix cache
       gpu_released(r);
-      end_request(r, RequestStatus::completed, "");
+      if (store && r->req.session >= 0 && !r->req.last_round) offload_round(r, prefill_gpu0(r), nullptr);  // a copy of it goes down
+      else end_request(r, RequestStatus::completed, "");
       return;
     }
     r->phase = ReqPhase::wait_decode;
@@ -650,24 +656,37 @@ struct Simulation::Impl {
       end_request(r, RequestStatus::completed, "");
       return;
     }
-    // Offload the session's history (prompt + output) to the decode node's host DRAM while it
-    // waits for its next round: one copy, read from the TP ranks' GPUs in parallel over PCIe.
-    const long long tokens = r->req.input_tokens + r->req.output_tokens;
-    const double total = kv_bytes(d.model, tokens, 1);
-    const int g0 = decode_gpu0(r), node = node_of(g0);
-    ++totals.offloads;
-    totals.offload_bytes += total;
-    // the request completes for the user now; its KV stays on the GPU until the copy is done
-    const long long session = r->req.session;
-    const Held held{r->rec.decode_instance, r->decode_rank, r->kv_decode_bytes, session, r->rec.admit_s};
-    end_request(r, RequestStatus::completed, "");
-    submit_flow(platform.endpoint(g0), platform.cpus[static_cast<size_t>(node)], total, [this, held, session, tokens, total, node] {
+    const Held held{r->rec.decode_instance, r->decode_rank, r->kv_decode_bytes, r->req.session, r->rec.admit_s};
+    offload_round(r, decode_gpu0(r), [this, held] {
       free_decode_kv(held.decode_instance, held.decode_rank, held.kv_bytes);
       gpu_released(held.session, held.admit_s);
-      if (!sessions.count(session)) return;  // the session ended meanwhile (e.g. the run's last round)
-      for (const auto& dm : store->put_l2(session, tokens, total, node, now())) start_demotion(dm);
-      emit_tiers();
     });
+  }
+
+  // Ends round r (completed) and offloads its session's history (prompt + output) from the TP group
+  // at `src_gpu0` to that node's host DRAM while the session waits for its next round: one copy,
+  // read from the group's GPUs in parallel over PCIe. `release` runs when the copy is done (frees
+  // the GPU KV).
+  void offload_round(ReqState* r, int src_gpu0, std::function<void()> release) {
+    const long long tokens = r->req.input_tokens + r->req.output_tokens;
+    const double total = kv_bytes(d.model, tokens, 1);
+    const int node = node_of(src_gpu0);
+    const long long session = r->req.session;
+    ++totals.offloads;
+    totals.offload_bytes += total;
+    auto pending = pending_offloads.emplace(session, r->rec.admit_s);
+    end_request(r, RequestStatus::completed, "");  // done for the user; its KV leaves the GPU later
+    submit_flow(platform.endpoint(src_gpu0), platform.cpus[static_cast<size_t>(node)], total,
+                [this, release = std::move(release), pending, session, tokens, total, node] {
+                  pending_offloads.erase(pending);
+                  if (release) release();
+                  if (!sessions.count(session)) {  // the session ended meanwhile: nothing to keep
+                    totals.offload_abandoned_bytes += total;
+                    return;
+                  }
+                  for (const auto& dm : store->put_l2(session, tokens, total, node, now())) start_demotion(dm);
+                  emit_tiers();
+                });
   }
 
   void start_demotion(const KvStore::Demotion& dm) {
@@ -758,6 +777,17 @@ struct Simulation::Impl {
     new sg4::ConditionVariablePtr(arrivals_cv);
     totals.end_s = now();
     settle_decode_counters();
+    // sessions still open: their rounds in progress (and offloads in flight) hold GPU KV until now
+    for (auto& [id, r] : live) {
+      auto it = r->req.session >= 0 ? sessions.find(r->req.session) : sessions.end();
+      if (it == sessions.end()) continue;
+      if (r->rec.admit_s >= 0) it->second.gpu_s += now() - r->rec.admit_s;
+      if (r->rec.first_token_s >= 0) it->second.decode_s += now() - r->rec.first_token_s;
+    }
+    for (const auto& [session, admit] : pending_offloads) {
+      auto it = sessions.find(session);
+      if (it != sessions.end() && admit >= 0) it->second.gpu_s += now() - admit;
+    }
     // whatever did not end is in flight at the end: report each with the phase it was in
     std::vector<ReqState*> rest;
     for (auto& [id, r] : live) rest.push_back(r.get());
@@ -785,6 +815,7 @@ struct Simulation::Impl {
       totals.store_left_bytes = store->left_bytes();
       totals.store_offloaded_bytes = store->offloaded_bytes();
       totals.store_dropped_bytes = store->dropped_bytes();
+      for (const auto& [session, admit] : pending_offloads) (void)admit, ++totals.offloads_in_flight;
     }
     sink.on_end(totals.end_s);
     if (source_error) std::rethrow_exception(source_error);

@@ -41,8 +41,10 @@ struct RunTotals {
   long long prefill_steps = 0, decode_steps = 0;
   double transfer_bytes = 0;
   // KV store below the GPUs (sim/kv_store.hpp)
-  long long offloads = 0, loads_l2 = 0, loads_l3 = 0;
-  double offload_bytes = 0, demote_bytes = 0, load_l2_bytes = 0, load_l3_bytes = 0;
+  long long offloads = 0, offloads_in_flight = 0, loads_l2 = 0, loads_l3 = 0;
+  /// offload_bytes = copies started; of those, offload_abandoned_bytes finished after their session
+  /// had ended (not stored); the rest landed in the store or are in flight at the end
+  double offload_bytes = 0, offload_abandoned_bytes = 0, demote_bytes = 0, load_l2_bytes = 0, load_l3_bytes = 0;
   /// the store's own ledger: offloaded (landed in L2) = held at the end + left (loaded back, dropped)
   double store_offloaded_bytes = 0, store_dropped_bytes = 0, store_left_bytes = 0, store_held_bytes = 0;
   long long tokens_l1 = 0, tokens_l2 = 0, tokens_l3 = 0, prompt_tokens_admitted = 0;

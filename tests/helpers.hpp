@@ -3,6 +3,7 @@
 #include "costmodels/cost_model.hpp"
 #include "scenarios/scenario.hpp"
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -10,7 +11,10 @@ namespace servesim::test {
 
 inline std::string source_dir() { return SERVESIM_SOURCE_DIR; }
 inline std::string data(const std::string& rel) { return source_dir() + "/" + rel; }
-inline std::string shared_traces() { return SERVESIM_SHARED_TRACES; }
+inline std::string shared_traces() {
+  const char* e = std::getenv("SERVESIM_SHARED_TRACES");
+  return e ? e : SERVESIM_SHARED_TRACES;
+}
 inline ModelSpec model(const std::string& name) { return load_model(data("scenarios/models/" + name + ".json")); }
 inline GpuSpec gpu(const std::string& name) { return load_hardware(data("scenarios/hardware/" + name + ".json")); }
 

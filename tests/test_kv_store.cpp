@@ -1,5 +1,6 @@
 // The KV store below the GPUs: placement, demotion, drops and its conservation ledger, by hand.
 #include "sim/kv_store.hpp"
+#include "sim/prefix_cache.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,13 +12,14 @@ TierSpec spec(double l2, bool l3, double l3_cap) {
   t.enabled = true, t.host_bytes_per_node = l2, t.storage_enabled = l3, t.storage_bytes_per_node = l3_cap;
   return t;
 }
+const auto lru = [] { return make_eviction_policy("lru"); };
 void ledger(const KvStore& s) {
   EXPECT_DOUBLE_EQ(s.offloaded_bytes(), s.bytes(KvStore::Tier::l2) + s.bytes(KvStore::Tier::l3) + s.left_bytes());
 }
 }  // namespace
 
 TEST(KvStore, FillsL2ThenDemotesTheOldestToL3) {
-  KvStore s(spec(100, true, 1000), 2);
+  KvStore s(spec(100, true, 1000), 2, lru);
   EXPECT_TRUE(s.put_l2(1, 10, 60, 0, 0.0).empty());
   const auto d = s.put_l2(2, 10, 60, 0, 1.0);  // 120 > 100: session 1 (oldest) goes down
   ASSERT_EQ(d.size(), 1u);
@@ -33,7 +35,7 @@ TEST(KvStore, FillsL2ThenDemotesTheOldestToL3) {
 }
 
 TEST(KvStore, WithoutRoomBelowObjectsAreDroppedAndCounted) {
-  KvStore s(spec(100, false, 0), 1);
+  KvStore s(spec(100, false, 0), 1, lru);
   s.put_l2(1, 10, 70, 0, 0.0);
   s.put_l2(2, 10, 70, 0, 1.0);  // no L3: session 1 is dropped
   EXPECT_EQ(s.objects(), 1u);
@@ -48,7 +50,7 @@ TEST(KvStore, WithoutRoomBelowObjectsAreDroppedAndCounted) {
 }
 
 TEST(KvStore, StaleDemotionDoesNotMoveTheNewerObject) {
-  KvStore s(spec(100, true, 1000), 1);
+  KvStore s(spec(100, true, 1000), 1, lru);
   s.put_l2(1, 10, 80, 0, 0.0);
   const auto d = s.put_l2(2, 10, 80, 0, 1.0);
   ASSERT_EQ(d.size(), 1u);

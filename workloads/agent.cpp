@@ -6,12 +6,12 @@
 
 namespace servesim {
 
-AgentSessionSource::AgentSessionSource(const WorkloadSpec& spec, std::uint64_t seed) : spec_(spec), rng_(seed) {
+AgentSessionSource::AgentSessionSource(const WorkloadSpec& spec, std::uint64_t seed) : spec_(spec), seed_(seed), starts_(seed) {
   if (spec_.block_tokens < 1) throw std::invalid_argument("workload.block_tokens must be ≥ 1");
   for (long long b = 0; b < spec_.shared_prefix_tokens / spec_.block_tokens; ++b) system_blocks_.push_back(static_cast<std::uint64_t>(b));
   if (spec_.loop == WorkloadSpec::Loop::closed) {
     if (spec_.concurrency < 1) throw std::invalid_argument("workload.concurrency must be ≥ 1");
-    for (long long i = 0; i < spec_.concurrency; ++i) closed_starts_.push_back(spec_.ramp_s > 0 ? rng_.uniform() * spec_.ramp_s : 0.0);
+    for (long long i = 0; i < spec_.concurrency; ++i) closed_starts_.push_back(spec_.ramp_s > 0 ? starts_.uniform() * spec_.ramp_s : 0.0);
     std::sort(closed_starts_.begin(), closed_starts_.end());
   } else if (!(spec_.rate_per_s > 0)) {
     throw std::invalid_argument("workload.rate_per_s must be > 0");
@@ -31,8 +31,8 @@ Request AgentSessionSource::round_request(long long id, Session& s, double t, lo
   r.round = s.round;
   r.input_tokens = prompt;
   r.history_tokens = shared;
-  r.output_tokens = std::max<long long>(1, spec_.output_tokens.sample_tokens(rng_));
-  r.think_after_s = std::max(0.0, spec_.think_s.sample(rng_));
+  r.output_tokens = std::max<long long>(1, spec_.output_tokens.sample_tokens(s.rng));
+  r.think_after_s = std::max(0.0, spec_.think_s.sample(s.rng));
   r.last_round = s.round + 1 >= s.rounds;
   r.block_tokens = spec_.block_tokens;
   r.block_hashes = s.blocks.assign(prompt, shared);
@@ -43,9 +43,10 @@ Request AgentSessionSource::round_request(long long id, Session& s, double t, lo
 
 Request AgentSessionSource::start_session(double t) {
   const long long id = started_++;
-  Session s{std::max<long long>(1, spec_.rounds.sample_tokens(rng_)), 0, 0, SessionBlocks(id, spec_.block_tokens, system_blocks_)};
-  const long long prompt = spec_.shared_prefix_tokens + std::max<long long>(1, spec_.first_prompt_tokens.sample_tokens(rng_));
-  auto it = active_.emplace(id, std::move(s)).first;
+  Rng rng(seed_ ^ (0x9e3779b97f4a7c15ULL * static_cast<std::uint64_t>(id + 1)));
+  const long long rounds = std::max<long long>(1, spec_.rounds.sample_tokens(rng));
+  const long long prompt = spec_.shared_prefix_tokens + std::max<long long>(1, spec_.first_prompt_tokens.sample_tokens(rng));
+  auto it = active_.emplace(id, Session{rounds, 0, 0, SessionBlocks(id, spec_.block_tokens, system_blocks_), rng}).first;
   return round_request(id, it->second, t, prompt, 0);
 }
 
@@ -58,7 +59,7 @@ std::optional<Request> AgentSessionSource::next() {
   }
   if (!may_start(open_t_)) return std::nullopt;
   const double t = open_t_;
-  open_t_ += rng_.exponential(1.0 / spec_.rate_per_s);
+  open_t_ += starts_.exponential(1.0 / spec_.rate_per_s);
   return start_session(t);
 }
 
@@ -69,7 +70,7 @@ std::optional<Request> AgentSessionSource::follow_up(const Request& done, double
   const double t = t_done + done.think_after_s;
   if (!done.last_round) {
     ++s.round;
-    const long long append = std::max<long long>(1, spec_.append_tokens.sample_tokens(rng_));
+    const long long append = std::max<long long>(1, spec_.append_tokens.sample_tokens(s.rng));
     const long long history = s.history;
     return round_request(done.session, s, t, history + append, history);
   }

@@ -6,7 +6,9 @@
 //  closed loop: `concurrency` sessions are kept active — they start spread over [0, ramp_s) and each
 //               session that ends is replaced by a new one after its last think time (until
 //               duration_s / requests), which is what "N concurrent agents" means.
-// Defaults (scenario loader) and their sources are documented in README.md ("Agent sessions").
+// Every session draws from its own random stream, seeded from (seed, session id), so session k has
+// the same rounds, lengths and think times whatever deployment runs it; start times come from a
+// separate stream. Defaults (scenario loader) and their sources: README.md ("Agent sessions").
 #pragma once
 #include "workloads/session_blocks.hpp"
 #include "workloads/workload_spec.hpp"
@@ -29,12 +31,14 @@ class AgentSessionSource final : public RequestSource {
     long long rounds = 1, history = 0;
     int round = 0;
     SessionBlocks blocks;
+    Rng rng;  ///< the session's own stream: its content does not depend on the engine's call order
   };
   bool may_start(double t) const;
   Request start_session(double t);
   Request round_request(long long id, Session& s, double t, long long prompt, long long shared);
   WorkloadSpec spec_;
-  Rng rng_;
+  std::uint64_t seed_;
+  Rng starts_;  ///< session start times (closed-loop ramp, open-loop Poisson process)
   std::vector<std::uint64_t> system_blocks_;
   std::vector<double> closed_starts_;  // closed loop: initial session start times, sorted
   size_t next_start_ = 0;

@@ -11,7 +11,7 @@ const char* kBurstHeader = "Timestamp,Model,Request tokens,Response tokens,Total
 
 CsvRequestReader::CsvRequestReader(Format format, std::string path, double time_scale, long long max_requests, bool skip_bad_rows)
     : format_(format), path_(std::move(path)), in_(path_), time_scale_(time_scale), max_requests_(max_requests), skip_(skip_bad_rows) {
-  if (!in_) throw std::runtime_error("cannot open trace " + path_ + " (check the path)");
+  if (!in_) throw std::runtime_error("cannot open trace " + path_ + kTraceHint);
   std::string header;
   std::getline(in_, header);
   if (!header.empty() && header.back() == '\r') header.pop_back();

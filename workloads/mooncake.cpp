@@ -13,7 +13,7 @@ MooncakeReader::MooncakeReader(std::string path, double time_scale, double jitte
                                long long max_requests, std::uint64_t seed, bool skip_bad_rows)
     : path_(std::move(path)), in_(path_), time_scale_(time_scale), jitter_s_(jitter_s), block_tokens_(block_tokens),
       max_requests_(max_requests), rng_(seed), skip_(skip_bad_rows) {
-  if (!in_) throw std::runtime_error("cannot open trace " + path_ + " (check the path; the shared traces live in ../shared/traces/)");
+  if (!in_) throw std::runtime_error("cannot open trace " + path_ + kTraceHint);
 }
 
 std::optional<Request> MooncakeReader::read_row() {

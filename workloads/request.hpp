@@ -28,6 +28,11 @@ struct Request {
   bool last_round = true;        ///< no round follows this one
 };
 
+/// Appended to "cannot open trace PATH": where the public traces are and how to get them.
+inline constexpr const char* kTraceHint =
+    " (the public traces are expected in ../shared/traces beside the repository; elsewhere run traces/fetch.sh DEST and pass "
+    "--trace DEST/mooncake/..., or point the scenario's workload.trace at the file)";
+
 /// A malformed input row: carries the file and 1-based line so the message can name them.
 class TraceError : public std::runtime_error {
  public:

@@ -20,7 +20,9 @@ class SessionBlocks {
   /// previous prompt's (or the previous prompt + its output: the session history).
   std::vector<std::uint64_t> assign(long long prompt_tokens, long long shared_tokens) {
     const long long blocks = (prompt_tokens + block_tokens_ - 1) / block_tokens_;
-    const long long keep = std::min<long long>(shared_tokens / block_tokens_, static_cast<long long>(prev_.size()));
+    // only whole blocks of the previous prompt can be kept: its partial last block now holds other
+    // (more) tokens, so it is new content
+    const long long keep = std::min(shared_tokens / block_tokens_, prev_tokens_ / block_tokens_);
     std::vector<std::uint64_t> ids;
     ids.reserve(static_cast<size_t>(blocks));
     for (long long i = 0; i < blocks; ++i) {
@@ -30,6 +32,7 @@ class SessionBlocks {
       else ids.push_back(fresh());
     }
     prev_ = ids;
+    prev_tokens_ = prompt_tokens;
     return ids;
   }
 
@@ -41,6 +44,7 @@ class SessionBlocks {
     return (z ^ (z >> 31)) | (1ULL << 63);
   }
   std::uint64_t key_, counter_ = 0;
+  long long prev_tokens_ = 0;
   int block_tokens_;
   std::vector<std::uint64_t> fixed_, prev_;
 };

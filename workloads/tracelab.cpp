@@ -18,7 +18,7 @@ const char* kReplayHeader = "session_id,arrival_time,round_idx,prefix_len,input_
 
 TraceLabReplayReader::TraceLabReplayReader(std::string path, double time_scale, long long max_sessions, int block_tokens, bool skip_bad_rows)
     : path_(std::move(path)), in_(path_), time_scale_(time_scale), max_sessions_(max_sessions), block_tokens_(block_tokens), skip_(skip_bad_rows) {
-  if (!in_) throw std::runtime_error("cannot open trace " + path_ + " (check the path)");
+  if (!in_) throw std::runtime_error("cannot open trace " + path_ + kTraceHint);
   std::string header;
   std::getline(in_, header);
   if (!header.empty() && header.back() == '\r') header.pop_back();
@@ -143,7 +143,7 @@ double iso_time(const nlohmann::json& v, const std::string& file, long line, con
 
 TraceLabRoundsReader::TraceLabRoundsReader(std::string path, double time_scale, long long max_sessions, int block_tokens, bool skip_bad_rows)
     : path_(std::move(path)), in_(path_), time_scale_(time_scale), block_tokens_(block_tokens) {
-  if (!in_) throw std::runtime_error("cannot open trace " + path_ + " (check the path)");
+  if (!in_) throw std::runtime_error("cannot open trace " + path_ + kTraceHint);
   std::map<std::string, size_t> by_name;
   std::string s;
   long line = 0;
@@ -170,6 +170,7 @@ TraceLabRoundsReader::TraceLabRoundsReader(std::string path, double time_scale, 
           throw TraceError(path_, line, "round 0 needs timing_events with a timestamp (the session start)");
         si.start = iso_time(j["timing_events"][0]["timestamp"], path_, line, "timing_events[0].timestamp");
       }
+      parse_round(j, line);  // every field is checked now, so that a bad row stops (or is skipped) before the run
       si.rows.push_back({round, off, line});
     } catch (const TraceError&) {
       if (!skip_bad_rows) throw;
@@ -198,27 +199,30 @@ TraceLabRoundsReader::TraceLabRoundsReader(std::string path, double time_scale, 
   in_.clear();
 }
 
-TraceLabRoundsReader::Round TraceLabRoundsReader::read_round(const RowRef& ref) {
-  in_.clear();
-  in_.seekg(ref.offset);
-  std::string s;
-  std::getline(in_, s);
-  const nlohmann::json j = nlohmann::json::parse(s);
+TraceLabRoundsReader::Round TraceLabRoundsReader::parse_round(const nlohmann::json& j, long line) const {
   Round r;
-  r.prompt = json_int(j, "input_tokens_total", 1, path_, ref.line);
-  r.prefix = std::min(json_int(j, "prefix_tokens", 0, path_, ref.line), r.prompt);
-  r.output = std::max<long long>(1, json_int(j, "output_tokens", 0, path_, ref.line));
+  r.prompt = json_int(j, "input_tokens_total", 1, path_, line);
+  r.prefix = std::min(json_int(j, "prefix_tokens", 0, path_, line), r.prompt);
+  r.output = std::max<long long>(1, json_int(j, "output_tokens", 0, path_, line));
   double first = std::numeric_limits<double>::infinity(), last = -first, sum_ms = 0;
   if (j.contains("tools") && j["tools"].is_array())
     for (const auto& t : j["tools"]) {
       if (t.contains("tool_wall_latency_ms") && t["tool_wall_latency_ms"].is_number()) sum_ms += t["tool_wall_latency_ms"].get<double>();
       if (t.contains("emitted_at") && t.contains("result_at") && t["emitted_at"].is_string() && t["result_at"].is_string()) {
-        first = std::min(first, iso_time(t["emitted_at"], path_, ref.line, "tools[].emitted_at"));
-        last = std::max(last, iso_time(t["result_at"], path_, ref.line, "tools[].result_at"));
+        first = std::min(first, iso_time(t["emitted_at"], path_, line, "tools[].emitted_at"));
+        last = std::max(last, iso_time(t["result_at"], path_, line, "tools[].result_at"));
       }
     }
   r.wait_s = (last > first ? last - first : sum_ms / 1000.0) * time_scale_;
   return r;
+}
+
+TraceLabRoundsReader::Round TraceLabRoundsReader::read_round(const RowRef& ref) {
+  in_.clear();
+  in_.seekg(ref.offset);
+  std::string s;
+  std::getline(in_, s);
+  return parse_round(nlohmann::json::parse(s), ref.line);  // validated when the file was indexed
 }
 
 Request TraceLabRoundsReader::make(long long s, size_t idx, double arrival_s) {

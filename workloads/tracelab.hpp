@@ -20,6 +20,8 @@
 #include "workloads/request.hpp"
 #include "workloads/session_blocks.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <deque>
 #include <fstream>
 #include <map>
@@ -89,6 +91,7 @@ class TraceLabRoundsReader final : public RequestSource {
     long long prompt = 0, prefix = 0, output = 0;
     double wait_s = 0;
   };
+  Round parse_round(const nlohmann::json& j, long line) const;
   Round read_round(const RowRef& ref);
   Request make(long long s, size_t idx, double arrival_s);
   std::string path_;

@@ -106,7 +106,13 @@ int run(const RunArgs& a) {
   }
   if (a.seed >= 0) s.seed = static_cast<std::uint64_t>(a.seed);
   if (a.horizon_s >= 0) s.horizon_s = a.horizon_s;
-  if (a.time_scale > 0) s.workload.time_scale = a.time_scale;
+  if (a.time_scale > 0) {
+    if (s.workload.kind == WorkloadSpec::Kind::synthetic || s.workload.kind == WorkloadSpec::Kind::agent) {
+      fmt::print(stderr, "error: --time-scale applies to trace replays; this scenario's workload is generated (set its rate instead)\n");
+      return 2;
+    }
+    s.workload.time_scale = a.time_scale;
+  }
   if (!a.cost_model.empty()) s.cost_model = a.cost_model;
   if (a.no_timeline) s.timeline = false;
   if (a.skip_bad_rows) s.workload.skip_bad_rows = true;
@@ -136,8 +142,11 @@ int run(const RunArgs& a) {
     }
     spdlog::info("workload: {} ({} {}{})", src->describe(), requests, walk || s.workload.kind == WorkloadSpec::Kind::synthetic ? "requests" : "sessions",
                  src->skipped_rows() ? fmt::format(", {} malformed rows skipped", src->skipped_rows()) : std::string());
+  } catch (const TraceError& e) {
+    fmt::print(stderr, "error: {}\n(fix the row, or pass --skip-bad-rows to skip malformed rows and count them in summary.json)\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
+    fmt::print(stderr, "error: {}: workload{}: {}\n", s.path, a.trace.empty() ? ".trace" : " (--trace)", e.what());
     return 2;
   }
   const fs::path out = a.out.empty() ? fs::path("out") / s.name : fs::path(a.out);
@@ -183,7 +192,7 @@ int run(const RunArgs& a) {
   nlohmann::json all = {{"scenario", s.name}, {"scenario_file", s.path}, {"deployments", runs}};
   std::ofstream(out / "summary.json") << all.dump(2) << "\n";
   fmt::print("{}", summary_table(runs));
-  fmt::print("\noutputs: {}/{{summary.json, <deployment>/summary.json, requests.csv, timeline.json}}\n", out.string());
+  fmt::print("\noutputs: {}/{{summary.json, <deployment>/summary.json, requests.csv{}}}\n", out.string(), s.timeline ? ", timeline.json" : "");
   return 0;
 }
 

@@ -28,6 +28,9 @@ void MetricsCollector::on_step(const StepEvent& e) {
   if (e.role == Role::prefill) s_.prefill_busy_s += dt, ++s_.prefill_steps;
   else s_.decode_busy_s += dt, ++s_.decode_steps, decode_seq_sum_ += static_cast<double>(e.seqs);
   s_.comm_s += e.time.comm_s;
+  s_.comm_total_s += e.time.comm_total_s;
+  s_.extrapolated_s += e.time.extrapolated_s;
+  s_.extrapolated_ops |= e.time.extrapolated_ops;
   if (static_cast<int>(e.time.source) > static_cast<int>(s_.worst_source)) s_.worst_source = e.time.source;
 }
 

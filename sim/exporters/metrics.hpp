@@ -5,6 +5,7 @@
 #include "sim/events.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -36,8 +37,11 @@ struct Summary {
   double prefill_busy_s = 0, decode_busy_s = 0;  ///< Σ step time over instances
   long long prefill_steps = 0, decode_steps = 0;
   double decode_batch_mean = 0;  ///< sequences per decode step
-  double comm_s = 0;             ///< Σ all-to-all / all-reduce time inside steps
+  double comm_s = 0;             ///< Σ exposed all-to-all time inside steps
+  double comm_total_s = 0;       ///< Σ all-to-all time inside steps, hidden by two-batch overlap or not
   Provenance worst_source = Provenance::roofline;
+  double extrapolated_s = 0;           ///< Σ step time answered by extrapolated op latencies
+  std::uint32_t extrapolated_ops = 0;  ///< OpKinds answered `extrapolated` at least once
   // TTFT split of completed requests: queueing (arrival → KV reserved on a prefill rank), load-back
   // of the session's KV from L2/L3, prefill (→ last chunk), transfer (→ first token: waiting for
   // decode KV room + the KV transfer)

@@ -127,9 +127,10 @@ void TimelineWriter::on_step(const StepEvent& e) {
                     "\"attention_ms\":{:.4f},\"ffn_ms\":{:.4f},\"comm_ms\":{:.4f},\"other_ms\":{:.4f}}}}}",
                     to_string(e.role), pid, tid, e.start_s * 1e6, (e.end_s - e.start_s) * 1e6, e.seqs, e.tokens, e.time.attention_s * 1e3,
                     e.time.ffn_s * 1e3, e.time.comm_s * 1e3, e.time.other_s * 1e3));
-  if (e.time.comm_s > 0)
-    write(fmt::format("{{\"ph\":\"X\",\"name\":\"{} all-to-all\",\"pid\":3,\"tid\":{},\"ts\":{:.3f},\"dur\":{:.3f}}}", to_string(e.role),
-                      (e.role == Role::prefill ? 0 : 1000) + e.instance, e.start_s * 1e6, e.time.comm_s * 1e6));
+  if (e.time.comm_total_s > 0)
+    write(fmt::format("{{\"ph\":\"X\",\"name\":\"{} all-to-all\",\"pid\":3,\"tid\":{},\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"exposed_ms\":{:.4f}}}}}",
+                      to_string(e.role), (e.role == Role::prefill ? 0 : 1000) + e.instance, e.start_s * 1e6, e.time.comm_total_s * 1e6,
+                      e.time.comm_s * 1e3));
 }
 
 void TimelineWriter::on_transfer(const TransferEvent& e) {
@@ -170,6 +171,14 @@ nlohmann::json summary_json(const RunReport& r) {
   j["seed"] = r.seed;
   j["horizon_s"] = r.horizon_s;
   j["cost_model"] = {{"name", r.cost_model}, {"provenance", std::string(to_string(s.worst_source))}};
+  {
+    nlohmann::json ops = nlohmann::json::array();
+    for (int k = 0; k < static_cast<int>(OpKind::count_); ++k)
+      if (s.extrapolated_ops & (1u << k)) ops.push_back(std::string(to_string(static_cast<OpKind>(k))));
+    const double busy = s.prefill_busy_s + s.decode_busy_s;
+    j["cost_model"]["extrapolated_ops"] = ops;
+    j["cost_model"]["extrapolated_share_of_step_time"] = busy > 0 ? r6(s.extrapolated_s / busy) : 0.0;
+  }
   if (r.cost_model.rfind("fitted", 0) == 0 && !d.gpu.fitted_models_path.empty()) {
     // which fitted parameters and which measurements produced the numbers (issue #5)
     const FitProvenance p = fitted_provenance(d.gpu);
@@ -226,15 +235,20 @@ nlohmann::json summary_json(const RunReport& r) {
                    {"storage_tb_per_node", r3(d.kv_tiers.storage_bytes_per_node / 1e12)},
                    {"token_hit_rate", {{"L1_gpu", share(s.tokens_l1)}, {"L2_host", share(s.tokens_l2)}, {"L3_storage", share(s.tokens_l3)}}},
                    {"offloads", t.offloads},
+                   {"offloads_in_flight_at_end", t.offloads_in_flight},
                    {"loads_from_L2", t.loads_l2},
                    {"loads_from_L3", t.loads_l3},
-                   {"bytes_offloaded_gpu_to_L2", t.offload_bytes},
+                   {"bytes_offload_copies_started", t.offload_bytes},
+                   {"bytes_offload_abandoned", t.offload_abandoned_bytes},
+                   {"bytes_offloaded_into_store", t.store_offloaded_bytes},
                    {"bytes_demoted_L2_to_L3", t.demote_bytes},
                    {"bytes_loaded_from_L2", t.load_l2_bytes},
                    {"bytes_loaded_from_L3", t.load_l3_bytes},
                    {"bytes_dropped", t.store_dropped_bytes},
                    {"bytes_held_at_end", t.store_held_bytes},
                    {"bytes_left_store", t.store_left_bytes},
+                   {"ledger_note", "bytes_offloaded_into_store = bytes_held_at_end + bytes_left_store (loaded back, dropped or released); "
+                                   "bytes_offload_copies_started = into store + abandoned (the session had ended) + copies in flight at the end"},
                    {"L2_gb_mean", r3(s.l2_mean / 1e9)},
                    {"L2_gb_peak", r3(s.l2_peak / 1e9)},
                    {"L3_gb_mean", r3(s.l3_mean / 1e9)},
