@@ -61,3 +61,21 @@ TEST(KvStore, StaleDemotionDoesNotMoveTheNewerObject) {
   EXPECT_EQ(s.find(1)->tokens, 20);
   ledger(s);
 }
+
+TEST(PrefixCacheEvictable, PinnedNodesAndTheirAncestorsAreNotEvictable) {
+  PrefixCache c(100, 1000.0, 0.0, make_eviction_policy("lru"));
+  Request a, b;
+  a.input_tokens = 300, a.block_tokens = 100, a.block_hashes = {1, 2, 3};
+  b.input_tokens = 250, b.block_tokens = 100, b.block_hashes = {1, 4, 5};  // shares block 1
+  c.release_and_insert(a, 0, 0.0);
+  c.release_and_insert(b, 0, 1.0);
+  EXPECT_DOUBLE_EQ(c.bytes(), 3000 + 1500);  // 5 blocks, b's last one half full
+  EXPECT_DOUBLE_EQ(c.evictable_bytes(), c.bytes());
+  const PrefixMatch m = c.match(b);
+  EXPECT_EQ(m.present_blocks, 3);
+  EXPECT_EQ(m.tokens, 249);  // at least one token is computed
+  c.pin(b, m.pin_blocks);
+  EXPECT_DOUBLE_EQ(c.evictable_bytes(), 2000);  // only a's blocks 2 and 3
+  EXPECT_DOUBLE_EQ(c.evict(1e9), 2000);
+  EXPECT_EQ(c.match(a).present_blocks, 1);  // block 1 stays: b pins it
+}

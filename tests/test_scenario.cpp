@@ -95,3 +95,12 @@ TEST(Scenario, KvCacheDtypeOverridesTheModelsMlaCache) {
                                     "s.json", test::data("scenarios"));
   EXPECT_EQ(s.deployments[0].model.attention_kinds[0].kv_dtype, DType::fp8);
 }
+
+TEST(Scenario, UnknownPolicyNamesAndMisplacedKnobsAreNamed) {
+  std::string e = error_of(scenario_with(R"(,"router":"random")"));
+  EXPECT_NE(e.find("deployments[0].router: unknown router \"random\""), std::string::npos) << e;
+  e = error_of(scenario_with(R"(,"eviction":"fifo")"));
+  EXPECT_NE(e.find("deployments[0].eviction: unknown eviction policy"), std::string::npos) << e;
+  e = error_of(scenario_with(R"(,"cluster":{"oversubscription":4})"));
+  EXPECT_NE(e.find("deployments[0].cluster.oversubscription: applies to \"fabric\": \"fat_tree\" only"), std::string::npos) << e;
+}

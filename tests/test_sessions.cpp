@@ -221,3 +221,20 @@ TEST(PrefixReuse, TimedReplayCanOnlyFindLess) {
   EXPECT_LE(t.prefix_hit_blocks, t.trace_reuse_blocks);
   EXPECT_GT(t.prefix_hit_blocks, t.trace_reuse_blocks * 9 / 10);  // most reuse is found in time
 }
+
+TEST(Sessions, ResidencyAtTheHorizonCountsTheRoundInProgress) {
+  // the run stops halfway through round 0's decode: its GPU time and decode time up to the horizon
+  // belong to the session (else the measured residency would be biased low)
+  const DeploymentSpec d = tiny_with_tiers();
+  Records rec;
+  RunOptions o;
+  const double first = 0.010 + 6e-6 + kv_bytes(d.model, 1000, 1) / 50e9;
+  o.horizon_s = first + 0.0101;  // 5 of its 99 decode steps done
+  Simulation sim(d, std::make_unique<SessionList>(0.0, std::vector<Round>{{1000, 100, 1.0}, {100, 10, 0.0}}), std::make_shared<test::ZeroCost>(), rec, o);
+  sim.run();
+  ASSERT_EQ(rec.ses.size(), 1u);
+  EXPECT_EQ(rec.ses[0].status, RequestStatus::in_flight);
+  EXPECT_NEAR(rec.ses[0].gpu_s, o.horizon_s, 1e-9);           // admitted at 0, still on the GPU
+  EXPECT_NEAR(rec.ses[0].decode_s, o.horizon_s - first, 1e-9);  // decoding since its first token
+  EXPECT_NEAR(rec.ses[0].end_s - rec.ses[0].start_s, o.horizon_s, 1e-9);
+}

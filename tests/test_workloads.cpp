@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
+#include <map>
 #include <set>
 
 using namespace servesim;
@@ -312,4 +314,63 @@ TEST(BurstGpt, MapsTokensAndSkipsFailedRequestsWhenAsked) {
   EXPECT_EQ(a->output_tokens, 18);
   EXPECT_DOUBLE_EQ(b->arrival_s, (9.25 - 5.0) * 2.0);
   EXPECT_EQ(r.skipped_rows(), 1);
+}
+
+TEST(Agent, ASessionsContentDoesNotDependOnTheOrderOfCalls) {
+  // the engine asks for rounds in an order that depends on the deployment; session k must not care
+  WorkloadSpec w;
+  w.kind = WorkloadSpec::Kind::agent;
+  w.concurrency = 4;
+  w.rounds.kind = Dist::Kind::constant, w.rounds.value = 3;
+  w.first_prompt_tokens.kind = Dist::Kind::lognormal, w.first_prompt_tokens.mu = 8, w.first_prompt_tokens.sigma = 1, w.first_prompt_tokens.max = 1e6;
+  w.append_tokens.kind = Dist::Kind::exponential, w.append_tokens.mean = 400;
+  w.output_tokens.kind = Dist::Kind::exponential, w.output_tokens.mean = 200;
+  w.think_s.kind = Dist::Kind::exponential, w.think_s.mean = 3;
+  auto rounds_of = [&](bool reverse) {
+    AgentSessionSource s(w, 5);
+    std::vector<Request> q;
+    while (auto r = s.next()) q.push_back(*r);
+    if (reverse) std::reverse(q.begin(), q.end());
+    std::map<std::pair<long long, int>, std::tuple<long long, long long, double>> out;
+    while (!q.empty()) {
+      Request r = q.front();
+      q.erase(q.begin());
+      out[{r.session, r.round}] = {r.input_tokens, r.output_tokens, r.think_after_s};
+      if (auto f = s.follow_up(r, 100.0); f && f->session == r.session) q.push_back(*f);
+    }
+    return out;
+  };
+  EXPECT_EQ(rounds_of(false), rounds_of(true));
+}
+
+TEST(SessionBlocks, APartialBlockIsNotReusedForLongerContent) {
+  SessionBlocks b(3, 512);
+  const auto r0 = b.assign(600, 0);    // one whole block + an 88-token partial block
+  const auto r1 = b.assign(1500, 1100);  // shares 1,100 tokens, but only round 0's whole block is equal
+  ASSERT_EQ(r0.size(), 2u);
+  ASSERT_EQ(r1.size(), 3u);
+  EXPECT_EQ(r1[0], r0[0]);
+  EXPECT_NE(r1[1], r0[1]);  // that block now holds 512 tokens, not 88: new content, new id
+  const auto r2 = b.assign(2000, 1800);  // round 1's three blocks: two whole ones are shared
+  EXPECT_EQ(r2[0], r1[0]);
+  EXPECT_EQ(r2[1], r1[1]);
+  EXPECT_NE(r2[2], r1[2]);
+}
+
+TEST(TraceLab, RoundJsonlBadValuesStopOrAreSkippedWithTheirSession) {
+  auto row = [](const char* sid, int round, int out) {
+    return std::string("{\"session_id\":\"") + sid + "\",\"round_index\":" + std::to_string(round) +
+           ",\"input_tokens_total\":1000,\"prefix_tokens\":0,\"output_tokens\":" + std::to_string(out) +
+           ",\"timing_events\":[{\"timestamp\":\"2026-01-01T00:00:0" + std::to_string(round) + ".000Z\"}],\"tools\":[]}\n";
+  };
+  const std::string p = write_tmp("tlr.jsonl", row("a", 0, 10) + row("a", 1, -5) + row("a", 2, 10) + row("b", 0, 10));
+  EXPECT_NE(error_of<TraceLabRoundsReader>(p, 1.0, 0LL, 512, false).find("tlr.jsonl:2: \"output_tokens\" must be ≥ 0, got -5"), std::string::npos);
+  TraceLabRoundsReader r(p, 1.0, 0, 512, true);
+  int n = 0;
+  while (auto q = r.next()) {
+    ++n;
+    for (auto f = r.follow_up(*q, q->arrival_s); f; f = r.follow_up(*f, f->arrival_s)) ++n;
+  }
+  EXPECT_EQ(n, 2);               // session a keeps round 0 only; session b
+  EXPECT_EQ(r.skipped_rows(), 2);  // the bad row and the round after it
 }
