@@ -41,7 +41,7 @@ json parse_json(const std::string& text, const std::string& origin) {
     return json::parse(text);
   } catch (const json::parse_error& e) {
     long line = 1, col = 1;
-    for (size_t i = 0; i < e.byte && i < text.size(); ++i) {
+    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {  // e.byte is 1-based: the offending character
       if (text[i] == '\n') ++line, col = 1;
       else ++col;
     }

@@ -25,7 +25,7 @@ struct Summary {
   std::map<std::string, long long> rejected_reasons, in_flight_phases;
   Percentiles ttft_s, tpot_s, e2e_s;
   long long input_tokens = 0;   ///< prompt tokens of requests whose prefill finished
-  long long cached_tokens = 0;  ///< of those, served by the prefix cache
+  long long cached_tokens = 0;  ///< of those, served by the prefix cache or loaded back (not computed)
   long long output_tokens = 0;  ///< tokens generated (completed and in flight)
   long long slo_met = 0;        ///< completed requests with TTFT ≤ slo.ttft_s and TPOT ≤ slo.tpot_s
   long long slo_met_output_tokens = 0;

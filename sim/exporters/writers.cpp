@@ -115,6 +115,11 @@ void TimelineWriter::write(const std::string& ev) {
   first_ = false;
 }
 
+void TimelineWriter::name_track(int pid, int tid, const std::string& name) {
+  if (!named_.insert({pid, tid}).second) return;
+  write(fmt::format("{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":\"{}\"}}}}", pid, tid, name));
+}
+
 void TimelineWriter::on_step(const StepEvent& e) {
   if (written_ >= max_events_) {
     ++dropped_;
@@ -123,6 +128,9 @@ void TimelineWriter::on_step(const StepEvent& e) {
   ++written_;
   const int pid = e.role == Role::prefill ? 1 : 2;
   const int tid = e.instance;
+  name_track(pid, tid, fmt::format("{} instance {}", to_string(e.role), e.instance));
+  if (e.time.comm_total_s > 0)
+    name_track(3, (e.role == Role::prefill ? 0 : 1000) + e.instance, fmt::format("{} instance {} all-to-all", to_string(e.role), e.instance));
   write(fmt::format("{{\"ph\":\"X\",\"name\":\"{} step\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"seqs\":{},\"tokens\":{},"
                     "\"attention_ms\":{:.4f},\"ffn_ms\":{:.4f},\"comm_ms\":{:.4f},\"other_ms\":{:.4f}}}}}",
                     to_string(e.role), pid, tid, e.start_s * 1e6, (e.end_s - e.start_s) * 1e6, e.seqs, e.tokens, e.time.attention_s * 1e3,
@@ -205,6 +213,9 @@ nlohmann::json summary_json(const RunReport& r) {
                      {"input_tokens", s.input_tokens},
                      {"output_tokens", s.output_tokens},
                      {"input_tokens_per_s_per_gpu", r3(s.input_tokens / dur / gpus)},
+                     {"computed_input_tokens", s.input_tokens - s.cached_tokens},
+                     {"computed_input_tokens_per_s_per_gpu", r3((s.input_tokens - s.cached_tokens) / dur / gpus)},
+                     {"note", "input tokens: prompt tokens of requests whose prefill finished, cached ones included; computed: without the tokens served by a prefix cache or loaded back"},
                      {"output_tokens_per_s_per_gpu", r3(s.output_tokens / dur / gpus)},
                      {"input_tokens_per_s_per_node", r3(s.input_tokens / dur / nodes)},
                      {"output_tokens_per_s_per_node", r3(s.output_tokens / dur / nodes)}};

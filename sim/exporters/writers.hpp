@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <set>
 #include <string>
 
 namespace servesim {
@@ -47,6 +48,8 @@ class TimelineWriter final : public EventSink {
 
  private:
   void write(const std::string& ev);
+  void name_track(int pid, int tid, const std::string& name);
+  std::set<std::pair<int, int>> named_;
   std::FILE* f_ = nullptr;
   std::string path_;
   long long max_events_, written_ = 0, dropped_ = 0;
