@@ -373,6 +373,9 @@ StepTime StepCostModel::step(const std::vector<std::vector<SeqWork>>& per_rank, 
     if (model_.ffn_kinds[p.ffn].op == FfnOp::dense || model_.ffn_kinds[p.ffn].shared_experts > 0)
       ffn += allreduce_time(fabric_, shape_.attn_tp, Tmax * model_.hidden * kAct);
     const double comm = moe_comm_s(p.ffn, Tmax, Ttot);
+    if (comm > 0)
+      for (DType m : {model_.ffn_kinds[p.ffn].dispatch_dtype, model_.ffn_kinds[p.ffn].combine_dtype})
+        st.a2a_inter_bytes_gpu += p.count * moe_alltoall_load(p.ffn, Tmax, Ttot, m).inter_bytes;
     const double compute = attn[p.attention] + ffn;
     const double layer = overlap ? std::max(compute, comm) : compute + comm;
     st.attention_s += p.count * attn[p.attention];

@@ -54,6 +54,7 @@ struct StepTime {
   double comm_total_s = 0;  ///< all all-to-all time of the step, hidden or not
   double other_s = 0;       ///< lm_head + fixed step overhead
   Provenance source = Provenance::roofline;  ///< worst provenance among the ops answered
+  double a2a_inter_bytes_gpu = 0;   ///< NIC bytes the busiest GPU sends (and receives) in the step's all-to-alls
   double extrapolated_s = 0;        ///< latency of the ops answered `extrapolated` (outside measurements)
   std::uint32_t extrapolated_ops = 0;  ///< bit (1 << OpKind) for each op kind answered `extrapolated`
 };

@@ -434,6 +434,7 @@ PoolSpec read_pool(Obj o, const PoolSpec& def) {
   p.two_batch_overlap = o.boolean("two_batch_overlap", def.two_batch_overlap);
   p.step_overhead_s = o.num("step_overhead_s", def.step_overhead_s, 0);
   p.ep_dispatch = o.choice<EpDispatch>("ep_dispatch", def.ep_dispatch, {{"hierarchical", EpDispatch::hierarchical}, {"direct", EpDispatch::direct}});
+  p.all_to_all_on_fabric = o.boolean("all_to_all_on_fabric", def.all_to_all_on_fabric);
   o.done();
   return p;
 }

@@ -27,6 +27,11 @@ struct PoolSpec {
   bool two_batch_overlap = false;      ///< overlap all-to-all with compute (SGLang TBO)
   double step_overhead_s = 5e-4;       ///< per-step time outside kernels (scheduler, sampling, launch)
   EpDispatch ep_dispatch = EpDispatch::hierarchical;  ///< prefill default; decode default: direct
+  /// Put each step's inter-node all-to-all bytes on the fabric as background flows (one per
+  /// attention-TP group and direction, rate-capped to last the step's all-to-all time), so that KV
+  /// transfers, offloads and load-backs compete with EP traffic. The step time itself stays the
+  /// closed form. Off by default: it adds 2 flows per TP group per step.
+  bool all_to_all_on_fabric = false;
   InstanceShape shape() const { return {ep, attn_tp, redundant_experts, expert_imbalance, two_batch_overlap, ep_dispatch}; }
 };
 

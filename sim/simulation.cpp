@@ -54,6 +54,7 @@ struct Simulation::Impl {
     std::vector<PrefillRank> ranks;
     sg4::ActorPtr actor;
     bool idle = false;
+    std::vector<sg4::CommPtr> a2a_flows;  // this step's all-to-all on the fabric (all_to_all_on_fabric)
   };
   struct DecodeRank {
     std::deque<ReqState*> ready;    // admitted, waiting for a batch slot
@@ -66,6 +67,7 @@ struct Simulation::Impl {
     std::vector<DecodeRank> ranks;
     sg4::ActorPtr actor;
     bool idle = false;
+    std::vector<sg4::CommPtr> a2a_flows;  // this step's all-to-all on the fabric (all_to_all_on_fabric)
     // event-driven continuous batching: a sequence's finishing step is known when it joins, so a
     // step costs O(log n) bookkeeping instead of O(n)
     long long step = 0, active = 0;
@@ -176,6 +178,28 @@ struct Simulation::Impl {
       }
     });
     w->actor->daemonize();
+  }
+
+  // all_to_all_on_fabric: the step's inter-node all-to-all bytes as background flows from each
+  // attention-TP group to the fabric and back, rate-capped to last the step's all-to-all time. They
+  // only load the links (KV transfers, offloads and load-backs share them); the step time is the
+  // closed form. Traffic of the previous step that has not drained is cancelled.
+  void inject_all_to_all(const PoolSpec& pool, int first_gpu, const StepTime& st, std::vector<sg4::CommPtr>& flows) {
+    for (auto& c : flows)
+      if (!c->test()) c->cancel();
+    flows.clear();
+    if (!pool.all_to_all_on_fabric || pool.ep <= d.gpu.gpus_per_node || st.a2a_inter_bytes_gpu <= 0 || st.comm_total_s <= 0) return;
+    const double bytes = st.a2a_inter_bytes_gpu * pool.attn_tp;  // a TP group's NIC bytes, each direction
+    const double rate = bytes / st.comm_total_s;
+    for (int r = 0; r < pool.shape().dp(); ++r) {
+      sg4::Host* g = platform.endpoint(first_gpu + r * pool.attn_tp);
+      for (auto [a, b] : {std::pair{g, platform.spine}, std::pair{platform.spine, g}}) {
+        // the rate must be set before both ends are: setting the destination starts the comm
+        flows.push_back(sg4::Comm::sendto_init()->set_payload_size(static_cast<uint64_t>(bytes))->set_rate(rate));
+        flows.back()->set_source(a);
+        flows.back()->set_destination(b);
+      }
+    }
   }
 
   void emit_memory(Role role, int inst) {
@@ -519,6 +543,7 @@ struct Simulation::Impl {
         }
       }
       const StepTime st = pstep->step(pwork, Phase::prefill);
+      inject_all_to_all(d.prefill, p.first_gpu, st, p.a2a_flows);
       sg4::this_actor::sleep_for(st.total_s);
       ++totals.prefill_steps;
       sink.on_step({Role::prefill, p.id, start, now(), seqs, tokens, st});
@@ -730,6 +755,7 @@ struct Simulation::Impl {
         q.ctx_at_eval = q.ctx, q.active_at_eval = q.active, q.evaluated = true;
       }
       const double start = now();
+      inject_all_to_all(d.decode, q.first_gpu, q.last, q.a2a_flows);
       sg4::this_actor::sleep_for(q.last.total_s);
       ++totals.decode_steps;
       sink.on_step({Role::decode, q.id, start, now(), q.active, q.active, q.last});
@@ -775,6 +801,8 @@ struct Simulation::Impl {
     // kept alive for the rest of the process (SimGrid aborts when they are destroyed in use).
     new sg4::MutexPtr(arrivals_mutex);
     new sg4::ConditionVariablePtr(arrivals_cv);
+    for (auto& p : prefill) new std::vector<sg4::CommPtr>(std::move(p.a2a_flows));
+    for (auto& q : decode) new std::vector<sg4::CommPtr>(std::move(q.a2a_flows));
     totals.end_s = now();
     settle_decode_counters();
     // sessions still open: their rounds in progress (and offloads in flight) hold GPU KV until now

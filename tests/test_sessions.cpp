@@ -238,3 +238,61 @@ TEST(Sessions, ResidencyAtTheHorizonCountsTheRoundInProgress) {
   EXPECT_NEAR(rec.ses[0].decode_s, o.horizon_s - first, 1e-9);  // decoding since its first token
   EXPECT_NEAR(rec.ses[0].end_s - rec.ses[0].start_s, o.horizon_s, 1e-9);
 }
+
+namespace {
+
+// Request 0 (60K tokens) finishes its prefill while request 1 (200K tokens) is still being prefilled
+// on another DP rank of the same 2-node EP16 instance: request 0's KV leaves through its GPU's NIC
+// while every prefill step's all-to-all crosses the NICs too. Returns request 0's transfer time.
+double first_transfer_s(bool on_fabric, double* uncontended) {
+  DeploymentSpec d;
+  d.name = "flash";
+  d.model = test::model("deepseek-v4-flash");
+  d.gpu = test::gpu("h200");
+  d.prefill = test::pool(1, 16, 1);
+  d.decode = test::pool(1, 16, 1);
+  d.prefill.two_batch_overlap = d.decode.two_batch_overlap = false;
+  d.prefill.all_to_all_on_fabric = d.decode.all_to_all_on_fabric = on_fabric;
+  d.prefix_cache.enabled = false;
+  d.router = "round_robin";
+  d.cluster.nodes = required_nodes(d);
+  validate_deployment(d, "d");
+  Request a, b;
+  a.id = 0, a.arrival_s = 0, a.input_tokens = 60000, a.output_tokens = 2;
+  b.id = 1, b.arrival_s = 0, b.input_tokens = 200000, b.output_tokens = 2;
+  class Two final : public RequestSource {
+   public:
+    Two(Request x, Request y) : q_{x, y} {}
+    std::optional<Request> next() override {
+      if (i_ >= 2) return std::nullopt;
+      return q_[i_++];
+    }
+    std::string describe() const override { return "two"; }
+
+   private:
+    Request q_[2];
+    int i_ = 0;
+  };
+  Records rec;
+  Simulation sim(d, std::make_unique<Two>(a, b), std::make_shared<test::ZeroCost>(), rec, {});
+  sim.run();
+  const RequestRecord& r = rec.req.at(0);
+  EXPECT_LT(r.transfer_start_s, rec.req.at(1).prefill_end_s);  // the transfer overlaps request 1's prefill
+  // alone on its NICs: NIC latency twice + bytes at 50 GB/s (TP 1: one GPU sends, one receives)
+  *uncontended = 6e-6 + kv_bytes(d.model, 60000, 1) / 50e9;
+  return r.first_token_s - r.transfer_start_s;
+}
+
+}  // namespace
+
+TEST(AllToAllOnFabric, OffTheKvTransferRunsAtLineRate) {
+  double hand = 0;
+  const double t = first_transfer_s(false, &hand);
+  EXPECT_NEAR(t, hand, 1e-9);
+}
+
+TEST(AllToAllOnFabric, OnTheKvTransferSharesTheNicsWithEpTraffic) {
+  double hand = 0;
+  const double busy = first_transfer_s(true, &hand);
+  EXPECT_GT(busy, hand * 1.01) << "line rate " << hand << " s, with EP traffic on the NICs " << busy << " s";
+}
