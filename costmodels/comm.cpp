@@ -7,10 +7,10 @@ namespace servesim {
 double alltoall_time(const FabricParams& f, const AllToAllLoad& load) {
   double t = 0;
   if (load.intra_bytes > 0)
-    t = std::max(t, load.intra_bytes / (f.nvlink_efficiency * f.nvlink_bytes_per_s) + 2 * f.nvlink_latency_s);
+    t = std::max(t, load.intra_bytes / (f.nvlink_efficiency * f.nvlink_bytes_per_s) + 2 * f.nvlink_latency_s + f.nvlink_call_s);
   if (load.inter_bytes > 0 || load.node_inter_bytes > 0) {
     const double nic = f.nic_efficiency * f.nic_bytes_per_s, uplink = nic * f.gpus_per_node / f.oversubscription;
-    t = std::max(t, std::max(load.inter_bytes / nic, load.node_inter_bytes / uplink) + 2 * f.nic_latency_s);
+    t = std::max(t, std::max(load.inter_bytes / nic, load.node_inter_bytes / uplink) + 2 * f.nic_latency_s + f.nic_call_s);
   }
   return t;
 }

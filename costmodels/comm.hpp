@@ -19,6 +19,11 @@ struct FabricParams {
   double oversubscription = 1.0;      ///< node uplink = gpus_per_node × NIC / oversubscription
   double nvlink_efficiency = 1.0;
   double nic_efficiency = 1.0;
+  /// Fixed cost of one all-to-all call (kernel launch, synchronisation, handshakes) on top of the
+  /// link latencies, by the phase it applies to: NVLink (intra-node) and NIC (inter-node). Seconds.
+  /// 0 = the fluid model alone; calibrated values live in the hardware files (issue #5).
+  double nvlink_call_s = 0;
+  double nic_call_s = 0;
 };
 
 /// Per-GPU traffic of one all-to-all: bytes the most loaded GPU sends (or receives) to GPUs of its
@@ -33,7 +38,8 @@ struct AllToAllLoad {
 /// concurrently on independent links, so
 ///   t = max(intra / (η_nvl·BW_nvl) + 2·lat_nvl,
 ///           max(inter / (η_nic·BW_nic), node_inter / (η_nic·uplink)) + 2·lat_nic)
-/// with uplink = gpus_per_node · BW_nic / oversubscription
+/// with uplink = gpus_per_node · BW_nic / oversubscription, and each phase plus its per-call cost
+/// (nvlink_call_s, nic_call_s)
 /// (a phase with no bytes costs nothing; a message crosses the sender's and the receiver's link,
 /// each with its latency; node uplinks add none). Seconds.
 double alltoall_time(const FabricParams& f, const AllToAllLoad& load);

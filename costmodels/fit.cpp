@@ -209,6 +209,8 @@ FabricParams fabric_of(const GpuSpec& g) {
   f.nic_latency_s = g.nic_latency_s;
   f.nvlink_efficiency = g.nvlink_efficiency;
   f.nic_efficiency = g.nic_efficiency;
+  f.nvlink_call_s = g.nvlink_call_overhead_s;
+  f.nic_call_s = g.nic_call_overhead_s;
   return f;
 }
 
@@ -240,23 +242,24 @@ CommCalibration calibrate_comm(const std::map<std::string, KernelTable>& tables,
       for (const auto& p : pts) s += sq_log_err(c0 + p.b / (eta * bw), p.t);
       if (s < best) best = s, c.nvlink_free_intercept_s = c0, c.nvlink_free_efficiency = eta;
     }
-  // The engine charges 2·lat per all-to-all and 2·(tp−1)·lat per ring all-reduce with one per-hop
-  // latency, so NCCL's per-call intercept (tens of µs) cannot become that latency without making a
-  // TP8 all-reduce cost 14 intercepts; the engine keeps the hardware file's per-hop latency and
-  // takes the fitted bandwidth fraction.
+  // The per-hop latency stays the hardware file's (it is also the SimGrid link latency and prices
+  // ring all-reduces per hop); the intercept beyond the two hops becomes the per-call cost of an
+  // NVLink all-to-all (comm.hpp nvlink_call_s), the slope the bandwidth fraction.
   c.nvlink_efficiency = std::round(c.nvlink_free_efficiency * 1000) / 1000;
+  c.nvlink_call_s = std::round(std::max(0.0, c.nvlink_free_intercept_s - 2 * c.nvlink_latency_s) * 1e7) / 1e7;
   for (const auto& p : pts) {
     const double mib = p.b / (1 << 20);
     if (mib != 1 && mib != 4 && mib != 16 && mib != 64 && mib != 256 && mib != 1024) continue;
     char what[96];
     std::snprintf(what, sizeof what, "2xH200 NCCL all-to-all %g MiB/peer (µs, handshake removed)", mib);
-    c.rows.push_back({what, p.t * 1e6, (p.b / (c.nvlink_efficiency * bw) + 2 * c.nvlink_latency_s) * 1e6, "µs", true});
+    c.rows.push_back({what, p.t * 1e6, (p.b / (c.nvlink_efficiency * bw) + 2 * c.nvlink_latency_s + c.nvlink_call_s) * 1e6, "µs", true});
   }
   // --- NIC: DeepEP V1 on H800 + CX7 400 Gb/s (published-measurements.md §3.4), through the
   // engine's own EP all-to-all loads (StepCostModel::moe_alltoall_load).
   const ModelSpec m = deepep_model();
   GpuSpec g = h800;
   g.nvlink_efficiency = c.nvlink_efficiency;
+  g.nvlink_call_overhead_s = c.nvlink_call_s;
   struct Row {
     std::string what;
     double published;
@@ -296,32 +299,26 @@ CommCalibration calibrate_comm(const std::map<std::string, KernelTable>& tables,
     const double nic = std::max(r.load.inter_bytes / f.nic_bytes_per_s, r.load.node_inter_bytes / (f.nic_bytes_per_s * f.gpus_per_node));
     if (nvl >= nic) r.fit = false, r.what += " [NVLink-bound in the model]";
   }
-  auto predict = [&](const Row& r, double eta, double lat) {
+  auto predict = [&](const Row& r, double eta, double lat, double call) {
     FabricParams f = fabric_of(g);
-    f.nic_efficiency = eta, f.nic_latency_s = lat;
+    f.nic_efficiency = eta, f.nic_latency_s = lat, f.nic_call_s = call;
     const double t = alltoall_time(f, r.load);
     return r.bw ? r.load.inter_bytes / t / 1e9 : t * 1e6;
   };
-  // 2 parameters (efficiency, per-message latency) for information, then the efficiency with the
-  // hardware file's link latency held (as for NVLink: the DeepEP per-call overhead is not a link
-  // latency, and the same latency is the NIC link latency of the SimGrid platform)
-  best = 1e300;
-  for (double eta = 0.2; eta <= 1.0 + 1e-12; eta += 0.001)
-    for (double lat = 0; lat <= 60e-6 + 1e-12; lat += 0.25e-6) {
-      double s = 0;
-      for (const auto& r : rows)
-        if (r.fit) s += sq_log_err(predict(r, eta, lat), r.published);
-      if (s < best) best = s, c.nic_free_efficiency = std::round(eta * 1000) / 1000, c.nic_free_latency_s = std::round(lat * 4e6) / 4e6;
-    }
+  // 2 parameters (efficiency, per-call cost) with the hardware file's per-hop link latency held
+  // (it is also the NIC link latency of the SimGrid platform): the per-call cost is DeepEP's fixed
+  // overhead (launch, synchronisation), charged once per inter-node all-to-all (comm.hpp nic_call_s)
   c.nic_latency_s = h200.nic_latency_s;
   best = 1e300;
-  for (double eta = 0.2; eta <= 1.0 + 1e-12; eta += 0.001) {
-    double s = 0;
-    for (const auto& r : rows)
-      if (r.fit) s += sq_log_err(predict(r, eta, c.nic_latency_s), r.published);
-    if (s < best) best = s, c.nic_efficiency = std::round(eta * 1000) / 1000;
-  }
-  for (const auto& r : rows) c.rows.push_back({r.what, r.published, predict(r, c.nic_efficiency, c.nic_latency_s), r.bw ? "GB/s" : "µs", r.fit});
+  for (double eta = 0.2; eta <= 1.0 + 1e-12; eta += 0.001)
+    for (double call = 0; call <= 60e-6 + 1e-12; call += 0.25e-6) {
+      double s = 0;
+      for (const auto& r : rows)
+        if (r.fit) s += sq_log_err(predict(r, eta, c.nic_latency_s, call), r.published);
+      if (s < best) best = s, c.nic_efficiency = std::round(eta * 1000) / 1000, c.nic_call_s = std::round(call * 4e6) / 4e6;
+    }
+  for (const auto& r : rows)
+    c.rows.push_back({r.what, r.published, predict(r, c.nic_efficiency, c.nic_latency_s, c.nic_call_s), r.bw ? "GB/s" : "µs", r.fit});
   // DeepEP normal intranode EP8 (NVLink bottleneck BW 153 / 158 GB/s, H800)
   for (DType msg : {DType::fp8, DType::bf16}) {
     const AllToAllLoad l = load(8, EpDispatch::hierarchical, 4096, msg);
@@ -414,7 +411,8 @@ void write_fit_json(const FitSet& fs, const std::string& path) {
                         {"nvlink_free_fit", {{"intercept_s", round_sig(c.nvlink_free_intercept_s, 4)}, {"efficiency", round_sig(c.nvlink_free_efficiency, 4)}}},
                         {"nic_efficiency", c.nic_efficiency},
                         {"nic_latency_s", c.nic_latency_s},
-                        {"nic_free_fit", {{"latency_s", c.nic_free_latency_s}, {"efficiency", c.nic_free_efficiency}}},
+                        {"nvlink_call_overhead_s", c.nvlink_call_s},
+                        {"nic_call_overhead_s", c.nic_call_s},
                         {"rows", rows}};
   std::ofstream out(path, std::ios::binary);
   if (!out) throw std::runtime_error(path + ": cannot write the fitted parameters");
@@ -484,8 +482,8 @@ FitSet read_fit_json(const std::string& path) {
       fs.comm.nvlink_free_efficiency = c.at("nvlink_free_fit").at("efficiency").get<double>();
       fs.comm.nic_efficiency = c.at("nic_efficiency").get<double>();
       fs.comm.nic_latency_s = c.at("nic_latency_s").get<double>();
-      fs.comm.nic_free_latency_s = c.at("nic_free_fit").at("latency_s").get<double>();
-      fs.comm.nic_free_efficiency = c.at("nic_free_fit").at("efficiency").get<double>();
+      fs.comm.nvlink_call_s = c.at("nvlink_call_overhead_s").get<double>();
+      fs.comm.nic_call_s = c.at("nic_call_overhead_s").get<double>();
       for (const auto& r : c.at("rows"))
         fs.comm.rows.push_back({r.at("what").get<std::string>(), r.at("published").get<double>(), r.at("predicted").get<double>(),
                                 r.at("unit").get<std::string>(), r.at("fitted").get<bool>()});

@@ -53,9 +53,10 @@ struct CommCalibration {
   double nvlink_latency_s = 0;       ///< per-hop latency held (hardware file)
   double handshake_s = 0;            ///< two-GPU event handshake subtracted from every measured row
   double nvlink_free_intercept_s = 0, nvlink_free_efficiency = 0;  ///< 2-parameter fit (for information)
-  double nic_efficiency = 0;         ///< fitted on DeepEP's internode rows, link latency held
+  double nic_efficiency = 0;         ///< fitted with nic_call_s on DeepEP's internode rows, link latency held
   double nic_latency_s = 0;          ///< link latency held (hardware file)
-  double nic_free_efficiency = 0, nic_free_latency_s = 0;  ///< 2-parameter fit (for information)
+  double nvlink_call_s = 0;  ///< per-call cost of an NVLink all-to-all: the NCCL intercept beyond two link hops
+  double nic_call_s = 0;     ///< per-call cost of an inter-node all-to-all, fitted with nic_efficiency on DeepEP rows
   std::vector<CommRow> rows;
 };
 

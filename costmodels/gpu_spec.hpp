@@ -43,6 +43,8 @@ struct GpuSpec {
   double nic_latency_s = 0;
   double nvlink_efficiency = 1.0;  ///< achievable fraction of NVLink bandwidth in all-to-alls
   double nic_efficiency = 1.0;     ///< achievable fraction of NIC bandwidth in all-to-alls
+  double nvlink_call_overhead_s = 0;  ///< fixed cost of one intra-node all-to-all call (calibrated)
+  double nic_call_overhead_s = 0;     ///< fixed cost of one inter-node all-to-all call (calibrated)
   double pcie_bytes_per_s_per_direction = 0;
   double host_dram_bytes_per_node = 0;
   std::array<OpEfficiency, kOpClassCount> efficiency{};

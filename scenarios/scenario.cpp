@@ -328,6 +328,8 @@ GpuSpec parse_hardware(const json& j, const std::string& origin) {
   g.nic_latency_s = o.num("nic_latency_s", 3e-6, 0);
   g.nvlink_efficiency = o.num("nvlink_efficiency", 1.0, 1e-3, 1.0);
   g.nic_efficiency = o.num("nic_efficiency", 1.0, 1e-3, 1.0);
+  g.nvlink_call_overhead_s = o.num("nvlink_call_overhead_s", 0.0, 0);
+  g.nic_call_overhead_s = o.num("nic_call_overhead_s", 0.0, 0);
   g.pcie_bytes_per_s_per_direction = o.num("pcie_bytes_per_s_per_direction", std::nullopt, 1);
   g.host_dram_bytes_per_node = o.num("host_dram_bytes_per_node", 0.0, 0);
   g.fitted_models = o.str("fitted_models", std::string());  // kernel-fitted cost-model parameters, relative to this file

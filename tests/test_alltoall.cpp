@@ -43,6 +43,7 @@ std::vector<Result> run_cases(ClusterSpec cluster) {
   const Platform p = build_platform(cluster, gpu);
   FabricParams f = fabric_params(cluster, gpu);
   f.nvlink_efficiency = f.nic_efficiency = 1.0;  // the fluid model itself (the platform's links run at line rate)
+  f.nvlink_call_s = f.nic_call_s = 0.0;           // and no per-call software cost
   std::vector<Result> out;
   sg4::Actor::create("driver", p.frontend, [&] {
     for (int g : {8, 16, 32})

@@ -20,6 +20,8 @@ FabricParams fabric_params(const ClusterSpec& c, const GpuSpec& g) {
   f.oversubscription = c.fabric == FabricKind::fat_tree ? c.oversubscription : 1.0;
   f.nvlink_efficiency = g.nvlink_efficiency;
   f.nic_efficiency = g.nic_efficiency;
+  f.nvlink_call_s = g.nvlink_call_overhead_s;
+  f.nic_call_s = g.nic_call_overhead_s;
   return f;
 }
 

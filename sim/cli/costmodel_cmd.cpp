@@ -106,14 +106,13 @@ void print_checks(const std::string& title, const std::vector<CheckRow>& rows) {
 
 void print_comm(const CommCalibration& c) {
   fmt::print("\nCommunication calibration (engine closed forms of costmodels/comm.hpp with the calibrated parameters)\n");
-  fmt::print("  NVLink: efficiency {:.3f} = the bandwidth fraction of a 2-parameter fit (per-call intercept {:.1f} µs + bandwidth)\n"
-             "          to the 2xH200 NCCL all-to-all rows, 1 MiB-1 GiB per peer, the {:.1f} µs two-GPU event handshake removed;\n"
-             "          the engine keeps its per-hop latency {:.1f} µs (it also prices ring all-reduces by hop), so NCCL's per-call\n"
-             "          intercept is not charged: small messages are under-predicted (rows below)\n",
-             c.nvlink_efficiency, c.nvlink_free_intercept_s * 1e6, c.handshake_s * 1e6, c.nvlink_latency_s * 1e6);
-  fmt::print("  NIC:    efficiency {:.3f} at the held link latency {:.1f} µs (fitted on DeepEP's internode rows, H800 + CX7 400 Gb/s);\n"
-             "          a free per-message latency would give {:.2f} µs + efficiency {:.3f} (DeepEP's per-call overhead)\n",
-             c.nic_efficiency, c.nic_latency_s * 1e6, c.nic_free_latency_s * 1e6, c.nic_free_efficiency);
+  fmt::print("  NVLink: efficiency {:.3f} and per-call cost {:.1f} µs from a 2-parameter fit (intercept {:.1f} µs + bandwidth) to the\n"
+             "          2xH200 NCCL all-to-all rows, 1 MiB-1 GiB per peer, the {:.1f} µs two-GPU event handshake removed; the per-call\n"
+             "          cost is the intercept beyond two per-hop latencies of {:.1f} µs (the per-hop latency also prices ring all-reduces)\n",
+             c.nvlink_efficiency, c.nvlink_call_s * 1e6, c.nvlink_free_intercept_s * 1e6, c.handshake_s * 1e6, c.nvlink_latency_s * 1e6);
+  fmt::print("  NIC:    efficiency {:.3f} and per-call cost {:.2f} µs fitted together on DeepEP's internode rows (H800 + CX7 400 Gb/s),\n"
+             "          per-hop link latency held at {:.1f} µs\n",
+             c.nic_efficiency, c.nic_call_s * 1e6, c.nic_latency_s * 1e6);
   fmt::print("  {:<92}{:>11}{:>11}{:>8}\n", "row", "published", "predicted", "ratio");
   for (const auto& r : c.rows)
     fmt::print("  {:<92}{:>11.1f}{:>11.1f}{:>7.2f}x{}\n", r.what, r.published, r.predicted, r.predicted / r.published, r.fitted ? "" : "  (not fitted)");
@@ -147,7 +146,8 @@ int costmodel_fit(const CostModelArgs& a) {
                fmt::join(fs.measurement_commits, ", "), fs.measured_on, wall, params);
     if (opt.validate) print_validation(fs, held, a.worst, a.family);
     print_comm(fs.comm);
-    fmt::print("\nThe hardware files carry the communication parameters (nvlink_efficiency, nic_efficiency, nic_latency_s);\n"
+    fmt::print("\nThe hardware files carry the communication parameters (nvlink_efficiency, nic_efficiency, nic_latency_s,\n"
+               "nvlink_call_overhead_s, nic_call_overhead_s);\n"
                "tests/test_costmodel_fit.cpp checks that they equal this calibration.\n");
     return 0;
   } catch (const std::exception& e) {
