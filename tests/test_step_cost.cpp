@@ -103,6 +103,12 @@ TEST(Comm, ClosedForms) {
   EXPECT_DOUBLE_EQ(l.inter_bytes, 24e6);
   EXPECT_DOUBLE_EQ(l.node_inter_bytes, 8 * 24e6);
   EXPECT_DOUBLE_EQ(alltoall_time(f, l), 24e6 / 50e9 + 2 * 3e-6);
+  // per-call costs join their phase: the NIC phase (480 µs) stays the slower one
+  FabricParams c = f;
+  c.nvlink_call_s = 25e-6, c.nic_call_s = 44e-6;
+  EXPECT_DOUBLE_EQ(alltoall_time(c, l), 24e6 / 50e9 + 2 * 3e-6 + 44e-6);
+  // an intra-node all-to-all (8 GPUs, 1 MB per pair: 7 MB over NVLink) pays only the NVLink call
+  EXPECT_DOUBLE_EQ(alltoall_time(c, uniform_alltoall_load(c, 8, 1e6)), 7e6 / 450e9 + 2 * 1e-6 + 25e-6);
   EXPECT_DOUBLE_EQ(allreduce_time(f, 8, 8e6), 2.0 * 7 / 8 * 8e6 / 450e9 + 14 * 1e-6);
   EXPECT_DOUBLE_EQ(allreduce_time(f, 1, 8e6), 0.0);
   // 4 experts on 2 GPUs, top-2: a GPU is untouched with probability C(2,2)/C(4,2) = 1/6
