@@ -416,7 +416,7 @@ WorkloadSpec read_workload(Obj o, const std::string& base_dir) {
     w.rounds = o.has("rounds") ? read_dist(o.child("rounds")) : lognormal(std::log(157.0) - 0.5, 1.0, 1, 2000);
     w.first_prompt_tokens = o.has("first_prompt_tokens") ? read_dist(o.child("first_prompt_tokens")) : lognormal(std::log(4000.0), 1.0, 16, 65536);
     w.append_tokens = o.has("append_tokens") ? read_dist(o.child("append_tokens")) : lognormal(std::log(429.0) - 0.5, 1.0, 1, 32768);
-    w.output_tokens = o.has("output_tokens") ? read_dist(o.child("output_tokens")) : lognormal(5.609, 1.25, 1, 8192);
+    w.output_tokens = o.has("output_tokens") ? read_dist(o.child("output_tokens")) : lognormal(5.7737, 1.1312, 1, 8192);
     w.think_s = o.has("think_s") ? read_dist(o.child("think_s")) : lognormal(-0.7606, 2.3555, 0, 600);
   }
   o.done();

@@ -31,10 +31,10 @@ int main(int argc, char** argv) {
   auto* step = app.add_subcommand("step", "time of one batch step for a uniform batch and the throughput it implies (no queueing)");
   step->add_option("scenario", st.scenario, "scenario JSON file (default: the built-in scenario)");
   step->add_option("--deployment", st.deployment, "deployment name (default: the first)");
-  step->add_option("--phase", st.phase, "prefill or decode")->check(CLI::IsMember({"prefill", "decode"}));
-  step->add_option("--seqs-per-rank", st.seqs_per_rank, "sequences per DP rank");
-  step->add_option("--tokens", st.tokens, "new tokens per sequence (prefill chunk)");
-  step->add_option("--context", st.context, "tokens already cached per sequence");
+  step->add_option("--phase", st.phase, "prefill or decode")->capture_default_str()->check(CLI::IsMember({"prefill", "decode"}));
+  step->add_option("--seqs-per-rank", st.seqs_per_rank, "sequences per DP rank")->capture_default_str();
+  step->add_option("--tokens", st.tokens, "new tokens per sequence (prefill chunk; decode: 1)")->capture_default_str();
+  step->add_option("--context", st.context, "tokens already cached per sequence")->capture_default_str();
   step->add_option("--cost-model", st.cost_model, "cost model: fitted (default) or roofline");
   c::CostModelArgs cm;
   auto* costmodel = app.add_subcommand("costmodel", "kernel-fitted cost model: rebuild it from the measurement tables, or report its accuracy");
