@@ -5,6 +5,8 @@
 #pragma once
 #include <vector>
 
+#include "costmodels/gpu_spec.hpp"
+
 namespace servesim {
 
 /// Link figures for the communication model. Bandwidths in bytes/s per GPU per direction;
@@ -25,6 +27,10 @@ struct FabricParams {
   double nvlink_call_s = 0;
   double nic_call_s = 0;
 };
+
+/// The fabric of a node of GPU `g` on a non-blocking network (oversubscription 1): bandwidths,
+/// latencies, efficiencies and per-call costs as the hardware file gives them. No errors.
+FabricParams fabric_of(const GpuSpec& g);
 
 /// Per-GPU traffic of one all-to-all: bytes the most loaded GPU sends (or receives) to GPUs of its
 /// own node and to GPUs of other nodes.
