@@ -200,7 +200,6 @@ ModelSpec deepep_model() {
   return m;
 }
 
-
 }  // namespace
 
 CommCalibration calibrate_comm(const std::map<std::string, KernelTable>& tables, const GpuSpec& h200, const GpuSpec& h800) {
