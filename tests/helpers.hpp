@@ -2,6 +2,7 @@
 #pragma once
 #include "costmodels/cost_model.hpp"
 #include "scenarios/scenario.hpp"
+#include "sim/deployment.hpp"
 
 #include <cstdlib>
 #include <filesystem>
@@ -42,6 +43,26 @@ inline PoolSpec pool(int instances, int ep, int attn_tp) {
   PoolSpec p;
   p.instances = instances, p.ep = ep, p.attn_tp = attn_tp;
   return p;
+}
+
+/// The tiny MoE model (tests/data/tiny-moe.json) on H200, one single-GPU prefill and one
+/// single-GPU decode instance on separate nodes, 10 ms prefill / 2 ms decode step overhead, prefill
+/// batches and chunks of `chunk_tokens`, no prefix cache: with ZeroCost every time is hand arithmetic.
+inline DeploymentSpec tiny(long long chunk_tokens, bool kv_tiers = false) {
+  DeploymentSpec d;
+  d.name = "tiny";
+  d.model = load_model(data("tests/data/tiny-moe.json"));
+  d.gpu = gpu("h200");
+  d.prefill = pool(1, 1, 1);
+  d.decode = pool(1, 1, 1);
+  d.prefill.step_overhead_s = 0.010;
+  d.decode.step_overhead_s = 0.002;
+  d.prefill.max_batch_tokens = d.prefill.chunk_tokens = chunk_tokens;
+  d.prefix_cache.enabled = false;
+  if (kv_tiers) d.kv_tiers.enabled = true, d.kv_tiers.host_bytes_per_node = 1e12;
+  d.cluster.nodes = required_nodes(d);
+  validate_deployment(d, "tiny");
+  return d;
 }
 
 }  // namespace servesim::test

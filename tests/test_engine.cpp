@@ -45,22 +45,7 @@ Request req(std::uint64_t id, double t, long long in, long long out) {
   return r;
 }
 
-DeploymentSpec tiny() {
-  DeploymentSpec d;
-  d.name = "tiny";
-  d.model = load_model(test::data("tests/data/tiny-moe.json"));
-  d.gpu = test::gpu("h200");
-  d.prefill = test::pool(1, 1, 1);
-  d.decode = test::pool(1, 1, 1);
-  d.prefill.step_overhead_s = 0.010;
-  d.decode.step_overhead_s = 0.002;
-  d.prefill.max_batch_tokens = 1000;
-  d.prefill.chunk_tokens = 1000;
-  d.prefix_cache.enabled = false;
-  d.cluster.nodes = required_nodes(d);
-  validate_deployment(d, "tiny");
-  return d;
-}
+DeploymentSpec tiny() { return test::tiny(1000); }
 
 // one KV flow from node 0's GPU 0 to node 1's GPU 0: NIC up + NIC down latency, 50 GB/s NIC
 double transfer_s(const DeploymentSpec& d, long long input) { return 2 * 3e-6 + kv_bytes(d.model, input, 1) / 50e9; }

@@ -60,23 +60,7 @@ class SessionList final : public RequestSource {
   std::uint64_t id_ = 0;
 };
 
-DeploymentSpec tiny_with_tiers() {
-  DeploymentSpec d;
-  d.name = "tiny";
-  d.model = load_model(test::data("tests/data/tiny-moe.json"));
-  d.gpu = test::gpu("h200");
-  d.prefill = test::pool(1, 1, 1);
-  d.decode = test::pool(1, 1, 1);
-  d.prefill.step_overhead_s = 0.010;
-  d.decode.step_overhead_s = 0.002;
-  d.prefill.max_batch_tokens = d.prefill.chunk_tokens = 4096;
-  d.prefix_cache.enabled = false;
-  d.kv_tiers.enabled = true;
-  d.kv_tiers.host_bytes_per_node = 1e12;
-  d.cluster.nodes = required_nodes(d);
-  validate_deployment(d, "tiny");
-  return d;
-}
+DeploymentSpec tiny_with_tiers() { return test::tiny(4096, true); }
 
 }  // namespace
 
