@@ -198,6 +198,41 @@ int run(const RunArgs& a) {
 
 // ----------------------------------------------------------------------------- step
 
+namespace {
+
+/// `servesim step --ops`: every op of one layer of each attention and FFN kind on one GPU (DP rank
+/// 0 for attention; the busiest rank for the FFN), with its latency, the layers that run it and
+/// its share of the step. Communication and the LM head are left out (the summary line has them).
+void print_step_ops(const StepCostModel& m, const std::vector<SeqWork>& rank, Phase phase, double rank_tokens, double all_tokens,
+                    double step_s) {
+  const ModelSpec& model = m.model();
+  fmt::print("\n  {:<22}{:<18}{:>7}{:>14}{:>14}{:>9}  {}\n", "layer kind", "op", "layers", "µs per layer", "ms per step", "share", "answered");
+  std::vector<Op> ops;
+  auto rows = [&](const std::string& kind, int layers) {
+    for (const auto& o : ops) {
+      const OpLatency l = m.cost_model().latency(o);
+      fmt::print("  {:<22}{:<18}{:>7}{:>14.1f}{:>14.3f}{:>8.1f}%  {}\n", kind, std::string(to_string(o.kind)), layers, l.seconds * 1e6,
+                 layers * l.seconds * 1e3, 100 * layers * l.seconds / step_s, std::string(to_string(l.source)));
+    }
+  };
+  for (size_t i = 0; i < model.attention_kinds.size(); ++i) {
+    const int n = model.count_attention(static_cast<int>(i));
+    if (n == 0) continue;
+    ops.clear();
+    m.attention_ops(static_cast<int>(i), rank, phase, ops);
+    rows(model.attention_kinds[i].name, n);
+  }
+  for (size_t i = 0; i < model.ffn_kinds.size(); ++i) {
+    const int n = model.count_ffn(static_cast<int>(i));
+    if (n == 0) continue;
+    ops.clear();
+    m.ffn_ops(static_cast<int>(i), rank_tokens, all_tokens, ops);
+    rows(model.ffn_kinds[i].name, n);
+  }
+}
+
+}  // namespace
+
 int step(const StepArgs& a) {
   auto s = load_or_report(a.scenario.empty() ? default_scenario() : a.scenario);
   if (!s) return 2;
@@ -237,6 +272,10 @@ int step(const StepArgs& a) {
              t.attention_s * 1e3, t.ffn_s * 1e3, t.comm_s * 1e3, t.other_s * 1e3);
   fmt::print("  throughput     {:10.0f} {} tokens/s per node, {:.0f} per GPU (cost model {}, answers {})\n", all_tokens / t.total_s / nodes,
              decode ? "output" : "input", all_tokens / t.total_s / pool.ep, cost->name(), std::string(to_string(t.source)));
+  fmt::print("  extrapolated     {:8.1f}% of the step time was answered outside the measured range\n",
+             t.total_s > 0 ? 100 * t.extrapolated_s / t.total_s : 0.0);
+  if (a.ops) print_step_ops(m, ranks.front(), decode ? Phase::decode : Phase::prefill, tokens * a.seqs_per_rank,
+                            all_tokens, t.total_s);
   return 0;
 }
 

@@ -31,6 +31,7 @@ struct StepArgs {
   long long tokens = 1;          ///< new tokens per sequence (prefill chunk; decode: 1)
   long long context = 2048;      ///< tokens already in each sequence's cache
   std::string cost_model;        ///< override the scenario's cost model
+  bool ops = false;              ///< also print every op of one layer of each kind (latency, provenance)
 };
 int step(const StepArgs& a);
 int plan(const std::string& scenario);

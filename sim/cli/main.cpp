@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   step->add_option("--tokens", st.tokens, "new tokens per sequence (prefill chunk; decode: 1)")->capture_default_str();
   step->add_option("--context", st.context, "tokens already cached per sequence")->capture_default_str();
   step->add_option("--cost-model", st.cost_model, "cost model: fitted (default) or roofline");
+  step->add_flag("--ops", st.ops, "also list every op of one layer of each kind: latency per layer, layers, share of the step, provenance");
   c::CostModelArgs cm;
   auto* costmodel = app.add_subcommand("costmodel", "kernel-fitted cost model: rebuild it from the measurement tables, or report its accuracy");
   costmodel->require_subcommand(1);
