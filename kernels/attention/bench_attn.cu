@@ -3,6 +3,13 @@
 //
 //   bench_attn --out DIR [--budget SECONDS] [--only op1,op2,...] [--quick]
 //              [--skip-existing TABLE_DIR] [--share-scale SECONDS_PER_SHARE]
+//              [--mla-heads 96] [--proj-tp 8,4,2]
+//
+// --mla-heads: heads per GPU of the mla_prefill sweep (default 96; attention TP t gives 96/t).
+// --proj-tp: the K3 KDA / MLA projection tables get the shapes one GPU of an attention-TP group
+// runs instead of the unsplit ones (costmodels/step_cost.cpp: column-parallel N/t, row-parallel
+// K/t, head-batched absorption batch/t; the replicated low-rank down-projections are left out),
+// BF16 only (K3's projections are BF16), rows tagged with "attn_tp".
 //
 // --skip-existing: points whose (variant, shape) already has a row in TABLE_DIR/<op>.json (the
 // committed tables) are not run, so a sweep spends its time on the shapes an earlier sweep had no
@@ -46,6 +53,15 @@ double T_START = 0, T_DEADLINE = 0, BUDGET_SCALE = 1.0;
 std::vector<std::string> SUMMARY;
 std::set<std::string> ONLY;
 std::string SKIP_DIR;  // --skip-existing
+std::vector<int> MLA_HEADS = {96};  // --mla-heads
+std::vector<int> PROJ_TP;           // --proj-tp
+std::vector<int> int_list(const std::string& s) {
+  std::vector<int> v;
+  std::stringstream ss(s);
+  for (std::string t; std::getline(ss, t, ',');)
+    if (!t.empty()) v.push_back(std::atoi(t.c_str()));
+  return v;
+}
 
 // "<variant>|<shape JSON>" of every row of TABLE_DIR/<op>.json (empty without --skip-existing)
 std::set<std::string> existing_points(const std::string& op) {
@@ -550,25 +566,30 @@ void bench_mla_decode() {
 
 void bench_mla_prefill() {
   OpRun r("mla_prefill", "kimi-k3",
-          "K3 MLA prefill attention core in MHA mode (d_qk 192, d_v 128, 96 heads), causal chunk of N tokens over a "
+          "K3 MLA prefill attention core in MHA mode (d_qk 192, d_v 128, H heads: 96, or 96/t per GPU at attention TP t), "
+          "causal chunk of N tokens over a "
           "prefix of P; K/V are the kv_b up-projections (see dense_proj_k3_mla kv_b); variant bm64/bm128 = query rows "
           "per block",
           "2*H*N*(P + (N+1)/2)*(192+128)", "2*(N*H*192 + (P+N)*H*(192+128) + N*H*128)", 48);
-  struct P { int N; long Pfx; int variant; };
+  struct P { int N; long Pfx; int variant; int H; };
   std::vector<P> pts;
-  for (long N : qgrid(grid(256, 16384)))
-    for (long Pf : qgrid(std::vector<long>{0, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576})) {
-      const double fl = 2.0 * 96 * N * (Pf + (N + 1) / 2.0) * 320;
-      const double mem = (Pf + N) * 96.0 * 320 * 2;
-      if (fl <= 6e13 && mem <= 40e9) pts.push_back({static_cast<int>(N), Pf, 0});
-    }
-  for (auto pr : std::vector<std::pair<int, long>>{{4096, 0}, {8192, 16384}, {16384, 0}, {2048, 65536}})
-    pts.push_back({pr.first, pr.second, 1});
+  for (int H : MLA_HEADS) {
+    // the same (chunk, prefix) points at every head count: bounded by their 96-head FLOPs and bytes
+    for (long N : qgrid(grid(256, 16384)))
+      for (long Pf : qgrid(std::vector<long>{0, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576})) {
+        const double fl = 2.0 * 96 * N * (Pf + (N + 1) / 2.0) * 320;
+        const double mem = (Pf + N) * 96.0 * 320 * 2;
+        if (fl <= 6e13 && mem <= 40e9) pts.push_back({static_cast<int>(N), Pf, 0, H});
+      }
+    if (H == 96)
+      for (auto pr : std::vector<std::pair<int, long>>{{4096, 0}, {8192, 16384}, {16384, 0}, {2048, 65536}})
+        pts.push_back({pr.first, pr.second, 1, H});
+  }
   std::stable_sort(pts.begin(), pts.end(), [](const P& a, const P& b) {
-    return 1.0 * a.N * (a.Pfx + a.N / 2.0) < 1.0 * b.N * (b.Pfx + b.N / 2.0);
+    return 1.0 * a.H * a.N * (a.Pfx + a.N / 2.0) < 1.0 * b.H * b.N * (b.Pfx + b.N / 2.0);
   });
   for (const auto& p : pts) {
-    const int H = 96;
+    const int H = p.H;
     const long T = p.Pfx + p.N;
     const double flops = 2.0 * H * p.N * (p.Pfx + (p.N + 1) / 2.0) * 320;
     const double bytes = 2.0 * (1.0 * p.N * H * 192 + 1.0 * T * H * 320 + 1.0 * p.N * H * 128);
@@ -1003,7 +1024,7 @@ struct GemmDef {
   std::string name;
   int N, K, batch;
   long long ldx, ldw, ldd, sx, sw, sd;  // 0 = packed
-  int m_scale = 1;                       // M multiplier for X rows (unused)
+  int attn_tp = 0;                       // > 0: the shape on one GPU of an attention-TP group (row field "attn_tp")
 };
 void bench_proj(const std::string& op, const std::string& model, const std::vector<GemmDef>& defs,
                 const std::vector<GemmKind>& kinds, double budget) {
@@ -1033,7 +1054,9 @@ void bench_proj(const std::string& op, const std::string& model, const std::vect
     auto plan = std::make_shared<GemmPlan>();
     auto extra = std::make_shared<json>(json::object());
     bool unsup = false;
-    r.point(var, {{"M", p.M}, {"N", d.N}, {"K", d.K}, {"batch", d.batch}, {"gemm", d.name}},
+    json shape = {{"M", p.M}, {"N", d.N}, {"K", d.K}, {"batch", d.batch}, {"gemm", d.name}};
+    if (d.attn_tp) shape["attn_tp"] = d.attn_tp;
+    r.point(var, shape,
             {{"in", p.k == GemmKind::kBF16 ? "bf16" : "fp8_e4m3"}, {"out", "bf16"}, {"scales", gemm_kind_name(p.k)}}, flops,
             bytes, [&, X, W, Dd, plan, xb, inb, extra]() {
               GemmShape sh;
@@ -1078,7 +1101,24 @@ void bench_proj(const std::string& op, const std::string& model, const std::vect
 void bench_all_proj() {
   const std::vector<GemmKind> k3 = {GemmKind::kBF16, GemmKind::kFP8Block};
   const std::vector<GemmKind> v4 = {GemmKind::kFP8Block, GemmKind::kBF16, GemmKind::kFP8Tensor};
-  if (want("dense_proj_k3_kda"))
+  if (!PROJ_TP.empty()) {  // K3 projections on one GPU of an attention-TP group (--proj-tp)
+    std::vector<GemmDef> kda, mla;
+    for (int t : PROJ_TP) {
+      kda.push_back({"qkvg_fused", 4 * 12288 / t, 7168, 1, 0, 0, 0, 0, 0, 0, t});
+      kda.push_back({"o_proj", 7168, 12288 / t, 1, 0, 0, 0, 0, 0, 0, t});
+      kda.push_back({"f_b", 12288 / t, 128, 1, 0, 0, 0, 0, 0, 0, t});
+      kda.push_back({"b_proj", 96 / t, 7168, 1, 0, 0, 0, 0, 0, 0, t});
+      const int h = 96 / t;  // MLA heads per GPU; its o_proj is the KDA one (same N, K/t): measured once
+      mla.push_back({"q_b", 18432 / t, 1536, 1, 0, 0, 0, 0, 0, 0, t});
+      mla.push_back({"g_proj", 12288 / t, 7168, 1, 0, 0, 0, 0, 0, 0, t});
+      mla.push_back({"kv_b", 24576 / t, 512, 1, 0, 0, 0, 0, 0, 0, t});
+      mla.push_back({"w_uk_absorb", 512, 128, h, h * 192, 128, h * 576, 192, 512 * 128, 576, t});
+      mla.push_back({"w_uv", 128, 512, h, h * 512, 512, h * 128, 512, 128 * 512, 128, t});
+    }
+    if (want("dense_proj_k3_kda")) bench_proj("dense_proj_k3_kda", "kimi-k3", kda, {GemmKind::kBF16}, 22);
+    if (want("dense_proj_k3_mla")) bench_proj("dense_proj_k3_mla", "kimi-k3", mla, {GemmKind::kBF16}, 26);
+  }
+  if (want("dense_proj_k3_kda") && PROJ_TP.empty())
     bench_proj("dense_proj_k3_kda", "kimi-k3",
                {{"qkvg_fused", 4 * 12288, 7168, 1, 0, 0, 0, 0, 0, 0},
                 {"o_proj", 7168, 12288, 1, 0, 0, 0, 0, 0, 0},
@@ -1086,7 +1126,7 @@ void bench_all_proj() {
                 {"f_b", 12288, 128, 1, 0, 0, 0, 0, 0, 0},
                 {"b_proj", 96, 7168, 1, 0, 0, 0, 0, 0, 0}},
                k3, 22);
-  if (want("dense_proj_k3_mla"))
+  if (want("dense_proj_k3_mla") && PROJ_TP.empty())
     bench_proj("dense_proj_k3_mla", "kimi-k3",
                {{"q_a", 1536, 7168, 1, 0, 0, 0, 0, 0, 0},
                 {"q_b", 18432, 1536, 1, 0, 0, 0, 0, 0, 0},
@@ -1137,13 +1177,15 @@ int main(int argc, char** argv) {
     else if (a == "--quick") QUICK = true;
     else if (a == "--skip-existing" && i + 1 < argc) SKIP_DIR = argv[++i];
     else if (a == "--share-scale" && i + 1 < argc) share_scale = std::atof(argv[++i]);
+    else if (a == "--mla-heads" && i + 1 < argc) MLA_HEADS = int_list(argv[++i]);
+    else if (a == "--proj-tp" && i + 1 < argc) PROJ_TP = int_list(argv[++i]);
     else if (a == "--only" && i + 1 < argc) {
       std::stringstream ss(argv[++i]);
       std::string t;
       while (std::getline(ss, t, ',')) ONLY.insert(t);
     } else {
       std::fprintf(stderr, "usage: bench_attn --out DIR [--budget S] [--only op,...] [--quick] [--skip-existing DIR] "
-                           "[--share-scale S]\n");
+                           "[--share-scale S] [--mla-heads 96] [--proj-tp 8,4,2]\n");
       return 2;
     }
   }

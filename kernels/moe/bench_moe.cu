@@ -1,7 +1,12 @@
 // Benchmark driver for the MoE family: writes one servesim.kernel-table/1 JSON per op into --out.
 // Usage: bench_moe --out DIR [--deadline-s S] [--quick] [--only op1,op2,...] [--lut]
+//                  [--models K3,DSV4-Pro,...] [--w4-experts 8,32] [--w4-max-rows 32768] [--shared-tp 8,4,2]
 // Sections run in priority order; each checks the wall-clock deadline between measurements and
 // writes what it measured, so a run that hits the deadline still returns tables.
+// Coverage options (defaults reproduce the main sweep): --models keeps the grouped-GEMM, activation
+// and shared-expert shapes of those models; --w4-experts / --w4-max-rows set the W4A16 sweep's active
+// experts and its largest G*m; --shared-tp measures only K3's shared expert split over attention TP t
+// (I = 6144/t, rows carry "attn_tp") in the activation and shared-expert sweeps.
 #include "common/bench.cuh"
 #include "moe/moe.cuh"
 #include "moe/test_util.cuh"
@@ -46,11 +51,23 @@ struct Ctx {
   std::map<std::string, double> w4_tflops;  // key model/matrix/G/m
   std::vector<int> w4_variants;             // kernel variants that passed test_moe on this machine
   std::string w4_label = "w4a16";
+  std::set<std::string> models;           // --models (empty: all)
+  std::vector<int> w4_experts = {8, 32};  // --w4-experts
+  long long w4_max_rows = 32768;          // --w4-max-rows
+  std::vector<int> shared_tp;             // --shared-tp (empty: the unsplit shapes of every model)
 };
 
 double elapsed(const Ctx& c) { return std::chrono::duration<double>(Clock::now() - c.t0).count(); }
 bool time_left(const Ctx& c) { return elapsed(c) < c.deadline_s; }
 bool want(const Ctx& c, const std::string& op) { return c.only.empty() || c.only.count(op); }
+bool want_model(const Ctx& c, const std::string& m) { return c.models.empty() || c.models.count(m); }
+std::vector<int> int_list(const std::string& s) {
+  std::vector<int> v;
+  std::stringstream ss(s);
+  for (std::string t; std::getline(ss, t, ',');)
+    if (!t.empty()) v.push_back(std::atoi(t.c_str()));
+  return v;
+}
 
 /// Powers of two and the points 1.5x between them, in [lo, hi]: 1,2,3,4,6,8,12,...
 std::vector<long long> grid(long long lo, long long hi) {
@@ -158,9 +175,12 @@ std::vector<GemmShape> gemm_shapes(const Ctx& c) {
                               {"DSV4-Flash", "w13", 2 * kV4FlashInter, kV4FlashHidden},
                               {"DSV4-Flash", "w2", kV4FlashHidden, kV4FlashInter}};
   if (c.quick) v.resize(2);
-  return v;
+  std::vector<GemmShape> keep;
+  for (const auto& s : v)
+    if (want_model(c, s.model)) keep.push_back(s);
+  return keep;
 }
-constexpr long long kMaxRows = 32768;
+constexpr long long kMaxRows = 32768;  // bf16 / fp8 grouped sweeps (W4A16: Ctx::w4_max_rows)
 
 json gshape(const GemmShape& s, int G, long long m, int bt = 0) {
   json j = {{"model", s.model}, {"matrix", s.matrix}, {"active_experts", G}, {"tokens_per_expert", m},
@@ -215,7 +235,7 @@ void bench_w4a16(Ctx& c) {
   }
   for (const auto& s : gemm_shapes(c)) {
     const size_t mb = w4a16_matrix_bytes(s.N, s.K);
-    for (int G : c.quick ? std::vector<int>{8} : std::vector<int>{8, 32}) {
+    for (int G : c.quick ? std::vector<int>{8} : c.w4_experts) {
       if (!time_left(c)) break;
       const int sets = rotation_sets(double(G) * mb, c.gpu.l2_bytes, 16);
       const int P = G * sets;
@@ -226,7 +246,7 @@ void bench_w4a16(Ctx& c) {
       std::shuffle(eids.begin(), eids.end(), rng);
       DevBuf<int> deids(P);
       deids.upload(eids);
-      const long long mmax = kMaxRows / G;
+      const long long mmax = c.w4_max_rows / G;
       DevBuf<bf16> x(size_t(mmax) * G * s.K), y(size_t(mmax) * G * s.N);
       fill_bf16(x.p, x.n, 3, 1.f, c.s);
       DevBuf<int> droff(G + 1), dtoff(G + 1);
@@ -650,9 +670,15 @@ void bench_act(Ctx& c) {
            "6*rows*I", c.gpu);
   Table tw("moe_act_swiglu", "DSV4-Pro, DSV4-Flash", "DSV4 SwiGLU clamped at 10: [rows, 2I] -> [rows, I]", "~10*rows*I",
            "6*rows*I", c.gpu);
-  struct A { bool situ; int I; std::string use; };
-  std::vector<A> as = {{true, kK3Inter, "routed"}, {true, kK3SharedInter, "shared"}, {true, kK3DenseInter, "dense"},
-                       {false, kV4ProInter, "DSV4-Pro routed"}, {false, kV4FlashInter, "DSV4-Flash routed"}};
+  struct A { bool situ; int I; std::string use; int tp = 0; };
+  std::vector<A> as;
+  if (c.shared_tp.empty()) {
+    if (want_model(c, "K3")) as = {{true, kK3Inter, "routed"}, {true, kK3SharedInter, "shared"}, {true, kK3DenseInter, "dense"}};
+    if (want_model(c, "DSV4-Pro")) as.push_back({false, kV4ProInter, "DSV4-Pro routed"});
+    if (want_model(c, "DSV4-Flash")) as.push_back({false, kV4FlashInter, "DSV4-Flash routed"});
+  } else {
+    for (int tp : c.shared_tp) as.push_back({true, kK3SharedInter / tp, "shared", tp});
+  }
   for (const auto& a : as) {
     const long long rmax = std::min<long long>(262144, (1ll << 30) / a.I);
     DevBuf<bf16> h(size_t(rmax) * 2 * a.I), o(size_t(rmax) * a.I);
@@ -663,12 +689,15 @@ void bench_act(Ctx& c) {
         if (a.situ) act_situ(h.p, int(r), a.I, o.p, c.s);
         else act_swiglu(h.p, int(r), a.I, kV4SwigluLimit, o.p, c.s);
       });
-      (a.situ ? ts : tw).add(a.use, {{"rows", r}, {"I", a.I}}, {{"in", "bf16"}, {"out", "bf16"}}, t,
-                             (a.situ ? 30.0 : 10.0) * r * a.I, 6.0 * r * a.I);
+      json sh = {{"rows", r}, {"I", a.I}};
+      if (a.tp) sh["attn_tp"] = a.tp;
+      (a.situ ? ts : tw).add(a.use, sh, {{"in", "bf16"}, {"out", "bf16"}}, t, (a.situ ? 30.0 : 10.0) * r * a.I, 6.0 * r * a.I);
     }
   }
-  ts.write(c.out);
-  tw.write(c.out);
+  bool situ = false, swiglu = false;
+  for (const auto& a : as) (a.situ ? situ : swiglu) = true;
+  if (situ) ts.write(c.out);
+  if (swiglu) tw.write(c.out);
 }
 
 void bench_dense(Ctx& c) {
@@ -683,7 +712,7 @@ void bench_dense(Ctx& c) {
   Table tdf("dense_ffn_k3", "K3", "K3 layer-0 dense SiTU GLU FFN, intermediate 33792, BF16 cuBLAS; variants total, w13, act, w2",
             "2*T*3*7168*33792", "2*3*7168*33792 + activations", c.gpu);
   // latent projections
-  {
+  if (c.shared_tp.empty() && want_model(c, "K3")) {
     const long long Tmax = 16384;
     const int sets = rotation_sets(2.0 * kK3Hidden * kK3Latent, c.gpu.l2_bytes, 8);
     DevBuf<bf16> wd(size_t(sets) * kK3Hidden * kK3Latent), wu(size_t(sets) * kK3Hidden * kK3Latent), x(size_t(Tmax) * kK3Hidden),
@@ -707,11 +736,17 @@ void bench_dense(Ctx& c) {
     }
   }
   // shared experts and dense FFN: same GLU structure
-  struct S { Table* tab; std::string model; int D, I; bool situ; long long Tmax; };
-  std::vector<S> ss = {{&tsh, "K3", kK3Hidden, kK3SharedInter, true, 16384},
-                       {&tsh, "DSV4-Pro", kV4ProHidden, kV4ProInter, false, 16384},
-                       {&tsh, "DSV4-Flash", kV4FlashHidden, kV4FlashInter, false, 16384},
-                       {&tdf, "K3", kK3Hidden, kK3DenseInter, true, 8192}};
+  struct S { Table* tab; std::string model; int D, I; bool situ; long long Tmax; int tp = 0; };
+  std::vector<S> ss;
+  if (c.shared_tp.empty()) {
+    for (const S& s : std::vector<S>{{&tsh, "K3", kK3Hidden, kK3SharedInter, true, 16384},
+                                     {&tsh, "DSV4-Pro", kV4ProHidden, kV4ProInter, false, 16384},
+                                     {&tsh, "DSV4-Flash", kV4FlashHidden, kV4FlashInter, false, 16384},
+                                     {&tdf, "K3", kK3Hidden, kK3DenseInter, true, 8192}})
+      if (want_model(c, s.model)) ss.push_back(s);
+  } else {  // K3's two fused shared experts split over attention TP: w13 N = 2I/t (column), w2 K = I/t (row)
+    for (int tp : c.shared_tp) ss.push_back({&tsh, "K3", kK3Hidden, kK3SharedInter / tp, true, 16384, tp});
+  }
   for (const auto& s : ss) {
     const double wbytes = 2.0 * 3 * s.D * s.I;
     const int sets = rotation_sets(wbytes, c.gpu.l2_bytes, 8);
@@ -725,6 +760,7 @@ void bench_dense(Ctx& c) {
     for (long long T : pick(c, grid(1, s.Tmax), {1, 64, 1024, 8192})) {
       if (!time_left(c)) break;
       json sh = {{"model", s.model}, {"tokens", T}, {"hidden", s.D}, {"inter", s.I}};
+      if (s.tp) sh["attn_tp"] = s.tp;
       json dt = {{"w", "bf16"}, {"a", "bf16"}, {"acc", "fp32"}};
       auto w13f = [&](int i) { cublas_gemm_bf16(c.h, x.p, w13.p + (i % sets) * m13, h.p, int(T), 2 * s.I, s.D, false, 0.f, c.s); };
       auto actf = [&](int) {
@@ -742,9 +778,11 @@ void bench_dense(Ctx& c) {
       s.tab->add("w2", sh, dt, t, 2.0 * T * s.D * s.I, 2.0 * m2 + 2.0 * T * (s.D + s.I));
     }
   }
-  tl.write(c.out);
-  tsh.write(c.out);
-  tdf.write(c.out);
+  bool latent = c.shared_tp.empty() && want_model(c, "K3"), shared = false, dense = false;
+  for (const auto& s : ss) (s.tab == &tdf ? dense : shared) = true;
+  if (latent) tl.write(c.out);
+  if (shared) tsh.write(c.out);
+  if (dense) tdf.write(c.out);
 }
 
 // ---- DSV4 mHC ------------------------------------------------------------------------------------
@@ -802,12 +840,20 @@ int main(int argc, char** argv) {
     else if (a == "--lut") lut = true;
     else if (a == "--probe") probe = true;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
-    else if (a == "--w4-variants" && i + 1 < argc) {
-      std::stringstream vs(argv[++i]);
-      for (std::string t; std::getline(vs, t, ',');)
-        if (!t.empty()) c.w4_variants.push_back(std::atoi(t.c_str()));
+    else if (a == "--w4-variants" && i + 1 < argc) c.w4_variants = int_list(argv[++i]);
+    else if (a == "--w4-experts" && i + 1 < argc) c.w4_experts = int_list(argv[++i]);
+    else if (a == "--w4-max-rows" && i + 1 < argc) c.w4_max_rows = std::atoll(argv[++i]);
+    else if (a == "--shared-tp" && i + 1 < argc) c.shared_tp = int_list(argv[++i]);
+    else if (a == "--models" && i + 1 < argc) {
+      std::stringstream ms(argv[++i]);
+      for (std::string t; std::getline(ms, t, ',');)
+        if (!t.empty()) c.models.insert(t);
     }
-    else { std::fprintf(stderr, "usage: bench_moe --out DIR [--deadline-s S] [--quick] [--only a,b] [--lut] [--w4-variants 0,2]\n"); return 2; }
+    else {
+      std::fprintf(stderr, "usage: bench_moe --out DIR [--deadline-s S] [--quick] [--only a,b] [--lut] [--w4-variants 0,2] "
+                           "[--models K3,DSV4-Pro] [--w4-experts 8,32] [--w4-max-rows 32768] [--shared-tp 8,4,2]\n");
+      return 2;
+    }
   }
   if (c.out.empty()) { std::fprintf(stderr, "--out is required\n"); return 2; }
   std::stringstream ss(only);
