@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -57,6 +58,22 @@ std::string describe(const json& v) {
   return s.size() > 60 ? s.substr(0, 57) + "..." : s;
 }
 
+// Levenshtein distance (for "did you mean" on unknown keys).
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
 // A JSON object being read: remembers its path for messages and which keys were used, so that
 // unknown keys are reported instead of ignored.
 class Obj {
@@ -69,7 +86,10 @@ class Obj {
     if (!key.empty()) where += (where.empty() ? "" : ".") + key;
     throw ScenarioError(origin_ + ": " + (where.empty() ? "" : where + ": ") + msg);
   }
-  bool has(const std::string& k) const { return j_.contains(k); }
+  bool has(const std::string& k) const {
+    asked_.insert(k);
+    return j_.contains(k);
+  }
   const json& raw(const std::string& k) {
     used_.insert(k);
     return j_.at(k);
@@ -151,9 +171,15 @@ class Obj {
   void done() const {
     for (auto it = j_.begin(); it != j_.end(); ++it)
       if (!used_.count(it.key()) && it.key().rfind("_comment", 0) != 0 && it.key() != "source" && it.key() != "sources") {
-        std::string known;
-        for (const auto& u : used_) known += (known.empty() ? "" : ", ") + u;
-        fail(it.key(), "unknown key (misspelled? keys read here: " + (known.empty() ? std::string("none") : known) + ")");
+        std::string known, closest;
+        size_t best = 3;  // suggest a key at most 2 edits away
+        for (const auto& u : asked_) {
+          known += (known.empty() ? "" : ", ") + u;
+          const size_t d = edit_distance(it.key(), u);
+          if (d < best) best = d, closest = u;
+        }
+        fail(it.key(), "unknown key" + (closest.empty() ? std::string() : " (did you mean \"" + closest + "\"?)") +
+                           "; keys accepted here: " + (known.empty() ? std::string("none") : known));
       }
   }
   const std::string& origin() const { return origin_; }
@@ -163,6 +189,7 @@ class Obj {
   const json& j_;
   std::string origin_, path_;
   std::set<std::string> used_;
+  mutable std::set<std::string> asked_;  // every key this object was asked for, present or not
 };
 
 std::map<std::string, std::string> read_sources(const json& j) {
@@ -392,6 +419,12 @@ WorkloadSpec read_workload(Obj o, const std::string& base_dir) {
   if (trace) {
     const std::string t = o.str("trace", std::nullopt);
     w.trace_path = fs::path(t).is_absolute() ? t : (fs::path(base_dir) / t).lexically_normal().string();
+    // the shared public traces may live elsewhere: $SERVESIM_SHARED_TRACES replaces everything up to
+    // and including ".../shared/traces" (the same variable the tests read)
+    const char* shared = std::getenv("SERVESIM_SHARED_TRACES");
+    const auto at = w.trace_path.find("shared/traces/");
+    if (shared && *shared && at != std::string::npos)
+      w.trace_path = (fs::path(shared) / w.trace_path.substr(at + std::string("shared/traces/").size())).string();
     w.time_scale = o.num("time_scale", 1.0, 1e-9);
     w.skip_bad_rows = o.boolean("skip_bad_rows", false);
     if (w.kind == K::mooncake) w.jitter_s = o.num("jitter_s", 0.0, 0);

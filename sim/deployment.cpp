@@ -74,7 +74,9 @@ void validate_deployment(const DeploymentSpec& d, const std::string& where) {
       o << "weights do not fit: per GPU " << gb(m.expert_weights) << " routed experts + " << gb(m.other_weights)
         << " other weights (1/" << p.attn_tp << " of a replica) + " << gb(m.workspace) << " workspace + " << gb(m.reserved)
         << " reserved > " << gb(m.usable) << " usable (" << d.memory_utilization << " × " << gb(m.hbm)
-        << "). Raise attn_tp (splits the non-expert weights) or ep (splits the experts), or lower max_batch_tokens";
+        << "). Raise attn_tp (splits the non-expert weights) or ep (splits the experts), or lower "
+        << (p.max_running > p.max_batch_tokens ? "max_running (the workspace holds one token per running sequence)"
+                                               : "max_batch_tokens (the workspace holds the step's tokens)");
       fail(pool, o.str());
     }
   }

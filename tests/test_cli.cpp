@@ -111,3 +111,32 @@ TEST(Cli, SkipBadRowsCountsTheSkippedRows) {
   EXPECT_NE(s.find("\"skipped_bad_rows\": 1"), std::string::npos) << s;
   EXPECT_NE(s.find("\"arrived\": 2"), std::string::npos) << s;
 }
+
+TEST(Cli, AFileWhoseEveryRowIsMalformedIsRefusedEvenWhenSkipping) {
+  const fs::path dir = tmp("allbad");
+  fs::create_directories(dir);
+  std::ofstream(dir / "t.csv") << "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n";
+  const Out o = sh("run " + test::data("tests/data/small.json") + " --trace " + (dir / "t.csv").string() + " --skip-bad-rows --out " +
+                   (dir / "out").string());
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.text.find("every row (2) was malformed"), std::string::npos) << o.text;
+}
+
+TEST(Cli, StepDefaultsFollowThePhaseAndWrongNamesListTheDeployments) {
+  // prefill defaults to the pool's chunk (8192 tokens in the built-in scenario) on an empty cache
+  Out o = sh("step --phase prefill");
+  ASSERT_EQ(o.status, 0) << o.text;
+  EXPECT_NE(o.text.find("1 sequences per DP rank, 8192 new tokens each, 0 cached"), std::string::npos) << o.text;
+  o = sh("step");
+  ASSERT_EQ(o.status, 0) << o.text;
+  EXPECT_NE(o.text.find("decode step"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("1 new tokens each, 2048 cached"), std::string::npos) << o.text;
+  EXPECT_EQ(sh("step --phase decode --tokens 5").status, 2);
+  o = sh("step --deployment nope");
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.text.find("it has: k3-h200, v4pro-h200"), std::string::npos) << o.text;
+  // --ops lists the ops of each layer kind with their provenance
+  o = sh("step --ops");
+  ASSERT_EQ(o.status, 0) << o.text;
+  for (const char* s : {"kda_decode", "mla_decode", "moe_experts", "fitted"}) EXPECT_NE(o.text.find(s), std::string::npos) << s;
+}

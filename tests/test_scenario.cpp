@@ -47,6 +47,12 @@ TEST(Scenario, UnknownKeyIsNamedWithItsPath) {
   text.replace(text.find(R"("decode":{"ep":8})"), 17, R"("decode":{"ep":8,"max_runing":3})");
   const std::string e2 = error_of(text);
   EXPECT_NE(e2.find("deployments[0].decode.max_runing: unknown key"), std::string::npos) << e2;
+  EXPECT_NE(e2.find("did you mean \"max_running\""), std::string::npos) << e2;
+  // the hint lists the keys the reader accepts, also those the file does not use
+  const std::string e3 = error_of(scenario_with(R"(,"kv_tier":{"enabled":true})"));
+  EXPECT_NE(e3.find("did you mean \"kv_tiers\""), std::string::npos) << e3;
+  EXPECT_NE(e3.find("prefix_cache"), std::string::npos) << e3;
+  EXPECT_NE(e3.find("batch_scheduler"), std::string::npos) << e3;
 }
 
 TEST(Scenario, WrongTypesAndRangesAreNamed) {

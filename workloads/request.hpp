@@ -30,8 +30,9 @@ struct Request {
 
 /// Appended to "cannot open trace PATH": where the public traces are and how to get them.
 inline constexpr const char* kTraceHint =
-    " (the public traces are expected in ../shared/traces beside the repository; elsewhere run traces/fetch.sh DEST and pass "
-    "--trace DEST/mooncake/..., or point the scenario's workload.trace at the file)";
+    " (scenario paths under shared/traces/ expect ../shared/traces beside the repository; with the traces elsewhere set "
+    "SERVESIM_SHARED_TRACES=DIR (a folder holding mooncake/, tracelab/, azure_llm_2023/; traces/fetch.sh DIR downloads them), "
+    "or point the scenario's workload.trace at the file)";
 
 /// A malformed input row: carries the file and 1-based line so the message can name them.
 class TraceError : public std::runtime_error {

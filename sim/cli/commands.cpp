@@ -40,6 +40,12 @@ std::optional<Scenario> load_or_report(const std::string& path) {
   }
 }
 
+std::string deployment_names(const Scenario& s) {
+  std::string names;
+  for (const auto& d : s.deployments) names += (names.empty() ? "" : ", ") + d.name;
+  return names;
+}
+
 // One deployment, in this (child) process. Returns 0 on success.
 int run_one(const Scenario& s, const DeploymentSpec& d, const fs::path& dir, const std::vector<std::string>& simgrid_cfg) {
   try {
@@ -117,9 +123,10 @@ int run(const RunArgs& a) {
   if (a.no_timeline) s.timeline = false;
   if (a.skip_bad_rows) s.workload.skip_bad_rows = true;
   if (!a.only.empty()) {
+    const std::string names = deployment_names(s);
     std::erase_if(s.deployments, [&](const DeploymentSpec& d) { return d.name != a.only; });
     if (s.deployments.empty()) {
-      fmt::print(stderr, "error: --only {}: no deployment of that name in {}\n", a.only, s.path);
+      fmt::print(stderr, "error: --only {}: no deployment of that name in {} (it has: {})\n", a.only, s.path, names);
       return 2;
     }
   }
@@ -140,6 +147,10 @@ int run(const RunArgs& a) {
       ++requests;
       for (auto f = walk ? src->follow_up(*r, r->arrival_s) : std::nullopt; f; f = src->follow_up(*f, f->arrival_s)) ++requests;
     }
+    if (requests == 0 && src->skipped_rows() > 0)
+      throw std::runtime_error(fmt::format("every row ({}) was malformed and skipped, nothing to simulate: is the file in the format of "
+                                           "workload.kind (--trace reads Mooncake JSONL)?",
+                                           src->skipped_rows()));
     spdlog::info("workload: {} ({} {}{})", src->describe(), requests, walk || s.workload.kind == WorkloadSpec::Kind::synthetic ? "requests" : "sessions",
                  src->skipped_rows() ? fmt::format(", {} malformed rows skipped", src->skipped_rows()) : std::string());
   } catch (const TraceError& e) {
@@ -192,7 +203,8 @@ int run(const RunArgs& a) {
   nlohmann::json all = {{"scenario", s.name}, {"scenario_file", s.path}, {"deployments", runs}};
   std::ofstream(out / "summary.json") << all.dump(2) << "\n";
   fmt::print("{}", summary_table(runs));
-  fmt::print("\noutputs: {}/{{summary.json, <deployment>/summary.json, requests.csv{}}}\n", out.string(), s.timeline ? ", timeline.json" : "");
+  fmt::print("\noutputs: {0}/summary.json (the deployments of this run), {0}/<deployment>/{{summary.json, requests.csv{1}}}\n", out.string(),
+             s.timeline ? ", timeline.json" : "");
   return 0;
 }
 
@@ -242,17 +254,22 @@ int step(const StepArgs& a) {
     for (const auto& x : s->deployments)
       if (x.name == a.deployment) d = &x;
     if (!d) {
-      fmt::print(stderr, "error: --deployment {}: no such deployment in {}\n", a.deployment, s->path);
+      fmt::print(stderr, "error: --deployment {}: no such deployment in {} (it has: {})\n", a.deployment, s->path, deployment_names(*s));
       return 2;
     }
   }
   const bool decode = a.phase == "decode";
   const PoolSpec& pool = decode ? d->decode : d->prefill;
-  if (a.seqs_per_rank < 1 || a.tokens < 1 || a.context < 0) {
+  if (decode && a.tokens > 1) {
+    fmt::print(stderr, "error: --tokens {}: a decode step computes 1 new token per sequence (use --phase prefill for chunks)\n", a.tokens);
+    return 2;
+  }
+  const long long tokens = decode ? 1 : (a.tokens < 0 ? pool.chunk_tokens : a.tokens);
+  const long long context = a.context < 0 ? (decode ? 2048 : 0) : a.context;
+  if (a.seqs_per_rank < 1 || tokens < 1) {
     fmt::print(stderr, "error: --seqs-per-rank and --tokens must be ≥ 1, --context ≥ 0\n");
     return 2;
   }
-  const long long tokens = decode ? 1 : a.tokens;
   std::shared_ptr<const CostModel> cost;
   try {
     cost = make_cost_model(a.cost_model.empty() ? s->cost_model : a.cost_model, d->gpu);
@@ -262,12 +279,12 @@ int step(const StepArgs& a) {
   }
   StepCostModel m(d->model, cost, fabric_params(d->cluster, d->gpu), pool.shape(), pool.step_overhead_s);
   std::vector<std::vector<SeqWork>> ranks(static_cast<size_t>(pool.shape().dp()),
-                                          std::vector<SeqWork>(static_cast<size_t>(a.seqs_per_rank), SeqWork{tokens, a.context, true}));
+                                          std::vector<SeqWork>(static_cast<size_t>(a.seqs_per_rank), SeqWork{tokens, context, true}));
   const StepTime t = m.step(ranks, decode ? Phase::decode : Phase::prefill);
   const double all_tokens = static_cast<double>(tokens * a.seqs_per_rank * pool.shape().dp());
   const double nodes = std::max(1.0, static_cast<double>(pool.ep) / d->gpu.gpus_per_node);
   fmt::print("{} {} step of one instance (EP{}, attn TP{}, DP{}): {} sequences per DP rank, {} new tokens each, {} cached\n", d->name,
-             a.phase, pool.ep, pool.attn_tp, pool.shape().dp(), a.seqs_per_rank, tokens, a.context);
+             a.phase, pool.ep, pool.attn_tp, pool.shape().dp(), a.seqs_per_rank, tokens, context);
   fmt::print("  step time      {:10.3f} ms  (attention {:.3f}, FFN {:.3f}, exposed communication {:.3f}, other {:.3f})\n", t.total_s * 1e3,
              t.attention_s * 1e3, t.ffn_s * 1e3, t.comm_s * 1e3, t.other_s * 1e3);
   fmt::print("  throughput     {:10.0f} {} tokens/s per node, {:.0f} per GPU (cost model {}, answers {})\n", all_tokens / t.total_s / nodes,

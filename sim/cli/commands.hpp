@@ -28,8 +28,8 @@ int run(const RunArgs& a);
 struct StepArgs {
   std::string scenario, deployment, phase = "decode";
   long long seqs_per_rank = 1;   ///< sequences per DP rank
-  long long tokens = 1;          ///< new tokens per sequence (prefill chunk; decode: 1)
-  long long context = 2048;      ///< tokens already in each sequence's cache
+  long long tokens = -1;         ///< new tokens per sequence; -1: prefill the pool's chunk_tokens, decode 1
+  long long context = -1;        ///< tokens already in each sequence's cache; -1: prefill 0, decode 2048
   std::string cost_model;        ///< override the scenario's cost model
   bool ops = false;              ///< also print every op of one layer of each kind (latency, provenance)
 };

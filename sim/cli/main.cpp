@@ -33,8 +33,8 @@ int main(int argc, char** argv) {
   step->add_option("--deployment", st.deployment, "deployment name (default: the first)");
   step->add_option("--phase", st.phase, "prefill or decode")->capture_default_str()->check(CLI::IsMember({"prefill", "decode"}));
   step->add_option("--seqs-per-rank", st.seqs_per_rank, "sequences per DP rank")->capture_default_str();
-  step->add_option("--tokens", st.tokens, "new tokens per sequence (prefill chunk; decode: 1)")->capture_default_str();
-  step->add_option("--context", st.context, "tokens already cached per sequence")->capture_default_str();
+  step->add_option("--tokens", st.tokens, "new tokens per sequence (prefill; default: the pool's chunk_tokens; decode: always 1)");
+  step->add_option("--context", st.context, "tokens already cached per sequence (default: prefill 0, decode 2048)");
   step->add_option("--cost-model", st.cost_model, "cost model: fitted (default) or roofline");
   step->add_flag("--ops", st.ops, "also list every op of one layer of each kind: latency per layer, layers, share of the step, provenance");
   c::CostModelArgs cm;
@@ -50,7 +50,12 @@ int main(int argc, char** argv) {
     sc->add_option("--family", cm.family, "restrict --worst to this kernel family");
   }
   cm_fit->add_flag("--no-validate", cm.no_validate, "skip the held-out validation");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help (code 0) or the usage error
+    return code == 0 ? 0 : 2;
+  }
   if (*costmodel) return *cm_fit ? c::costmodel_fit(cm) : c::costmodel_report(cm);
   if (*run) return c::run(r);
   if (*step) return c::step(st);
