@@ -1,7 +1,11 @@
 #include "topology/graph.hpp"
 
+// GCC 12 reports a false -Wmaybe-uninitialized inside Boost.Graph's edge iterators at -O2
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/push_relabel_max_flow.hpp>
+#pragma GCC diagnostic pop
 
 #include <stdexcept>
 
