@@ -22,7 +22,7 @@ struct CheckRow {
   double predicted = 0;   ///< same unit
   std::string unit;       ///< "µs", "TFLOP/s", "GB/s"
   bool extrapolated = false;  ///< the prediction left a family's measured range
-  std::string note;           ///< e.g. the families that were extrapolated
+  std::string note;           ///< the families that were extrapolated, or a remark on the reference (then naming them after "; extrapolated: ")
   double ratio() const { return predicted / reference; }
 };
 

@@ -28,7 +28,12 @@ void add_gemms(const Op& op, Buf& b) {
   for (int i = 0; i < op.gemm_count; ++i) {
     const GemmShape& g = op.gemms[i];
     if (g.n <= 0 || g.k <= 0 || g.batch <= 0) continue;
-    b.add(g.dtype == DType::fp8 ? Family::gemm_fp8 : Family::gemm_bf16, op.gemm_m, g.n * g.batch, g.k);
+    if (g.dtype == DType::fp8)
+      b.add(Family::gemm_fp8, op.gemm_m, g.n * g.batch, g.k);
+    else if (g.batch > 1)
+      b.add(Family::gemm_bf16_batched, op.gemm_m, g.n, g.k, g.batch);
+    else
+      b.add(Family::gemm_bf16, op.gemm_m, g.n, g.k);
   }
 }
 

@@ -4,7 +4,8 @@
 // measured kernels it runs, each answered by its fitted family (kernel_families.hpp):
 //
 //   OpKind           kernels (family: features)                                   Op fields used
-//   attn_proj        every projection GEMM (gemm_bf16 | gemm_fp8: M, N·batch, K)   gemms, gemm_m
+//   attn_proj        every projection GEMM (gemm_fp8: M, N·batch, K; BF16: gemm_bf16 (M, N, K) at
+//                    batch 1, gemm_bf16_batched (M, N, K, batch) above)           gemms, gemm_m
 //   kda_conv_norm    short_conv_{prefill: tokens·channels | decode: batch, channels}, channels 3·H·D;
 //                    gated_rmsnorm (tokens, heads)                                 tokens, seqs, heads, head_dim, decode
 //   kda_prefill      kda_prefill (tokens, tokens/seqs, heads)                       tokens, seqs, heads

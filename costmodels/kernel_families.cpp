@@ -25,6 +25,10 @@ namespace {
 Work w_gemm_bf16(const double* f) {  // M, N (·batch), K: 2MNK; (MK + NK)·2 + 2MN
   return {2 * f[0] * f[1] * f[2], (f[0] * f[2] + f[1] * f[2]) * 2 + 2 * f[0] * f[1], DType::bf16};
 }
+// batched: M, N, K, batch; every batch entry has its own A, B and C
+Work w_gemm_bf16_batched(const double* f) {
+  return {2 * f[0] * f[1] * f[2] * f[3], 2 * f[3] * (f[0] * f[2] + f[1] * f[2] + f[0] * f[1]), DType::bf16};
+}
 Work w_gemm_fp8(const double* f) {  // (MK + NK)·1 + 2MN
   return {2 * f[0] * f[1] * f[2], f[0] * f[2] + f[1] * f[2] + 2 * f[0] * f[1], DType::fp8};
 }
@@ -47,7 +51,6 @@ Work w_kda_decode_s(const double* f, double s) {
 Work w_kda_decode_fp32(const double* f) { return w_kda_decode_s(f, 4); }
 Work w_kda_decode_bf16(const double* f) { return w_kda_decode_s(f, 2); }
 // short conv: tokens (or batch) T, channels C; prefill one sequence, decode one state per row
-Work w_conv_prefill(const double* f) { return {8 * f[0] * f[1], f[0] * f[1] * 4 + f[1] * 12 + f[1] * 16, DType::bf16}; }
 Work w_conv_decode(const double* f) { return {8 * f[0] * f[1], f[0] * f[1] * 4 + f[0] * f[1] * 12 + f[1] * 16, DType::bf16}; }
 // gated rmsnorm: tokens, heads (128 per head)
 Work w_gated_rmsnorm(const double* f) { return {6 * f[0] * f[1] * 128, 3 * f[0] * f[1] * 128 * 2, DType::bf16}; }
@@ -108,11 +111,8 @@ Work w_mhc(const double* f) { return {248 * f[0] * f[1], 28 * f[0] * f[1], DType
 
 // --------------------------------------------------------------- feature transforms (tiles, waves)
 // f[0] experts G, f[1] rows: rows → G · pad(rows / G)
+// kernels/moe W4A16: token tile bt = next power of two ≥ the mean rows per active expert, in [8, 256]
 double w4a16_tile(double mean) { return std::clamp(std::exp2(std::ceil(std::log2(std::max(mean, 1.0)) - 1e-9)), 8.0, 256.0); }
-double pad_w4a16(double m) {  // kernels/moe: token tile bt = next power of two ≥ m, in [8, 256]
-  const double bt = w4a16_tile(m);
-  return bt * std::ceil(m / bt - 1e-9);
-}
 double pad_fp8(double m) {  // cuBLASLt per-expert FP8 matmuls: steps of 256 then 512 rows (measured staircase)
   if (m <= 128) return m;
   if (m <= 256) return 256;
@@ -135,11 +135,14 @@ void t_mqa_plan(double* f) {
   const double blocks = B * ns * std::ceil(H / hb);
   f[1] = std::ceil(blocks / 132) * len;
 }
-// MHA prefill (kernels/attention/mla_prefill.cu, 64-row blocks, 2 blocks per SM): H · ⌈N/64⌉
-// blocks run in waves of 264; the chunk becomes the chunk those waves could hold.
+// MHA prefill (kernels/attention/mla_prefill.cu, 64-row blocks, 2 resident per SM): H · ⌈N/64⌉
+// blocks over 132 SMs. Two co-resident blocks share one SM's tensor cores (measured: 96 blocks,
+// one per SM, 42.8 µs vs 384 blocks 113 µs at prefix 1024, i.e. ~1.0x the per-SM throughput), so
+// the time follows the blocks of the busiest SM, ⌈blocks/132⌉; the chunk becomes the chunk that
+// many blocks per SM could hold (below one block per SM every SM still takes a whole block).
 void t_prefill_waves(double* f) {
   const double H = std::max(1.0, f[2]), blocks = H * std::ceil(f[0] / 64 - 1e-9);
-  f[0] = std::max(f[0], 264 * std::ceil(blocks / 264 - 1e-9) * 64 / H);
+  f[0] = std::max(f[0], 132 * std::ceil(blocks / 132 - 1e-9) * 64 / H);
 }
 // short conv prefill: elements (tokens · channels) over a fixed grid
 Work w_conv_elements(const double* f) { return {8 * f[0], f[0] * 4, DType::bf16}; }
@@ -160,10 +163,16 @@ std::vector<FamilyInfo> build() {
   // λ: curvature weight vs the data (log2 units). 1e-2 everywhere (chosen on the k-fold error of
   // every family among 1e-4..1e-1; 1e-5 is ill-conditioned), 1e-3 for indexer_decode.
   const double L = 1e-2;
+  // gemm_bf16 is not monotone in N: cuBLAS at N = 12 (K3 b_proj at attention TP 8, 24-byte output
+  // rows) measured 21.7 µs at M = 3072 against 11.6 µs at N = 24 (TP 4).
   set(Family::gemm_bf16, "gemm_bf16", "dense GEMM",
       "cuBLASLt/cuBLAS BF16: dense_proj_* */bf16, moe_shared_expert and dense_ffn_k3 w13/w2, latentmoe_proj down/up, "
       "moe_grouped_gemm_bf16 cublas_dense_same_flops, the 8192^3 ceilings",
-      {"M", "N", "K"}, {0.2, 0.1, 0.1}, {true, true, true}, {1, 2}, L, w_gemm_bf16);
+      {"M", "N", "K"}, {0.2, 0.1, 0.1}, {true, false, true}, {1, 2}, L, w_gemm_bf16);
+  set(Family::gemm_bf16_batched, "gemm_bf16_batched", "dense GEMM",
+      "cuBLAS strided-batched BF16: dense_proj_k3_mla w_uk_absorb, w_uv (one product per head on the GPU), "
+      "dense_proj_v4* wo_a_grouped/bf16 (one per output group)",
+      {"M", "N", "K", "batch"}, {0.2, 0.1, 0.1, 0.1}, {true, true, true, true}, {1, 2, 3}, L, w_gemm_bf16_batched);
   set(Family::gemm_fp8, "gemm_fp8", "dense GEMM", "cuBLASLt FP8 e4m3, 1x128 act / 128x128 weight scales: dense_proj_* */fp8_block_scale",
       {"M", "N", "K"}, {0.2, 0.1, 0.1}, {true, true, true}, {1, 2}, L, w_gemm_fp8);
   set(Family::grouped_w4a16, "grouped_w4a16", "grouped expert GEMM",
@@ -194,7 +203,7 @@ std::vector<FamilyInfo> build() {
   v[static_cast<int>(Family::mla_decode)].transform = t_mqa_plan;
   set(Family::mla_prefill, "mla_prefill", "attention prefill",
       "MHA-mode causal attention core: mla_prefill bm64 (96 heads only); keys_mean = prefix + (chunk+1)/2 keys per query",
-      {"chunk", "keys_mean", "heads"}, {0.2, 0.2, 0.1}, {true, true, true}, {}, L, w_mla_prefill);
+      {"chunk", "keys_mean", "heads"}, {0.2, 0.2, 0.1}, {true, true, true}, {2}, L, w_mla_prefill);
   v[static_cast<int>(Family::mla_prefill)].transform = t_prefill_waves;
   set(Family::v4_attn_decode, "v4_attn_decode", "attention decode",
       "V4 attention core over FP8 584-B rows: csa_sparse_attn_decode, hca_attn_decode, swa_attn_decode (current tile configs; *_r1 rows only where no current row has the shape)",
@@ -327,7 +336,8 @@ std::vector<Sample> family_samples(Family fam, const std::map<std::string, Kerne
       const bool bf = fam == Family::gemm_bf16;
       for (const char* f : {"dense_proj_k3_kda.json", "dense_proj_k3_mla.json", "dense_proj_v4pro.json", "dense_proj_v4flash.json"})
         for (const auto& r : table(f).rows)
-          if (ends_with(r.variant, bf ? "/bf16" : "/fp8_block_scale")) push(table(f), r, {r.at("M"), r.at("N") * r.get("batch", 1), r.at("K"), 0});
+          if (ends_with(r.variant, bf ? "/bf16" : "/fp8_block_scale") && !(bf && r.get("batch", 1) > 1))
+            push(table(f), r, {r.at("M"), r.at("N") * r.get("batch", 1), r.at("K"), 0});
       if (!bf) break;
       for (const char* f : {"moe_shared_expert.json", "dense_ffn_k3.json"})
         for (const auto& r : table(f).rows) {
@@ -348,6 +358,11 @@ std::vector<Sample> family_samples(Family fam, const std::map<std::string, Kerne
         if (r.variant == "cublas_bf16_8192") push(table("moe_ref_ceilings.json"), r, {r.at("M"), r.at("N"), r.at("K"), 0});
       break;
     }
+    case Family::gemm_bf16_batched:
+      for (const char* f : {"dense_proj_k3_mla.json", "dense_proj_v4pro.json", "dense_proj_v4flash.json"})
+        for (const auto& r : table(f).rows)
+          if (ends_with(r.variant, "/bf16") && r.get("batch", 1) > 1) push(table(f), r, {r.at("M"), r.at("N"), r.at("K"), r.at("batch")});
+      break;
     case Family::grouped_w4a16:
     case Family::grouped_fp8:
     case Family::grouped_bf16: {

@@ -20,8 +20,9 @@
 namespace servesim {
 
 enum class Family : int {
-  gemm_bf16,           ///< cuBLASLt/cuBLAS BF16 GEMM (M, N·batch, K)
-  gemm_fp8,            ///< cuBLASLt FP8 e4m3 GEMM with 1x128 / 128x128 block scales
+  gemm_bf16,           ///< cuBLASLt/cuBLAS BF16 GEMM (M, N, K), one matrix product
+  gemm_fp8,            ///< cuBLASLt FP8 e4m3 GEMM with 1x128 / 128x128 block scales (M, N·batch, K)
+  gemm_bf16_batched,   ///< cuBLAS strided-batched BF16 GEMM (M, N, K, batch): MLA W_UK/W_UV absorption per head, V4 wo_a groups
   grouped_w4a16,       ///< own MXFP4-weight W4A16 grouped GEMM (kernels/moe)
   grouped_fp8,         ///< cuBLASLt FP8 block-scaled, one matmul per expert
   grouped_bf16,        ///< cublasGemmGroupedBatchedEx BF16

@@ -90,8 +90,13 @@ void print_checks(const std::string& title, const std::vector<CheckRow>& rows) {
       group = r.group;
       fmt::print("  {}\n", group);
     }
-    fmt::print("    {:<44}{:>12.1f}{:>12.1f} {:<8}{:>8.2f}x{}\n", r.what, r.reference, r.predicted, r.unit, r.ratio(),
-               r.extrapolated ? "  (extrapolated" + (r.note.empty() ? std::string() : ": " + r.note) + ")" : "");
+    // note: the extrapolated families, or a remark that already names them ("...; extrapolated: ...")
+    std::string tail;
+    if (r.extrapolated && r.note.find("extrapolated") == std::string::npos)
+      tail = "  (extrapolated" + (r.note.empty() ? std::string() : ": " + r.note) + ")";
+    else if (!r.note.empty())
+      tail = "  (" + r.note + ")";
+    fmt::print("    {:<44}{:>12.1f}{:>12.1f} {:<8}{:>8.2f}x{}\n", r.what, r.reference, r.predicted, r.unit, r.ratio(), tail);
     err[r.group].push_back(std::abs(r.ratio() - 1));
     if (!r.extrapolated) in_range[r.group].push_back(std::abs(r.ratio() - 1));
   }
@@ -137,6 +142,7 @@ int costmodel_fit(const CostModelArgs& a) {
     const auto tables = load_kernel_tables(data);
     FitOptions opt;
     opt.validate = !a.no_validate;
+    opt.shape_out = !a.no_shape_out;
     std::vector<HeldOut> held;
     FitSet fs = fit_all(tables, gpu, opt, &held);
     fs.comm = calibrate_comm(tables, gpu, h800);
@@ -166,6 +172,7 @@ int costmodel_report(const CostModelArgs& a) {
     fmt::print("kernel-fitted cost model: parameters {} (FNV-1a {}), fitted to {} tables of {} measured on {} (commits {})\n", params,
                loaded->file_hash, loaded->tables.size(), data, loaded->measured_on, fmt::join(loaded->measurement_commits, ", "));
     FitOptions opt;
+    opt.shape_out = !a.no_shape_out;
     std::vector<HeldOut> held;
     FitSet fresh = fit_all(tables, gpu, opt, &held);
     // staleness: the committed parameters must be what a fit of these tables gives

@@ -9,6 +9,7 @@ struct CostModelArgs {
   std::string params;            ///< parameter file (default: the hardware file's "fitted_models")
   std::string hardware = "h200"; ///< GPU the tables were measured on
   bool no_validate = false;      ///< fit only (skip the held-out validation)
+  bool no_shape_out = false;     ///< k-fold validation only (skip leave-one-shape-out, most of the time)
   int worst = 0;                 ///< print the N worst held-out rows of each family
   std::string family;            ///< restrict --worst to this family
 };
