@@ -3,9 +3,13 @@
 //
 //   bench_attn --out DIR [--budget SECONDS] [--only op1,op2,...] [--quick]
 //              [--skip-existing TABLE_DIR] [--share-scale SECONDS_PER_SHARE]
-//              [--mla-heads 96] [--proj-tp 8,4,2]
+//              [--mla-heads 96] [--proj-tp 8,4,2] [--proj-gemms kv_b,...] [--proj-m-max 16384]
 //
-// --mla-heads: heads per GPU of the mla_prefill sweep (default 96; attention TP t gives 96/t).
+// --mla-heads: heads per GPU of the mla_prefill sweep (default 96; attention TP t gives 96/t). The
+// (chunk, prefix) grid is bounded by 6e13 FLOP and 40 GB of K/V at the swept head count.
+// --proj-gemms: with --proj-tp, only these K3 projections (e.g. kv_b, which the MLA prefill op runs
+// over every cached token: M = Σ context); --proj-tp 1 gives the unsplit shape without an attn_tp
+// field, i.e. the main table's rows. --proj-m-max: largest M of the projection sweeps (default 16384).
 // --proj-tp: the K3 KDA / MLA projection tables get the shapes one GPU of an attention-TP group
 // runs instead of the unsplit ones (costmodels/step_cost.cpp: column-parallel N/t, row-parallel
 // K/t, head-batched absorption batch/t; the replicated low-rank down-projections are left out),
@@ -55,6 +59,8 @@ std::set<std::string> ONLY;
 std::string SKIP_DIR;  // --skip-existing
 std::vector<int> MLA_HEADS = {96};  // --mla-heads
 std::vector<int> PROJ_TP;           // --proj-tp
+std::set<std::string> PROJ_GEMMS;   // --proj-gemms (empty: all)
+long PROJ_M_MAX = 16384;            // --proj-m-max
 std::vector<int> int_list(const std::string& s) {
   std::vector<int> v;
   std::stringstream ss(s);
@@ -574,11 +580,11 @@ void bench_mla_prefill() {
   struct P { int N; long Pfx; int variant; int H; };
   std::vector<P> pts;
   for (int H : MLA_HEADS) {
-    // the same (chunk, prefix) points at every head count: bounded by their 96-head FLOPs and bytes
+    // the same (chunk, prefix) grid at every head count, bounded by FLOPs and bytes at that count
     for (long N : qgrid(grid(256, 16384)))
       for (long Pf : qgrid(std::vector<long>{0, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576})) {
-        const double fl = 2.0 * 96 * N * (Pf + (N + 1) / 2.0) * 320;
-        const double mem = (Pf + N) * 96.0 * 320 * 2;
+        const double fl = 2.0 * H * N * (Pf + (N + 1) / 2.0) * 320;
+        const double mem = (Pf + N) * static_cast<double>(H) * 320 * 2;
         if (fl <= 6e13 && mem <= 40e9) pts.push_back({static_cast<int>(N), Pf, 0, H});
       }
     if (H == 96)
@@ -1036,7 +1042,7 @@ void bench_proj(const std::string& op, const std::string& model, const std::vect
   std::vector<Pt> pts;
   for (const auto& d : defs)
     for (GemmKind k : kinds)
-      for (long M : qgrid(grid(1, 16384))) pts.push_back({&d, k, M});
+      for (long M : qgrid(grid(1, PROJ_M_MAX))) pts.push_back({&d, k, M});
   std::stable_sort(pts.begin(), pts.end(), [](const Pt& a, const Pt& b) {
     return 1.0 * a.M * a.d->N * a.d->K * a.d->batch < 1.0 * b.M * b.d->N * b.d->K * b.d->batch;
   });
@@ -1104,19 +1110,22 @@ void bench_all_proj() {
   if (!PROJ_TP.empty()) {  // K3 projections on one GPU of an attention-TP group (--proj-tp)
     std::vector<GemmDef> kda, mla;
     for (int t : PROJ_TP) {
-      kda.push_back({"qkvg_fused", 4 * 12288 / t, 7168, 1, 0, 0, 0, 0, 0, 0, t});
-      kda.push_back({"o_proj", 7168, 12288 / t, 1, 0, 0, 0, 0, 0, 0, t});
-      kda.push_back({"f_b", 12288 / t, 128, 1, 0, 0, 0, 0, 0, 0, t});
-      kda.push_back({"b_proj", 96 / t, 7168, 1, 0, 0, 0, 0, 0, 0, t});
+      const int f = t > 1 ? t : 0;  // attn_tp field: none for the unsplit shape (the main table's rows)
+      kda.push_back({"qkvg_fused", 4 * 12288 / t, 7168, 1, 0, 0, 0, 0, 0, 0, f});
+      kda.push_back({"o_proj", 7168, 12288 / t, 1, 0, 0, 0, 0, 0, 0, f});
+      kda.push_back({"f_b", 12288 / t, 128, 1, 0, 0, 0, 0, 0, 0, f});
+      kda.push_back({"b_proj", 96 / t, 7168, 1, 0, 0, 0, 0, 0, 0, f});
       const int h = 96 / t;  // MLA heads per GPU; its o_proj is the KDA one (same N, K/t): measured once
-      mla.push_back({"q_b", 18432 / t, 1536, 1, 0, 0, 0, 0, 0, 0, t});
-      mla.push_back({"g_proj", 12288 / t, 7168, 1, 0, 0, 0, 0, 0, 0, t});
-      mla.push_back({"kv_b", 24576 / t, 512, 1, 0, 0, 0, 0, 0, 0, t});
-      mla.push_back({"w_uk_absorb", 512, 128, h, h * 192, 128, h * 576, 192, 512 * 128, 576, t});
-      mla.push_back({"w_uv", 128, 512, h, h * 512, 512, h * 128, 512, 128 * 512, 128, t});
+      mla.push_back({"q_b", 18432 / t, 1536, 1, 0, 0, 0, 0, 0, 0, f});
+      mla.push_back({"g_proj", 12288 / t, 7168, 1, 0, 0, 0, 0, 0, 0, f});
+      mla.push_back({"kv_b", 24576 / t, 512, 1, 0, 0, 0, 0, 0, 0, f});
+      mla.push_back({"w_uk_absorb", 512, 128, h, h * 192, 128, h * 576, 192, 512 * 128, 576, f});
+      mla.push_back({"w_uv", 128, 512, h, h * 512, 512, h * 128, 512, 128 * 512, 128, f});
     }
-    if (want("dense_proj_k3_kda")) bench_proj("dense_proj_k3_kda", "kimi-k3", kda, {GemmKind::kBF16}, 22);
-    if (want("dense_proj_k3_mla")) bench_proj("dense_proj_k3_mla", "kimi-k3", mla, {GemmKind::kBF16}, 26);
+    if (!PROJ_GEMMS.empty())
+      for (auto* v : {&kda, &mla}) v->erase(std::remove_if(v->begin(), v->end(), [](const GemmDef& d) { return !PROJ_GEMMS.count(d.name); }), v->end());
+    if (want("dense_proj_k3_kda") && !kda.empty()) bench_proj("dense_proj_k3_kda", "kimi-k3", kda, {GemmKind::kBF16}, 22);
+    if (want("dense_proj_k3_mla") && !mla.empty()) bench_proj("dense_proj_k3_mla", "kimi-k3", mla, {GemmKind::kBF16}, 26);
   }
   if (want("dense_proj_k3_kda") && PROJ_TP.empty())
     bench_proj("dense_proj_k3_kda", "kimi-k3",
@@ -1179,13 +1188,18 @@ int main(int argc, char** argv) {
     else if (a == "--share-scale" && i + 1 < argc) share_scale = std::atof(argv[++i]);
     else if (a == "--mla-heads" && i + 1 < argc) MLA_HEADS = int_list(argv[++i]);
     else if (a == "--proj-tp" && i + 1 < argc) PROJ_TP = int_list(argv[++i]);
+    else if (a == "--proj-m-max" && i + 1 < argc) PROJ_M_MAX = std::atol(argv[++i]);
+    else if (a == "--proj-gemms" && i + 1 < argc) {
+      std::stringstream ss(argv[++i]);
+      for (std::string g; std::getline(ss, g, ',');) PROJ_GEMMS.insert(g);
+    }
     else if (a == "--only" && i + 1 < argc) {
       std::stringstream ss(argv[++i]);
       std::string t;
       while (std::getline(ss, t, ',')) ONLY.insert(t);
     } else {
       std::fprintf(stderr, "usage: bench_attn --out DIR [--budget S] [--only op,...] [--quick] [--skip-existing DIR] "
-                           "[--share-scale S] [--mla-heads 96] [--proj-tp 8,4,2]\n");
+                           "[--share-scale S] [--mla-heads 96] [--proj-tp 8,4,2] [--proj-gemms kv_b] [--proj-m-max 16384]\n");
       return 2;
     }
   }
