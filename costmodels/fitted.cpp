@@ -18,6 +18,11 @@ struct Buf {
   int n = 0;
   void add(Family f, double a, double b = 1, double c3 = 1, double d = 1, double count = 1) {
     if (n == kMaxComponents) throw std::logic_error("FittedCostModel: too many kernels in one op");
+    // The first feature counts rows (tokens, sequences, M, experts). The engine passes expected
+    // counts, e.g. 0.25 tokens on one GPU of an attention-TP group of 4 with one decode token per DP
+    // rank; a launched kernel runs at least one row (CUDA-graph decode pads the batch), so fewer
+    // than one costs what one does, which is measured, not extrapolated.
+    if (a > 0 && a < 1) a = 1;
     c[n].family = f, c[n].x = {a, b, c3, d}, c[n].count = count;
     ++n;
   }

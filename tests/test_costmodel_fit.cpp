@@ -338,6 +338,34 @@ TEST(Sanity, NeverFasterThanTheRooflineBoundOfTheOpsOwnWork) {
 
 // ----------------------------------------------------------------------------- range and scaling
 
+TEST(Provenance, FewerThanOneRowCostsWhatOneRowCostsAndIsMeasured) {
+  // K3 decode at attention TP 4 with one token per DP rank: each GPU routes 0.25 tokens on average;
+  // a launched kernel runs at least one row, so the router, latent projections and permute cost
+  // what they cost at one token, answered from the measured rows
+  const GpuSpec g = test::gpu("h200");
+  const ModelSpec k3 = test::model("kimi-k3");
+  int fi = -1;
+  for (size_t i = 0; i < k3.ffn_kinds.size(); ++i)
+    if (k3.ffn_kinds[i].op != FfnOp::dense) fi = static_cast<int>(i);
+  ASSERT_GE(fi, 0);
+  auto m = std::make_shared<FittedCostModel>(committed(), g);
+  InstanceShape sh;
+  sh.ep = 32, sh.attn_tp = 1;
+  const StepCostModel sc(k3, m, FabricParams{}, sh, 0.0);
+  std::vector<Op> quarter, one;
+  sc.ffn_ops(fi, 0.25, 0.25, quarter);
+  sc.ffn_ops(fi, 1, 1, one);
+  ASSERT_EQ(quarter.size(), one.size());
+  int checked = 0;
+  for (size_t i = 0; i < one.size(); ++i)
+    if (one[i].kind == OpKind::moe_router || one[i].kind == OpKind::moe_latent_proj || one[i].kind == OpKind::moe_permute) {
+      EXPECT_EQ(m->latency(quarter[i]).source, Provenance::fitted) << to_string(one[i].kind);
+      EXPECT_DOUBLE_EQ(m->latency(quarter[i]).seconds, m->latency(one[i]).seconds) << to_string(one[i].kind);
+      ++checked;
+    }
+  EXPECT_EQ(checked, 3);
+}
+
 TEST(Provenance, OutsideTheMeasuredRangeTheAnswerFollowsTheRooflineAndIsFlagged) {
   const GpuSpec g = test::gpu("h200");
   const FittedCostModel m(committed(), g);
