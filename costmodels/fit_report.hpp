@@ -18,7 +18,7 @@ namespace servesim {
 struct CheckRow {
   std::string group;      ///< e.g. "moe_layer_k3 vs engine ops"
   std::string what;       ///< the shape
-  double reference = 0;   ///< measured (composite checks) or published (H800 checks), in `unit`
+  double reference = 0;   ///< measured (composite checks, see composite_checks) or published (H800 checks), in `unit`
   double predicted = 0;   ///< same unit
   std::string unit;       ///< "µs", "TFLOP/s", "GB/s"
   bool extrapolated = false;  ///< the prediction left a family's measured range
@@ -27,7 +27,11 @@ struct CheckRow {
 };
 
 /// Engine op sums vs measured whole layers on the measured GPU `gpu` (fit.measured_on). `models`
-/// maps the tables' model labels ("K3", "DSV4-Pro", "DSV4-Flash") to the model specs.
+/// maps the tables' model labels ("K3", "DSV4-Pro", "DSV4-Flash") to the model specs. Rows: the
+/// whole MoE layer (moe_layer_*), the dense FFN and the shared experts (incl. the K3 rows split
+/// over attention TP, field attn_tp: one GPU's share). The reference is the measured total less one
+/// launch gap for eagerly timed rows; where that exceeds the sum of its own kernels timed alone by
+/// at most one launch gap (host launch stalls), the sum of the kernels, with a note saying so.
 std::vector<CheckRow> composite_checks(std::shared_ptr<const FitSet> fit, const GpuSpec& gpu, const std::map<std::string, KernelTable>& tables,
                                        const std::map<std::string, ModelSpec>& models);
 

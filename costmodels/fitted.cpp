@@ -18,11 +18,14 @@ struct Buf {
   int n = 0;
   void add(Family f, double a, double b = 1, double c3 = 1, double d = 1, double count = 1) {
     if (n == kMaxComponents) throw std::logic_error("FittedCostModel: too many kernels in one op");
-    // The first feature counts rows (tokens, sequences, M, experts). The engine passes expected
-    // counts, e.g. 0.25 tokens on one GPU of an attention-TP group of 4 with one decode token per DP
-    // rank; a launched kernel runs at least one row (CUDA-graph decode pads the batch), so fewer
-    // than one costs what one does, which is measured, not extrapolated.
-    if (a > 0 && a < 1) a = 1;
+    // The first feature counts rows (tokens, sequences, M). The engine passes expected counts, e.g.
+    // 0.25 tokens on one GPU of an attention-TP group of 4 with one decode token per DP rank; a
+    // launched kernel runs at least one row (CUDA-graph decode pads the batch), so fewer than one
+    // costs what one does, which is measured, not extrapolated. Not for the grouped expert GEMMs:
+    // their first feature is the expected number of experts touched, a probability below one,
+    // which family_seconds scales by (a G/g share of a measured group).
+    const bool grouped = f == Family::grouped_w4a16 || f == Family::grouped_fp8 || f == Family::grouped_bf16;
+    if (!grouped && a > 0 && a < 1) a = 1;
     c[n].family = f, c[n].x = {a, b, c3, d}, c[n].count = count;
     ++n;
   }
@@ -37,8 +40,8 @@ void add_gemms(const Op& op, Buf& b) {
       b.add(Family::gemm_fp8, op.gemm_m, g.n * g.batch, g.k);
     else if (g.batch > 1)
       b.add(Family::gemm_bf16_batched, op.gemm_m, g.n, g.k, g.batch);
-    else
-      b.add(Family::gemm_bf16, op.gemm_m, g.n, g.k);
+    else  // batch 1, or a fraction of one product per GPU (e.g. V4 wo_a groups / TP < 1): N·batch columns
+      b.add(Family::gemm_bf16, op.gemm_m, g.n * g.batch, g.k);
   }
 }
 

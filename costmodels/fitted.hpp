@@ -58,9 +58,13 @@ class FittedCostModel final : public CostModel {
     double count = 1;
   };
   /// The measured kernels an op maps to (for tests and reports; latency() does the same without
-  /// allocating). Throws std::invalid_argument for OpKind::count_.
+  /// allocating). An expected row count in (0, 1) as the first feature (tokens, M, sequences) is
+  /// raised to 1: a launched kernel runs at least one row; the grouped expert GEMMs keep their
+  /// fractional expected experts. Throws std::invalid_argument for OpKind::count_.
   std::vector<Component> components(const Op& op) const;
-  /// Seconds of one call of a kernel family on this GPU; *extrapolated set when outside the range.
+  /// Seconds of one call of kernel family `f` at features `x` (the family's features, linear
+  /// units, as in kernel_families.hpp; no clamping) on this GPU; *extrapolated (if not null) is set
+  /// when x lies outside the family's measured range.
   double kernel_seconds(Family f, const double* x, bool* extrapolated) const;
   bool scaled() const { return scaled_; }
   const FitSet& fit() const { return *fit_; }

@@ -22,7 +22,7 @@ namespace {
 // ------------------------------------------------------------------ work (table formulas)
 // f[] are the family's features in linear units, in the order of FamilyInfo::features.
 
-Work w_gemm_bf16(const double* f) {  // M, N (·batch), K: 2MNK; (MK + NK)·2 + 2MN
+Work w_gemm_bf16(const double* f) {  // M, N, K (one product; batched ones: w_gemm_bf16_batched): 2MNK; (MK + NK)·2 + 2MN
   return {2 * f[0] * f[1] * f[2], (f[0] * f[2] + f[1] * f[2]) * 2 + 2 * f[0] * f[1], DType::bf16};
 }
 // batched: M, N, K, batch; every batch entry has its own A, B and C
@@ -166,7 +166,7 @@ std::vector<FamilyInfo> build() {
   // gemm_bf16 is not monotone in N: cuBLAS at N = 12 (K3 b_proj at attention TP 8, 24-byte output
   // rows) measured 21.7 µs at M = 3072 against 11.6 µs at N = 24 (TP 4).
   set(Family::gemm_bf16, "gemm_bf16", "dense GEMM",
-      "cuBLASLt/cuBLAS BF16: dense_proj_* */bf16, moe_shared_expert and dense_ffn_k3 w13/w2, latentmoe_proj down/up, "
+      "cuBLASLt/cuBLAS BF16: dense_proj_* */bf16 at batch 1, moe_shared_expert and dense_ffn_k3 w13/w2, latentmoe_proj down/up, "
       "moe_grouped_gemm_bf16 cublas_dense_same_flops, the 8192^3 ceilings",
       {"M", "N", "K"}, {0.2, 0.1, 0.1}, {true, false, true}, {1, 2}, L, w_gemm_bf16);
   set(Family::gemm_bf16_batched, "gemm_bf16_batched", "dense GEMM",
@@ -202,7 +202,7 @@ std::vector<FamilyInfo> build() {
       {"batch", "sm_rows", "heads"}, {0.2, 0.2, 0.1}, {false, true, false}, {2}, L, w_mla_decode);
   v[static_cast<int>(Family::mla_decode)].transform = t_mqa_plan;
   set(Family::mla_prefill, "mla_prefill", "attention prefill",
-      "MHA-mode causal attention core: mla_prefill bm64 (96 heads only); keys_mean = prefix + (chunk+1)/2 keys per query",
+      "MHA-mode causal attention core: mla_prefill bm64 (12/24/48/96 heads); keys_mean = prefix + (chunk+1)/2 keys per query",
       {"chunk", "keys_mean", "heads"}, {0.2, 0.2, 0.1}, {true, true, true}, {2}, L, w_mla_prefill);
   v[static_cast<int>(Family::mla_prefill)].transform = t_prefill_waves;
   set(Family::v4_attn_decode, "v4_attn_decode", "attention decode",

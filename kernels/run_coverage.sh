@@ -20,6 +20,7 @@
 #   BUILD=<dir> OUT=/tmp/out TOTAL_S=270 [RUN=3] bash kernels/run_coverage.sh
 # -> $OUT/run.log, $OUT/tables.tar.gz (one JSON per op, new rows only), $OUT/logs.tar.gz
 set -uo pipefail
+case "${RUN:-2}" in 2|3) ;; *) echo "run_coverage.sh: RUN must be 2 or 3 (got ${RUN})" >&2; exit 2 ;; esac
 BUILD=${BUILD:-build-cov2-carry}
 OUT=${OUT:-/tmp/cov-out}
 TOTAL_S=${TOTAL_S:-270}
@@ -48,11 +49,16 @@ step() {
   echo "commit $SERVESIM_COMMIT"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu --format=csv
   if [ "${RUN:-2}" = 3 ]; then
+  TESTS_OK=1
   for t in test_mla_prefill test_proj; do
     timeout 60 "$ATT/$t" > "$W/$t.txt" 2>&1
-    echo "$t exit $?: $(grep -E '^\[  PASSED|^\[  FAILED' "$W/$t.txt" | tr '\n' ' ')"
+    rc=$?
+    echo "$t exit $rc: $(grep -E '^\[  PASSED|^\[  FAILED' "$W/$t.txt" | tr '\n' ' ')"
+    [ "$rc" = 0 ] || TESTS_OK=0
   done
   echo "tests took $(( $(date +%s) - T0 )) s"
+  # rows of kernels whose tests failed are not measurements of a correct kernel: stop here
+  [ "$TESTS_OK" = 1 ] || { echo "### kernel tests failed: nothing measured"; TOTAL_S=0; }
   step kv_b 15 "$ATT/bench_attn" --out "$TAB" --only dense_proj_k3_mla --proj-tp 8,4,2,1 --proj-gemms kv_b --proj-m-max 1048576 \
     --skip-existing costmodels/data/h200 --budget @B@ --share-scale 10
   step mla_prefill 95 "$ATT/bench_attn" --out "$TAB" --only mla_prefill --mla-heads 12,24,48 --skip-existing costmodels/data/h200 \

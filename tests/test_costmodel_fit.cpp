@@ -114,6 +114,8 @@ TEST(KernelFamilies, WorkFormulasAreTheTablesOwn) {
        [](const KernelRow& r) { return std::array<double, 4>{r.at("M"), r.at("N"), r.at("K"), r.at("batch")}; }},
       {Family::gemm_bf16_batched, "dense_proj_v4pro.json", [](const KernelRow& r) { return r.variant == "wo_a_grouped/bf16"; },
        [](const KernelRow& r) { return std::array<double, 4>{r.at("M"), r.at("N"), r.at("K"), r.at("batch")}; }},
+      {Family::gemm_bf16_batched, "dense_proj_v4flash.json", [](const KernelRow& r) { return r.variant == "wo_a_grouped/bf16"; },
+       [](const KernelRow& r) { return std::array<double, 4>{r.at("M"), r.at("N"), r.at("K"), r.at("batch")}; }},
       {Family::gemm_fp8, "dense_proj_v4pro.json", [](const KernelRow& r) { return r.variant.find("/fp8_block_scale") != std::string::npos; },
        [](const KernelRow& r) { return std::array<double, 4>{r.at("M"), r.at("N"), r.at("K"), 0}; }},
       {Family::grouped_w4a16, "moe_grouped_gemm_w4a16.json", [](const KernelRow& r) { return r.variant == "w4a16"; },
@@ -339,9 +341,10 @@ TEST(Sanity, NeverFasterThanTheRooflineBoundOfTheOpsOwnWork) {
 // ----------------------------------------------------------------------------- range and scaling
 
 TEST(Provenance, FewerThanOneRowCostsWhatOneRowCostsAndIsMeasured) {
-  // K3 decode at attention TP 4 with one token per DP rank: each GPU routes 0.25 tokens on average;
-  // a launched kernel runs at least one row, so the router, latent projections and permute cost
-  // what they cost at one token, answered from the measured rows
+  // K3 decode at attention TP 4 with one token per DP rank: each GPU routes 0.25 tokens on average
+  // (step_cost.cpp: the rank's tokens / attn_tp); a launched kernel runs at least one row, so the
+  // router, latent projections and permute cost what they cost at one token per GPU (attention TP 1),
+  // answered from the measured rows. The routed experts keep their fractional expected experts.
   const GpuSpec g = test::gpu("h200");
   const ModelSpec k3 = test::model("kimi-k3");
   int fi = -1;
@@ -349,21 +352,51 @@ TEST(Provenance, FewerThanOneRowCostsWhatOneRowCostsAndIsMeasured) {
     if (k3.ffn_kinds[i].op != FfnOp::dense) fi = static_cast<int>(i);
   ASSERT_GE(fi, 0);
   auto m = std::make_shared<FittedCostModel>(committed(), g);
-  InstanceShape sh;
-  sh.ep = 32, sh.attn_tp = 1;
-  const StepCostModel sc(k3, m, FabricParams{}, sh, 0.0);
-  std::vector<Op> quarter, one;
-  sc.ffn_ops(fi, 0.25, 0.25, quarter);
-  sc.ffn_ops(fi, 1, 1, one);
+  InstanceShape tp4, tp1;
+  tp4.ep = 32, tp4.attn_tp = 4;
+  tp1.ep = 32, tp1.attn_tp = 1;
+  std::vector<Op> quarter, one;  // the ops point into their StepCostModel's GEMM shapes: keep both alive
+  const StepCostModel s4(k3, m, FabricParams{}, tp4, 0.0), s1(k3, m, FabricParams{}, tp1, 0.0);
+  s4.ffn_ops(fi, 1, 1, quarter);
+  s1.ffn_ops(fi, 1, 1, one);
   ASSERT_EQ(quarter.size(), one.size());
   int checked = 0;
-  for (size_t i = 0; i < one.size(); ++i)
-    if (one[i].kind == OpKind::moe_router || one[i].kind == OpKind::moe_latent_proj || one[i].kind == OpKind::moe_permute) {
-      EXPECT_EQ(m->latency(quarter[i]).source, Provenance::fitted) << to_string(one[i].kind);
-      EXPECT_DOUBLE_EQ(m->latency(quarter[i]).seconds, m->latency(one[i]).seconds) << to_string(one[i].kind);
+  for (size_t i = 0; i < one.size(); ++i) {
+    const OpKind k = one[i].kind;
+    if (k == OpKind::moe_router || k == OpKind::moe_latent_proj || k == OpKind::moe_permute) {
+      EXPECT_EQ(m->latency(quarter[i]).source, Provenance::fitted) << to_string(k);
+      EXPECT_DOUBLE_EQ(m->latency(quarter[i]).seconds, m->latency(one[i]).seconds) << to_string(k);
       ++checked;
     }
-  EXPECT_EQ(checked, 3);
+    if (k == OpKind::moe_experts)  // 1 token x top-16 over 896 experts on 32 GPUs: 0.5 expected experts per GPU
+      for (const auto& c : m->components(one[i]))
+        if (c.family == Family::grouped_w4a16) {
+          EXPECT_NEAR(c.x[0], 16.0 / 32, 0.05);
+          ++checked;
+        }
+  }
+  EXPECT_EQ(checked, 5);  // router, latent projection, permute, and the two expert GEMMs (w13, w2)
+}
+
+TEST(KernelFamilies, MhaPrefillTimeFollowsTheBlocksOfTheBusiestSm) {
+  // mla_prefill: H·⌈chunk/64⌉ blocks over 132 SMs; the feature becomes the chunk whose blocks fill
+  // ⌈blocks/132⌉ per SM. 12 heads × 768 (144 blocks) and 48 heads × 256 (192 blocks): 2 per SM on the
+  // busiest; 96 heads × 256 (384): 3; 24 heads × 256 (96 blocks, one per SM at most): 1.
+  const auto& info = family_info(Family::mla_prefill);
+  ASSERT_TRUE(info.transform);
+  auto per_sm = [&](double chunk, double heads) {
+    double f[4] = {chunk, 1024 + (chunk + 1) / 2, heads, 0};
+    info.transform(f);
+    return f[0] * heads / 64 / 132;
+  };
+  EXPECT_NEAR(per_sm(768, 12), 2, 1e-9);
+  EXPECT_NEAR(per_sm(256, 48), 2, 1e-9);
+  EXPECT_NEAR(per_sm(256, 96), 3, 1e-9);
+  EXPECT_NEAR(per_sm(256, 24), 1, 1e-9);
+  // a chunk larger than the waves it needs keeps its size: 96 heads × 16,384 = 24,576 blocks
+  double big[4] = {16384, 16384, 96, 0};
+  info.transform(big);
+  EXPECT_NEAR(big[0], 132 * std::ceil(24576 / 132.0) * 64 / 96, 1e-9);
 }
 
 TEST(Provenance, OutsideTheMeasuredRangeTheAnswerFollowsTheRooflineAndIsFlagged) {

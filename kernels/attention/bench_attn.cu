@@ -1042,7 +1042,10 @@ void bench_proj(const std::string& op, const std::string& model, const std::vect
   std::vector<Pt> pts;
   for (const auto& d : defs)
     for (GemmKind k : kinds)
-      for (long M : qgrid(grid(1, PROJ_M_MAX))) pts.push_back({&d, k, M});
+      for (long M : qgrid(grid(1, PROJ_M_MAX)))
+        // --proj-m-max: leave out M whose activations and output would not fit beside the
+        // rotated weights (60 GB cap, like mla_prefill's 40 GB of K/V)
+        if (1.0 * M * d.K * d.batch * 2 + 2.0 * M * d.N * d.batch <= 60e9) pts.push_back({&d, k, M});
   std::stable_sort(pts.begin(), pts.end(), [](const Pt& a, const Pt& b) {
     return 1.0 * a.M * a.d->N * a.d->K * a.d->batch < 1.0 * b.M * b.d->N * b.d->K * b.d->batch;
   });
@@ -1122,8 +1125,15 @@ void bench_all_proj() {
       mla.push_back({"w_uk_absorb", 512, 128, h, h * 192, 128, h * 576, 192, 512 * 128, 576, f});
       mla.push_back({"w_uv", 128, 512, h, h * 512, 512, h * 128, 512, 128 * 512, 128, f});
     }
-    if (!PROJ_GEMMS.empty())
+    if (!PROJ_GEMMS.empty()) {
+      for (const auto& g : PROJ_GEMMS)
+        if (std::none_of(kda.begin(), kda.end(), [&](const GemmDef& d) { return d.name == g; }) &&
+            std::none_of(mla.begin(), mla.end(), [&](const GemmDef& d) { return d.name == g; })) {
+          std::fprintf(stderr, "bench_attn: --proj-gemms: no K3 projection \"%s\" (known: qkvg_fused, o_proj, f_b, b_proj, q_b, g_proj, kv_b, w_uk_absorb, w_uv)\n", g.c_str());
+          std::exit(2);
+        }
       for (auto* v : {&kda, &mla}) v->erase(std::remove_if(v->begin(), v->end(), [](const GemmDef& d) { return !PROJ_GEMMS.count(d.name); }), v->end());
+    }
     if (want("dense_proj_k3_kda") && !kda.empty()) bench_proj("dense_proj_k3_kda", "kimi-k3", kda, {GemmKind::kBF16}, 22);
     if (want("dense_proj_k3_mla") && !mla.empty()) bench_proj("dense_proj_k3_mla", "kimi-k3", mla, {GemmKind::kBF16}, 26);
   }
@@ -1202,6 +1212,10 @@ int main(int argc, char** argv) {
                            "[--share-scale S] [--mla-heads 96] [--proj-tp 8,4,2] [--proj-gemms kv_b] [--proj-m-max 16384]\n");
       return 2;
     }
+  }
+  if (!PROJ_GEMMS.empty() && PROJ_TP.empty()) {
+    std::fprintf(stderr, "bench_attn: --proj-gemms selects among the --proj-tp shapes: give --proj-tp too (1 = unsplit)\n");
+    return 2;
   }
   if (!servesim::kernels::cuda_device_available()) {
     std::printf("bench_attn: no CUDA device, nothing measured\n");
