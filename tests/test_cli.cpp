@@ -126,11 +126,11 @@ TEST(Cli, StepDefaultsFollowThePhaseAndWrongNamesListTheDeployments) {
   // prefill defaults to the pool's chunk (8192 tokens in the built-in scenario) on an empty cache
   Out o = sh("step --phase prefill");
   ASSERT_EQ(o.status, 0) << o.text;
-  EXPECT_NE(o.text.find("1 sequences per DP rank, 8192 new tokens each, 0 cached"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("1 sequence per DP rank, 8192 new tokens each, 0 cached"), std::string::npos) << o.text;
   o = sh("step");
   ASSERT_EQ(o.status, 0) << o.text;
   EXPECT_NE(o.text.find("decode step"), std::string::npos) << o.text;
-  EXPECT_NE(o.text.find("1 new tokens each, 2048 cached"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("1 new token each, 2048 cached"), std::string::npos) << o.text;
   EXPECT_EQ(sh("step --phase decode --tokens 5").status, 2);
   o = sh("step --deployment nope");
   EXPECT_EQ(o.status, 2);

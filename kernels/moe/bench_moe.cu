@@ -1,6 +1,7 @@
 // Benchmark driver for the MoE family: writes one servesim.kernel-table/1 JSON per op into --out.
 // Usage: bench_moe --out DIR [--deadline-s S] [--quick] [--only op1,op2,...] [--lut]
 //                  [--models K3,DSV4-Pro,...] [--w4-experts 8,32] [--w4-max-rows 32768] [--shared-tp 8,4,2]
+//                  [--w4-variants 0,1,...]
 // Sections run in priority order; each checks the wall-clock deadline between measurements and
 // writes what it measured, so a run that hits the deadline still returns tables.
 // Coverage options (defaults reproduce the main sweep): --models keeps the grouped-GEMM, activation

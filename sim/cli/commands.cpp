@@ -283,8 +283,9 @@ int step(const StepArgs& a) {
   const StepTime t = m.step(ranks, decode ? Phase::decode : Phase::prefill);
   const double all_tokens = static_cast<double>(tokens * a.seqs_per_rank * pool.shape().dp());
   const double nodes = std::max(1.0, static_cast<double>(pool.ep) / d->gpu.gpus_per_node);
-  fmt::print("{} {} step of one instance (EP{}, attn TP{}, DP{}): {} sequences per DP rank, {} new tokens each, {} cached\n", d->name,
-             a.phase, pool.ep, pool.attn_tp, pool.shape().dp(), a.seqs_per_rank, tokens, context);
+  fmt::print("{} {} step of one instance (EP{}, attn TP{}, DP{}): {} sequence{} per DP rank, {} new token{} each, {} cached\n", d->name,
+             a.phase, pool.ep, pool.attn_tp, pool.shape().dp(), a.seqs_per_rank, a.seqs_per_rank == 1 ? "" : "s", tokens,
+             tokens == 1 ? "" : "s", context);
   fmt::print("  step time      {:10.3f} ms  (attention {:.3f}, FFN {:.3f}, exposed communication {:.3f}, other {:.3f})\n", t.total_s * 1e3,
              t.attention_s * 1e3, t.ffn_s * 1e3, t.comm_s * 1e3, t.other_s * 1e3);
   fmt::print("  throughput     {:10.0f} {} tokens/s per node, {:.0f} per GPU (cost model {}, answers {})\n", all_tokens / t.total_s / nodes,
