@@ -24,8 +24,7 @@ struct Buf {
     // costs what one does, which is measured, not extrapolated. Not for the grouped expert GEMMs:
     // their first feature is the expected number of experts touched, a probability below one,
     // which family_seconds scales by (a G/g share of a measured group).
-    const bool grouped = f == Family::grouped_w4a16 || f == Family::grouped_fp8 || f == Family::grouped_bf16;
-    if (!grouped && a > 0 && a < 1) a = 1;
+    if (!is_grouped(f) && a > 0 && a < 1) a = 1;
     c[n].family = f, c[n].x = {a, b, c3, d}, c[n].count = count;
     ++n;
   }

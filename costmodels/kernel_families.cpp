@@ -501,7 +501,7 @@ double family_seconds(const FamilyInfo& f, const FittedFamily& fit, const double
   // Grouped expert GEMMs outside the measured expert counts: the same kernel over G/G_edge copies
   // of a G_edge-expert group, each with its share of the rows (roofline-consistent: weights scale
   // with G, FLOPs with the rows; and monotone in both, unlike a bound ratio at a clamped G).
-  if ((f.id == Family::grouped_w4a16 || f.id == Family::grouped_fp8 || f.id == Family::grouped_bf16) && x[0] > 0) {
+  if (is_grouped(f.id) && x[0] > 0) {
     const double G = x[0], ge = std::clamp(G, std::exp2(fit.grid.lo(0)), std::exp2(fit.grid.hi(0)));
     if (std::abs(std::log2(G / ge)) > 1e-9) {
       const double y[4] = {ge, x[1] * ge / G, x[2], x[3]};

@@ -99,6 +99,9 @@ struct Sample {
   std::string table, variant;
 };
 
+/// True for the grouped expert GEMM families (features: expected experts touched G, rows, N, K).
+constexpr bool is_grouped(Family f) { return f == Family::grouped_w4a16 || f == Family::grouped_fp8 || f == Family::grouped_bf16; }
+
 /// Rows an expert with m routed tokens occupies in grouped family f once padded to the kernel's
 /// token tile: W4A16 (kernels/moe) tile bt = next power of two ≥ the mean rows per active expert,
 /// clamped to [8, 256], rows padded to a multiple of bt; cuBLASLt FP8 per-expert matmuls: m up to

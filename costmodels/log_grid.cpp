@@ -41,20 +41,15 @@ std::vector<double> make_knots(std::vector<double> v, double gap) {
   return k;
 }
 
-}  // namespace
-
-double LogGrid::eval(const double* x) const {
-  const int d = dims();
+// Multilinear interpolation at x (clamped to the knot range): calls f(offset, weight) for each of
+// the up to 2^d corners of x's grid cell with a non-zero weight, offset = Σ index·stride (row-major).
+// Axes of a single knot have no upper corner. Shared by eval() and the fit's data rows.
+template <class F>
+void for_each_corner(const std::vector<std::vector<double>>& knots, const double* x, const int* stride, F&& f) {
+  const int d = static_cast<int>(knots.size());
   int idx[kMaxGridDims];
   double w[kMaxGridDims];
-  int stride[kMaxGridDims];
-  int s = 1;
-  for (int a = d - 1; a >= 0; --a) {
-    stride[a] = s;
-    s *= static_cast<int>(knots[a].size());
-  }
-  for (int a = 0; a < d; ++a) locate(knots[a], std::clamp(x[a], lo(a), hi(a)), idx[a], w[a]);
-  double acc = 0;
+  for (int a = 0; a < d; ++a) locate(knots[a], std::clamp(x[a], knots[a].front(), knots[a].back()), idx[a], w[a]);
   for (int c = 0; c < (1 << d); ++c) {
     double wt = 1;
     int off = 0;
@@ -68,9 +63,22 @@ double LogGrid::eval(const double* x) const {
       wt *= up ? w[a] : 1 - w[a];
       off += (idx[a] + (up ? 1 : 0)) * stride[a];
     }
-    if (skip || wt == 0) continue;
-    acc += wt * values[off];
+    if (!skip && wt != 0) f(off, wt);
   }
+}
+
+}  // namespace
+
+double LogGrid::eval(const double* x) const {
+  const int d = dims();
+  int stride[kMaxGridDims];
+  int s = 1;
+  for (int a = d - 1; a >= 0; --a) {
+    stride[a] = s;
+    s *= static_cast<int>(knots[a].size());
+  }
+  double acc = 0;
+  for_each_corner(knots, x, stride, [&](int off, double wt) { acc += wt * values[off]; });
   return acc;
 }
 
@@ -98,24 +106,7 @@ LogGrid fit_log_grid(const std::vector<std::array<double, kMaxGridDims>>& x, con
   int row = 0;
   // data rows
   for (size_t i = 0; i < x.size(); ++i) {
-    int idx[kMaxGridDims];
-    double w[kMaxGridDims];
-    for (int a = 0; a < d; ++a) locate(g.knots[a], std::clamp(x[i][a], g.lo(a), g.hi(a)), idx[a], w[a]);
-    for (int c = 0; c < (1 << d); ++c) {
-      double wt = 1;
-      int off = 0;
-      bool skip = false;
-      for (int a = 0; a < d; ++a) {
-        const bool up = (c >> a) & 1;
-        if (up && n[a] == 1) {
-          skip = true;
-          break;
-        }
-        wt *= up ? w[a] : 1 - w[a];
-        off += (idx[a] + (up ? 1 : 0)) * stride[a];
-      }
-      if (!skip && wt != 0) trips.emplace_back(row, off, wt);
-    }
+    for_each_corner(g.knots, x[i].data(), stride, [&](int off, double wt) { trips.emplace_back(row, off, wt); });
     rhs.push_back(y[i]);
     ++row;
   }

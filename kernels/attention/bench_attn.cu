@@ -61,13 +61,7 @@ std::vector<int> MLA_HEADS = {96};  // --mla-heads
 std::vector<int> PROJ_TP;           // --proj-tp
 std::set<std::string> PROJ_GEMMS;   // --proj-gemms (empty: all)
 long PROJ_M_MAX = 16384;            // --proj-m-max
-std::vector<int> int_list(const std::string& s) {
-  std::vector<int> v;
-  std::stringstream ss(s);
-  for (std::string t; std::getline(ss, t, ',');)
-    if (!t.empty()) v.push_back(std::atoi(t.c_str()));
-  return v;
-}
+using servesim::kernels::int_list;
 
 // "<variant>|<shape JSON>" of every row of TABLE_DIR/<op>.json (empty without --skip-existing)
 std::set<std::string> existing_points(const std::string& op) {

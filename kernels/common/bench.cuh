@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,16 @@ struct GpuInfo {
   long long l2_bytes = 0, hbm_bytes = 0;
   int sm_clock_max_mhz = 0, mem_clock_max_mhz = 0;
 };
+
+/// Integers of a comma-separated command-line list ("8,4,2" -> {8, 4, 2}); empty items are skipped,
+/// a non-number reads as 0 (std::atoi).
+inline std::vector<int> int_list(const std::string& s) {
+  std::vector<int> v;
+  std::stringstream ss(s);
+  for (std::string t; std::getline(ss, t, ',');)
+    if (!t.empty()) v.push_back(std::atoi(t.c_str()));
+  return v;
+}
 
 inline std::string shell_first_line(const char* cmd) {
   std::string out;

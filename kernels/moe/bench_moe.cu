@@ -62,13 +62,7 @@ double elapsed(const Ctx& c) { return std::chrono::duration<double>(Clock::now()
 bool time_left(const Ctx& c) { return elapsed(c) < c.deadline_s; }
 bool want(const Ctx& c, const std::string& op) { return c.only.empty() || c.only.count(op); }
 bool want_model(const Ctx& c, const std::string& m) { return c.models.empty() || c.models.count(m); }
-std::vector<int> int_list(const std::string& s) {
-  std::vector<int> v;
-  std::stringstream ss(s);
-  for (std::string t; std::getline(ss, t, ',');)
-    if (!t.empty()) v.push_back(std::atoi(t.c_str()));
-  return v;
-}
+using servesim::kernels::int_list;
 
 /// Powers of two and the points 1.5x between them, in [lo, hi]: 1,2,3,4,6,8,12,...
 std::vector<long long> grid(long long lo, long long hi) {
