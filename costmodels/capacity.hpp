@@ -2,7 +2,7 @@
 // ("10K concurrency" node counts), reproducible under the article's own assumptions and rounding,
 // and the same derivation with the real model configs (memory.hpp). Pure functions.
 #pragma once
-#include "costmodels/model_spec.hpp"
+#include "scenarios/model_spec.hpp"
 
 #include <string>
 #include <vector>

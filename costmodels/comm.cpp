@@ -4,20 +4,6 @@
 
 namespace servesim {
 
-FabricParams fabric_of(const GpuSpec& g) {
-  FabricParams f;
-  f.gpus_per_node = g.gpus_per_node;
-  f.nvlink_bytes_per_s = g.nvlink_bytes_per_s_per_direction();
-  f.nvlink_latency_s = g.nvlink_latency_s;
-  f.nic_bytes_per_s = g.nic_bytes_per_s();
-  f.nic_latency_s = g.nic_latency_s;
-  f.nvlink_efficiency = g.nvlink_efficiency;
-  f.nic_efficiency = g.nic_efficiency;
-  f.nvlink_call_s = g.nvlink_call_overhead_s;
-  f.nic_call_s = g.nic_call_overhead_s;
-  return f;
-}
-
 double alltoall_time(const FabricParams& f, const AllToAllLoad& load) {
   double t = 0;
   if (load.intra_bytes > 0)

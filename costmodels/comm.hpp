@@ -5,33 +5,13 @@
 #pragma once
 #include <vector>
 
-#include "costmodels/gpu_spec.hpp"
+#include "scenarios/cluster_spec.hpp"
 
 namespace servesim {
 
 /// Link figures for the communication model. Bandwidths in bytes/s per GPU per direction;
 /// latencies in seconds. `*_efficiency` = achievable fraction of link bandwidth (1.0 = the fluid
 /// model; calibrated against measurements in issue 5).
-struct FabricParams {
-  int gpus_per_node = 8;
-  double nvlink_bytes_per_s = 450e9;  ///< H200: 900 GB/s bidirectional / 2 (hardware.md)
-  double nvlink_latency_s = 1e-6;
-  double nic_bytes_per_s = 50e9;      ///< 400 Gb/s (hardware.md)
-  double nic_latency_s = 3e-6;
-  double oversubscription = 1.0;      ///< node uplink = gpus_per_node × NIC / oversubscription
-  double nvlink_efficiency = 1.0;
-  double nic_efficiency = 1.0;
-  /// Fixed cost of one all-to-all call (kernel launch, synchronisation, handshakes) on top of the
-  /// link latencies, by the phase it applies to: NVLink (intra-node) and NIC (inter-node). Seconds.
-  /// 0 = the fluid model alone; calibrated values live in the hardware files (issue #5).
-  double nvlink_call_s = 0;
-  double nic_call_s = 0;
-};
-
-/// The fabric of a node of GPU `g` on a non-blocking network (oversubscription 1): bandwidths,
-/// latencies, efficiencies and per-call costs as the hardware file gives them. No errors.
-FabricParams fabric_of(const GpuSpec& g);
-
 /// Per-GPU traffic of one all-to-all: bytes the most loaded GPU sends (or receives) to GPUs of its
 /// own node and to GPUs of other nodes.
 struct AllToAllLoad {

@@ -2,8 +2,8 @@
 // the op descriptor it answers for. The analytic roofline model implements it here; the
 // kernel-fitted model (the default, fitted to the tables of costmodels/data/) in fitted.hpp.
 #pragma once
-#include "costmodels/dtype.hpp"
-#include "costmodels/gpu_spec.hpp"
+#include "scenarios/dtype.hpp"
+#include "scenarios/gpu_spec.hpp"
 
 #include <memory>
 #include <string>

@@ -36,7 +36,7 @@
 // measured efficiency is kept, and the model's name says "extrapolated from H200".
 #pragma once
 #include "costmodels/cost_model.hpp"
-#include "costmodels/fit.hpp"
+#include "costmodels/fit_set.hpp"
 
 #include <memory>
 #include <string>

@@ -7,8 +7,7 @@
 // The mapping from the engine's ops (OpKind + Op shape fields) onto these families is in
 // costmodels/fitted.cpp (and README "Cost models").
 #pragma once
-#include "costmodels/dtype.hpp"
-#include "costmodels/kernel_table.hpp"
+#include "scenarios/dtype.hpp"
 #include "costmodels/log_grid.hpp"
 
 #include <array>
@@ -112,21 +111,6 @@ double pad_rows(Family f, double m, double mean_active);
 /// routed rows in all, `active` of them at least one, when each expert's count is Poisson with
 /// mean rows/held (uniform routing). The grouped families' "rows" feature is padded rows.
 double expected_padded_rows(Family f, double rows, double held, double active);
-
-/// Host launch gap of one eagerly timed call: the median of (events-per-call time − CUDA-graph
-/// time per call) over every row measured both ways (the attention tables), seconds. The MoE and
-/// communication tables (issue #4) were timed per call with CUDA events only, so each of their
-/// rows includes one such gap that a CUDA-graph serving engine does not pay.
-double launch_gap_s(const std::map<std::string, KernelTable>& tables);
-
-/// Seconds of one row as a CUDA-graph engine sees it: us_median for graph-timed rows and for the
-/// whole-layer tables (moe_layer_*, replayed as one graph); else max(us_median − gap, us_median/4)
-/// (the first launch's gap removed, never below a quarter of the measured time).
-double graph_seconds(const KernelTable& t, const KernelRow& r, double gap_s);
-
-/// Training points of family f from the loaded tables (rows the family does not use are skipped),
-/// times as graph_seconds(gap_s). Throws std::runtime_error if a table the family needs is missing.
-std::vector<Sample> family_samples(Family f, const std::map<std::string, KernelTable>& tables, double gap_s);
 
 /// A fitted family: its surface, the smallest measured time (the latency floor used below the
 /// measured range) and the measured range is the grid's knot range.

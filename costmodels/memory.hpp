@@ -2,7 +2,7 @@
 // computed from a ModelSpec's dimensions with the formulas of shared/reference/model-facts.md §2.
 // Pure functions; no simulation state.
 #pragma once
-#include "costmodels/model_spec.hpp"
+#include "scenarios/model_spec.hpp"
 
 #include <string>
 #include <vector>

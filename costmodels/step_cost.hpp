@@ -5,7 +5,8 @@
 #pragma once
 #include "costmodels/comm.hpp"
 #include "costmodels/cost_model.hpp"
-#include "costmodels/model_spec.hpp"
+#include "scenarios/deployment.hpp"
+#include "scenarios/model_spec.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -13,15 +14,8 @@
 
 namespace servesim {
 
-/// How an instance is laid out. ep = GPUs of the instance (EP size); attn_tp = attention tensor
+/// How an instance is laid out (from a pool: instance_shape()). ep = GPUs of the instance (EP size); attn_tp = attention tensor
 /// parallelism inside a node; dp = ep / attn_tp attention groups.
-/// How EP dispatch/combine move tokens (DeepEP's two kernel families, published-measurements §3.4):
-///  hierarchical: one RDMA copy per destination node, then NVLink forwarding to the GPUs there
-///                (DeepEP "normal" kernels, used for prefill);
-///  direct:       one message per (token, routed expert) straight to the expert's GPU
-///                (DeepEP "low-latency" kernels, used for decode with CUDA graphs).
-enum class EpDispatch { hierarchical, direct };
-
 struct InstanceShape {
   int ep = 8;
   int attn_tp = 1;
@@ -31,6 +25,11 @@ struct InstanceShape {
   EpDispatch dispatch = EpDispatch::hierarchical;
   int dp() const { return ep / attn_tp; }
 };
+
+/// The shape of an instance of `pool`. No errors.
+inline InstanceShape instance_shape(const PoolSpec& pool) {
+  return {pool.ep, pool.attn_tp, pool.redundant_experts, pool.expert_imbalance, pool.two_batch_overlap, pool.ep_dispatch};
+}
 
 /// One sequence's work in a step: `new_tokens` tokens (decode: 1) appended after
 /// `context_before` tokens already in its cache. `emits_logits`: the step computes its logits

@@ -1,8 +1,5 @@
 #include "scenarios/scenario.hpp"
 
-#include "sim/batch_scheduler.hpp"
-#include "sim/prefix_cache.hpp"
-#include "sim/router.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -506,20 +503,12 @@ DeploymentSpec read_deployment(Obj o, const std::string& base_dir) {
     c.done();
   }
   if (d.cluster.nodes == 0) d.cluster.nodes = required_nodes(d);
-  // policies are chosen by name; a name no factory knows is refused here, naming the field
-  auto policy = [&](const char* key, const std::string& def, const auto& make) {
-    const std::string v = o.str(key, def);
-    try {
-      make(v);
-    } catch (const std::invalid_argument& e) {
-      o.fail(key, e.what());
-    }
-    return v;
-  };
-  d.router = policy("router", d.router, make_router);
-  d.decode_router = policy("decode_router", d.decode_router, make_router);
-  d.batch_scheduler = policy("batch_scheduler", d.batch_scheduler, make_batch_scheduler);
-  d.eviction = policy("eviction", d.eviction, make_eviction_policy);
+  // policies are chosen by name; the validate step (sim/validate.hpp) checks the names against
+  // the policy registries, naming the field
+  d.router = o.str("router", d.router);
+  d.decode_router = o.str("decode_router", d.decode_router);
+  d.batch_scheduler = o.str("batch_scheduler", d.batch_scheduler);
+  d.eviction = o.str("eviction", d.eviction);
   d.memory_utilization = o.num("memory_utilization", d.memory_utilization, 0.01, 1.0);
   d.reserved_bytes_per_gpu = o.num("reserved_gb_per_gpu", d.reserved_bytes_per_gpu / 1e9, 0) * 1e9;
   if (o.has("slo")) {
@@ -611,11 +600,6 @@ Scenario parse_scenario(const std::string& text, const std::string& origin, cons
     const std::string where = "deployments[" + std::to_string(i) + "]";
     DeploymentSpec d = read_deployment(Obj(deps[i], origin, where), base_dir);
     if (!names.insert(d.name).second) throw ScenarioError(origin + ": " + where + ".name: \"" + d.name + "\" is used twice (names must be unique)");
-    try {
-      validate_deployment(d, where);
-    } catch (const std::invalid_argument& e) {
-      throw ScenarioError(origin + ": " + e.what());
-    }
     const int a = s.workload.block_tokens, b = d.prefix_cache.block_tokens;
     if (d.prefix_cache.enabled && a % b != 0 && b % a != 0)
       throw ScenarioError(origin + ": " + where + ".prefix_cache.block_tokens: " + std::to_string(b) + " and the workload's " + std::to_string(a) +

@@ -3,10 +3,10 @@
 // cost models, engine, exporters) receives structs, never JSON. The format is documented in
 // README.md ("Scenario format").
 #pragma once
-#include "costmodels/gpu_spec.hpp"
-#include "costmodels/model_spec.hpp"
-#include "sim/deployment.hpp"
-#include "workloads/workload_spec.hpp"
+#include "scenarios/gpu_spec.hpp"
+#include "scenarios/model_spec.hpp"
+#include "scenarios/deployment.hpp"
+#include "scenarios/workload_spec.hpp"
 
 #include <cstdint>
 #include <stdexcept>
@@ -38,7 +38,8 @@ struct Scenario {
 /// scenarios/ (compiled in).
 std::string data_dir();
 
-/// Loads and validates a scenario file. Model and hardware references are names
+/// Loads a scenario file and checks its syntax, keys, types and ranges (whether its deployments can
+/// exist and its policy names are known is the validate step: sim/validate.hpp). Model and hardware references are names
 /// ("kimi-k3" → models/kimi-k3.json next to the scenario, else under data_dir()) or paths.
 /// Throws ScenarioError.
 Scenario load_scenario(const std::string& path);

@@ -8,6 +8,7 @@
 //   bytes offloaded into the store = bytes held in L2 + L3 + bytes that left the store
 // (loaded back, dropped, or dropped as stale).
 #pragma once
+#include "scenarios/deployment.hpp"
 #include "sim/prefix_cache.hpp"
 
 #include <cstdint>
@@ -17,15 +18,6 @@
 #include <vector>
 
 namespace servesim {
-
-struct TierSpec {
-  bool enabled = false;
-  double host_bytes_per_node = 0;    ///< L2 capacity per node (bytes)
-  bool storage_enabled = false;
-  double storage_bytes_per_node = 0;  ///< L3 capacity per node (bytes)
-  double storage_bytes_per_s = 0;     ///< L3 read/write bandwidth per node
-  double storage_latency_s = 0;
-};
 
 class KvStore {
  public:

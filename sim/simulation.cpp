@@ -110,8 +110,8 @@ struct Simulation::Impl {
     pmem = plan_gpu_memory(d, d.prefill);
     dmem = plan_gpu_memory(d, d.decode);
     const FabricParams fabric = fabric_params(d.cluster, d.gpu);
-    pstep = std::make_unique<StepCostModel>(d.model, cost, fabric, d.prefill.shape(), d.prefill.step_overhead_s);
-    dstep = std::make_unique<StepCostModel>(d.model, cost, fabric, d.decode.shape(), d.decode.step_overhead_s);
+    pstep = std::make_unique<StepCostModel>(d.model, cost, fabric, instance_shape(d.prefill), d.prefill.step_overhead_s);
+    dstep = std::make_unique<StepCostModel>(d.model, cost, fabric, instance_shape(d.decode), d.decode.step_overhead_s);
     prefill_router = make_router(d.router);
     decode_router = make_router(d.decode_router);
     scheduler = make_batch_scheduler(d.batch_scheduler);
@@ -191,7 +191,7 @@ struct Simulation::Impl {
     if (!pool.all_to_all_on_fabric || pool.ep <= d.gpu.gpus_per_node || st.a2a_inter_bytes_gpu <= 0 || st.comm_total_s <= 0) return;
     const double bytes = st.a2a_inter_bytes_gpu * pool.attn_tp;  // a TP group's NIC bytes, each direction
     const double rate = bytes / st.comm_total_s;
-    for (int r = 0; r < pool.shape().dp(); ++r) {
+    for (int r = 0; r < pool.dp(); ++r) {
       sg4::Host* g = platform.endpoint(first_gpu + r * pool.attn_tp);
       for (auto [a, b] : {std::pair{g, platform.spine}, std::pair{platform.spine, g}}) {
         // the rate must be set before both ends are: setting the destination starts the comm
@@ -283,10 +283,10 @@ struct Simulation::Impl {
     {
       int g = 0;
       for (int i = 0; i < d.prefill.instances; ++i, g += d.prefill.ep)
-        for (int r = 0; r < d.prefill.shape().dp(); ++r) groups.push_back({g + r * d.prefill.attn_tp, d.prefill.attn_tp});
+        for (int r = 0; r < d.prefill.dp(); ++r) groups.push_back({g + r * d.prefill.attn_tp, d.prefill.attn_tp});
       g = (g + per_node - 1) / per_node * per_node;
       for (int i = 0; i < d.decode.instances; ++i, g += d.decode.ep)
-        for (int r = 0; r < d.decode.shape().dp(); ++r) groups.push_back({g + r * d.decode.attn_tp, d.decode.attn_tp});
+        for (int r = 0; r < d.decode.dp(); ++r) groups.push_back({g + r * d.decode.attn_tp, d.decode.attn_tp});
     }
     platform = build_platform(d.cluster, d.gpu, d.kv_tiers.storage_bytes_per_s > 0 ? d.kv_tiers.storage_bytes_per_s : 25e9,
                               d.kv_tiers.storage_latency_s, groups);
@@ -295,7 +295,7 @@ struct Simulation::Impl {
       PrefillInst p;
       p.id = i, p.first_gpu = g;
       g += d.prefill.ep;
-      for (int r = 0; r < d.prefill.shape().dp(); ++r) {
+      for (int r = 0; r < d.prefill.dp(); ++r) {
         PrefillRank pr;
         pr.capacity = pmem.kv_budget;
         if (d.prefix_cache.enabled)
@@ -309,12 +309,12 @@ struct Simulation::Impl {
       DecodeInst q;
       q.id = i, q.first_gpu = g;
       g += d.decode.ep;
-      q.ranks.resize(static_cast<size_t>(d.decode.shape().dp()));
+      q.ranks.resize(static_cast<size_t>(d.decode.dp()));
       for (auto& r : q.ranks) r.capacity = dmem.kv_budget;
       decode.push_back(std::move(q));
     }
-    pwork.resize(static_cast<size_t>(d.prefill.shape().dp()));
-    dwork.resize(static_cast<size_t>(d.decode.shape().dp()));
+    pwork.resize(static_cast<size_t>(d.prefill.dp()));
+    dwork.resize(static_cast<size_t>(d.decode.dp()));
     for (auto& p : prefill) {
       p.actor = sg4::Actor::create("prefill" + std::to_string(p.id), platform.gpus[static_cast<size_t>(p.first_gpu)], [this, &p] { prefill_loop(p); });
       p.actor->daemonize();

@@ -12,8 +12,9 @@
 // step time (compute of every layer + TP all-reduces + EP all-to-alls). KV transfers are the only
 // real network flows.
 #pragma once
+#include "costmodels/feasibility.hpp"
 #include "costmodels/cost_model.hpp"
-#include "sim/deployment.hpp"
+#include "scenarios/deployment.hpp"
 #include "sim/events.hpp"
 #include "workloads/request.hpp"
 

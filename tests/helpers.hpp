@@ -1,8 +1,9 @@
 // Shared test helpers: paths to the source tree's data and the shared traces.
 #pragma once
+#include "costmodels/feasibility.hpp"
 #include "costmodels/cost_model.hpp"
 #include "scenarios/scenario.hpp"
-#include "sim/deployment.hpp"
+#include "scenarios/deployment.hpp"
 
 #include <cstdlib>
 #include <filesystem>

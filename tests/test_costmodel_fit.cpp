@@ -3,8 +3,8 @@
 // sanity of the engine's step times, range flags, hardware scaling, the communication calibration
 // and the published-number checks.
 #include "costmodels/factory.hpp"
-#include "costmodels/fit.hpp"
-#include "costmodels/fit_report.hpp"
+#include "costmodels/calibration/fit.hpp"
+#include "costmodels/calibration/fit_report.hpp"
 #include "costmodels/fitted.hpp"
 #include "costmodels/log_grid.hpp"
 #include "costmodels/step_cost.hpp"

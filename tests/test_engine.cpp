@@ -4,6 +4,7 @@
 #include "costmodels/factory.hpp"
 #include "costmodels/memory.hpp"
 #include "helpers.hpp"
+#include "workloads/source.hpp"
 #include "sim/simulation.hpp"
 #include "workloads/synthetic.hpp"
 

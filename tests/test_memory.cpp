@@ -2,7 +2,7 @@
 // (shared/reference/model-facts.md §1-§2).
 #include "costmodels/memory.hpp"
 #include "helpers.hpp"
-#include "sim/deployment.hpp"
+#include "scenarios/deployment.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,7 @@
 // Scenario loading: the shipped scenarios load; every kind of bad input is refused with a message
 // naming the file, the line/column or the field, and what was expected.
 #include "helpers.hpp"
+#include "sim/validate.hpp"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +17,7 @@ std::string scenario_with(const std::string& deployment_extra, const std::string
 
 std::string error_of(const std::string& text) {
   try {
-    parse_scenario(text, "s.json", test::data("scenarios"));
+    validate_scenario(parse_scenario(text, "s.json", test::data("scenarios")));
   } catch (const ScenarioError& e) {
     return e.what();
   }
@@ -31,7 +32,7 @@ TEST(Scenario, ShippedScenariosLoad) {
   EXPECT_EQ(s.deployments[0].model.name, "kimi-k3");
   EXPECT_EQ(s.deployments[1].model.name, "deepseek-v4-pro");
   EXPECT_EQ(s.deployments[0].cluster.nodes, 8);  // 32 + 32 GPUs
-  for (const char* f : {"scenarios/mooncake-conversation.json", "scenarios/dsv3-sglang-96xh100.json"}) EXPECT_NO_THROW(load_scenario(test::data(f))) << f;
+  for (const char* f : {"scenarios/mooncake-conversation.json", "scenarios/dsv3-sglang-96xh100.json"}) EXPECT_NO_THROW(validate_scenario(load_scenario(test::data(f)))) << f;
 }
 
 TEST(Scenario, MalformedJsonNamesLineAndColumn) {

@@ -3,6 +3,7 @@
 // step overheads, KV bytes and link figures alone.
 #include "costmodels/memory.hpp"
 #include "helpers.hpp"
+#include "workloads/source.hpp"
 #include "sim/simulation.hpp"
 #include "workloads/agent.hpp"
 #include "workloads/mooncake.hpp"

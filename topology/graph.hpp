@@ -3,8 +3,8 @@
 // one leaf (NIC side) per node, one spine. Edges are directed, one per link direction, with
 // capacities in bytes/s.
 #pragma once
-#include "costmodels/gpu_spec.hpp"
-#include "topology/cluster_spec.hpp"
+#include "scenarios/gpu_spec.hpp"
+#include "scenarios/cluster_spec.hpp"
 
 #include <string>
 #include <vector>

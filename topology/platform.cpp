@@ -10,12 +10,6 @@ namespace sg4 = simgrid::s4u;
 
 namespace servesim {
 
-FabricParams fabric_params(const ClusterSpec& c, const GpuSpec& g) {
-  FabricParams f = fabric_of(g);
-  f.oversubscription = c.fabric == FabricKind::fat_tree ? c.oversubscription : 1.0;
-  return f;
-}
-
 void configure_network_model() {
   if (simgrid::config::is_default("network/model")) sg4::Engine::set_config("network/model:CM02");
   if (simgrid::config::is_default("network/crosstraffic")) sg4::Engine::set_config("network/crosstraffic:0");

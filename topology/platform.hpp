@@ -16,7 +16,7 @@
 //     host the controller actors run on (never on a data path).
 // Link figures: GpuSpec (bytes/s per direction, seconds). Requires a live simgrid::s4u::Engine.
 #pragma once
-#include "topology/cluster_spec.hpp"
+#include "scenarios/cluster_spec.hpp"
 
 #include <simgrid/s4u.hpp>
 

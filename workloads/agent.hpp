@@ -10,8 +10,10 @@
 // the same rounds, lengths and think times whatever deployment runs it; start times come from a
 // separate stream. Defaults (scenario loader) and their sources: README.md ("Agent sessions").
 #pragma once
+#include "workloads/request.hpp"
+#include "workloads/rng.hpp"
 #include "workloads/session_blocks.hpp"
-#include "workloads/workload_spec.hpp"
+#include "scenarios/workload_spec.hpp"
 
 #include <unordered_map>
 #include <vector>

@@ -1,9 +1,5 @@
 #include "workloads/synthetic.hpp"
 
-#include "workloads/agent.hpp"
-#include "workloads/csv_traces.hpp"
-#include "workloads/mooncake.hpp"
-#include "workloads/tracelab.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -50,25 +46,5 @@ std::string SyntheticSource::describe() const {
   return o.str();
 }
 
-std::unique_ptr<RequestSource> make_source(const WorkloadSpec& spec, std::uint64_t seed) {
-  using K = WorkloadSpec::Kind;
-  switch (spec.kind) {
-    case K::mooncake:
-      return std::make_unique<MooncakeReader>(spec.trace_path, spec.time_scale, spec.jitter_s, spec.block_tokens, spec.max_requests, seed,
-                                              spec.skip_bad_rows);
-    case K::azure:
-      return std::make_unique<CsvRequestReader>(CsvRequestReader::Format::azure, spec.trace_path, spec.time_scale, spec.max_requests, spec.skip_bad_rows);
-    case K::burstgpt:
-      return std::make_unique<CsvRequestReader>(CsvRequestReader::Format::burstgpt, spec.trace_path, spec.time_scale, spec.max_requests,
-                                                spec.skip_bad_rows);
-    case K::tracelab_replay:
-      return std::make_unique<TraceLabReplayReader>(spec.trace_path, spec.time_scale, spec.max_requests, spec.block_tokens, spec.skip_bad_rows);
-    case K::tracelab_rounds:
-      return std::make_unique<TraceLabRoundsReader>(spec.trace_path, spec.time_scale, spec.max_requests, spec.block_tokens, spec.skip_bad_rows);
-    case K::agent: return std::make_unique<AgentSessionSource>(spec, seed);
-    case K::synthetic: break;
-  }
-  return std::make_unique<SyntheticSource>(spec, seed);
-}
 
 }  // namespace servesim

@@ -3,8 +3,9 @@
 // (`shared_prefix_tokens`, whole blocks with ids 0..k-1, common to all requests); its other blocks
 // get fresh ids, so only the system prompt is ever reused.
 #pragma once
+#include "workloads/request.hpp"
 #include "workloads/rng.hpp"
-#include "workloads/workload_spec.hpp"
+#include "scenarios/workload_spec.hpp"
 
 namespace servesim {
 

@@ -1,3 +1,4 @@
+#include "costmodels/feasibility.hpp"
 #include "sim/cli/commands.hpp"
 
 #include "costmodels/capacity.hpp"
@@ -6,6 +7,8 @@
 #include "scenarios/scenario.hpp"
 #include "sim/exporters/writers.hpp"
 #include "sim/simulation.hpp"
+#include "sim/validate.hpp"
+#include "workloads/source.hpp"
 #include "topology/graph.hpp"
 
 #include <fmt/format.h>
@@ -33,7 +36,9 @@ std::string gb(double bytes, int prec = 1) { return fmt::format("{:.{}f} GB", by
 
 std::optional<Scenario> load_or_report(const std::string& path) {
   try {
-    return load_scenario(path);
+    Scenario s = load_scenario(path);
+    validate_scenario(s);
+    return s;
   } catch (const ScenarioError& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return std::nullopt;
@@ -113,7 +118,7 @@ int run(const RunArgs& a) {
   if (a.seed >= 0) s.seed = static_cast<std::uint64_t>(a.seed);
   if (a.horizon_s >= 0) s.horizon_s = a.horizon_s;
   if (a.time_scale > 0) {
-    if (s.workload.kind == WorkloadSpec::Kind::synthetic || s.workload.kind == WorkloadSpec::Kind::agent) {
+    if (!is_trace(s.workload.kind)) {
       fmt::print(stderr, "error: --time-scale applies to trace replays; this scenario's workload is generated (set its rate instead)\n");
       return 2;
     }
@@ -142,7 +147,7 @@ int run(const RunArgs& a) {
   long long requests = 0;
   try {
     auto src = make_source(s.workload, s.seed);
-    const bool walk = s.workload.kind != WorkloadSpec::Kind::synthetic && s.workload.kind != WorkloadSpec::Kind::agent;
+    const bool walk = is_trace(s.workload.kind);
     while (auto r = src->next()) {
       ++requests;
       for (auto f = walk ? src->follow_up(*r, r->arrival_s) : std::nullopt; f; f = src->follow_up(*f, f->arrival_s)) ++requests;
@@ -277,14 +282,14 @@ int step(const StepArgs& a) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 2;
   }
-  StepCostModel m(d->model, cost, fabric_params(d->cluster, d->gpu), pool.shape(), pool.step_overhead_s);
-  std::vector<std::vector<SeqWork>> ranks(static_cast<size_t>(pool.shape().dp()),
+  StepCostModel m(d->model, cost, fabric_params(d->cluster, d->gpu), instance_shape(pool), pool.step_overhead_s);
+  std::vector<std::vector<SeqWork>> ranks(static_cast<size_t>(pool.dp()),
                                           std::vector<SeqWork>(static_cast<size_t>(a.seqs_per_rank), SeqWork{tokens, context, true}));
   const StepTime t = m.step(ranks, decode ? Phase::decode : Phase::prefill);
-  const double all_tokens = static_cast<double>(tokens * a.seqs_per_rank * pool.shape().dp());
+  const double all_tokens = static_cast<double>(tokens * a.seqs_per_rank * pool.dp());
   const double nodes = std::max(1.0, static_cast<double>(pool.ep) / d->gpu.gpus_per_node);
   fmt::print("{} {} step of one instance (EP{}, attn TP{}, DP{}): {} sequence{} per DP rank, {} new token{} each, {} cached\n", d->name,
-             a.phase, pool.ep, pool.attn_tp, pool.shape().dp(), a.seqs_per_rank, a.seqs_per_rank == 1 ? "" : "s", tokens,
+             a.phase, pool.ep, pool.attn_tp, pool.dp(), a.seqs_per_rank, a.seqs_per_rank == 1 ? "" : "s", tokens,
              tokens == 1 ? "" : "s", context);
   fmt::print("  step time      {:10.3f} ms  (attention {:.3f}, FFN {:.3f}, exposed communication {:.3f}, other {:.3f})\n", t.total_s * 1e3,
              t.attention_s * 1e3, t.ffn_s * 1e3, t.comm_s * 1e3, t.other_s * 1e3);

@@ -2,8 +2,8 @@
 // tables, and print its held-out accuracy and its checks against published numbers.
 #include "sim/cli/costmodel_cmd.hpp"
 
-#include "costmodels/fit.hpp"
-#include "costmodels/fit_report.hpp"
+#include "costmodels/calibration/fit.hpp"
+#include "costmodels/calibration/fit_report.hpp"
 #include "costmodels/fitted.hpp"
 #include "scenarios/scenario.hpp"
 

@@ -1,7 +1,7 @@
 // servesim exporters: the metrics collector. Subscribes to engine events and reduces them to the
 // run's summary figures (latency percentiles, throughput, goodput, memory, cache hit rates).
 #pragma once
-#include "sim/deployment.hpp"
+#include "scenarios/deployment.hpp"
 #include "sim/events.hpp"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-#include "costmodels/kernel_table.hpp"
+#include "costmodels/calibration/kernel_table.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -30,16 +30,6 @@ std::string KernelRow::s(const std::string& k) const {
   return it == str.end() ? std::string() : it->second;
 }
 
-std::string fnv1a64_hex(const std::string& bytes) {
-  std::uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
 
 namespace {
 

@@ -1,8 +1,8 @@
-// servesim costmodels: a model architecture as plain data. Loaded from scenarios/models/*.json by
+// servesim scenarios: a model architecture as plain data. Loaded from scenarios/models/*.json by
 // the scenario loader; code knows op kinds (KDA, MLA, CSA, HCA, SWA, dense FFN, MoE), never model
 // names. Every dimension's source is recorded in the model's JSON file ("source" fields).
 #pragma once
-#include "costmodels/dtype.hpp"
+#include "scenarios/dtype.hpp"
 
 #include <map>
 #include <string>

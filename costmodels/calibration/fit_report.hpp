@@ -5,8 +5,8 @@
 //  - published H800 kernel numbers (published-measurements.md §3.6-3.7, model-facts §3) against
 //    our kernels' fits scaled to the H800 by the roofline-bound ratio.
 #pragma once
-#include "costmodels/fit.hpp"
-#include "costmodels/model_spec.hpp"
+#include "costmodels/calibration/fit.hpp"
+#include "scenarios/model_spec.hpp"
 
 #include <map>
 #include <memory>

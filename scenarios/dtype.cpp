@@ -1,4 +1,4 @@
-#include "costmodels/dtype.hpp"
+#include "scenarios/dtype.hpp"
 
 #include <stdexcept>
 

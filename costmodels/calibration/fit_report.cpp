@@ -1,4 +1,6 @@
-#include "costmodels/fit_report.hpp"
+#include "costmodels/calibration/fit_report.hpp"
+
+#include "costmodels/calibration/samples.hpp"
 
 #include "costmodels/fitted.hpp"
 #include "costmodels/step_cost.hpp"

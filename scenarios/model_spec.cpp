@@ -1,4 +1,4 @@
-#include "costmodels/model_spec.hpp"
+#include "scenarios/model_spec.hpp"
 
 namespace servesim {
 

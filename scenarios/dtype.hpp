@@ -1,4 +1,4 @@
-// servesim costmodels: numeric storage formats and their sizes.
+// servesim scenarios: numeric storage formats and their sizes.
 #pragma once
 #include <string>
 #include <string_view>

@@ -2,6 +2,7 @@
 // kernels/common/bench.cuh; one JSON file per op in costmodels/data/<gpu>/). Only the fitter
 // (costmodels/fit.hpp) and `servesim costmodel` read them; the engine never does.
 #pragma once
+#include "costmodels/fit_set.hpp"
 #include <map>
 #include <optional>
 #include <string>
@@ -46,7 +47,5 @@ KernelTable load_kernel_table(const std::string& path);
 /// are skipped), keyed by file name. Throws std::runtime_error if the folder has none.
 std::map<std::string, KernelTable> load_kernel_tables(const std::string& dir);
 
-/// FNV-1a 64-bit hash of a byte string, as 16 lowercase hex digits (content fingerprints).
-std::string fnv1a64_hex(const std::string& bytes);
 
 }  // namespace servesim

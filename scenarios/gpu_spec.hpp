@@ -1,4 +1,4 @@
-// servesim costmodels: a GPU (and its node) as plain data, loaded from scenarios/hardware/*.json.
+// servesim scenarios: a GPU (and its node) as plain data, loaded from scenarios/hardware/*.json.
 // Every figure's source (datasheet or measurement) is recorded in that file's "sources".
 #pragma once
 #include <array>

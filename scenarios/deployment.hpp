@@ -1,17 +1,32 @@
-// servesim sim: a deployment (model × GPU × cluster × PD pools × policies) as plain data, and the
-// per-GPU memory plan that decides whether it exists. The scenario loader fills these structs;
-// the engine never parses JSON.
+// servesim scenarios: a deployment (model × GPU × cluster × PD pools × policies) as plain data,
+// with every default in this file. The scenario loader fills these structs; the engine never parses
+// JSON. Whether a deployment can exist (memory, divisibility) is costmodels/feasibility.hpp.
 #pragma once
-#include "costmodels/gpu_spec.hpp"
-#include "costmodels/model_spec.hpp"
-#include "costmodels/step_cost.hpp"
-#include "sim/kv_store.hpp"
-#include "topology/cluster_spec.hpp"
+#include "scenarios/gpu_spec.hpp"
+#include "scenarios/model_spec.hpp"
+#include "scenarios/cluster_spec.hpp"
 
 #include <string>
 #include <vector>
 
 namespace servesim {
+
+/// How EP dispatch/combine move tokens (DeepEP's two kernel families, published-measurements §3.4):
+///  hierarchical: one RDMA copy per destination node, then NVLink forwarding to the GPUs there
+///                (DeepEP "normal" kernels, used for prefill);
+///  direct:       one message per (token, routed expert) straight to the expert's GPU
+///                (DeepEP "low-latency" kernels, used for decode with CUDA graphs).
+enum class EpDispatch { hierarchical, direct };
+
+/// KV tiers below the GPUs (sim/kvcache/kv_store.hpp): L2 host DRAM and L3 storage per node.
+struct TierSpec {
+  bool enabled = false;
+  double host_bytes_per_node = 0;    ///< L2 capacity per node (bytes)
+  bool storage_enabled = false;
+  double storage_bytes_per_node = 0;  ///< L3 capacity per node (bytes)
+  double storage_bytes_per_s = 0;     ///< L3 read/write bandwidth per node
+  double storage_latency_s = 0;
+};
 
 /// One pool of identical instances (prefill or decode). An instance is an EP group of `ep` GPUs
 /// whose attention runs with tensor parallelism `attn_tp` over DP = ep / attn_tp groups ("ranks").
@@ -32,7 +47,7 @@ struct PoolSpec {
   /// transfers, offloads and load-backs compete with EP traffic. The step time itself stays the
   /// closed form. Off by default: it adds 2 flows per TP group per step.
   bool all_to_all_on_fabric = false;
-  InstanceShape shape() const { return {ep, attn_tp, redundant_experts, expert_imbalance, two_batch_overlap, ep_dispatch}; }
+  int dp() const { return ep / attn_tp; }  ///< attention data-parallel groups (ranks) per instance
 };
 
 struct SloSpec {
@@ -62,25 +77,17 @@ struct DeploymentSpec {
   TierSpec kv_tiers;  ///< session KV offload to host DRAM / storage (disabled by default)
 };
 
-/// Where one GPU's HBM goes (bytes).
-struct GpuMemoryPlan {
-  double hbm = 0, usable = 0;  ///< usable = hbm × memory_utilization
-  double expert_weights = 0, other_weights = 0, workspace = 0, reserved = 0;
-  double kv_budget = 0;  ///< usable − weights − workspace − reserved (may be ≤ 0: does not fit)
-  bool fits() const { return kv_budget > 0; }
+/// Where each instance's GPUs are: instance i of a pool owns GPUs [first_gpu[i], first_gpu[i] + ep);
+/// prefill instances from GPU 0 on, the decode pool from the next node boundary on; within an
+/// instance, DP rank r's attention-TP group is GPUs first_gpu + r·attn_tp … + attn_tp − 1.
+struct GpuLayout {
+  std::vector<int> prefill_first_gpu, decode_first_gpu;
+  int gpus = 0;  ///< GPUs the pools take, each pool rounded up to whole nodes
 };
+GpuLayout gpu_layout(const DeploymentSpec& d);
 
-/// Memory plan of one GPU of a pool's instance (costmodels/memory.hpp formulas).
-GpuMemoryPlan plan_gpu_memory(const DeploymentSpec& d, const PoolSpec& pool);
-
-/// GPUs the pools need (instances × ep, each pool starting on a node boundary) and nodes.
+/// GPUs the pools need (gpu_layout(d).gpus) and nodes.
 int required_gpus(const DeploymentSpec& d);
 int required_nodes(const DeploymentSpec& d);
-
-/// Checks that the deployment can exist: ep a multiple of attn_tp, attn_tp within a node, ep a
-/// divisor or a multiple of gpus_per_node, experts divisible over ep (with redundant copies),
-/// enough nodes, weights + workspace fit in HBM on both pools. Throws std::invalid_argument with a
-/// message naming the field ("deployments[i].decode.ep", ...) and the fix.
-void validate_deployment(const DeploymentSpec& d, const std::string& where);
 
 }  // namespace servesim

@@ -1,11 +1,9 @@
-// servesim workloads: what workload to run, as plain data (the scenario loader fills it), and the
-// factory that turns it into a RequestSource.
+// servesim scenarios: what workload to run, as plain data (the scenario loader fills it); the
+// readers and generators that turn it into requests are in workloads/ (workloads/source.hpp).
 #pragma once
-#include "workloads/dist.hpp"
-#include "workloads/request.hpp"
+#include "scenarios/dist.hpp"
 
 #include <cstdint>
-#include <memory>
 #include <string>
 
 namespace servesim {
@@ -38,8 +36,7 @@ struct WorkloadSpec {
   Dist think_s;                 ///< tool/think time between a round's output and the next round
 };
 
-/// Builds the source for a spec. `seed` drives every random choice (synthetic draws, jitter).
-/// Throws std::runtime_error when a trace file cannot be opened (naming it).
-std::unique_ptr<RequestSource> make_source(const WorkloadSpec& spec, std::uint64_t seed);
+/// True for the kinds that replay a trace file (every kind but the generators synthetic and agent).
+inline bool is_trace(WorkloadSpec::Kind k) { return k != WorkloadSpec::Kind::synthetic && k != WorkloadSpec::Kind::agent; }
 
 }  // namespace servesim

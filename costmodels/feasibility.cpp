@@ -1,4 +1,4 @@
-#include "sim/deployment.hpp"
+#include "costmodels/feasibility.hpp"
 
 #include "costmodels/memory.hpp"
 
@@ -17,11 +17,6 @@ std::string gb(double b) {
   return o.str();
 }
 
-int pool_gpus(const PoolSpec& p, int per_node) {
-  const int g = p.instances * p.ep;
-  return (g + per_node - 1) / per_node * per_node;  // each pool starts on a node boundary
-}
-
 }  // namespace
 
 GpuMemoryPlan plan_gpu_memory(const DeploymentSpec& d, const PoolSpec& pool) {
@@ -37,12 +32,6 @@ GpuMemoryPlan plan_gpu_memory(const DeploymentSpec& d, const PoolSpec& pool) {
   m.kv_budget = m.usable - m.expert_weights - m.other_weights - m.workspace - m.reserved;
   return m;
 }
-
-int required_gpus(const DeploymentSpec& d) {
-  return pool_gpus(d.prefill, d.gpu.gpus_per_node) + pool_gpus(d.decode, d.gpu.gpus_per_node);
-}
-
-int required_nodes(const DeploymentSpec& d) { return required_gpus(d) / d.gpu.gpus_per_node; }
 
 void validate_deployment(const DeploymentSpec& d, const std::string& where) {
   const int per_node = d.gpu.gpus_per_node;

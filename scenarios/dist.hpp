@@ -1,6 +1,6 @@
-// servesim workloads: distributions of token counts and times, as scenario data.
+// servesim scenarios: distributions of token counts and times, as scenario data. Sampling takes
+// any generator with normal(), exponential(mean) and uniform() (workloads/rng.hpp's Rng).
 #pragma once
-#include "workloads/rng.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -14,6 +14,7 @@ struct Dist {
   double value = 1, mu = 0, sigma = 0, mean = 1;
   double min = 0, max = 1e18;
 
+  template <class Rng>
   double sample(Rng& rng) const {
     double x = value;
     switch (kind) {
@@ -24,6 +25,7 @@ struct Dist {
     }
     return std::clamp(x, min, max);
   }
+  template <class Rng>
   long long sample_tokens(Rng& rng) const { return std::llround(sample(rng)); }
   /// Mean of the distribution before clamping (for documentation and Little's-law estimates).
   double nominal_mean() const {

@@ -1,0 +1,37 @@
+#include "sim/validate.hpp"
+
+#include "costmodels/feasibility.hpp"
+#include "sim/batch_scheduler.hpp"
+#include "sim/prefix_cache.hpp"
+#include "sim/router.hpp"
+
+#include <stdexcept>
+
+namespace servesim {
+
+void validate_deployment_and_policies(const DeploymentSpec& d, const std::string& where) {
+  auto policy = [&](const char* key, const std::string& name, const auto& make) {
+    try {
+      make(name);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(where + "." + key + ": " + e.what());
+    }
+  };
+  policy("router", d.router, make_router);
+  policy("decode_router", d.decode_router, make_router);
+  policy("batch_scheduler", d.batch_scheduler, make_batch_scheduler);
+  policy("eviction", d.eviction, make_eviction_policy);
+  validate_deployment(d, where);
+}
+
+void validate_scenario(const Scenario& s) {
+  for (size_t i = 0; i < s.deployments.size(); ++i) {
+    try {
+      validate_deployment_and_policies(s.deployments[i], "deployments[" + std::to_string(i) + "]");
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError(s.path + ": " + e.what());
+    }
+  }
+}
+
+}  // namespace servesim

@@ -1,0 +1,52 @@
+#include "workloads/source.hpp"
+
+#include "workloads/agent.hpp"
+#include "workloads/csv_traces.hpp"
+#include "workloads/mooncake.hpp"
+#include "workloads/synthetic.hpp"
+#include "workloads/tracelab.hpp"
+
+#include <functional>
+#include <map>
+
+namespace servesim {
+
+namespace {
+
+using Factory = std::function<std::unique_ptr<RequestSource>(const WorkloadSpec&, std::uint64_t seed)>;
+using K = WorkloadSpec::Kind;
+
+// The source table: one row per workload kind.
+const std::map<K, Factory>& sources() {
+  static const std::map<K, Factory> table = {
+      {K::synthetic, [](const WorkloadSpec& s, std::uint64_t seed) { return std::make_unique<SyntheticSource>(s, seed); }},
+      {K::agent, [](const WorkloadSpec& s, std::uint64_t seed) { return std::make_unique<AgentSessionSource>(s, seed); }},
+      {K::mooncake,
+       [](const WorkloadSpec& s, std::uint64_t seed) {
+         return std::make_unique<MooncakeReader>(s.trace_path, s.time_scale, s.jitter_s, s.block_tokens, s.max_requests, seed, s.skip_bad_rows);
+       }},
+      {K::azure,
+       [](const WorkloadSpec& s, std::uint64_t) {
+         return std::make_unique<CsvRequestReader>(CsvRequestReader::Format::azure, s.trace_path, s.time_scale, s.max_requests, s.skip_bad_rows);
+       }},
+      {K::burstgpt,
+       [](const WorkloadSpec& s, std::uint64_t) {
+         return std::make_unique<CsvRequestReader>(CsvRequestReader::Format::burstgpt, s.trace_path, s.time_scale, s.max_requests, s.skip_bad_rows);
+       }},
+      {K::tracelab_replay,
+       [](const WorkloadSpec& s, std::uint64_t) {
+         return std::make_unique<TraceLabReplayReader>(s.trace_path, s.time_scale, s.max_requests, s.block_tokens, s.skip_bad_rows);
+       }},
+      {K::tracelab_rounds,
+       [](const WorkloadSpec& s, std::uint64_t) {
+         return std::make_unique<TraceLabRoundsReader>(s.trace_path, s.time_scale, s.max_requests, s.block_tokens, s.skip_bad_rows);
+       }},
+  };
+  return table;
+}
+
+}  // namespace
+
+std::unique_ptr<RequestSource> make_source(const WorkloadSpec& spec, std::uint64_t seed) { return sources().at(spec.kind)(spec, seed); }
+
+}  // namespace servesim
