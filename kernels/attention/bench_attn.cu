@@ -5,6 +5,8 @@
 //              [--skip-existing TABLE_DIR] [--share-scale SECONDS_PER_SHARE]
 //              [--mla-heads 96] [--proj-tp 8,4,2] [--proj-gemms kv_b,...] [--proj-m-max 16384]
 //
+// --mla-decode-heads: head counts of the mla_decode sweep besides 96 (default 128,64,48,32,24,16,12;
+// three contexts each); --mla-decode-no-legacy: leave out the earlier mma.sync kernel's comparison rows.
 // --mla-heads: heads per GPU of the mla_prefill sweep (default 96; attention TP t gives 96/t). The
 // (chunk, prefix) grid is bounded by 6e13 FLOP and 40 GB of K/V at the swept head count.
 // --proj-gemms: with --proj-tp, only these K3 projections (e.g. kv_b, which the MLA prefill op runs
@@ -58,6 +60,8 @@ std::vector<std::string> SUMMARY;
 std::set<std::string> ONLY;
 std::string SKIP_DIR;  // --skip-existing
 std::vector<int> MLA_HEADS = {96};  // --mla-heads
+std::vector<int> MLA_DECODE_HEADS = {128, 64, 48, 32, 24, 16, 12};  // --mla-decode-heads
+bool MLA_DECODE_LEGACY = true;      // --mla-decode-no-legacy
 std::vector<int> PROJ_TP;           // --proj-tp
 std::set<std::string> PROJ_GEMMS;   // --proj-gemms (empty: all)
 long PROJ_M_MAX = 16384;            // --proj-m-max
@@ -463,24 +467,36 @@ struct MlaDecodeSet {
 void bench_mla_decode() {
   OpRun r("mla_decode", "kimi-k3",
           "K3 gated-MLA absorbed decode (MQA d_k 576 / d_v 512) over a paged BF16 latent cache (page 64), split-KV "
-          "flash decoding; variant tn64/tn32 = KV rows per tile; 'mixed' rows have per-sequence contexts uniform in "
-          "[0.25, 1.75] x ctx_mean",
+          "flash decoding; variant wgmma_tma_m64_tn64 = the sm_90a kernel (TMA pages, wgmma, 64-head groups), "
+          "mt*_tn64/tn32 = the earlier mma.sync kernel (KV rows per tile); 'mixed' rows have per-sequence contexts "
+          "uniform in [0.25, 1.75] x ctx_mean",
           "2*H*sum(L)*(576+512)", "sum(L)*1152 + B*H*(576+512)*2", 70);
   struct P { int B, H; long L; bool mixed; int variant; };
   std::vector<P> pts;
   const double cap = 40e9;
+  // variant 0 (the wgmma kernel) on the committed grid: H=96 everywhere, the TP-sharded head counts
+  // 48/24/12 and the other deployments' 128/64/32/16 at three contexts, mixed contexts at H=96
   for (long L : qgrid(grid(1024, 1 << 20)))
     for (long B : qgrid(grid(1, 512)))
       if (1.0 * B * L * 1152 <= cap) pts.push_back({static_cast<int>(B), 96, L, false, 0});
-  for (int H : {48, 24, 12})  // heads per GPU under attention TP 2 / 4 / 8 (latent cache replicated)
+  for (int H : MLA_DECODE_HEADS)  // heads per GPU under attention TP (latent cache replicated)
     for (long L : {4096L, 32768L, 262144L})
       for (long B : qgrid(grid(1, 512)))
         if (1.0 * B * L * 1152 <= cap) pts.push_back({static_cast<int>(B), H, L, false, 0});
   for (long L : {2048L, 8192L, 32768L})
     for (int B : {8, 32, 128, 512})
       if (1.75 * B * L * 1152 <= cap) pts.push_back({B, 96, L, true, 0});
-  for (long L : {4096L, 65536L})
-    for (int B : {1, 16, 128}) pts.push_back({B, 96, L, false, 1});
+  // the issue's production reference points (128 heads: 256 x 2K, 16 x 64K) and the earlier
+  // mma.sync kernel (variant 2) beside the new one at a few points, for before/after in one run
+  pts.push_back({256, 128, 2048, false, 0});
+  pts.push_back({16, 128, 65536, false, 0});
+  if (MLA_DECODE_LEGACY) {
+    for (long L : {4096L, 65536L})
+      for (int B : {1, 16, 128}) pts.push_back({B, 96, L, false, 2});
+    pts.push_back({256, 128, 2048, false, 2});
+    pts.push_back({16, 128, 65536, false, 2});
+    for (int H : {48, 24, 12}) pts.push_back({128, H, 32768, false, 2});
+  }
   std::stable_sort(pts.begin(), pts.end(), [](const P& a, const P& b) { return 1.0 * a.B * a.L < 1.0 * b.B * b.L; });
   std::mt19937_64 rg(7);
   for (const auto& p : pts) {
@@ -526,7 +542,7 @@ void bench_mla_decode() {
       op->alloc(std::max<size_t>(1, mqa_part_floats(*plan, H)));
       lp->alloc(std::max<size_t>(1, mqa_lse_floats(*plan, H)));
       MqaArgs a;
-      a.nq = p.B; a.H = H; a.max_pages = maxp; a.page_size = 64; a.sm_scale = 1.f / std::sqrt(192.f);
+      a.nq = p.B; a.H = H; a.max_pages = maxp; a.page_size = 64; a.cache_pages = totp; a.sm_scale = 1.f / std::sqrt(192.f);
       a.out = out->p; a.o_part = op->p; a.lse_part = lp->p;
       const int variant = p.variant;
       return std::function<void(int)>([=](int i) {
@@ -539,29 +555,28 @@ void bench_mla_decode() {
     sets->clear();
   }
   r.finish();
-  double best = 0;
-  std::string at;
-  for (auto& rv : rows_of("mla_decode"))
-    if (rv.shape["ctx_mean"].get<long>() >= 4096 && rv.shape["heads"] == 96 && rv.tbps > best) {
-      best = rv.tbps;
-      at = rv.shape.dump();
-    }
-  ratio_line("mla_decode (ctx>=4K, H=96) best TB/s / (0.7*4.3)", best, 0.7 * 4.3, "TB/s");
-  SUMMARY.push_back("   best at " + at.substr(0, 120));
-  for (int H : {48, 24, 12}) {
-    double b = 0;
-    std::string where;
+  // issue 12 targets: memory-bound shapes >= 3.2 TB/s, compute-bound >= 600 TFLOP/s (ctx >= 4K)
+  for (int H : {128, 96, 64, 48, 32, 24, 16, 12}) {
+    double bt = 0, bf = 0;
+    std::string wt, wf;
     for (auto& rv : rows_of("mla_decode"))
-      if (rv.shape["heads"] == H && rv.shape["ctx_mean"].get<long>() >= 4096 && rv.tbps > b) { b = rv.tbps; where = rv.shape.dump(); }
-    ratio_line("mla_decode (ctx>=4K, H=" + std::to_string(H) + ") best TB/s / (0.7*4.3)", b, 0.7 * 4.3, "TB/s");
-    SUMMARY.push_back("   best at " + where.substr(0, 120));
+      if (rv.variant.rfind("wgmma", 0) == 0 && rv.shape["heads"] == H && rv.shape["ctx_mean"].get<long>() >= 4096) {
+        if (rv.tbps > bt) { bt = rv.tbps; wt = "B=" + rv.shape["batch"].dump() + " L=" + rv.shape["ctx"].dump(); }
+        if (rv.tflops > bf) { bf = rv.tflops; wf = "B=" + rv.shape["batch"].dump() + " L=" + rv.shape["ctx"].dump(); }
+      }
+    if (bt > 0) {
+      ratio_line("mla_decode wgmma H=" + std::to_string(H) + " best TB/s / 3.2 (" + wt + ")", bt, 3.2, "TB/s");
+      ratio_line("mla_decode wgmma H=" + std::to_string(H) + " best TF/s / 600 (" + wf + ")", bf, 600, "TF/s");
+    }
   }
   for (auto& rv : rows_of("mla_decode"))
-    if (rv.variant == "mt3_tn64_ns2" && rv.shape["heads"] == 96 &&
-        ((rv.shape["batch"] == 64 && rv.shape["ctx"] == 4096) || (rv.shape["batch"] == 1 && rv.shape["ctx"] == 65536) ||
-         (rv.shape["batch"] == 128 && rv.shape["ctx"] == 32768)))
-      ratio_line("mla_decode H=96 B=" + rv.shape["batch"].dump() + " L=" + rv.shape["ctx"].dump() + " TB/s / (0.7*4.3)",
-                 rv.tbps, 0.7 * 4.3, "TB/s");
+    if ((rv.shape["heads"] == 128 && ((rv.shape["batch"] == 256 && rv.shape["ctx"] == 2048) ||
+                                      (rv.shape["batch"] == 16 && rv.shape["ctx"] == 65536))) ||
+        (rv.shape["heads"] == 96 && ((rv.shape["batch"] == 16 && rv.shape["ctx"] == 4096) ||
+                                     (rv.shape["batch"] == 128 && rv.shape["ctx"] == 65536))))
+      SUMMARY.push_back("  mla_decode " + rv.variant + " H=" + rv.shape["heads"].dump() + " B=" + rv.shape["batch"].dump() +
+                        " L=" + rv.shape["ctx"].dump() + ": " + std::to_string(rv.us) + " us, " +
+                        std::to_string(rv.tbps) + " TB/s, " + std::to_string(rv.tflops) + " TF/s");
 }
 
 void bench_mla_prefill() {
@@ -1191,6 +1206,8 @@ int main(int argc, char** argv) {
     else if (a == "--skip-existing" && i + 1 < argc) SKIP_DIR = argv[++i];
     else if (a == "--share-scale" && i + 1 < argc) share_scale = std::atof(argv[++i]);
     else if (a == "--mla-heads" && i + 1 < argc) MLA_HEADS = int_list(argv[++i]);
+    else if (a == "--mla-decode-heads" && i + 1 < argc) MLA_DECODE_HEADS = int_list(argv[++i]);
+    else if (a == "--mla-decode-no-legacy") MLA_DECODE_LEGACY = false;
     else if (a == "--proj-tp" && i + 1 < argc) PROJ_TP = int_list(argv[++i]);
     else if (a == "--proj-m-max" && i + 1 < argc) PROJ_M_MAX = std::atol(argv[++i]);
     else if (a == "--proj-gemms" && i + 1 < argc) {
@@ -1203,7 +1220,7 @@ int main(int argc, char** argv) {
       while (std::getline(ss, t, ',')) ONLY.insert(t);
     } else {
       std::fprintf(stderr, "usage: bench_attn --out DIR [--budget S] [--only op,...] [--quick] [--skip-existing DIR] "
-                           "[--share-scale S] [--mla-heads 96] [--proj-tp 8,4,2] [--proj-gemms kv_b] [--proj-m-max 16384]\n");
+                           "[--share-scale S] [--mla-heads 96] [--mla-decode-heads 128,64,...] [--mla-decode-no-legacy] [--proj-tp 8,4,2] [--proj-gemms kv_b] [--proj-m-max 16384]\n");
       return 2;
     }
   }

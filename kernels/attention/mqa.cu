@@ -3,8 +3,13 @@
 // heads 16*(w/2).. and, in the score step, keys half (w%2) of the tile, in the PV step output
 // columns 256*(w%2)..+256 (fp32 accumulators, 128 registers).
 #include "attention/mqa.cuh"
+#include "attention/hopper.cuh"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
 
 #include <algorithm>
+#include <mutex>
 #include <numeric>
 
 namespace servesim::attn {
@@ -339,6 +344,274 @@ void launch_mqa(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
     SS_LAUNCH_CHECK();
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// MLA decode on Hopper (variant 0). Block = (64-head group, work item), 256 threads = two
+// warpgroups. Shared memory (1024-B aligned, all operand tiles in the 128-B swizzled layout of
+// hopper.cuh): Q [64 x 576] (72 KB, loaded once), two 64-token KV stages (72 KB each: one page,
+// 9 TMA boxes of 64 x 64), P [64 x 64] bf16 (8 KB), per-row scale / final m, l.
+// Per 64-token tile j: warpgroup 0 computes S = Q K^T (36 x wgmma m64n64k16), masks, runs the
+// online softmax, writes P and the rescale factors; then both warpgroups rescale and accumulate
+// O[:, 256*wg .. +256] += P V (4 x wgmma m64n256k16, V = the first 512 columns of the same tile,
+// read N-major from the same smem). After both are done, thread 0 refills the stage with tile j+2.
+// ---------------------------------------------------------------------------------------------
+namespace wgk {
+constexpr int kTile = 64 * 576 * 2;  // 73728 B: one 64-token page of the latent cache
+constexpr int kOffKV = kTile;        // Q occupies [0, kTile)
+constexpr int kOffP = 3 * kTile;
+constexpr int kOffF = kOffP + 64 * 64 * 2;  // alpha[64], m[64], l[64]
+constexpr int kOffBar = kOffF + 1024;
+constexpr int kSmem = kOffBar + 64 + 1024;  // + slack for 1024-B alignment
+static_assert(kSmem <= 232448, "shared memory per block");
+}  // namespace wgk
+
+__global__ void __launch_bounds__(256, 1)
+    mla_decode_wgmma_kernel(const __grid_constant__ CUtensorMap tmap, MqaArgs a, const int4* __restrict__ work) {
+  using namespace sm90;
+  using namespace wgk;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  const uint32_t sb = saddr(smem);
+  uint8_t* sKV = smem + kOffKV;
+  uint8_t* sP = smem + kOffP;
+  float* sAlpha = reinterpret_cast<float*>(smem + kOffF);
+  float* sM = sAlpha + 64;
+  float* sL = sM + 64;
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kOffBar);
+
+  const int4 wk = work[blockIdx.y];
+  const int qi = wk.x, rb = wk.y, re = wk.z, slot = wk.w;
+  const int head0 = blockIdx.x * 64, H = a.H;
+  const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, w4 = (tid >> 5) & 3, g = lane >> 2, t4 = lane & 3;
+  const int rA = 16 * w4 + g, rB = rA + 8;
+  const int ntiles = (re - rb + 63) / 64;
+  const int* bt = a.block_table + static_cast<size_t>(qi) * a.max_pages;
+  const int ps = a.page_size;
+
+  auto issue = [&](int j, int st) {
+    const int tok = rb + 64 * j;
+    const int row = bt[tok / ps] * ps + tok % ps;
+    mbar_expect_tx(&full[st], kTile);
+#pragma unroll
+    for (int cb = 0; cb < 9; ++cb) tma_load_2d(sKV + st * kTile + cb * 8192, &tmap, &full[st], cb * 64, row);
+  };
+  if (tid == 0) {
+    mbar_init(&full[0], 1);
+    mbar_init(&full[1], 1);
+    mbar_fence_init();
+  }
+  __syncthreads();
+  if (tid == 0) {
+    if (ntiles > 0) issue(0, 0);
+    if (ntiles > 1) issue(1, 1);
+  }
+  {  // Q tile (padded heads read as zeros), swizzled like the TMA tiles
+    const bf16* qsrc = a.q + (static_cast<size_t>(qi) * H + head0) * 576;
+    for (int u = tid; u < 64 * 72; u += 256) {
+      const int r = u / 72, ch = u % 72;
+      const bool ok = head0 + r < H;
+      cp_async16(smem + (ch >> 3) * 8192 + r * 128 + (((ch & 7) ^ (r & 7)) << 4),
+                 qsrc + static_cast<size_t>(ok ? r : 0) * 576 + ch * 8, ok);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();
+  }
+
+  float o[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) o[i] = 0.f;
+  float m0 = kNegInf, m1 = kNegInf, l0 = 0.f, l1 = 0.f;
+  const float sl2 = a.sm_scale * kLog2e;
+
+  for (int j = 0; j < ntiles; ++j) {
+    const int st = j & 1;
+    const uint32_t kv = sb + kOffKV + st * kTile;
+    const int valid = min(64, re - rb - 64 * j);
+    mbar_wait(&full[st], (j >> 1) & 1);
+    if (valid < 64) {  // rows past the context: zeros (P is 0 there, but 0 * NaN would not be)
+      for (int u = tid; u < (64 - valid) * 72; u += 256) {
+        const int r = valid + u / 72, rem = u % 72;
+        *reinterpret_cast<uint4*>(sKV + st * kTile + (rem >> 3) * 8192 + r * 128 + (rem & 7) * 16) = make_uint4(0, 0, 0, 0);
+      }
+      fence_proxy_async();
+      named_bar_sync(3, 256);
+    }
+    float alA, alB;
+    if (wg == 0) {
+      float s[32];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) s[i] = 0.f;
+      fence_regs(s);
+      wg_fence();
+#pragma unroll
+      for (int ks = 0; ks < 36; ++ks) {
+        const uint32_t off = (ks >> 2) * 8192 + (ks & 3) * 32;
+        wgmma_m64n64k16_ss(s, sw128_desc(sb + off, 16, 1024), sw128_desc(kv + off, 16, 1024), ks > 0);
+      }
+      wg_commit();
+      wg_wait<0>();
+      fence_regs(s);
+      float mxA = kNegInf, mxB = kNegInf;
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const bool v = 8 * jj + 2 * t4 + e < valid;
+          s[4 * jj + e] = v ? s[4 * jj + e] * sl2 : kNegInf;
+          s[4 * jj + 2 + e] = v ? s[4 * jj + 2 + e] * sl2 : kNegInf;
+          mxA = fmaxf(mxA, s[4 * jj + e]);
+          mxB = fmaxf(mxB, s[4 * jj + 2 + e]);
+        }
+      mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1));
+      mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
+      mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1));
+      mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
+      const float mnA = fmaxf(m0, mxA), mnB = fmaxf(m1, mxB);
+      alA = (m0 == kNegInf) ? 0.f : fast_exp2(m0 - mnA);
+      alB = (m1 == kNegInf) ? 0.f : fast_exp2(m1 - mnB);
+      float sumA = 0.f, sumB = 0.f;
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj) {
+        const float p0 = fast_exp2(s[4 * jj] - mnA), p1 = fast_exp2(s[4 * jj + 1] - mnA);
+        const float p2 = fast_exp2(s[4 * jj + 2] - mnB), p3 = fast_exp2(s[4 * jj + 3] - mnB);
+        sumA += p0 + p1;
+        sumB += p2 + p3;
+        *reinterpret_cast<uint32_t*>(sP + rA * 128 + ((jj ^ (rA & 7)) << 4) + 4 * t4) = pack_bf16(p0, p1);
+        *reinterpret_cast<uint32_t*>(sP + rB * 128 + ((jj ^ (rB & 7)) << 4) + 4 * t4) = pack_bf16(p2, p3);
+      }
+      l0 = l0 * alA + sumA;
+      l1 = l1 * alB + sumB;
+      m0 = mnA;
+      m1 = mnB;
+      if (t4 == 0) {
+        sAlpha[rA] = alA;
+        sAlpha[rB] = alB;
+      }
+      fence_proxy_async();
+      named_bar_sync(1, 256);
+    } else {
+      named_bar_sync(1, 256);
+      alA = sAlpha[rA];
+      alB = sAlpha[rB];
+    }
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      o[4 * i] *= alA;
+      o[4 * i + 1] *= alA;
+      o[4 * i + 2] *= alB;
+      o[4 * i + 3] *= alB;
+    }
+    fence_regs(o);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_m64n256k16_ss_tb(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024),
+                             sw128_desc(kv + wg * 4 * 8192 + kk * 2048, 8192, 1024), 1);
+    wg_commit();
+    wg_wait<0>();
+    fence_regs(o);
+    named_bar_sync(2, 256);  // both halves of P V done: the stage, P and alpha may be overwritten
+    if (tid == 0 && j + 2 < ntiles) issue(j + 2, st);
+  }
+
+  if (wg == 0) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    if (t4 == 0) {
+      sM[rA] = m0; sM[rB] = m1;
+      sL[rA] = l0; sL[rB] = l1;
+    }
+  }
+  __syncthreads();
+  m0 = sM[rA]; m1 = sM[rB];
+  l0 = sL[rA]; l1 = sL[rB];
+  const int hA = head0 + rA, hB = head0 + rB;
+  const bool okA = hA < H, okB = hB < H;
+  const int c0 = wg * 256 + 2 * t4;
+  if (slot < 0) {
+    const float sA = (a.sink && okA) ? a.sink[hA] * kLog2e : kNegInf;
+    const float sB = (a.sink && okB) ? a.sink[hB] * kLog2e : kNegInf;
+    const float MA = fmaxf(m0, sA), MB = fmaxf(m1, sB);
+    const float wA = (m0 == kNegInf) ? 0.f : exp2f(m0 - MA), wB = (m1 == kNegInf) ? 0.f : exp2f(m1 - MB);
+    const float dA = l0 * wA + (sA == kNegInf ? 0.f : exp2f(sA - MA));
+    const float dB = l1 * wB + (sB == kNegInf ? 0.f : exp2f(sB - MB));
+    const float fA = dA > 0.f ? wA / dA : 0.f, fB = dB > 0.f ? wB / dB : 0.f;
+    bf16* oA = a.out + (static_cast<size_t>(qi) * H + hA) * 512 + c0;
+    bf16* oB = a.out + (static_cast<size_t>(qi) * H + hB) * 512 + c0;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      if (okA) *reinterpret_cast<uint32_t*>(oA + 8 * i) = pack_bf16(o[4 * i] * fA, o[4 * i + 1] * fA);
+      if (okB) *reinterpret_cast<uint32_t*>(oB + 8 * i) = pack_bf16(o[4 * i + 2] * fB, o[4 * i + 3] * fB);
+    }
+    if (a.lse && wg == 0 && t4 == 0) {
+      if (okA) a.lse[static_cast<size_t>(qi) * H + hA] = dA > 0.f ? (MA + log2f(dA)) / kLog2e : kNegInf;
+      if (okB) a.lse[static_cast<size_t>(qi) * H + hB] = dB > 0.f ? (MB + log2f(dB)) / kLog2e : kNegInf;
+    }
+  } else {
+    const float fA = l0 > 0.f ? 1.f / l0 : 0.f, fB = l1 > 0.f ? 1.f / l1 : 0.f;
+    float* oA = a.o_part + (static_cast<size_t>(slot) * H + hA) * 512 + c0;
+    float* oB = a.o_part + (static_cast<size_t>(slot) * H + hB) * 512 + c0;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      if (okA) *reinterpret_cast<float2*>(oA + 8 * i) = make_float2(o[4 * i] * fA, o[4 * i + 1] * fA);
+      if (okB) *reinterpret_cast<float2*>(oB + 8 * i) = make_float2(o[4 * i + 2] * fB, o[4 * i + 3] * fB);
+    }
+    if (wg == 0 && t4 == 0) {
+      if (okA) a.lse_part[static_cast<size_t>(slot) * H + hA] = l0 > 0.f ? m0 + log2f(l0) : kNegInf;
+      if (okB) a.lse_part[static_cast<size_t>(slot) * H + hB] = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
+    }
+  }
+}
+
+// Tensor map of the paged latent cache viewed as [rows, 576] bf16, box 64 x 64, 128-B swizzle.
+CUtensorMap latent_cache_map(const bf16* cache, long rows) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    cudaDriverEntryPointQueryResult q;
+    void* fn = nullptr;
+    SS_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || !fn) throw std::runtime_error("mla_decode: cuTensorMapEncodeTiled not found");
+    encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  });
+  CUtensorMap m;
+  const cuuint64_t dims[2] = {576, static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {576 * 2};
+  const cuuint32_t box[2] = {64, 64};
+  const cuuint32_t estr[2] = {1, 1};
+  const CUresult r = encode(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(cache), dims, strides, box, estr,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) throw std::runtime_error("mla_decode: cuTensorMapEncodeTiled failed (" + std::to_string(r) + ")");
+  return m;
+}
+
+void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
+  if (a.H <= 0) throw std::invalid_argument("mqa: head count must be positive");
+  if (!a.q || !a.out) throw std::invalid_argument("mqa: q and out are required");
+  if (plan.n_slots > 0 && (!a.o_part || !a.lse_part)) throw std::invalid_argument("mqa: split plan needs o_part/lse_part");
+  if (plan.nq != a.nq) throw std::invalid_argument("mqa: plan built for another query count");
+  static bool attr = false;
+  if (!attr) {
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wgk::kSmem));
+    attr = true;
+  }
+  const long pages = a.cache_pages > 0 ? a.cache_pages : (1L << 24);
+  const CUtensorMap tm = latent_cache_map(a.cache, pages * a.page_size);
+  const int groups = (a.H + 63) / 64;
+  if (plan.n_work > 0) {
+    mla_decode_wgmma_kernel<<<dim3(groups, plan.n_work), 256, wgk::kSmem, s>>>(tm, a, plan.work.p);
+    SS_LAUNCH_CHECK();
+  }
+  if (plan.n_slots > 0) {
+    mqa_combine_kernel<<<dim3(a.nq, a.H), 128, 0, s>>>(a, plan.q_slot_begin.p);
+    SS_LAUNCH_CHECK();
+  }
+}
 }  // namespace
 
 MqaPlan mqa_make_plan(const std::vector<int>& rows, int target_items, int min_split_rows, int force_split_rows) {
@@ -375,14 +648,17 @@ MqaPlan mqa_make_plan(const std::vector<int>& rows, int target_items, int min_sp
 }
 
 const char* mla_decode_config(int H, int variant) {
-  if (H >= 48 && H % 48 == 0) return variant ? "mt3_tn32_ns2" : "mt3_tn64_ns2";
+  if (variant == 0) return "wgmma_tma_m64_tn64";
+  if (H >= 48 && H % 48 == 0) return variant == 1 ? "mt3_tn32_ns2" : "mt3_tn64_ns2";
   return H > 16 ? "mt2_tn32_ns3" : "mt1_tn32_ns3";
 }
 void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, int variant) {
   if (!a.cache || !a.block_table) throw std::invalid_argument("mla_decode: cache and block_table required");
-  if (a.H >= 48 && a.H % 48 == 0) {
-    if (variant == 0) launch_mqa<576, 3, 64, 2, false>(a, plan, s);
-    else launch_mqa<576, 3, 32, 2, false>(a, plan, s);
+  if (variant == 0 && a.page_size % 64 == 0) {
+    launch_mla_wgmma(a, plan, s);
+  } else if (a.H >= 48 && a.H % 48 == 0) {
+    if (variant == 1) launch_mqa<576, 3, 32, 2, false>(a, plan, s);
+    else launch_mqa<576, 3, 64, 2, false>(a, plan, s);
   } else if (a.H > 16) {
     launch_mqa<576, 2, 32, 3, false>(a, plan, s);
   } else {

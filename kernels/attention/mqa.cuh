@@ -39,6 +39,7 @@ struct MqaArgs {
   const bf16* cache = nullptr;       // [pages, page_size, 576]
   const int* block_table = nullptr;  // [nq, max_pages]
   int max_pages = 0, page_size = 64;
+  long cache_pages = 0;              // pages in `cache` (bounds of the TMA view; 0 = not given)
   // V4 FP8 row pool
   const uint8_t* pool = nullptr;  // [rows, 584]
   const int* indices = nullptr;   // [nq, idx_ld], -1 = no row
@@ -51,8 +52,13 @@ struct MqaArgs {
   float* lse_part = nullptr;  // [n_slots, H]
 };
 
-/// K3 MLA absorbed decode, any H (heads per GPU = 96/TP; heads are processed in groups of 48, 32
-/// or 16 and the last group is padded). variant 0: 64-row tiles, 1: 32-row tiles (H % 48 == 0 only).
+/// K3 MLA absorbed decode, any H (heads per GPU = 96/TP).
+/// variant 0 (default): sm_90a kernel, one CTA per (64-head group, work item), two warpgroups:
+///   TMA loads of whole 64-token pages into 128-B swizzled smem (2 stages), S = Q K^T on wgmma
+///   (warpgroup 0), online softmax, O += P V on wgmma (each warpgroup 256 of the 512 columns);
+///   needs page_size % 64 == 0 (else falls back to variant 2). The last head group is padded.
+/// variant 1 / 2: the earlier mma.sync kernel with 32-row / 64-row tiles (heads in groups of 48,
+///   32 or 16; variant 1 needs H % 48 == 0, else it runs variant 2's configuration).
 void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0, int variant = 0);
 /// V4 attention over FP8 rows chosen by `indices`, any H (groups of 64, 32 or 16, last padded).
 void v4_attn(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0);

@@ -35,7 +35,9 @@ void ref_attn(const double* q, int H, int dk, const std::vector<const double*>& 
   }
 }
 
-void mla_case(const std::vector<int>& ctx, int force_split, int variant, int H = 96) {
+// nan_tail: the tokens of each sequence's last page past its context hold NaN (a kernel must not
+// let them reach the output through 0 * NaN).
+void mla_case(const std::vector<int>& ctx, int force_split, int variant, int H = 96, bool nan_tail = false) {
   const int DK = 576, DV = 512, PS = 64;
   const int B = static_cast<int>(ctx.size());
   int max_pages = 0, total_pages = 0;
@@ -54,6 +56,13 @@ void mla_case(const std::vector<int>& ctx, int force_split, int variant, int H =
   int next = 0;
   for (int b = 0; b < B; ++b)
     for (int p = 0; p < (ctx[b] + PS - 1) / PS; ++p) bt[static_cast<size_t>(b) * std::max(1, max_pages) + p] = perm[next++];
+  if (nan_tail)
+    for (int b = 0; b < B; ++b)
+      if (ctx[b] % PS != 0) {
+        const int page = bt[static_cast<size_t>(b) * std::max(1, max_pages) + (ctx[b] - 1) / PS];
+        for (int t = ctx[b] % PS; t < PS; ++t)
+          for (int d = 0; d < DK; ++d) cache[(static_cast<size_t>(page) * PS + t) * DK + d] = float_to_bf16_host(NAN);
+      }
   DevBuf<bf16> dq, dc, dout;
   DevBuf<int> dbt;
   DevBuf<float> dlse, opart, lpart;
@@ -67,7 +76,7 @@ void mla_case(const std::vector<int>& ctx, int force_split, int variant, int H =
   lpart.alloc(std::max<size_t>(1, mqa_lse_floats(plan, H)));
   MqaArgs a;
   a.q = dq.p; a.nq = B; a.H = H; a.cache = dc.p; a.block_table = dbt.p; a.max_pages = std::max(1, max_pages);
-  a.page_size = PS; a.sm_scale = 1.0f / std::sqrt(192.0f); a.out = dout.p; a.lse = dlse.p;
+  a.page_size = PS; a.cache_pages = total_pages; a.sm_scale = 1.0f / std::sqrt(192.0f); a.out = dout.p; a.lse = dlse.p;
   a.o_part = opart.p; a.lse_part = lpart.p;
   mla_decode(a, plan, 0, variant);
   SS_CUDA(cudaDeviceSynchronize());
@@ -83,8 +92,8 @@ void mla_case(const std::vector<int>& ctx, int force_split, int variant, int H =
   }
   const double e = rel_err(got, ref), el = rel_err(glse, rlse);
   char name[128];
-  std::snprintf(name, sizeof name, "mla_decode out (H=%d B=%d split=%d slots=%d %s)", H, B, force_split, plan.n_slots,
-                mla_decode_config(H, variant));
+  std::snprintf(name, sizeof name, "mla_decode out (H=%d B=%d split=%d slots=%d nan_tail=%d %s)", H, B, force_split,
+                plan.n_slots, nan_tail, mla_decode_config(H, variant));
   report(name, e, 1e-2);
   report("mla_decode lse", el, 1e-3);
   EXPECT_LT(e, 1e-2);
@@ -148,11 +157,27 @@ TEST(MlaDecode, MixedContextsDirect) {
   SKIP_WITHOUT_GPU();
   mla_case({1, 70, 700, 2100}, 0, 0);
   mla_case({1, 70, 700, 2100}, 0, 1);
+  mla_case({1, 70, 700, 2100}, 0, 2);
 }
 TEST(MlaDecode, MixedContextsSplitKV) {
   SKIP_WITHOUT_GPU();
   mla_case({5, 300, 1500, 2100}, 256, 0);
+  mla_case({64, 129, 1000}, 128, 0);
   mla_case({64, 129, 1000}, 128, 1);
+  mla_case({5, 300, 1500, 2100}, 256, 2);
+}
+// The wgmma kernel (variant 0) at every head count deployments use, a NaN-filled page tail, an
+// empty context, and many splits of one long sequence.
+TEST(MlaDecode, WgmmaHeadCountsAndTails) {
+  SKIP_WITHOUT_GPU();
+  mla_case({1, 2100, 64, 130}, 0, 0, 128);
+  mla_case({3000, 77}, 256, 0, 128);
+  mla_case({700, 1500, 1}, 0, 0, 64);
+  mla_case({2100, 5}, 128, 0, 96, true);
+  mla_case({1, 70, 700, 2100}, 0, 0, 96, true);
+  mla_case({1, 300, 65}, 0, 0, 32, true);
+  mla_case({9000}, 64, 0, 16);
+  mla_case({129, 1500}, 256, 2, 48);
 }
 TEST(V4Attn, ProHeadsSparseWithSink) {
   SKIP_WITHOUT_GPU();
