@@ -5,7 +5,7 @@
 # old kernel at a few points), and the PyTorch library references (cuDNN SDPA at the mla_prefill
 # grid, torch.bmm for the absorption GEMMs; kernels/attention/torch_ref.py).
 # Usage (repository root; binaries in $BUILD/kernels/attention):
-#   BUILD=build-attn OUT=/tmp/out SERVESIM_COMMIT=<sha> DECODE_S=150 TORCH_S=120 [NCU=1] [QUICK=1] \
+#   BUILD=build-attn OUT=/tmp/out SERVESIM_COMMIT=<sha> DECODE_S=150 TORCH_S=120 [NCU=1] [QUICK=1 (decode)] [TORCH_ARGS=--quick] \
 #     bash kernels/attention/run_issue12.sh
 # -> $OUT/run.log, $OUT/tables.tar.gz (mla_decode.json, mla_prefill_torch.json,
 #    dense_proj_k3_mla_torch.json), $OUT/logs.tar.gz
@@ -59,7 +59,7 @@ Q=""
     tail -60 "$W/test_mqa.log"
   fi
   echo "=== torch references (${TORCH_S:-120} s) after $(( $(date +%s) - T0 )) s"
-  timeout -k 5 $(( ${TORCH_S:-120} + 60 )) python3 kernels/attention/torch_ref.py --out "$W/tables" --budget "${TORCH_S:-120}" $Q \
+  timeout -k 5 $(( ${TORCH_S:-120} + 60 )) python3 kernels/attention/torch_ref.py --out "$W/tables" --budget "${TORCH_S:-120}" ${TORCH_ARGS:-} \
     > "$W/torch.log" 2>&1
   echo "torch exit $? after $(( $(date +%s) - T0 )) s"
   grep -vE "^\s*$" "$W/torch.log" | tail -20
