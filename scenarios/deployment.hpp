@@ -21,11 +21,12 @@ enum class EpDispatch { hierarchical, direct };
 /// KV tiers below the GPUs (sim/kvcache/kv_store.hpp): L2 host DRAM and L3 storage per node.
 struct TierSpec {
   bool enabled = false;
-  double host_bytes_per_node = 0;    ///< L2 capacity per node (bytes)
-  bool storage_enabled = false;
-  double storage_bytes_per_node = 0;  ///< L3 capacity per node (bytes)
-  double storage_bytes_per_s = 0;     ///< L3 read/write bandwidth per node
-  double storage_latency_s = 0;
+  double host_bytes_per_node = 0;  ///< L2 capacity per node (bytes); the parser's default: half the node's host DRAM (hardware file)
+  bool storage_enabled = true;     ///< L3 present when the tiers are (kv_tiers.storage.enabled)
+  // L3 per node: 30 TB at 25 GB/s and 100 µs (4 NVMe Gen5 drives; an assumption, stated in README.md)
+  double storage_bytes_per_node = 30e12;  ///< L3 capacity per node (bytes)
+  double storage_bytes_per_s = 25e9;      ///< L3 read/write bandwidth per node (bytes/s)
+  double storage_latency_s = 1e-4;        ///< L3 access latency (s)
 };
 
 /// One pool of identical instances (prefill or decode). An instance is an EP group of `ep` GPUs
@@ -66,10 +67,11 @@ struct DeploymentSpec {
   GpuSpec gpu;
   ClusterSpec cluster;  ///< nodes: derived from the pools when 0 in the scenario
   PoolSpec prefill, decode;
-  std::string router = "cache_aware";         ///< prefill placement policy (router.hpp)
+  std::string router = "cache_aware";         ///< prefill placement policy (sim/policies/router.hpp)
   std::string decode_router = "least_loaded";  ///< decode placement policy
-  std::string batch_scheduler = "fcfs";        ///< prefill batch formation (batch_scheduler.hpp)
-  std::string eviction = "lru";                ///< prefix-cache eviction (prefix_cache.hpp)
+  std::string batch_scheduler = "fcfs";        ///< prefill batch formation (sim/policies/batch_scheduler.hpp)
+  std::string decode_batcher = "fcfs";         ///< decode batch formation (sim/policies/decode_batcher.hpp)
+  std::string eviction = "lru";                ///< prefix-cache and KV-tier eviction (sim/policies/eviction.hpp)
   double memory_utilization = 0.90;  ///< fraction of HBM the engine may use (vLLM gpu_memory_utilization default 0.9)
   double reserved_bytes_per_gpu = 2.0 * (1ULL << 30);  ///< CUDA context, cuBLAS/NCCL/EP buffers (assumption)
   SloSpec slo;

@@ -508,6 +508,7 @@ DeploymentSpec read_deployment(Obj o, const std::string& base_dir) {
   d.router = o.str("router", d.router);
   d.decode_router = o.str("decode_router", d.decode_router);
   d.batch_scheduler = o.str("batch_scheduler", d.batch_scheduler);
+  d.decode_batcher = o.str("decode_batcher", d.decode_batcher);
   d.eviction = o.str("eviction", d.eviction);
   d.memory_utilization = o.num("memory_utilization", d.memory_utilization, 0.01, 1.0);
   d.reserved_bytes_per_gpu = o.num("reserved_gb_per_gpu", d.reserved_bytes_per_gpu / 1e9, 0) * 1e9;
@@ -520,17 +521,15 @@ DeploymentSpec read_deployment(Obj o, const std::string& base_dir) {
   if (o.has("kv_tiers")) {
     Obj t = o.child("kv_tiers");
     d.kv_tiers.enabled = t.boolean("enabled", true);
-    // defaults: half the node's host DRAM (hardware file) for KV; storage per node 30 TB at
-    // 25 GB/s and 100 µs (4 NVMe Gen5 drives; an assumption, stated in README.md)
-    d.kv_tiers.host_bytes_per_node = t.num("host_gb_per_node", d.gpu.host_dram_bytes_per_node / 2 / 1e9, 0) * 1e9;
-    d.kv_tiers.storage_enabled = true;
-    d.kv_tiers.storage_bytes_per_node = 30e12, d.kv_tiers.storage_bytes_per_s = 25e9, d.kv_tiers.storage_latency_s = 1e-4;
+    // defaults: half the node's host DRAM (hardware file) for KV; storage: TierSpec's
+    TierSpec& k = d.kv_tiers;
+    k.host_bytes_per_node = t.num("host_gb_per_node", d.gpu.host_dram_bytes_per_node / 2 / 1e9, 0) * 1e9;
     if (t.has("storage")) {
       Obj st = t.child("storage");
-      d.kv_tiers.storage_enabled = st.boolean("enabled", true);
-      d.kv_tiers.storage_bytes_per_node = st.num("tb_per_node", 30.0, 0) * 1e12;
-      d.kv_tiers.storage_bytes_per_s = st.num("gb_per_s", 25.0, 1e-6) * 1e9;
-      d.kv_tiers.storage_latency_s = st.num("latency_s", 1e-4, 0);
+      k.storage_enabled = st.boolean("enabled", k.storage_enabled);
+      k.storage_bytes_per_node = st.num("tb_per_node", k.storage_bytes_per_node / 1e12, 0) * 1e12;
+      k.storage_bytes_per_s = st.num("gb_per_s", k.storage_bytes_per_s / 1e9, 1e-6) * 1e9;
+      k.storage_latency_s = st.num("latency_s", k.storage_latency_s, 0);
       st.done();
     }
     t.done();

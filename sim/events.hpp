@@ -9,12 +9,11 @@
 
 namespace servesim {
 
-enum class Role { prefill, decode };
-inline const char* to_string(Role r) { return r == Role::prefill ? "prefill" : "decode"; }
+inline const char* to_string(Phase p) { return p == Phase::prefill ? "prefill" : "decode"; }
 
 /// One batch step of one instance (the engine's unit of work).
 struct StepEvent {
-  Role role = Role::prefill;
+  Phase role = Phase::prefill;
   int instance = 0;
   double start_s = 0, end_s = 0;
   long long seqs = 0;    ///< sequences in the step over all DP ranks
@@ -59,7 +58,7 @@ struct RequestRecord {
 /// KV memory held on an instance's GPUs changed (bytes per GPU: reservations of running requests
 /// plus, on prefill ranks, the prefix cache).
 struct MemoryEvent {
-  Role role = Role::prefill;
+  Phase role = Phase::prefill;
   int instance = 0;
   double t_s = 0;
   double kv_bytes_mean = 0;  ///< mean over the instance's DP ranks

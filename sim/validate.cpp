@@ -1,9 +1,10 @@
 #include "sim/validate.hpp"
 
 #include "costmodels/feasibility.hpp"
-#include "sim/batch_scheduler.hpp"
-#include "sim/prefix_cache.hpp"
-#include "sim/router.hpp"
+#include "sim/policies/batch_scheduler.hpp"
+#include "sim/policies/decode_batcher.hpp"
+#include "sim/kvcache/prefix_cache.hpp"
+#include "sim/policies/router.hpp"
 
 #include <stdexcept>
 
@@ -20,6 +21,7 @@ void validate_deployment_and_policies(const DeploymentSpec& d, const std::string
   policy("router", d.router, make_router);
   policy("decode_router", d.decode_router, make_router);
   policy("batch_scheduler", d.batch_scheduler, make_batch_scheduler);
+  policy("decode_batcher", d.decode_batcher, make_decode_batcher);
   policy("eviction", d.eviction, make_eviction_policy);
   validate_deployment(d, where);
 }

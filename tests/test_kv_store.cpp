@@ -1,6 +1,6 @@
 // The KV store below the GPUs: placement, demotion, drops and its conservation ledger, by hand.
-#include "sim/kv_store.hpp"
-#include "sim/prefix_cache.hpp"
+#include "sim/kvcache/kv_store.hpp"
+#include "sim/kvcache/prefix_cache.hpp"
 
 #include <gtest/gtest.h>
 

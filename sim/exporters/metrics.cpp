@@ -25,7 +25,7 @@ Percentiles percentiles(std::vector<double> v) {
 
 void MetricsCollector::on_step(const StepEvent& e) {
   const double dt = e.end_s - e.start_s;
-  if (e.role == Role::prefill) s_.prefill_busy_s += dt, ++s_.prefill_steps;
+  if (e.role == Phase::prefill) s_.prefill_busy_s += dt, ++s_.prefill_steps;
   else s_.decode_busy_s += dt, ++s_.decode_steps, decode_seq_sum_ += static_cast<double>(e.seqs);
   s_.comm_s += e.time.comm_s;
   s_.comm_total_s += e.time.comm_total_s;
@@ -78,7 +78,7 @@ void MetricsCollector::on_request(const RequestRecord& r) {
 
 void MetricsCollector::on_memory(const MemoryEvent& e) {
   tracks_[{static_cast<int>(e.role), e.instance}].set(e.t_s, e.kv_bytes_mean);
-  double& peak = e.role == Role::prefill ? s_.prefill_kv_peak : s_.decode_kv_peak;
+  double& peak = e.role == Phase::prefill ? s_.prefill_kv_peak : s_.decode_kv_peak;
   peak = std::max(peak, e.kv_bytes_max);
 }
 
@@ -117,7 +117,7 @@ void MetricsCollector::on_end(double t_s) {
   for (auto& [key, t] : tracks_) {
     t.set(t_s, t.last_mean);
     const double mean = t_s > 0 ? t.area / t_s : 0.0;
-    if (key.first == static_cast<int>(Role::prefill)) psum += mean, ++pn;
+    if (key.first == static_cast<int>(Phase::prefill)) psum += mean, ++pn;
     else dsum += mean, ++dn;
   }
   s_.prefill_kv_mean = pn ? psum / pn : 0.0;

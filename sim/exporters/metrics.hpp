@@ -59,8 +59,8 @@ class MetricsCollector final : public EventSink {
  public:
   /// Instances of each pool, so that an instance that never held KV counts as 0 in the means.
   MetricsCollector(SloSpec slo, int prefill_instances, int decode_instances) : slo_(slo) {
-    for (int i = 0; i < prefill_instances; ++i) tracks_[{static_cast<int>(Role::prefill), i}];
-    for (int i = 0; i < decode_instances; ++i) tracks_[{static_cast<int>(Role::decode), i}];
+    for (int i = 0; i < prefill_instances; ++i) tracks_[{static_cast<int>(Phase::prefill), i}];
+    for (int i = 0; i < decode_instances; ++i) tracks_[{static_cast<int>(Phase::decode), i}];
   }
   void on_step(const StepEvent& e) override;
   void on_transfer(const TransferEvent& e) override;

@@ -126,18 +126,18 @@ void TimelineWriter::on_step(const StepEvent& e) {
     return;
   }
   ++written_;
-  const int pid = e.role == Role::prefill ? 1 : 2;
+  const int pid = e.role == Phase::prefill ? 1 : 2;
   const int tid = e.instance;
   name_track(pid, tid, fmt::format("{} instance {}", to_string(e.role), e.instance));
   if (e.time.comm_total_s > 0)
-    name_track(3, (e.role == Role::prefill ? 0 : 1000) + e.instance, fmt::format("{} instance {} all-to-all", to_string(e.role), e.instance));
+    name_track(3, (e.role == Phase::prefill ? 0 : 1000) + e.instance, fmt::format("{} instance {} all-to-all", to_string(e.role), e.instance));
   write(fmt::format("{{\"ph\":\"X\",\"name\":\"{} step\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"seqs\":{},\"tokens\":{},"
                     "\"attention_ms\":{:.4f},\"ffn_ms\":{:.4f},\"comm_ms\":{:.4f},\"other_ms\":{:.4f}}}}}",
                     to_string(e.role), pid, tid, e.start_s * 1e6, (e.end_s - e.start_s) * 1e6, e.seqs, e.tokens, e.time.attention_s * 1e3,
                     e.time.ffn_s * 1e3, e.time.comm_s * 1e3, e.time.other_s * 1e3));
   if (e.time.comm_total_s > 0)
     write(fmt::format("{{\"ph\":\"X\",\"name\":\"{} all-to-all\",\"pid\":3,\"tid\":{},\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"exposed_ms\":{:.4f}}}}}",
-                      to_string(e.role), (e.role == Role::prefill ? 0 : 1000) + e.instance, e.start_s * 1e6, e.time.comm_total_s * 1e6,
+                      to_string(e.role), (e.role == Phase::prefill ? 0 : 1000) + e.instance, e.start_s * 1e6, e.time.comm_total_s * 1e6,
                       e.time.comm_s * 1e3));
 }
 
@@ -151,7 +151,7 @@ void TimelineWriter::on_transfer(const TransferEvent& e) {
 
 void TimelineWriter::on_memory(const MemoryEvent& e) {
   write(fmt::format("{{\"ph\":\"C\",\"name\":\"KV GB per GPU\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"args\":{{\"mean\":{:.4f},\"busiest\":{:.4f}}}}}",
-                    e.role == Role::prefill ? 1 : 2, e.instance, e.t_s * 1e6, e.kv_bytes_mean / 1e9, e.kv_bytes_max / 1e9));
+                    e.role == Phase::prefill ? 1 : 2, e.instance, e.t_s * 1e6, e.kv_bytes_mean / 1e9, e.kv_bytes_max / 1e9));
 }
 
 void TimelineWriter::on_tier(const TierEvent& e) {
@@ -240,10 +240,11 @@ nlohmann::json summary_json(const RunReport& r) {
   const double admitted = static_cast<double>(r.totals.prompt_tokens_admitted);
   auto share = [&](long long x) { return admitted > 0 ? r6(x / admitted) : 0.0; };
   const RunTotals& t = r.totals;
+  const bool l3 = d.kv_tiers.enabled && d.kv_tiers.storage_enabled;  // no tiers: no storage either
   j["kv_tiers"] = {{"enabled", d.kv_tiers.enabled},
                    {"host_gb_per_node", r3(d.kv_tiers.host_bytes_per_node / 1e9)},
-                   {"storage_enabled", d.kv_tiers.storage_enabled},
-                   {"storage_tb_per_node", r3(d.kv_tiers.storage_bytes_per_node / 1e12)},
+                   {"storage_enabled", l3},
+                   {"storage_tb_per_node", l3 ? r3(d.kv_tiers.storage_bytes_per_node / 1e12) : 0.0},
                    {"token_hit_rate", {{"L1_gpu", share(s.tokens_l1)}, {"L2_host", share(s.tokens_l2)}, {"L3_storage", share(s.tokens_l3)}}},
                    {"offloads", t.offloads},
                    {"offloads_in_flight_at_end", t.offloads_in_flight},

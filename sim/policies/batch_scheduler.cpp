@@ -1,4 +1,4 @@
-#include "sim/batch_scheduler.hpp"
+#include "sim/policies/batch_scheduler.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -73,9 +73,11 @@ class ShortestFirst final : public BatchScheduler {
 }  // namespace
 
 std::unique_ptr<BatchScheduler> make_batch_scheduler(const std::string& name) {
-  if (name == "fcfs") return std::make_unique<Fcfs>();
-  if (name == "shortest_first") return std::make_unique<ShortestFirst>();
-  throw std::invalid_argument("unknown batch scheduler \"" + name + "\" (known: fcfs, shortest_first)");
+  static const Registry<BatchScheduler> registry("batch scheduler", {
+                                                                        {"fcfs", [] { return std::make_unique<Fcfs>(); }},
+                                                                        {"shortest_first", [] { return std::make_unique<ShortestFirst>(); }},
+                                                                    });
+  return registry.make(name);
 }
 
 }  // namespace servesim

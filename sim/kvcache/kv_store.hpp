@@ -9,7 +9,7 @@
 // (loaded back, dropped, or dropped as stale).
 #pragma once
 #include "scenarios/deployment.hpp"
-#include "sim/prefix_cache.hpp"
+#include "sim/kvcache/prefix_cache.hpp"
 
 #include <cstdint>
 #include <functional>

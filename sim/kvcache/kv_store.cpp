@@ -1,4 +1,4 @@
-#include "sim/kv_store.hpp"
+#include "sim/kvcache/kv_store.hpp"
 
 #include <stdexcept>
 

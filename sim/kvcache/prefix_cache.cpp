@@ -1,34 +1,9 @@
-#include "sim/prefix_cache.hpp"
+#include "sim/kvcache/prefix_cache.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 
 namespace servesim {
-
-void LruEviction::make_evictable(std::uint64_t key, int depth, double t_s) {
-  forget(key);
-  const auto k = std::make_tuple(t_s, -depth, key);
-  order_.insert(k);
-  pos_.emplace(key, k);
-}
-
-void LruEviction::forget(std::uint64_t key) {
-  auto it = pos_.find(key);
-  if (it == pos_.end()) return;
-  order_.erase(it->second);
-  pos_.erase(it);
-}
-
-bool LruEviction::victim(std::uint64_t& key) const {
-  if (order_.empty()) return false;
-  key = std::get<2>(*order_.begin());
-  return true;
-}
-
-std::unique_ptr<EvictionPolicy> make_eviction_policy(const std::string& name) {
-  if (name == "lru") return std::make_unique<LruEviction>();
-  throw std::invalid_argument("unknown eviction policy \"" + name + "\" (known: lru)");
-}
 
 PrefixCache::PrefixCache(int block_tokens, double block_bytes, double checkpoint_bytes, std::unique_ptr<EvictionPolicy> eviction)
     : block_tokens_(block_tokens), block_bytes_(block_bytes), checkpoint_bytes_(checkpoint_bytes), eviction_(std::move(eviction)) {}

@@ -1,5 +1,6 @@
 // servesim sim: request placement policies. The engine offers candidates; a Router picks one.
 #pragma once
+#include "sim/policies/registry.hpp"
 #include "workloads/request.hpp"
 
 #include <memory>
@@ -26,6 +27,10 @@ class Router {
  public:
   virtual ~Router() = default;
   virtual std::string name() const = 0;
+  /// True when pick_prefill reads PrefillCandidate::cached_tokens: the engine then looks each
+  /// request up in every prefill rank's prefix cache (otherwise it skips the lookups, and
+  /// cached_tokens holds only what the KV store offers).
+  virtual bool uses_prefix_matches() const { return false; }
   /// Index into `c` (non-empty) of the prefill rank that takes request r.
   virtual std::size_t pick_prefill(const Request& r, const std::vector<PrefillCandidate>& c) = 0;
   /// Index into `c` (non-empty) of the decode rank that takes request r.
@@ -37,7 +42,8 @@ class Router {
 /// "cache_aware": prefill: fewest tokens to compute before this request is done,
 ///   queued_tokens + input − cached_tokens (prefix hits weighed against load, like SGLang's
 ///   cache-aware router); decode: as least_loaded.
-/// Ties go to the lowest index (deterministic). Throws std::invalid_argument for other names.
+/// Ties go to the lowest index (deterministic). The router registry: throws std::invalid_argument
+/// for other names, listing the known ones.
 std::unique_ptr<Router> make_router(const std::string& name);
 
 }  // namespace servesim

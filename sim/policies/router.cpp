@@ -1,4 +1,4 @@
-#include "sim/router.hpp"
+#include "sim/policies/router.hpp"
 
 #include <stdexcept>
 
@@ -37,6 +37,7 @@ class LeastLoaded final : public Router {
 class CacheAware final : public Router {
  public:
   std::string name() const override { return "cache_aware"; }
+  bool uses_prefix_matches() const override { return true; }
   std::size_t pick_prefill(const Request& r, const std::vector<PrefillCandidate>& c) override {
     auto cost = [&](const PrefillCandidate& x) { return x.queued_tokens + static_cast<double>(r.input_tokens - x.cached_tokens); };
     std::size_t best = 0;
@@ -50,10 +51,12 @@ class CacheAware final : public Router {
 }  // namespace
 
 std::unique_ptr<Router> make_router(const std::string& name) {
-  if (name == "round_robin") return std::make_unique<RoundRobin>();
-  if (name == "least_loaded") return std::make_unique<LeastLoaded>();
-  if (name == "cache_aware") return std::make_unique<CacheAware>();
-  throw std::invalid_argument("unknown router \"" + name + "\" (known: round_robin, least_loaded, cache_aware)");
+  static const Registry<Router> registry("router", {
+                                                       {"round_robin", [] { return std::make_unique<RoundRobin>(); }},
+                                                       {"least_loaded", [] { return std::make_unique<LeastLoaded>(); }},
+                                                       {"cache_aware", [] { return std::make_unique<CacheAware>(); }},
+                                                   });
+  return registry.make(name);
 }
 
 }  // namespace servesim

@@ -1,6 +1,7 @@
-// servesim sim: how a prefill DP rank forms its next chunked-prefill batch (one policy interface).
-// Decode uses continuous batching: every admitted sequence runs each step, up to max_running.
+// servesim sim/policies: how a prefill DP rank forms its next chunked-prefill batch (one policy
+// interface; decode batch formation is sim/policies/decode_batcher.hpp).
 #pragma once
+#include "sim/policies/registry.hpp"
 #include "sim/request_state.hpp"
 
 #include <deque>

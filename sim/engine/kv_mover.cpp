@@ -1,0 +1,122 @@
+#include "sim/engine/engine.hpp"
+
+#include "costmodels/memory.hpp"
+
+#include <algorithm>
+
+namespace servesim {
+
+void KvMover::emit_tiers() {
+  if (e_.store) e_.sink.on_tier({e_.now(), e_.store->bytes(KvStore::Tier::l2), e_.store->bytes(KvStore::Tier::l3)});
+}
+
+long long KvMover::store_tokens_for(const Request& r) const {
+  if (!e_.store || r.session < 0) return 0;
+  const KvStore::Object* o = e_.store->find(r.session);
+  if (!o) return 0;
+  // a stored history with per-sequence state (KDA, windows) resumes only at its exact end
+  const long long usable = e_.exact_state_resume ? (r.history_tokens >= o->tokens ? o->tokens : 0) : std::min(o->tokens, r.history_tokens);
+  return std::min(usable, r.input_tokens - 1);
+}
+
+// Every decode TP rank needs the replicated latent/compressed KV and its share of the sharded
+// recurrent states: one flow between the two TP groups' endpoints carries all of it.
+void KvMover::transfer(ReqState* r) {
+  r->phase = ReqPhase::transfer;
+  r->rec.transfer_start_s = e_.now();
+  const int tp_d = e_.d.decode.attn_tp;
+  const int src0 = e_.prefill.gpu0_of(r), dst0 = e_.decode.gpu0_of(r);
+  const double bytes = kv_bytes(e_.d.model, r->req.input_tokens, tp_d) * tp_d;
+  const bool inter = e_.node_of(src0) != e_.node_of(dst0);
+  e_.flows.submit(e_.platform.endpoint(src0), e_.platform.endpoint(dst0), bytes, [this, r, bytes, inter] { transfer_done(r, bytes, inter); });
+}
+
+void KvMover::transfer_done(ReqState* r, double bytes, bool inter_node) {
+  e_.totals.transfer_bytes += bytes;
+  e_.sink.on_transfer({r->req.id, r->rec.prefill_instance, r->rec.decode_instance, inter_node, r->rec.transfer_start_s, e_.now(), bytes});
+  e_.prefill.release_kv(r);
+  r->phase = ReqPhase::decode;
+  r->rec.first_token_s = e_.now();
+  r->rec.generated_tokens = 1;
+  e_.decode.ready(r);
+}
+
+// Load-back from L2 host DRAM or L3 storage of some node into the prefill rank's GPUs: one flow
+// to the TP group (each rank needs the replicated caches and its share of the states). The request
+// joins the batch when the flow ends.
+void KvMover::load(ReqState* r, long long tokens) {
+  const KvStore::Object o = e_.store->take_for_load(r->req.session);
+  r->loading = true;
+  r->rec.load_start_s = e_.now();
+  r->rec.load_tier = static_cast<int>(o.tier);
+  const bool l2 = o.tier == KvStore::Tier::l2;
+  sg4::Host* src = l2 ? e_.platform.cpus[static_cast<size_t>(o.node)] : e_.platform.storage[static_cast<size_t>(o.node)];
+  const int tp = e_.d.prefill.attn_tp;
+  const double bytes = kv_bytes(e_.d.model, tokens, tp) * tp;  // every TP rank needs its copy
+  (l2 ? e_.totals.load_l2_bytes : e_.totals.load_l3_bytes) += bytes;
+  ++(l2 ? e_.totals.loads_l2 : e_.totals.loads_l3);
+  e_.flows.submit(src, e_.platform.endpoint(e_.prefill.gpu0_of(r)), bytes, [this, r, tokens, l2] {
+    e_.store->release(r->req.session, e_.now());
+    emit_tiers();
+    r->loading = false;
+    r->rec.load_end_s = e_.now();
+    (l2 ? e_.totals.tokens_l2 : e_.totals.tokens_l3) += tokens;
+    e_.prefill.loaded(r, tokens);
+  });
+}
+
+// One copy of the session's history (prompt + output), read from the group's GPUs in parallel
+// over PCIe to the node's host DRAM, while the session waits for its next round.
+void KvMover::offload(ReqState* r, int src_gpu0, std::function<void()> release) {
+  const long long tokens = r->req.input_tokens + r->req.output_tokens;
+  const double total = kv_bytes(e_.d.model, tokens, 1);
+  const int node = e_.node_of(src_gpu0);
+  const long long session = r->req.session;
+  ++e_.totals.offloads;
+  e_.totals.offload_bytes += total;
+  auto pending = pending_offloads_.emplace(session, r->rec.admit_s);
+  e_.arrivals.end_request(r, RequestStatus::completed, "");  // done for the user; its KV leaves the GPU later
+  e_.flows.submit(e_.platform.endpoint(src_gpu0), e_.platform.cpus[static_cast<size_t>(node)], total,
+                  [this, release = std::move(release), pending, session, tokens, total, node] {
+                    pending_offloads_.erase(pending);
+                    if (release) release();
+                    if (!e_.sessions.open(session)) {  // the session ended meanwhile: nothing to keep
+                      e_.totals.offload_abandoned_bytes += total;
+                      return;
+                    }
+                    for (const auto& dm : e_.store->put_l2(session, tokens, total, node, e_.now())) demote(dm);
+                    emit_tiers();
+                  });
+}
+
+void KvMover::demote(const KvStore::Demotion& dm) {
+  e_.totals.demote_bytes += dm.bytes;
+  e_.flows.submit(e_.platform.cpus[static_cast<size_t>(dm.node)], e_.platform.storage[static_cast<size_t>(dm.node)], dm.bytes, [this, dm] {
+    e_.store->demoted(dm.session, dm.gen, e_.now());
+    emit_tiers();
+  });
+}
+
+// The step's inter-node all-to-all bytes as background flows from each attention-TP group to the
+// fabric and back, rate-capped to last the step's all-to-all time. They only load the links (KV
+// transfers, offloads and load-backs share them); the step time is the closed form. Traffic of the
+// previous step that has not drained is cancelled.
+void KvMover::inject_all_to_all(const PoolSpec& pool, int first_gpu, const StepTime& st, std::vector<sg4::CommPtr>& flows) {
+  for (auto& c : flows)
+    if (!c->test()) c->cancel();
+  flows.clear();
+  if (!pool.all_to_all_on_fabric || pool.ep <= e_.d.gpu.gpus_per_node || st.a2a_inter_bytes_gpu <= 0 || st.comm_total_s <= 0) return;
+  const double bytes = st.a2a_inter_bytes_gpu * pool.attn_tp;  // a TP group's NIC bytes, each direction
+  const double rate = bytes / st.comm_total_s;
+  for (int r = 0; r < pool.dp(); ++r) {
+    sg4::Host* g = e_.platform.endpoint(first_gpu + r * pool.attn_tp);
+    for (auto [a, b] : {std::pair{g, e_.platform.spine}, std::pair{e_.platform.spine, g}}) {
+      // the rate must be set before both ends are: setting the destination starts the comm
+      flows.push_back(sg4::Comm::sendto_init()->set_payload_size(static_cast<uint64_t>(bytes))->set_rate(rate));
+      flows.back()->set_source(a);
+      flows.back()->set_destination(b);
+    }
+  }
+}
+
+}  // namespace servesim
