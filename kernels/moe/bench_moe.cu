@@ -400,6 +400,187 @@ void bench_fp8(Ctx& c) {
   tab.write(c.out);
 }
 
+// ---- own FP8 block-scaled grouped GEMM (gemm_fp8.cu) ---------------------------------------------------
+/// One FP8 problem set on the device: a pool of P expert matrices (e4m3, random moderate codes) with
+/// 128x128 block scales, activations for `rows` rows with 1x128 scales (K-block-major, ld = rows).
+struct Fp8Buffers {
+  int N, K, P;
+  long long rows;
+  DevBuf<uint8_t> w, x;
+  DevBuf<float> ws, xs;
+  DevBuf<bf16> y;
+  Fp8Buffers(Ctx& c, int N_, int K_, int P_, long long rows_)
+      : N(N_), K(K_), P(P_), rows(rows_), w(size_t(P_) * N_ * K_), x(size_t(rows_) * K_),
+        ws(size_t(P_) * (N_ / 128) * (K_ / 128)), xs(size_t(rows_) * (K_ / 128)), y(size_t(rows_) * N_) {
+    fill_bytes(w.p, w.n, 8, 0x20, 0x4F, c.s);  // positive/moderate e4m3 codes, no NaN (as the cuBLASLt sweep)
+    fill_bytes(x.p, x.n, 9, 0x20, 0x4F, c.s);
+    fill_f32(ws.p, ws.n, 1, 0.5f, 1.f, c.s);
+    fill_f32(xs.p, xs.n, 2, 0.5f, 1.f, c.s);
+  }
+};
+
+/// Times the masked layout: G groups, counts on the device, x padded to max_m rows per group.
+Timing time_fp8_masked(Ctx& c, Fp8Buffers& b, const int* d_eids, int sets, const int* d_mm, int G, int max_m, int bt) {
+  return timed(c, [&](int i) {
+    fp8_grouped_gemm_masked(b.x.p, b.xs.p, b.w.p, b.ws.p, d_eids + (i % sets) * G, d_mm, G, max_m, b.N, b.K, bt, b.y.p,
+                            c.s);
+  });
+}
+Timing time_fp8_contig(Ctx& c, Fp8Buffers& b, const int* d_eids, int sets, const std::vector<int>& cnt, int bt) {
+  const int G = int(cnt.size());
+  std::vector<int> roff(G + 1, 0), toff(G + 1, 0);
+  for (int g = 0; g < G; ++g) { roff[g + 1] = roff[g] + cnt[g]; toff[g + 1] = toff[g] + (cnt[g] + bt - 1) / bt; }
+  DevBuf<int> droff(G + 1), dtoff(G + 1);
+  droff.upload(roff);
+  dtoff.upload(toff);
+  return timed(c, [&](int i) {
+    fp8_grouped_gemm_contiguous(b.x.p, b.xs.p, int(b.rows), b.w.p, b.ws.p, d_eids + (i % sets) * G, droff.p, dtoff.p, G,
+                                b.N, b.K, bt, toff[G], b.y.p, c.s);
+  });
+}
+
+void bench_fp8_own(Ctx& c) {
+  const std::string dir = c.out + "/fp8own";
+  const json dt = {{"w", "e4m3_block128x128"}, {"a", "e4m3_block1x128"}, {"out", "bf16"}, {"acc", "fp32"}};
+  const double hbm = c.hbm_tbps > 0 ? c.hbm_tbps : 4.26;
+  std::mt19937_64 rng(13);
+  // -- reference points of issue 13 (DeepGEMM's published shapes, DeepSeek-V3 decode) --
+  Table rt("moe_fp8_reference_points", "DeepSeek-V3 (DeepGEMM shapes)",
+           "Own FP8 block-scaled grouped GEMM (gemm_fp8.cu) at the reference shapes of issue 13: DeepGEMM's masked "
+           "(G x m, N x K) and contiguous points, and DeepSeek-V3 decode with all 256 experts on one GPU (uniform top-8 "
+           "routing of T tokens, masked layout, max_m = largest count). Bytes: touched experts' weights + activations. "
+           "Row fp8_dense_ceiling: cuBLASLt e4m3 per-tensor 8192^3",
+           "2*rows*N*K", "touched experts * N*K + rows*K + 2*rows*N", c.gpu);
+  {  // FP8 dense ceiling
+    const int M = 8192;
+    DevBuf<uint8_t> a(size_t(M) * M), bb(size_t(M) * M);
+    DevBuf<bf16> d(size_t(M) * M);
+    DevBuf<float> one(1);
+    fill_bytes(a.p, a.n, 3, 0x20, 0x4F, c.s);
+    fill_bytes(bb.p, bb.n, 4, 0x20, 0x4F, c.s);
+    fill_f32(one.p, 1, 5, 1.f, 1.f, c.s);
+    if (cublaslt_fp8_gemm(c.lt, a.p, bb.p, d.p, M, M, M, false, one.p, one.p, c.s)) {
+      const Timing t = timed(c, [&](int) { cublaslt_fp8_gemm(c.lt, a.p, bb.p, d.p, M, M, M, false, one.p, one.p, c.s); });
+      rt.add("fp8_dense_ceiling", {{"M", M}, {"N", M}, {"K", M}}, {{"a", "e4m3"}, {"w", "e4m3"}, {"out", "bf16"}}, t,
+             2.0 * M * M * M, 3.0 * M * M);
+      note(c, "ceiling cublasLt fp8 8192^3: " + std::to_string(2.0 * M * M * M / t.us_median / 1e6) + " TFLOP/s");
+    }
+  }
+  struct NK { const char* name; int N, K; };
+  const NK dg[] = {{"w13_like", 4096, 7168}, {"w2_like", 7168, 2048}};
+  for (const auto& s : dg) {
+    if (!time_left(c)) break;
+    const int P = 8 * 3;  // rotation over 3 sets of 8 experts (>= 3x L2 at both shapes)
+    Fp8Buffers b(c, s.N, s.K, P, 32768);
+    std::vector<int> eids(P);
+    std::iota(eids.begin(), eids.end(), 0);
+    DevBuf<int> deids(P);
+    deids.upload(eids);
+    for (auto [G, m] : std::vector<std::pair<int, int>>{{1, 1024}, {2, 512}, {4, 256}, {8, 64}, {8, 8}}) {
+      std::vector<int> mm(G, m);
+      DevBuf<int> dmm(G);
+      dmm.upload(mm);
+      for (int bt : {fp8_pick_bt(m), 64}) {
+        if (bt == 64 && m <= 64) continue;
+        const Timing t = time_fp8_masked(c, b, deids.p, std::max(1, std::min(8, P / G)), dmm.p, G, m, bt);
+        const double fl = 2.0 * G * m * s.N * s.K, wb = double(G) * s.N * s.K;
+        rt.add("own_masked", {{"model", "DeepGEMM"}, {"matrix", s.name}, {"active_experts", G}, {"tokens_per_expert", m},
+                              {"rows", G * m}, {"N", s.N}, {"K", s.K}, {"skew", 0.0}},
+               dt, t, fl, wb + double(G) * m * (s.K + 2.0 * s.N), {{"bt", bt}});
+        char buf[300];
+        std::snprintf(buf, sizeof buf, "fp8 own masked %dx%d N=%d K=%d bt=%d: %.1f us, %.0f TFLOP/s, weights %.0f GB/s (%.0f%% of copy)",
+                      G, m, s.N, s.K, bt, t.us_median, fl / t.us_median / 1e6, wb / t.us_median / 1e3,
+                      100.0 * wb / t.us_median / 1e6 / hbm);
+        note(c, buf);
+      }
+    }
+    for (auto [G, m] : std::vector<std::pair<int, int>>{{8, 4096}, {4, 8192}, {8, 2048}, {8, 1024}, {8, 512}}) {
+      if (!time_left(c)) break;
+      const Timing t = time_fp8_contig(c, b, deids.p, std::min(3, P / G), std::vector<int>(G, m), 128);
+      const double fl = 2.0 * G * m * s.N * s.K;
+      rt.add("own_contiguous", {{"model", "DeepGEMM"}, {"matrix", s.name}, {"active_experts", G}, {"tokens_per_expert", m},
+                                {"rows", G * m}, {"N", s.N}, {"K", s.K}, {"skew", 0.0}},
+             dt, t, fl, double(G) * s.N * s.K + double(G) * m * (s.K + 2.0 * s.N), {{"bt", 128}});
+      char buf[300];
+      std::snprintf(buf, sizeof buf, "fp8 own contiguous %dx%d N=%d K=%d: %.1f us, %.0f TFLOP/s", G, m, s.N, s.K,
+                    t.us_median, fl / t.us_median / 1e6);
+      note(c, buf);
+    }
+  }
+  // DeepSeek-V3 decode: 256 experts on one GPU, T tokens routed uniformly top-8, masked layout.
+  for (const auto& s : dg) {
+    if (!time_left(c)) break;
+    const int E = 256, k = 8;
+    for (int T : {128, 512}) {
+      Routing r = make_routing(rng, T, E, k, 0.0, 1.f);
+      std::vector<int> cnt(E, 0);
+      for (int id : r.ids) cnt[id]++;
+      int touched = 0, mx = 0;
+      for (int v : cnt) { touched += v > 0; mx = std::max(mx, v); }
+      Fp8Buffers b(c, s.N, s.K, E, (long long)E * mx);
+      DevBuf<int> deids(E), dmm(E);
+      std::vector<int> eids(E);
+      std::iota(eids.begin(), eids.end(), 0);
+      deids.upload(eids);
+      dmm.upload(cnt);
+      const int bt = fp8_pick_bt(mx);
+      const Timing t = time_fp8_masked(c, b, deids.p, 1, dmm.p, E, mx, bt);
+      const double fl = 2.0 * T * k * s.N * s.K, wb = double(touched) * s.N * s.K;
+      rt.add("own_masked", {{"model", "DSV3-decode"}, {"matrix", s.name}, {"active_experts", touched}, {"tokens", T},
+                            {"rows", T * k}, {"max_m", mx}, {"N", s.N}, {"K", s.K}, {"skew", 0.0}},
+             dt, t, fl, wb + double(T) * k * (s.K + 2.0 * s.N), {{"bt", bt}});
+      char buf[300];
+      std::snprintf(buf, sizeof buf, "fp8 own DSV3 decode T=%d %s: %d experts touched, max_m %d, bt %d: %.1f us, weights %.2f TB/s (%.0f%% of copy)",
+                    T, s.name, touched, mx, bt, t.us_median, wb / t.us_median / 1e6, 100.0 * wb / t.us_median / 1e6 / hbm);
+      note(c, buf);
+    }
+  }
+  rt.write(dir);
+
+  // -- the sweep over the committed table's grid (same shape fields) --
+  Table tab("moe_grouped_gemm_fp8", "K3, DSV4-Pro, DSV4-Flash",
+            "Grouped expert GEMM in FP8 e4m3, DeepSeek-style block scales (1x128 activation, 128x128 weight), bf16 out, "
+            "own wgmma kernel (gemm_fp8.cu), one launch for all experts. Variant own_masked: masked layout (decode; "
+            "per-expert counts on the device, x padded to max_m = m rows per expert); own_contiguous: contiguous layout "
+            "(prefill; rows of all experts back to back, tile offsets on the device). Activation quantisation not included",
+            "2*G*m*N*K", "G*N*K weight bytes + G*m*K + 2*G*m*N", c.gpu);
+  for (const auto& s : gemm_shapes(c)) {
+    const size_t wmat = size_t(s.N) * s.K;
+    for (int G : c.quick ? std::vector<int>{8} : std::vector<int>{8, 32}) {
+      if (!time_left(c)) break;
+      const int sets = rotation_sets(double(G) * wmat, c.gpu.l2_bytes, 8);
+      const int P = G * sets;
+      const long long mmax = kMaxRows / G;
+      Fp8Buffers b(c, s.N, s.K, P, mmax * G);
+      std::vector<int> eids(P);
+      std::iota(eids.begin(), eids.end(), 0);
+      std::shuffle(eids.begin(), eids.end(), rng);
+      DevBuf<int> deids(P), dmm(G);
+      deids.upload(eids);
+      for (long long m : pick(c, grid(1, mmax), {1, 8, 64, 256, 1024})) {
+        if (m > mmax || !time_left(c)) continue;
+        const int bt = fp8_pick_bt(double(m));
+        dmm.upload(std::vector<int>(G, int(m)));
+        const double fl = 2.0 * G * m * s.N * s.K, wb = double(G) * wmat, by = wb + double(G) * m * s.K + 2.0 * G * m * s.N;
+        const Timing tm = time_fp8_masked(c, b, deids.p, sets, dmm.p, G, int(m), bt);
+        tab.add("own_masked", gshape(s, G, m), dt, tm, fl, by, {{"bt", bt}});
+        const int btc = m >= 128 ? 128 : bt;
+        const Timing tc = time_fp8_contig(c, b, deids.p, sets, std::vector<int>(G, int(m)), btc);
+        tab.add("own_contiguous", gshape(s, G, m), dt, tc, fl, by, {{"bt", btc}});
+        if (m == 1 || m == 8 || m == 64 || m == 256 || m >= 1024) {
+          char buf[320];
+          std::snprintf(buf, sizeof buf, "fp8 own %s %s G=%d m=%lld: masked %.1f us (%.0f TFLOP/s, weights %.2f TB/s = %.0f%% of copy), "
+                        "contiguous %.1f us (%.0f TFLOP/s)",
+                        s.model.c_str(), s.matrix.c_str(), G, m, tm.us_median, fl / tm.us_median / 1e6, wb / tm.us_median / 1e6,
+                        100.0 * wb / tm.us_median / 1e6 / hbm, tc.us_median, fl / tc.us_median / 1e6);
+          note(c, buf);
+        }
+      }
+    }
+  }
+  tab.write(dir);
+}
+
 // ---- MoE layers -----------------------------------------------------------------------------------
 struct LayerCfg {
   std::string name, model;
@@ -911,6 +1092,7 @@ int main(int argc, char** argv) {
     section("bf16", {"moe_grouped_gemm_bf16"}, bench_bf16_grouped);
     section("layers", {"moe_layer_k3", "moe_layer_dsv4"}, bench_layers);
     section("fp8", {"moe_grouped_gemm_fp8"}, bench_fp8);
+    section("fp8own", {"fp8own"}, bench_fp8_own);  // own kernel: tables in <out>/fp8own/
     section("routers", {"moe_router_k3", "moe_router_dsv4"}, bench_routers);
     section("dispatch", {"moe_permute", "moe_combine"}, bench_dispatch);
     section("act", {"moe_act_situ", "moe_act_swiglu"}, bench_act);

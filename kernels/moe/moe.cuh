@@ -189,6 +189,29 @@ void lt_fp8_destroy(LtFp8* ctx);
 bool cublaslt_fp8_gemm(LtFp8* ctx, const void* X, const void* W, bf16* D, int M, int N, int K, bool block,
                        const float* x_scale, const float* w_scale, cudaStream_t stream);
 
+// ---- FP8 block-scaled grouped GEMM (own kernel, gemm_fp8.cu) ---------------------------------------
+/// DeepSeek-style FP8: X e4m3 with one fp32 scale per 1x128 (row, 128-K block), W e4m3 [E, N, K]
+/// with one fp32 scale per 128x128 block, w_scale [E, N/128, K/128]. Y = sum_kb (X_kb W_kb^T) *
+/// x_scale * w_scale, fp32 accumulation, bf16 out. Activation scales are stored K-block-major
+/// ("MN-major", as DeepGEMM takes them): x_scale[kb * ld + row].
+/// Token tile widths (wgmma N side) the kernel is compiled for, and the pick for a row count.
+constexpr int kFp8TileWidths[] = {8, 16, 32, 64, 128};
+int fp8_pick_bt(double rows_per_group);
+/// Masked layout (decode): x [G, max_m, K], y [G, max_m, N]; group g holds masked_m[g] (device,
+/// clamped to max_m) valid rows; rows past it are neither read nor written. x_scale ld = G*max_m.
+/// Group g uses expert expert_ids[g] (nullptr: g). No host synchronisation: graph-capturable.
+/// Throws std::invalid_argument unless N % 128 == 0, K % 256 == 0, K <= 16384, bt in kFp8TileWidths.
+void fp8_grouped_gemm_masked(const void* x, const float* x_scale, const void* w, const float* w_scale,
+                             const int* expert_ids, const int* masked_m, int G, int max_m, int N, int K, int bt,
+                             bf16* y, cudaStream_t stream);
+/// Contiguous layout (prefill): x [rows, K], rows of group g at row_offsets[g] .. row_offsets[g+1]
+/// (no alignment needed), tile_offsets [G+1] prefix sums of ceil(count / bt) (moe_permute writes
+/// both), max_tiles >= tile_offsets[G] bounds the grid; x_scale ld = x_scale_ld (>= rows).
+void fp8_grouped_gemm_contiguous(const void* x, const float* x_scale, int x_scale_ld, const void* w,
+                                 const float* w_scale, const int* expert_ids, const int* row_offsets,
+                                 const int* tile_offsets, int G, int N, int K, int bt, int max_tiles, bf16* y,
+                                 cudaStream_t stream);
+
 // ---- device fills (random data without host transfers) ------------------------------------------
 /// Fills with a counter-based hash RNG: bf16 uniform in [-amp, amp]; codes uniform 4-bit; scale
 /// bytes uniform in [lo, hi].

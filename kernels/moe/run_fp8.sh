@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# One device call for issue 13 (FP8 block-scaled grouped GEMM): correctness tests (+ compute-sanitizer),
+# the own-kernel sweep (bench_moe --only fp8own), the torch._scaled_grouped_mm reference, SASS check.
+# Binaries come prebuilt in $BUILD (carried).  MODE=quick|full  BENCH_S (deadline of bench_moe)  TORCH_S
+# Reproduce: MODE=full OUT=/tmp/out BUILD=build-moe bash kernels/moe/run_fp8.sh
+set -u
+MODE=${MODE:-full}; BUILD=${BUILD:-build-moe}; OUT=${OUT:-/tmp/fp8-out}
+BENCH_S=${BENCH_S:-150}; TORCH_S=${TORCH_S:-60}
+T0=$(date +%s)
+mkdir -p "$OUT/tables"
+LOG=$OUT/log.txt
+{
+  echo "== run_fp8.sh MODE=$MODE commit=${SERVESIM_COMMIT:-unknown} $(date -u +%FT%TZ)"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
+  echo "== tests"
+  timeout 120 "$BUILD/moe/test_moe" --gtest_filter='MoeFp8*:MoeLib.CublasLtFp8*' > "$OUT/test_fp8.txt" 2>&1
+  echo "test_moe exit: $?"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED)|rel L2|Failure|Expected|Which|actual" "$OUT/test_fp8.txt" | cut -c1-200
+  if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+    echo "== compute-sanitizer memcheck ($(($(date +%s)-T0)) s)"
+    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/moe/test_moe" \
+      --gtest_filter='MoeFp8.MaskedLayoutMatchesReference:MoeFp8.ContiguousLayoutMatchesReference' > "$OUT/sanitizer.txt" 2>&1
+    echo "memcheck exit: $?"; grep -E "ERROR SUMMARY|Invalid|PASSED|FAILED" "$OUT/sanitizer.txt" | head -8
+    timeout 90 compute-sanitizer --tool synccheck --error-exitcode 9 "$BUILD/moe/test_moe" \
+      --gtest_filter='MoeFp8.MaskedLayoutMatchesReference' > "$OUT/synccheck.txt" 2>&1
+    echo "synccheck exit: $?"; grep -E "ERROR SUMMARY" "$OUT/synccheck.txt" | head -3
+  fi
+  Q=""; [ "$MODE" = quick ] && Q="--quick"
+  echo "== bench_moe fp8own ($(($(date +%s)-T0)) s)"
+  timeout $((BENCH_S + 90)) "$BUILD/moe/bench_moe" --out "$OUT/tables" --only moe_ref_ceilings,fp8own --deadline-s "$BENCH_S" $Q ${BENCH_ARGS:-}
+  echo "bench_moe exit: $?"
+  if [ "$TORCH_S" -gt 0 ]; then
+    echo "== torch._scaled_grouped_mm ($(($(date +%s)-T0)) s)"
+    PYTHONUNBUFFERED=1 timeout $((TORCH_S + 60)) python3 kernels/moe/fp8_torch_ref.py --out "$OUT/tables/fp8own" --deadline-s "$TORCH_S"
+    echo "torch exit: $?"
+  fi
+  if [ -n "${NCU_ARGS:-}" ] && command -v ncu >/dev/null; then
+    echo "== ncu ($(($(date +%s)-T0)) s)"
+    timeout 120 ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+      --section WarpStateStats -k regex:fp8_grouped -c 6 "$BUILD/moe/bench_moe" $NCU_ARGS > "$OUT/ncu.txt" 2>&1
+    echo "ncu exit: $?"
+    grep -E "fp8_grouped_kernel|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)|Achieved Occupancy|Stall|Registers Per" "$OUT/ncu.txt" | cut -c1-150 | head -60
+  fi
+  if command -v cuobjdump >/dev/null; then
+    cuobjdump --dump-sass "$BUILD/moe/libmoe_kernels.a" 2>/dev/null | awk '/Function : /{f=($0 ~ /fp8_grouped/)} f' > "$OUT/sass_fp8.txt"
+    echo "SASS fp8_grouped: $(grep -c QGMMA "$OUT/sass_fp8.txt") QGMMA, $(grep -cE 'LDL|STL' "$OUT/sass_fp8.txt") LDL/STL, $(grep -c LDGSTS "$OUT/sass_fp8.txt") LDGSTS, $(grep -c 'WARPGROUP.DEPBAR' "$OUT/sass_fp8.txt") DEPBAR"
+    gzip -f "$OUT/sass_fp8.txt"
+  fi
+  nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
+  echo "== done in $(($(date +%s)-T0)) s"
+} 2>&1 | tee "$LOG"
+tar -czf "$OUT/tables.tar.gz" -C "$OUT/tables" . && rm -rf "$OUT/tables"
+echo "==== SUMMARY ===="
+grep -E "PASSED|FAILED|rel L2|exit:|ERROR|ceiling|fp8 own|torch scaled|torch _scaled|SASS|done in" "$LOG" | cut -c1-230 | tail -90
