@@ -538,7 +538,7 @@ void bench_mla_decode() {
         s.bt.upload(bt);
       }
       out->alloc(static_cast<size_t>(p.B) * H * 512);
-      *plan = mqa_make_plan(ctx);
+      *plan = p.variant == 0 ? mla_decode_plan(ctx, H) : mqa_make_plan(ctx);
       op->alloc(std::max<size_t>(1, mqa_part_floats(*plan, H)));
       lp->alloc(std::max<size_t>(1, mqa_lse_floats(*plan, H)));
       MqaArgs a;

@@ -567,6 +567,70 @@ __global__ void __launch_bounds__(256, 1)
   }
 }
 
+// Split-KV merge for the wgmma MLA path: like mqa_combine_kernel, but the slots of one (query,
+// head) are read in parallel (weights staged in smem, 8 partial rows in flight per thread), so a
+// query split 100+ ways is not a chain of dependent loads.
+__global__ void __launch_bounds__(128) mla_combine_kernel(MqaArgs a, const int* __restrict__ q_slot_begin) {
+  const int qi = blockIdx.x, h = blockIdx.y, H = a.H;
+  const int s0 = q_slot_begin[qi], n = q_slot_begin[qi + 1] - s0;
+  if (n == 0) return;
+  __shared__ float ws[128];
+  __shared__ float red[4];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const float sk = a.sink ? a.sink[h] * kLog2e : kNegInf;
+  float mx = sk;
+  for (int i = tid; i < n; i += 128) mx = fmaxf(mx, a.lse_part[static_cast<size_t>(s0 + i) * H + h]);
+  mx = warp_max(mx);
+  if (lane == 0) red[warp] = mx;
+  __syncthreads();
+  const float M = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+  float den = (M == kNegInf || sk == kNegInf) ? 0.f : exp2f(sk - M);
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  const int c = tid * 4;
+  const size_t ld = static_cast<size_t>(H) * 512;
+  for (int base = 0; base < n; base += 128) {
+    const int cnt = min(128, n - base);
+    __syncthreads();
+    float w = 0.f;
+    if (tid < cnt && M != kNegInf) {
+      const float l = a.lse_part[static_cast<size_t>(s0 + base + tid) * H + h];
+      w = l == kNegInf ? 0.f : exp2f(l - M);
+    }
+    ws[tid] = w;
+    __syncthreads();
+    const float* op = a.o_part + (static_cast<size_t>(s0 + base) * H + h) * 512 + c;
+    int i = 0;
+    for (; i + 8 <= cnt; i += 8) {
+      float4 o[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) o[u] = __ldg(reinterpret_cast<const float4*>(op + (i + u) * ld));
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const float wu = ws[i + u];
+        den += wu;
+        if (wu != 0.f) {
+          acc.x += wu * o[u].x; acc.y += wu * o[u].y; acc.z += wu * o[u].z; acc.w += wu * o[u].w;
+        }
+      }
+    }
+    for (; i < cnt; ++i) {
+      const float wu = ws[i];
+      den += wu;
+      if (wu != 0.f) {
+        const float4 o = __ldg(reinterpret_cast<const float4*>(op + i * ld));
+        acc.x += wu * o.x; acc.y += wu * o.y; acc.z += wu * o.z; acc.w += wu * o.w;
+      }
+    }
+  }
+  const float f = den > 0.f ? 1.f / den : 0.f;
+  bf16* o = a.out + (static_cast<size_t>(qi) * H + h) * 512 + c;
+  uint2 u;
+  u.x = pack_bf16(acc.x * f, acc.y * f);
+  u.y = pack_bf16(acc.z * f, acc.w * f);
+  *reinterpret_cast<uint2*>(o) = u;
+  if (a.lse && tid == 0) a.lse[static_cast<size_t>(qi) * H + h] = den > 0.f ? (M + log2f(den)) / kLog2e : kNegInf;
+}
+
 // Tensor map of the paged latent cache viewed as [rows, 576] bf16, box 64 x 64, 128-B swizzle.
 CUtensorMap latent_cache_map(const bf16* cache, long rows) {
   static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
@@ -608,11 +672,56 @@ void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
     SS_LAUNCH_CHECK();
   }
   if (plan.n_slots > 0) {
-    mqa_combine_kernel<<<dim3(a.nq, a.H), 128, 0, s>>>(a, plan.q_slot_begin.p);
+    mla_combine_kernel<<<dim3(a.nq, a.H), 128, 0, s>>>(a, plan.q_slot_begin.p);
     SS_LAUNCH_CHECK();
   }
 }
+
+MqaPlan plan_from_split(const std::vector<int>& rows, long per_rows) {
+  MqaPlan p;
+  p.nq = static_cast<int>(rows.size());
+  std::vector<int4> work;
+  std::vector<int> qsb(1, 0);
+  int slot = 0;
+  for (int q = 0; q < p.nq; ++q) {
+    const int n = std::max(rows[q], 0);
+    const int ns = static_cast<int>(std::max<long>(1, (n + per_rows - 1) / per_rows));
+    if (ns == 1) {
+      work.push_back(make_int4(q, 0, n, -1));
+    } else {
+      int len = (n + ns - 1) / ns;
+      len = (len + 63) / 64 * 64;
+      for (int b = 0; b < n; b += len) work.push_back(make_int4(q, b, std::min(n, b + len), slot++));
+    }
+    qsb.push_back(slot);
+  }
+  std::stable_sort(work.begin(), work.end(), [](const int4& x, const int4& y) { return (x.z - x.y) > (y.z - y.y); });
+  p.n_work = static_cast<int>(work.size());
+  p.n_slots = slot;
+  p.work.upload(work);
+  p.q_slot_begin.upload(qsb);
+  return p;
+}
 }  // namespace
+
+MqaPlan mla_decode_plan(const std::vector<int>& rows, int H) {
+  const int groups = std::max(1, (H + 63) / 64);
+  const long W = std::max(1, device_sm_count() / groups);  // CTAs of one head group per wave (1 CTA/SM)
+  long tmax = 1;
+  for (int r : rows) tmax = std::max<long>(tmax, (std::max(r, 0) + 63) / 64);
+  // candidate tiles per work item: ceil(tmax / s), at least 4 (256 rows); cost = waves x (per + 2)
+  long best_per = tmax;
+  double best_cost = 1e300;
+  for (long s = 1; s <= std::min<long>(tmax, 1024); ++s) {
+    const long per = std::max<long>(4, (tmax + s - 1) / s);
+    long items = 0;
+    for (int r : rows) items += std::max<long>(1, ((std::max(r, 0) + 63) / 64 + per - 1) / per);
+    const double cost = static_cast<double>((items + W - 1) / W) * (per + 2);
+    if (cost < best_cost - 1e-9) { best_cost = cost; best_per = per; }
+    if (per == 4) break;
+  }
+  return plan_from_split(rows, best_per * 64);
+}
 
 MqaPlan mqa_make_plan(const std::vector<int>& rows, int target_items, int min_split_rows, int force_split_rows) {
   MqaPlan p;

@@ -28,6 +28,12 @@ struct MqaPlan {
 /// `force_split_rows` > 0, used by the tests to exercise the split path). Host metadata.
 MqaPlan mqa_make_plan(const std::vector<int>& rows, int target_items = 0, int min_split_rows = 256,
                       int force_split_rows = 0);
+/// Work split for mla_decode variant 0 (one 256-thread CTA per SM, heads in groups of 64): with
+/// W = SMs / ceil(H/64) CTAs of a head group per wave and t_q = ceil(rows[q]/64) tiles, it picks the
+/// tiles per item `per` (over per = max(4, ceil(max_q t_q / s)), s = 1, 2, ...) minimising
+/// ceil(sum_q ceil(t_q/per) / W) * (per + 2), i.e. whole waves of items of about equal length;
+/// each query is cut into ceil(t_q/per) equal parts (multiples of 64 rows). Host metadata.
+MqaPlan mla_decode_plan(const std::vector<int>& rows, int H);
 /// Partial-output scratch sizes the caller must provide for a plan.
 inline size_t mqa_part_floats(const MqaPlan& p, int H, int DV = 512) { return static_cast<size_t>(p.n_slots) * H * DV; }
 inline size_t mqa_lse_floats(const MqaPlan& p, int H) { return static_cast<size_t>(p.n_slots) * H; }

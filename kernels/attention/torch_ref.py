@@ -2,6 +2,7 @@
 """Library reference timings beside servesim's attention kernels (issue 12), run on the GPU machine.
 
   python3 kernels/attention/torch_ref.py --out DIR [--budget S] [--ops mla_prefill,absorb] [--quick]
+                                        [--heads 96,48,24,12] [--skip-existing TABLE.json]
 
 mla_prefill: the MHA-form MLA prefill core (causal chunk of N queries over a cached prefix of P,
   d_qk 192, d_v 128, H heads) through PyTorch's cuDNN fused attention, at the (chunk, prefix, heads)
@@ -227,6 +228,12 @@ def bench_prefill(args, gi, commit, out):
                     pts.append((N, Pf, H))
     if args.quick:
         pts = [p for p in pts if (p[0], p[1]) in {(4096, 0), (8192, 0), (8192, 16384), (2048, 65536), (16384, 0)}]
+    if args.skip_existing and os.path.exists(args.skip_existing):
+        with open(args.skip_existing) as f:
+            have = {(r["shape"]["chunk"], r["shape"]["prefix"], r["shape"]["heads"]) for r in json.load(f)["rows"]}
+        n0 = len(pts)
+        pts = [p for p in pts if p not in have]
+        print(f"--skip-existing: {n0 - len(pts)} points measured before, {len(pts)} to run", flush=True)
     pts.sort(key=lambda p: p[2] * p[0] * (p[1] + p[0] / 2))
     end = time.time() + args.budget
     done = skipped = 0
@@ -299,6 +306,7 @@ def main():
     ap.add_argument("--ops", default="mla_prefill,absorb")
     ap.add_argument("--heads", default="96,48,24,12")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--skip-existing", default="", help="mla_prefill: a table whose points are not run again")
     args = ap.parse_args()
     args.heads = [int(x) for x in args.heads.split(",")]
     os.makedirs(args.out, exist_ok=True)

@@ -71,7 +71,8 @@ void mla_case(const std::vector<int>& ctx, int force_split, int variant, int H =
   dlse.alloc(static_cast<size_t>(B) * H);
   poison(dout.p, dout.n);
   poison(dlse.p, dlse.n);
-  MqaPlan plan = mqa_make_plan(ctx, 0, 256, force_split);
+  // variant 0 with no forced split uses its own wave-balanced plan (mla_decode_plan)
+  MqaPlan plan = (variant == 0 && force_split == 0) ? mla_decode_plan(ctx, H) : mqa_make_plan(ctx, 0, 256, force_split);
   opart.alloc(std::max<size_t>(1, mqa_part_floats(plan, H)));
   lpart.alloc(std::max<size_t>(1, mqa_lse_floats(plan, H)));
   MqaArgs a;
@@ -177,6 +178,8 @@ TEST(MlaDecode, WgmmaHeadCountsAndTails) {
   mla_case({1, 70, 700, 2100}, 0, 0, 96, true);
   mla_case({1, 300, 65}, 0, 0, 32, true);
   mla_case({9000}, 64, 0, 16);
+  mla_case({20000}, 0, 0, 64);          // wave-balanced plan: one query split ~80 ways
+  mla_case({3000, 40, 1800, 7}, 0, 0, 128, true);
   mla_case({129, 1500}, 256, 2, 48);
 }
 TEST(V4Attn, ProHeadsSparseWithSink) {
