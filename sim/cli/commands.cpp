@@ -3,6 +3,7 @@
 
 #include "costmodels/capacity.hpp"
 #include "costmodels/factory.hpp"
+#include "costmodels/fitted.hpp"
 #include "costmodels/memory.hpp"
 #include "scenarios/scenario.hpp"
 #include "sim/exporters/writers.hpp"
@@ -86,8 +87,9 @@ int run_one(const Scenario& s, const DeploymentSpec& d, const fs::path& dir, con
     rep.decode_memory = sim.decode_memory();
     rep.totals = totals;
     rep.summary = metrics.summary();
-    nlohmann::json sj = summary_json(rep);
-    sj["requests"]["skipped_bad_rows"] = src->skipped_rows();
+    rep.skipped_rows = src->skipped_rows();
+    if (dynamic_cast<const FittedCostModel*>(cost.get())) rep.fit = fitted_provenance(d.gpu);
+    const nlohmann::json sj = summary_json(rep);
     std::ofstream(dir / "summary.json") << sj.dump(2) << "\n";
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);

@@ -2,6 +2,7 @@
 // grow with the run) or a function of the finished Summary. Number formats are fixed, so the same
 // run gives byte-identical files.
 #pragma once
+#include "costmodels/fitted.hpp"
 #include "sim/exporters/metrics.hpp"
 #include "sim/simulation.hpp"
 
@@ -9,6 +10,7 @@
 
 #include <cstdio>
 #include <set>
+#include <optional>
 #include <string>
 
 namespace servesim {
@@ -66,6 +68,8 @@ struct RunReport {
   GpuMemoryPlan prefill_memory, decode_memory;
   RunTotals totals;
   Summary summary;
+  long long skipped_rows = 0;         ///< malformed trace rows skipped (--skip-bad-rows)
+  std::optional<FitProvenance> fit;   ///< set when the fitted cost model answered: its parameters and measurements
 };
 
 /// summary.json content for one deployment (units in key names: _s, _ms, _bytes, _gb, _per_s).

@@ -11,28 +11,6 @@ namespace servesim {
 
 namespace {
 
-std::FILE* open_or_throw(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) throw std::runtime_error("cannot write " + path);
-  return f;
-}
-
-std::string csv_quote(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return o + "\"";
-}
-
-const char* status_name(RequestStatus s) {
-  switch (s) {
-    case RequestStatus::completed: return "completed";
-    case RequestStatus::rejected: return "rejected";
-    case RequestStatus::in_flight: return "in_flight";
-  }
-  return "?";
-}
-
 // fixed-precision number for outputs: rounding the value first keeps files byte-identical
 double r6(double x) { return std::round(x * 1e6) / 1e6; }
 double r3(double x) { return std::round(x * 1e3) / 1e3; }
@@ -65,113 +43,13 @@ nlohmann::json pool_json(const PoolSpec& p) {
 
 }  // namespace
 
-// ------------------------------------------------------------------------- requests.csv
+namespace {
 
-RequestsCsvWriter::RequestsCsvWriter(const std::string& path) : f_(open_or_throw(path)), path_(path) {
-  std::fputs(
-      "id,status,reason,arrival_s,admit_s,load_start_s,load_end_s,prefill_start_s,prefill_end_s,transfer_start_s,first_token_s,done_s,"
-      "ttft_ms,tpot_ms,e2e_ms,input_tokens,cached_tokens,loaded_tokens,load_tier,output_tokens,generated_tokens,prefill_instance,"
-      "decode_instance,session,round\n",
-      f_);
-}
-
-RequestsCsvWriter::~RequestsCsvWriter() {
-  if (f_) std::fclose(f_);
-}
-
-void RequestsCsvWriter::on_request(const RequestRecord& r) {
-  auto t = [](double x) { return x >= 0 ? fmt::format("{:.6f}", x) : std::string(); };
-  auto ms = [](double x) { return x >= 0 ? fmt::format("{:.3f}", x * 1e3) : std::string(); };
-  fmt::print(f_, "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.id, status_name(r.status), csv_quote(r.reason),
-             t(r.arrival_s), t(r.admit_s), t(r.load_start_s), t(r.load_end_s), t(r.prefill_start_s), t(r.prefill_end_s), t(r.transfer_start_s),
-             t(r.first_token_s), t(r.done_s), ms(r.ttft_s()), ms(r.tpot_s()), ms(r.e2e_s()), r.input_tokens, r.cached_tokens, r.loaded_tokens,
-             r.load_tier, r.output_tokens, r.generated_tokens, r.prefill_instance, r.decode_instance, r.session >= 0 ? std::to_string(r.session) : "",
-             r.session >= 0 ? std::to_string(r.round) : "");
-}
-
-void RequestsCsvWriter::on_end(double) {
-  if (std::fflush(f_) != 0) throw std::runtime_error("error writing " + path_);
-}
-
-// ------------------------------------------------------------------------- timeline.json
-
-TimelineWriter::TimelineWriter(const std::string& path, const std::string& title, long long max_events)
-    : f_(open_or_throw(path)), path_(path), max_events_(max_events) {
-  fmt::print(f_, "{{\"displayTimeUnit\":\"ms\",\"otherData\":{{\"title\":\"{}\",\"time_unit\":\"simulated microseconds\"}},\"traceEvents\":[\n", title);
-  const char* procs[] = {"", "prefill instances", "decode instances", "EP all-to-all + TP all-reduce", "KV transfers", "KV store (all nodes)"};
-  for (int pid = 1; pid <= 5; ++pid)
-    write(fmt::format("{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":\"{}\"}}}}", pid, procs[pid]));
-  write("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":4,\"tid\":0,\"args\":{\"name\":\"inter-node (NIC)\"}}");
-  write("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":4,\"tid\":1,\"args\":{\"name\":\"intra-node (NVLink)\"}}");
-}
-
-TimelineWriter::~TimelineWriter() {
-  if (f_) std::fclose(f_);
-}
-
-void TimelineWriter::write(const std::string& ev) {
-  std::fputs(first_ ? "" : ",\n", f_);
-  std::fputs(ev.c_str(), f_);
-  first_ = false;
-}
-
-void TimelineWriter::name_track(int pid, int tid, const std::string& name) {
-  if (!named_.insert({pid, tid}).second) return;
-  write(fmt::format("{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":\"{}\"}}}}", pid, tid, name));
-}
-
-void TimelineWriter::on_step(const StepEvent& e) {
-  if (written_ >= max_events_) {
-    ++dropped_;
-    return;
-  }
-  ++written_;
-  const int pid = e.role == Phase::prefill ? 1 : 2;
-  const int tid = e.instance;
-  name_track(pid, tid, fmt::format("{} instance {}", to_string(e.role), e.instance));
-  if (e.time.comm_total_s > 0)
-    name_track(3, (e.role == Phase::prefill ? 0 : 1000) + e.instance, fmt::format("{} instance {} all-to-all", to_string(e.role), e.instance));
-  write(fmt::format("{{\"ph\":\"X\",\"name\":\"{} step\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"seqs\":{},\"tokens\":{},"
-                    "\"attention_ms\":{:.4f},\"ffn_ms\":{:.4f},\"comm_ms\":{:.4f},\"other_ms\":{:.4f}}}}}",
-                    to_string(e.role), pid, tid, e.start_s * 1e6, (e.end_s - e.start_s) * 1e6, e.seqs, e.tokens, e.time.attention_s * 1e3,
-                    e.time.ffn_s * 1e3, e.time.comm_s * 1e3, e.time.other_s * 1e3));
-  if (e.time.comm_total_s > 0)
-    write(fmt::format("{{\"ph\":\"X\",\"name\":\"{} all-to-all\",\"pid\":3,\"tid\":{},\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"exposed_ms\":{:.4f}}}}}",
-                      to_string(e.role), (e.role == Phase::prefill ? 0 : 1000) + e.instance, e.start_s * 1e6, e.time.comm_total_s * 1e6,
-                      e.time.comm_s * 1e3));
-}
-
-void TimelineWriter::on_transfer(const TransferEvent& e) {
-  const int tid = e.inter_node ? 0 : 1;
-  write(fmt::format("{{\"ph\":\"b\",\"cat\":\"kv\",\"name\":\"KV P{}→D{}\",\"id\":{},\"pid\":4,\"tid\":{},\"ts\":{:.3f},\"args\":{{\"bytes\":{:.0f}}}}}",
-                    e.prefill_instance, e.decode_instance, e.request, tid, e.start_s * 1e6, e.bytes));
-  write(fmt::format("{{\"ph\":\"e\",\"cat\":\"kv\",\"name\":\"KV P{}→D{}\",\"id\":{},\"pid\":4,\"tid\":{},\"ts\":{:.3f}}}", e.prefill_instance,
-                    e.decode_instance, e.request, tid, e.end_s * 1e6));
-}
-
-void TimelineWriter::on_memory(const MemoryEvent& e) {
-  write(fmt::format("{{\"ph\":\"C\",\"name\":\"KV GB per GPU\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"args\":{{\"mean\":{:.4f},\"busiest\":{:.4f}}}}}",
-                    e.role == Phase::prefill ? 1 : 2, e.instance, e.t_s * 1e6, e.kv_bytes_mean / 1e9, e.kv_bytes_max / 1e9));
-}
-
-void TimelineWriter::on_tier(const TierEvent& e) {
-  write(fmt::format("{{\"ph\":\"C\",\"name\":\"KV GB\",\"pid\":5,\"tid\":0,\"ts\":{:.3f},\"args\":{{\"L2 host DRAM\":{:.4f},\"L3 storage\":{:.4f}}}}}",
-                    e.t_s * 1e6, e.l2_bytes / 1e9, e.l3_bytes / 1e9));
-}
-
-void TimelineWriter::on_end(double t_s) {
-  fmt::print(f_, "\n],\"metadata\":{{\"end_s\":{:.6f},\"step_slices_written\":{},\"step_slices_dropped\":{}}}}}\n", t_s, written_, dropped_);
-  if (std::fflush(f_) != 0) throw std::runtime_error("error writing " + path_);
-}
-
-// ------------------------------------------------------------------------- summary.json
-
-nlohmann::json summary_json(const RunReport& r) {
+// what ran: deployment, model, workload, seed, and which cost model answered (with the fitted
+// parameters' provenance when the cost model was the fitted one)
+void header_json(const RunReport& r, nlohmann::json& j) {
   const DeploymentSpec& d = *r.deployment;
   const Summary& s = r.summary;
-  const int gpus = required_gpus(d), nodes = d.cluster.nodes;
-  const double dur = s.end_s > 0 ? s.end_s : 1.0;
-  nlohmann::json j;
   j["deployment"] = d.name;
   j["model"] = d.model.name;
   j["hardware"] = d.gpu.name;
@@ -187,9 +65,9 @@ nlohmann::json summary_json(const RunReport& r) {
     j["cost_model"]["extrapolated_ops"] = ops;
     j["cost_model"]["extrapolated_share_of_step_time"] = busy > 0 ? r6(s.extrapolated_s / busy) : 0.0;
   }
-  if (r.cost_model.rfind("fitted", 0) == 0 && !d.gpu.fitted_models_path.empty()) {
+  if (r.fit) {
     // which fitted parameters and which measurements produced the numbers (issue #5)
-    const FitProvenance p = fitted_provenance(d.gpu);
+    const FitProvenance& p = *r.fit;
     j["cost_model"]["parameters"] = p.parameters;
     j["cost_model"]["parameters_fnv1a64"] = p.parameters_hash;
     j["cost_model"]["measured_on"] = p.measured_on;
@@ -197,6 +75,14 @@ nlohmann::json summary_json(const RunReport& r) {
     j["cost_model"]["measurement_commits"] = p.measurement_commits;
     j["cost_model"]["tables"] = p.tables;
   }
+}
+
+// the cluster, the pools and policies, what happened to the requests, latency, throughput, goodput
+void load_json(const RunReport& r, nlohmann::json& j) {
+  const DeploymentSpec& d = *r.deployment;
+  const Summary& s = r.summary;
+  const int gpus = required_gpus(d), nodes = d.cluster.nodes;
+  const double dur = s.end_s > 0 ? s.end_s : 1.0;
   j["cluster"] = {{"nodes", nodes}, {"gpus_used", gpus}, {"fabric", d.cluster.fabric == FabricKind::fat_tree ? "fat_tree" : "rail_optimized"},
                   {"oversubscription", d.cluster.oversubscription}};
   j["prefill_pool"] = pool_json(d.prefill);
@@ -225,6 +111,12 @@ nlohmann::json summary_json(const RunReport& r) {
                   {"fraction_of_arrived", s.arrived ? r6(static_cast<double>(s.slo_met) / s.arrived) : 0.0},
                   {"requests_per_s", r6(s.slo_met / dur)},
                   {"output_tokens_per_s", r3(s.slo_met_output_tokens / dur)}};
+}
+
+// memory per GPU, prefix cache, KV transfers and where TTFT went
+void cache_json(const RunReport& r, nlohmann::json& j) {
+  const DeploymentSpec& d = *r.deployment;
+  const Summary& s = r.summary;
   j["memory_per_gpu"] = {{"prefill", memory_json(r.prefill_memory, s.prefill_kv_peak, s.prefill_kv_mean)},
                          {"decode", memory_json(r.decode_memory, s.decode_kv_peak, s.decode_kv_mean)}};
   const double lookups = static_cast<double>(r.totals.prefix_lookup_blocks);
@@ -237,6 +129,12 @@ nlohmann::json summary_json(const RunReport& r) {
   j["kv_transfer"] = {{"count", s.transfers}, {"bytes", s.transfer_bytes}, {"time", pct_ms(s.transfer_s)}};
   j["ttft_split"] = {{"queue", pct_ms(s.ttft_queue_s)}, {"load_back", pct_ms(s.ttft_load_s)}, {"prefill", pct_ms(s.ttft_prefill_s)},
                      {"transfer", pct_ms(s.ttft_transfer_s)}};
+}
+
+// KV tiers below the GPUs
+void tiers_json(const RunReport& r, nlohmann::json& j) {
+  const DeploymentSpec& d = *r.deployment;
+  const Summary& s = r.summary;
   const double admitted = static_cast<double>(r.totals.prompt_tokens_admitted);
   auto share = [&](long long x) { return admitted > 0 ? r6(x / admitted) : 0.0; };
   const RunTotals& t = r.totals;
@@ -265,6 +163,13 @@ nlohmann::json summary_json(const RunReport& r) {
                    {"L2_gb_peak", r3(s.l2_peak / 1e9)},
                    {"L3_gb_mean", r3(s.l3_mean / 1e9)},
                    {"L3_gb_peak", r3(s.l3_peak / 1e9)}};
+}
+
+// agent sessions (when there were any) and the engine's own counters
+void sessions_json(const RunReport& r, nlohmann::json& j) {
+  const DeploymentSpec& d = *r.deployment;
+  const Summary& s = r.summary;
+  const double dur = s.end_s > 0 ? s.end_s : 1.0;
   if (s.sessions > 0) {
     const double rho = s.session_life_s > 0 ? s.session_gpu_s / s.session_life_s : 0.0;
     const double little = s.session_decode_s + s.session_idle_s > 0 ? s.session_decode_s / (s.session_decode_s + s.session_idle_s) : 0.0;
@@ -285,47 +190,19 @@ nlohmann::json summary_json(const RunReport& r) {
                  {"prefill_busy_fraction", r6(s.prefill_busy_s / dur / d.prefill.instances)},
                  {"decode_busy_fraction", r6(s.decode_busy_s / dur / d.decode.instances)},
                  {"comm_s", r6(s.comm_s)}};
-  return j;
-}
+  }
 
-std::string summary_table(const std::vector<nlohmann::json>& runs) {
-  std::string o;
-  auto row = [&](const std::string& label, auto&& get) {
-    o += fmt::format("{:<34}", label);
-    for (const auto& j : runs) o += fmt::format("{:>22}", get(j));
-    o += "\n";
-  };
-  auto num = [](double x, int p = 1) { return fmt::format("{:.{}f}", x, p); };
-  row("deployment", [](const nlohmann::json& j) { return j["deployment"].get<std::string>(); });
-  row("model / hardware", [](const nlohmann::json& j) { return j["model"].get<std::string>() + "/" + j["hardware"].get<std::string>(); });
-  row("GPUs (P x EP + D x EP)", [](const nlohmann::json& j) {
-    return fmt::format("{}x{} + {}x{}", j["prefill_pool"]["instances"].get<int>(), j["prefill_pool"]["ep"].get<int>(),
-                       j["decode_pool"]["instances"].get<int>(), j["decode_pool"]["ep"].get<int>());
-  });
-  row("requests arrived", [](const nlohmann::json& j) { return std::to_string(j["requests"]["arrived"].get<long long>()); });
-  row("  completed / rejected / in flight", [](const nlohmann::json& j) {
-    return fmt::format("{}/{}/{}", j["requests"]["completed"].get<long long>(), j["requests"]["rejected"].get<long long>(),
-                       j["requests"]["in_flight"].get<long long>());
-  });
-  for (const char* m : {"ttft", "tpot", "e2e"})
-    row(fmt::format("{} p50 / p90 / p99 (ms)", m), [&](const nlohmann::json& j) {
-      const auto& l = j["latency"][m];
-      return fmt::format("{}/{}/{}", num(l["p50_ms"].get<double>(), 0), num(l["p90_ms"].get<double>(), 0), num(l["p99_ms"].get<double>(), 0));
-    });
-  row("input tok/s per GPU", [&](const nlohmann::json& j) { return num(j["throughput"]["input_tokens_per_s_per_gpu"].get<double>()); });
-  row("output tok/s per GPU", [&](const nlohmann::json& j) { return num(j["throughput"]["output_tokens_per_s_per_gpu"].get<double>()); });
-  row("goodput (req/s within SLO)", [&](const nlohmann::json& j) {
-    return fmt::format("{} ({}%)", num(j["goodput"]["requests_per_s"].get<double>(), 3), num(100 * j["goodput"]["fraction_of_arrived"].get<double>()));
-  });
-  row("prefill HBM/GPU peak (GB)", [&](const nlohmann::json& j) { return num(j["memory_per_gpu"]["prefill"]["hbm_peak_gb"].get<double>()); });
-  row("decode HBM/GPU peak (GB)", [&](const nlohmann::json& j) { return num(j["memory_per_gpu"]["decode"]["hbm_peak_gb"].get<double>()); });
-  row("decode KV/GPU peak / mean (GB)", [&](const nlohmann::json& j) {
-    return fmt::format("{}/{}", num(j["memory_per_gpu"]["decode"]["kv_peak_gb"].get<double>()), num(j["memory_per_gpu"]["decode"]["kv_mean_gb"].get<double>()));
-  });
-  row("prefix cache token hit rate", [&](const nlohmann::json& j) { return num(100 * j["prefix_cache"]["token_hit_rate"].get<double>()) + "%"; });
-  row("simulated time (s)", [&](const nlohmann::json& j) { return num(j["throughput"]["duration_s"].get<double>()); });
-  row("cost model", [](const nlohmann::json& j) { return j["cost_model"]["name"].get<std::string>(); });
-  return o;
+}  // namespace
+
+nlohmann::json summary_json(const RunReport& r) {
+  nlohmann::json j;
+  header_json(r, j);
+  load_json(r, j);
+  cache_json(r, j);
+  tiers_json(r, j);
+  sessions_json(r, j);
+  j["requests"]["skipped_bad_rows"] = r.skipped_rows;
+  return j;
 }
 
 }  // namespace servesim

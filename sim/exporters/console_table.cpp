@@ -1,0 +1,52 @@
+#include "sim/exporters/writers.hpp"
+
+#include "costmodels/fitted.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace servesim {
+
+std::string summary_table(const std::vector<nlohmann::json>& runs) {
+  std::string o;
+  auto row = [&](const std::string& label, auto&& get) {
+    o += fmt::format("{:<34}", label);
+    for (const auto& j : runs) o += fmt::format("{:>22}", get(j));
+    o += "\n";
+  };
+  auto num = [](double x, int p = 1) { return fmt::format("{:.{}f}", x, p); };
+  row("deployment", [](const nlohmann::json& j) { return j["deployment"].get<std::string>(); });
+  row("model / hardware", [](const nlohmann::json& j) { return j["model"].get<std::string>() + "/" + j["hardware"].get<std::string>(); });
+  row("GPUs (P x EP + D x EP)", [](const nlohmann::json& j) {
+    return fmt::format("{}x{} + {}x{}", j["prefill_pool"]["instances"].get<int>(), j["prefill_pool"]["ep"].get<int>(),
+                       j["decode_pool"]["instances"].get<int>(), j["decode_pool"]["ep"].get<int>());
+  });
+  row("requests arrived", [](const nlohmann::json& j) { return std::to_string(j["requests"]["arrived"].get<long long>()); });
+  row("  completed / rejected / in flight", [](const nlohmann::json& j) {
+    return fmt::format("{}/{}/{}", j["requests"]["completed"].get<long long>(), j["requests"]["rejected"].get<long long>(),
+                       j["requests"]["in_flight"].get<long long>());
+  });
+  for (const char* m : {"ttft", "tpot", "e2e"})
+    row(fmt::format("{} p50 / p90 / p99 (ms)", m), [&](const nlohmann::json& j) {
+      const auto& l = j["latency"][m];
+      return fmt::format("{}/{}/{}", num(l["p50_ms"].get<double>(), 0), num(l["p90_ms"].get<double>(), 0), num(l["p99_ms"].get<double>(), 0));
+    });
+  row("input tok/s per GPU", [&](const nlohmann::json& j) { return num(j["throughput"]["input_tokens_per_s_per_gpu"].get<double>()); });
+  row("output tok/s per GPU", [&](const nlohmann::json& j) { return num(j["throughput"]["output_tokens_per_s_per_gpu"].get<double>()); });
+  row("goodput (req/s within SLO)", [&](const nlohmann::json& j) {
+    return fmt::format("{} ({}%)", num(j["goodput"]["requests_per_s"].get<double>(), 3), num(100 * j["goodput"]["fraction_of_arrived"].get<double>()));
+  });
+  row("prefill HBM/GPU peak (GB)", [&](const nlohmann::json& j) { return num(j["memory_per_gpu"]["prefill"]["hbm_peak_gb"].get<double>()); });
+  row("decode HBM/GPU peak (GB)", [&](const nlohmann::json& j) { return num(j["memory_per_gpu"]["decode"]["hbm_peak_gb"].get<double>()); });
+  row("decode KV/GPU peak / mean (GB)", [&](const nlohmann::json& j) {
+    return fmt::format("{}/{}", num(j["memory_per_gpu"]["decode"]["kv_peak_gb"].get<double>()), num(j["memory_per_gpu"]["decode"]["kv_mean_gb"].get<double>()));
+  });
+  row("prefix cache token hit rate", [&](const nlohmann::json& j) { return num(100 * j["prefix_cache"]["token_hit_rate"].get<double>()) + "%"; });
+  row("simulated time (s)", [&](const nlohmann::json& j) { return num(j["throughput"]["duration_s"].get<double>()); });
+  row("cost model", [](const nlohmann::json& j) { return j["cost_model"]["name"].get<std::string>(); });
+  return o;
+}
+
+}  // namespace servesim

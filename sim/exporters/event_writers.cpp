@@ -1,0 +1,138 @@
+#include "sim/exporters/writers.hpp"
+
+#include "costmodels/fitted.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace servesim {
+
+namespace {
+
+std::FILE* open_or_throw(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) throw std::runtime_error("cannot write " + path);
+  return f;
+}
+
+std::string csv_quote(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
+const char* status_name(RequestStatus s) {
+  switch (s) {
+    case RequestStatus::completed: return "completed";
+    case RequestStatus::rejected: return "rejected";
+    case RequestStatus::in_flight: return "in_flight";
+  }
+  return "?";
+}
+
+
+}  // namespace
+
+// ------------------------------------------------------------------------- requests.csv
+
+RequestsCsvWriter::RequestsCsvWriter(const std::string& path) : f_(open_or_throw(path)), path_(path) {
+  std::fputs(
+      "id,status,reason,arrival_s,admit_s,load_start_s,load_end_s,prefill_start_s,prefill_end_s,transfer_start_s,first_token_s,done_s,"
+      "ttft_ms,tpot_ms,e2e_ms,input_tokens,cached_tokens,loaded_tokens,load_tier,output_tokens,generated_tokens,prefill_instance,"
+      "decode_instance,session,round\n",
+      f_);
+}
+
+RequestsCsvWriter::~RequestsCsvWriter() {
+  if (f_) std::fclose(f_);
+}
+
+void RequestsCsvWriter::on_request(const RequestRecord& r) {
+  auto t = [](double x) { return x >= 0 ? fmt::format("{:.6f}", x) : std::string(); };
+  auto ms = [](double x) { return x >= 0 ? fmt::format("{:.3f}", x * 1e3) : std::string(); };
+  fmt::print(f_, "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.id, status_name(r.status), csv_quote(r.reason),
+             t(r.arrival_s), t(r.admit_s), t(r.load_start_s), t(r.load_end_s), t(r.prefill_start_s), t(r.prefill_end_s), t(r.transfer_start_s),
+             t(r.first_token_s), t(r.done_s), ms(r.ttft_s()), ms(r.tpot_s()), ms(r.e2e_s()), r.input_tokens, r.cached_tokens, r.loaded_tokens,
+             r.load_tier, r.output_tokens, r.generated_tokens, r.prefill_instance, r.decode_instance, r.session >= 0 ? std::to_string(r.session) : "",
+             r.session >= 0 ? std::to_string(r.round) : "");
+}
+
+void RequestsCsvWriter::on_end(double) {
+  if (std::fflush(f_) != 0) throw std::runtime_error("error writing " + path_);
+}
+
+// ------------------------------------------------------------------------- timeline.json
+
+TimelineWriter::TimelineWriter(const std::string& path, const std::string& title, long long max_events)
+    : f_(open_or_throw(path)), path_(path), max_events_(max_events) {
+  fmt::print(f_, "{{\"displayTimeUnit\":\"ms\",\"otherData\":{{\"title\":\"{}\",\"time_unit\":\"simulated microseconds\"}},\"traceEvents\":[\n", title);
+  const char* procs[] = {"", "prefill instances", "decode instances", "EP all-to-all + TP all-reduce", "KV transfers", "KV store (all nodes)"};
+  for (int pid = 1; pid <= 5; ++pid)
+    write(fmt::format("{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":\"{}\"}}}}", pid, procs[pid]));
+  write("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":4,\"tid\":0,\"args\":{\"name\":\"inter-node (NIC)\"}}");
+  write("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":4,\"tid\":1,\"args\":{\"name\":\"intra-node (NVLink)\"}}");
+}
+
+TimelineWriter::~TimelineWriter() {
+  if (f_) std::fclose(f_);
+}
+
+void TimelineWriter::write(const std::string& ev) {
+  std::fputs(first_ ? "" : ",\n", f_);
+  std::fputs(ev.c_str(), f_);
+  first_ = false;
+}
+
+void TimelineWriter::name_track(int pid, int tid, const std::string& name) {
+  if (!named_.insert({pid, tid}).second) return;
+  write(fmt::format("{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":\"{}\"}}}}", pid, tid, name));
+}
+
+void TimelineWriter::on_step(const StepEvent& e) {
+  if (written_ >= max_events_) {
+    ++dropped_;
+    return;
+  }
+  ++written_;
+  const int pid = e.role == Phase::prefill ? 1 : 2;
+  const int tid = e.instance;
+  name_track(pid, tid, fmt::format("{} instance {}", to_string(e.role), e.instance));
+  if (e.time.comm_total_s > 0)
+    name_track(3, (e.role == Phase::prefill ? 0 : 1000) + e.instance, fmt::format("{} instance {} all-to-all", to_string(e.role), e.instance));
+  write(fmt::format("{{\"ph\":\"X\",\"name\":\"{} step\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"seqs\":{},\"tokens\":{},"
+                    "\"attention_ms\":{:.4f},\"ffn_ms\":{:.4f},\"comm_ms\":{:.4f},\"other_ms\":{:.4f}}}}}",
+                    to_string(e.role), pid, tid, e.start_s * 1e6, (e.end_s - e.start_s) * 1e6, e.seqs, e.tokens, e.time.attention_s * 1e3,
+                    e.time.ffn_s * 1e3, e.time.comm_s * 1e3, e.time.other_s * 1e3));
+  if (e.time.comm_total_s > 0)
+    write(fmt::format("{{\"ph\":\"X\",\"name\":\"{} all-to-all\",\"pid\":3,\"tid\":{},\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"exposed_ms\":{:.4f}}}}}",
+                      to_string(e.role), (e.role == Phase::prefill ? 0 : 1000) + e.instance, e.start_s * 1e6, e.time.comm_total_s * 1e6,
+                      e.time.comm_s * 1e3));
+}
+
+void TimelineWriter::on_transfer(const TransferEvent& e) {
+  const int tid = e.inter_node ? 0 : 1;
+  write(fmt::format("{{\"ph\":\"b\",\"cat\":\"kv\",\"name\":\"KV P{}→D{}\",\"id\":{},\"pid\":4,\"tid\":{},\"ts\":{:.3f},\"args\":{{\"bytes\":{:.0f}}}}}",
+                    e.prefill_instance, e.decode_instance, e.request, tid, e.start_s * 1e6, e.bytes));
+  write(fmt::format("{{\"ph\":\"e\",\"cat\":\"kv\",\"name\":\"KV P{}→D{}\",\"id\":{},\"pid\":4,\"tid\":{},\"ts\":{:.3f}}}", e.prefill_instance,
+                    e.decode_instance, e.request, tid, e.end_s * 1e6));
+}
+
+void TimelineWriter::on_memory(const MemoryEvent& e) {
+  write(fmt::format("{{\"ph\":\"C\",\"name\":\"KV GB per GPU\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"args\":{{\"mean\":{:.4f},\"busiest\":{:.4f}}}}}",
+                    e.role == Phase::prefill ? 1 : 2, e.instance, e.t_s * 1e6, e.kv_bytes_mean / 1e9, e.kv_bytes_max / 1e9));
+}
+
+void TimelineWriter::on_tier(const TierEvent& e) {
+  write(fmt::format("{{\"ph\":\"C\",\"name\":\"KV GB\",\"pid\":5,\"tid\":0,\"ts\":{:.3f},\"args\":{{\"L2 host DRAM\":{:.4f},\"L3 storage\":{:.4f}}}}}",
+                    e.t_s * 1e6, e.l2_bytes / 1e9, e.l3_bytes / 1e9));
+}
+
+void TimelineWriter::on_end(double t_s) {
+  fmt::print(f_, "\n],\"metadata\":{{\"end_s\":{:.6f},\"step_slices_written\":{},\"step_slices_dropped\":{}}}}}\n", t_s, written_, dropped_);
+  if (std::fflush(f_) != 0) throw std::runtime_error("error writing " + path_);
+}
+
+}  // namespace servesim
