@@ -1,0 +1,93 @@
+// servesim's command line: one table of subcommands and options (CLI11), then dispatch.
+#include "sim/cli/args.hpp"
+
+#include "sim/cli/commands.hpp"
+#include "sim/cli/costmodel_cmd.hpp"
+
+#include <CLI/CLI.hpp>
+
+namespace servesim::cli {
+
+namespace {
+
+CLI::App* add_run(CLI::App& app, RunArgs& r) {
+  auto* run = app.add_subcommand("run", "simulate every deployment of a scenario (default: the built-in scenario)");
+  run->add_option("scenario", r.scenario, "scenario JSON file");
+  run->add_option("--trace", r.trace, "replay this Mooncake JSONL trace instead of the scenario's workload");
+  run->add_option("--out", r.out, "output folder (default out/<scenario name>)");
+  run->add_option("--only", r.only, "simulate only the deployment with this name");
+  run->add_option("--seed", r.seed, "random seed (default: the scenario's)");
+  run->add_option("--horizon", r.horizon_s, "stop at this simulated time in seconds (0: run to completion)");
+  run->add_option("--time-scale", r.time_scale, "multiply trace arrival times by this factor");
+  run->add_option("--cost-model", r.cost_model, "cost model: fitted (default: kernel-fitted, issue #5) | roofline");
+  run->add_option("--jobs", r.jobs, "deployments simulated in parallel (default: one per core)");
+  run->add_flag("--no-timeline", r.no_timeline, "do not write timeline.json");
+  run->add_flag("--skip-bad-rows", r.skip_bad_rows, "skip malformed trace rows (counted in summary.json) instead of stopping");
+  run->add_option("--cfg", r.simgrid_cfg, "SimGrid configuration item, e.g. network/model:LV08 (repeatable)");
+  return run;
+}
+
+CLI::App* add_step(CLI::App& app, StepArgs& st) {
+  auto* step = app.add_subcommand("step", "time of one batch step for a uniform batch and the throughput it implies (no queueing)");
+  step->add_option("scenario", st.scenario, "scenario JSON file (default: the built-in scenario)");
+  step->add_option("--deployment", st.deployment, "deployment name (default: the first)");
+  step->add_option("--phase", st.phase, "prefill or decode")->capture_default_str()->check(CLI::IsMember({"prefill", "decode"}));
+  step->add_option("--seqs-per-rank", st.seqs_per_rank, "sequences per DP rank")->capture_default_str();
+  step->add_option("--tokens", st.tokens, "new tokens per sequence (prefill; default: the pool's chunk_tokens; decode: always 1)");
+  step->add_option("--context", st.context, "tokens already cached per sequence (default: prefill 0, decode 2048)");
+  step->add_option("--cost-model", st.cost_model, "cost model: fitted (default) or roofline");
+  step->add_flag("--ops", st.ops, "also list every op of one layer of each kind: latency per layer, layers, share of the step, provenance");
+  return step;
+}
+
+CLI::App* add_costmodel(CLI::App& app, CostModelArgs& cm, CLI::App*& cm_fit) {
+  auto* costmodel = app.add_subcommand("costmodel", "kernel-fitted cost model: rebuild it from the measurement tables, or report its accuracy");
+  costmodel->require_subcommand(1);
+  cm_fit = costmodel->add_subcommand("fit", "fit every kernel family and the communication parameters; write the parameter file");
+  auto* cm_report = costmodel->add_subcommand("report", "held-out error per family, composite and published-number checks, communication rows");
+  for (auto* sc : {cm_fit, cm_report}) {
+    sc->add_option("--data", cm.data, "folder of kernel tables (default: the folder of the parameter file)");
+    sc->add_option("--params", cm.params, "fitted-parameter file (default: the hardware file's fitted_models)");
+    sc->add_option("--hardware", cm.hardware, "GPU the tables were measured on (default h200)");
+    sc->add_option("--worst", cm.worst, "also print the N worst held-out rows of each family");
+    sc->add_option("--family", cm.family, "restrict --worst to this kernel family");
+    sc->add_flag("--no-shape-out", cm.no_shape_out,
+                 "k-fold validation only: skip leaving each measured shape out (about 4 of the 4.5 minutes; fit then writes no shape-out figures)");
+  }
+  cm_fit->add_flag("--no-validate", cm.no_validate, "skip the held-out validation");
+
+  return costmodel;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+
+  CLI::App app{"servesim: discrete-event simulator of LLM inference-serving clusters"};
+  app.require_subcommand(1);
+  RunArgs r;
+  StepArgs st;
+  CostModelArgs cm;
+  CLI::App* cm_fit = nullptr;
+  auto* run = add_run(app, r);
+  std::string plan_file, topo_file;
+  auto* plan = app.add_subcommand("plan", "memory per GPU, KV per request and capacity; the article's Section III next to the real configs");
+  plan->add_option("scenario", plan_file, "scenario JSON file (default: the built-in scenario)");
+  auto* topo = app.add_subcommand("topology", "GPUs, links, per-node and bisection bandwidth of each deployment's cluster");
+  topo->add_option("scenario", topo_file, "scenario JSON file (default: the built-in scenario)");
+  auto* step = add_step(app, st);
+  auto* costmodel = add_costmodel(app, cm, cm_fit);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help (code 0) or the usage error
+    return code == 0 ? 0 : 2;
+  }
+  if (*costmodel) return *cm_fit ? costmodel_fit(cm) : costmodel_report(cm);
+  if (*run) return cli::run(r);
+  if (*step) return cli::step(st);
+  if (*plan) return cli::plan(plan_file.empty() ? default_scenario() : plan_file);
+  return cli::topology(topo_file.empty() ? default_scenario() : topo_file);
+}
+
+}  // namespace servesim::cli

@@ -1,0 +1,224 @@
+// `servesim run`: a script of named steps. load → validate → apply the command line → check the
+// cost models → read the workload once → simulate each deployment (one process each) → export →
+// print.
+#include "sim/cli/commands.hpp"
+#include "sim/cli/common.hpp"
+
+#include "costmodels/factory.hpp"
+#include "costmodels/fitted.hpp"
+#include "sim/exporters/writers.hpp"
+#include "sim/simulation.hpp"
+#include "workloads/source.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+namespace servesim::cli {
+
+namespace fs = std::filesystem;
+
+std::string default_scenario() { return (fs::path(data_dir()) / "default.json").string(); }
+
+namespace {
+
+// One deployment, in this (child) process. Returns 0 on success.
+int run_one(const Scenario& s, const DeploymentSpec& d, const fs::path& dir, const std::vector<std::string>& simgrid_cfg) {
+  try {
+    fs::create_directories(dir);
+    auto cost = make_cost_model(s.cost_model, d.gpu);
+    MetricsCollector metrics(d.slo, d.prefill.instances, d.decode.instances);
+    RequestsCsvWriter csv((dir / "requests.csv").string());
+    std::unique_ptr<TimelineWriter> timeline;
+    SinkFanout fan;
+    fan.add(&metrics);
+    fan.add(&csv);
+    if (s.timeline) {
+      timeline = std::make_unique<TimelineWriter>((dir / "timeline.json").string(), s.name + " / " + d.name, s.timeline_max_events);
+      fan.add(timeline.get());
+    }
+    RunOptions opt;
+    opt.horizon_s = s.horizon_s;
+    for (const auto& c : simgrid_cfg) opt.simgrid_cfg.push_back("--cfg=" + c);
+    auto source = make_source(s.workload, s.seed);
+    const std::string workload = source->describe();
+    const RequestSource* src = source.get();
+    Simulation sim(d, std::move(source), cost, fan, opt);
+    const auto t0 = std::chrono::steady_clock::now();
+    const RunTotals totals = sim.run();
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    RunReport rep;
+    rep.deployment = &d;
+    rep.workload = workload;
+    rep.cost_model = cost->name();
+    rep.seed = s.seed;
+    rep.horizon_s = s.horizon_s;
+    rep.prefill_memory = sim.prefill_memory();
+    rep.decode_memory = sim.decode_memory();
+    rep.totals = totals;
+    rep.summary = metrics.summary();
+    rep.skipped_rows = src->skipped_rows();
+    if (dynamic_cast<const FittedCostModel*>(cost.get())) rep.fit = fitted_provenance(d.gpu);
+    const nlohmann::json sj = summary_json(rep);
+    std::ofstream(dir / "summary.json") << sj.dump(2) << "\n";
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    spdlog::info("{}: simulated {:.1f} s in {:.2f} s of wall time ({:.0f}x real time), peak RSS {} MiB; {} arrived, {} completed, {} rejected, {} in flight",
+                 d.name, totals.end_s, wall, wall > 0 ? totals.end_s / wall : 0.0, ru.ru_maxrss / 1024, totals.arrivals, totals.completed,
+                 totals.rejected, totals.in_flight);
+    return 0;
+  } catch (const TraceError& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}: {}\n", d.name, e.what());
+    return 1;
+  }
+}
+
+// The command line's overrides of the scenario. Returns an exit status (0: go on).
+int apply_overrides(Scenario& s, const RunArgs& a) {
+  if (!a.trace.empty()) {
+    s.workload.kind = WorkloadSpec::Kind::mooncake;
+    s.workload.trace_path = a.trace;
+    s.workload.max_requests = 0;
+  }
+  if (a.seed >= 0) s.seed = static_cast<std::uint64_t>(a.seed);
+  if (a.horizon_s >= 0) s.horizon_s = a.horizon_s;
+  if (a.time_scale > 0) {
+    if (!is_trace(s.workload.kind)) {
+      fmt::print(stderr, "error: --time-scale applies to trace replays; this scenario's workload is generated (set its rate instead)\n");
+      return 2;
+    }
+    s.workload.time_scale = a.time_scale;
+  }
+  if (!a.cost_model.empty()) s.cost_model = a.cost_model;
+  if (a.no_timeline) s.timeline = false;
+  if (a.skip_bad_rows) s.workload.skip_bad_rows = true;
+  if (!a.only.empty()) {
+    const std::string names = deployment_names(s);
+    std::erase_if(s.deployments, [&](const DeploymentSpec& d) { return d.name != a.only; });
+    if (s.deployments.empty()) {
+      fmt::print(stderr, "error: --only {}: no deployment of that name in {} (it has: {})\n", a.only, s.path, names);
+      return 2;
+    }
+  }
+  return 0;
+}
+
+// Every deployment's cost model can be built (the fitted parameters exist). Exit status.
+int check_cost_models(const Scenario& s) {
+  try {
+    for (const auto& d : s.deployments) make_cost_model(s.cost_model, d.gpu);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 2;
+  }
+  return 0;
+}
+
+// Reads the whole workload once before anything runs: a malformed row stops here, naming it.
+// Session traces are walked round by round too (generators are not: their rounds depend on the
+// simulation and they are not read from files). Exit status.
+int read_workload(const Scenario& s, const RunArgs& a) {
+  long long requests = 0;
+  try {
+    auto src = make_source(s.workload, s.seed);
+    const bool walk = is_trace(s.workload.kind);
+    while (auto r = src->next()) {
+      ++requests;
+      for (auto f = walk ? src->follow_up(*r, r->arrival_s) : std::nullopt; f; f = src->follow_up(*f, f->arrival_s)) ++requests;
+    }
+    if (requests == 0 && src->skipped_rows() > 0)
+      throw std::runtime_error(fmt::format("every row ({}) was malformed and skipped, nothing to simulate: is the file in the format of "
+                                           "workload.kind (--trace reads Mooncake JSONL)?",
+                                           src->skipped_rows()));
+    spdlog::info("workload: {} ({} {}{})", src->describe(), requests, walk || s.workload.kind == WorkloadSpec::Kind::synthetic ? "requests" : "sessions",
+                 src->skipped_rows() ? fmt::format(", {} malformed rows skipped", src->skipped_rows()) : std::string());
+  } catch (const TraceError& e) {
+    fmt::print(stderr, "error: {}\n(fix the row, or pass --skip-bad-rows to skip malformed rows and count them in summary.json)\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}: workload{}: {}\n", s.path, a.trace.empty() ? ".trace" : " (--trace)", e.what());
+    return 2;
+  }
+  return 0;
+}
+
+// One process per deployment: SimGrid's engine is a per-process singleton, and the processes run
+// in parallel on the available cores. Exit status (the worst child's).
+int simulate_deployments(const Scenario& s, const fs::path& out, const RunArgs& a) {
+  fs::create_directories(out);
+  // One process per deployment: SimGrid's engine is a per-process singleton, and the processes
+  // run in parallel on the available cores.
+  const int jobs = a.jobs > 0 ? a.jobs : std::max(1u, std::thread::hardware_concurrency());
+  std::map<pid_t, std::string> running;
+  int status_all = 0;
+  auto reap = [&] {
+    int st = 0;
+    const pid_t pid = wait(&st);
+    if (pid <= 0) return;
+    const int code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+    if (code != 0) {
+      fmt::print(stderr, "error: deployment {} failed (exit status {})\n", running[pid], code);
+      status_all = std::max(status_all, code);
+    }
+    running.erase(pid);
+  };
+  for (const auto& d : s.deployments) {
+    while (static_cast<int>(running.size()) >= jobs) reap();
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) {
+      fmt::print(stderr, "error: fork failed\n");
+      return 1;
+    }
+    if (pid == 0) {
+      const int code = run_one(s, d, out / d.name, a.simgrid_cfg);
+      std::fflush(nullptr);
+      _exit(code);  // skip SimGrid's exit handlers: the engine of this child is never torn down
+    }
+    running[pid] = d.name;
+  }
+  while (!running.empty()) reap();
+  return status_all;
+}
+
+// The scenario-level summary.json (every deployment of this run) and the console table.
+void export_and_print(const Scenario& s, const fs::path& out) {
+  std::vector<nlohmann::json> runs;
+  for (const auto& d : s.deployments) {
+    std::ifstream in(out / d.name / "summary.json");
+    runs.push_back(nlohmann::json::parse(in));
+  }
+  nlohmann::json all = {{"scenario", s.name}, {"scenario_file", s.path}, {"deployments", runs}};
+  std::ofstream(out / "summary.json") << all.dump(2) << "\n";
+  fmt::print("{}", summary_table(runs));
+  fmt::print("\noutputs: {0}/summary.json (the deployments of this run), {0}/<deployment>/{{summary.json, requests.csv{1}}}\n", out.string(),
+             s.timeline ? ", timeline.json" : "");
+}
+
+}  // namespace
+
+int run(const RunArgs& a) {
+  auto loaded = load_or_report(a.scenario.empty() ? default_scenario() : a.scenario);
+  if (!loaded) return 2;
+  Scenario s = std::move(*loaded);
+  if (int e = apply_overrides(s, a)) return e;
+  if (int e = check_cost_models(s)) return e;
+  if (int e = read_workload(s, a)) return e;
+  const fs::path out = a.out.empty() ? fs::path("out") / s.name : fs::path(a.out);
+  if (int e = simulate_deployments(s, out, a)) return e;
+  export_and_print(s, out);
+  return 0;
+}
+
+}  // namespace servesim::cli

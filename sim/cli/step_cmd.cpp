@@ -1,0 +1,98 @@
+// `servesim step`: one batch step's time for a uniform batch and the throughput it implies.
+#include "sim/cli/commands.hpp"
+#include "sim/cli/common.hpp"
+
+#include "costmodels/factory.hpp"
+#include "costmodels/step_cost.hpp"
+
+namespace servesim::cli {
+
+
+namespace {
+
+/// `servesim step --ops`: every op of one layer of each attention and FFN kind on one GPU (DP rank
+/// 0 for attention; the busiest rank for the FFN), with its latency, the layers that run it and
+/// its share of the step. Communication and the LM head are left out (the summary line has them).
+void print_step_ops(const StepCostModel& m, const std::vector<SeqWork>& rank, Phase phase, double rank_tokens, double all_tokens,
+                    double step_s) {
+  const ModelSpec& model = m.model();
+  fmt::print("\n  {:<22}{:<18}{:>7}{:>14}{:>14}{:>9}  {}\n", "layer kind", "op", "layers", "µs per layer", "ms per step", "share", "answered");
+  std::vector<Op> ops;
+  auto rows = [&](const std::string& kind, int layers) {
+    for (const auto& o : ops) {
+      const OpLatency l = m.cost_model().latency(o);
+      fmt::print("  {:<22}{:<18}{:>7}{:>14.1f}{:>14.3f}{:>8.1f}%  {}\n", kind, std::string(to_string(o.kind)), layers, l.seconds * 1e6,
+                 layers * l.seconds * 1e3, 100 * layers * l.seconds / step_s, std::string(to_string(l.source)));
+    }
+  };
+  for (size_t i = 0; i < model.attention_kinds.size(); ++i) {
+    const int n = model.count_attention(static_cast<int>(i));
+    if (n == 0) continue;
+    ops.clear();
+    m.attention_ops(static_cast<int>(i), rank, phase, ops);
+    rows(model.attention_kinds[i].name, n);
+  }
+  for (size_t i = 0; i < model.ffn_kinds.size(); ++i) {
+    const int n = model.count_ffn(static_cast<int>(i));
+    if (n == 0) continue;
+    ops.clear();
+    m.ffn_ops(static_cast<int>(i), rank_tokens, all_tokens, ops);
+    rows(model.ffn_kinds[i].name, n);
+  }
+}
+
+}  // namespace
+
+int step(const StepArgs& a) {
+  auto s = load_or_report(a.scenario.empty() ? default_scenario() : a.scenario);
+  if (!s) return 2;
+  const DeploymentSpec* d = &s->deployments.front();
+  if (!a.deployment.empty()) {
+    d = nullptr;
+    for (const auto& x : s->deployments)
+      if (x.name == a.deployment) d = &x;
+    if (!d) {
+      fmt::print(stderr, "error: --deployment {}: no such deployment in {} (it has: {})\n", a.deployment, s->path, deployment_names(*s));
+      return 2;
+    }
+  }
+  const bool decode = a.phase == "decode";
+  const PoolSpec& pool = decode ? d->decode : d->prefill;
+  if (decode && a.tokens > 1) {
+    fmt::print(stderr, "error: --tokens {}: a decode step computes 1 new token per sequence (use --phase prefill for chunks)\n", a.tokens);
+    return 2;
+  }
+  const long long tokens = decode ? 1 : (a.tokens < 0 ? pool.chunk_tokens : a.tokens);
+  const long long context = a.context < 0 ? (decode ? 2048 : 0) : a.context;
+  if (a.seqs_per_rank < 1 || tokens < 1) {
+    fmt::print(stderr, "error: --seqs-per-rank and --tokens must be ≥ 1, --context ≥ 0\n");
+    return 2;
+  }
+  std::shared_ptr<const CostModel> cost;
+  try {
+    cost = make_cost_model(a.cost_model.empty() ? s->cost_model : a.cost_model, d->gpu);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 2;
+  }
+  StepCostModel m(d->model, cost, fabric_params(d->cluster, d->gpu), instance_shape(pool), pool.step_overhead_s);
+  std::vector<std::vector<SeqWork>> ranks(static_cast<size_t>(pool.dp()),
+                                          std::vector<SeqWork>(static_cast<size_t>(a.seqs_per_rank), SeqWork{tokens, context, true}));
+  const StepTime t = m.step(ranks, decode ? Phase::decode : Phase::prefill);
+  const double all_tokens = static_cast<double>(tokens * a.seqs_per_rank * pool.dp());
+  const double nodes = std::max(1.0, static_cast<double>(pool.ep) / d->gpu.gpus_per_node);
+  fmt::print("{} {} step of one instance (EP{}, attn TP{}, DP{}): {} sequence{} per DP rank, {} new token{} each, {} cached\n", d->name,
+             a.phase, pool.ep, pool.attn_tp, pool.dp(), a.seqs_per_rank, a.seqs_per_rank == 1 ? "" : "s", tokens,
+             tokens == 1 ? "" : "s", context);
+  fmt::print("  step time      {:10.3f} ms  (attention {:.3f}, FFN {:.3f}, exposed communication {:.3f}, other {:.3f})\n", t.total_s * 1e3,
+             t.attention_s * 1e3, t.ffn_s * 1e3, t.comm_s * 1e3, t.other_s * 1e3);
+  fmt::print("  throughput     {:10.0f} {} tokens/s per node, {:.0f} per GPU (cost model {}, answers {})\n", all_tokens / t.total_s / nodes,
+             decode ? "output" : "input", all_tokens / t.total_s / pool.ep, cost->name(), std::string(to_string(t.source)));
+  fmt::print("  extrapolated     {:8.1f}% of the step time was answered outside the measured range\n",
+             t.total_s > 0 ? 100 * t.extrapolated_s / t.total_s : 0.0);
+  if (a.ops) print_step_ops(m, ranks.front(), decode ? Phase::decode : Phase::prefill, tokens * a.seqs_per_rank,
+                            all_tokens, t.total_s);
+  return 0;
+}
+
+}  // namespace servesim::cli
