@@ -8,8 +8,6 @@
 
 namespace servesim {
 
-/// The default cost model of scenarios and `servesim run`.
-constexpr const char* kDefaultCostModel = "fitted";
 
 /// "fitted": FittedCostModel from the parameters the GPU's hardware file names (costmodels/fitted.hpp;
 /// read once per process); "roofline": RooflineCostModel for `gpu`.

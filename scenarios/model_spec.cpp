@@ -14,11 +14,6 @@ int ModelSpec::count_ffn(int f) const {
   return n;
 }
 
-bool ModelSpec::has_recurrent_state() const {
-  for (const auto& a : attention_kinds)
-    if (a.op == AttentionOp::kda && count_attention(static_cast<int>(&a - attention_kinds.data())) > 0) return true;
-  return false;
-}
 
 const FfnSpec* ModelSpec::main_moe() const {
   const FfnSpec* best = nullptr;

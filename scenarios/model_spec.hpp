@@ -91,8 +91,6 @@ struct ModelSpec {
   /// Number of layers using attention kind a / ffn kind f.
   int count_attention(int a) const;
   int count_ffn(int f) const;
-  /// True if any layer keeps a recurrent state (KDA): prefix reuse then needs a state checkpoint.
-  bool has_recurrent_state() const;
   /// The MoE kind with the most layers, or nullptr for a dense model.
   const FfnSpec* main_moe() const;
 };

@@ -183,7 +183,7 @@ Scenario parse_scenario(const std::string& text, const std::string& origin, cons
   s.description = o.str("description", std::string());
   s.seed = static_cast<std::uint64_t>(o.integer("seed", 1, 0));
   s.horizon_s = o.num("horizon_s", 0.0, 0);
-  s.cost_model = o.str("cost_model", std::string("fitted"));
+  s.cost_model = o.str("cost_model", s.cost_model);
   if (s.cost_model != "fitted" && s.cost_model != "roofline")
     o.fail("cost_model", "unknown cost model \"" + s.cost_model + "\" (available: fitted, roofline)");
   if (o.has("timeline")) {

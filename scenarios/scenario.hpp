@@ -29,7 +29,7 @@ struct Scenario {
   double horizon_s = 0;            ///< 0: run until every request ends
   WorkloadSpec workload;
   std::vector<DeploymentSpec> deployments;
-  std::string cost_model = "roofline";
+  std::string cost_model = "fitted";  ///< "fitted" (kernel-fitted, costmodels/fitted.hpp) or "roofline"
   bool timeline = true;
   long long timeline_max_events = 2000000;  ///< step slices written to timeline.json at most
 };

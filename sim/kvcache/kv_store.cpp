@@ -48,7 +48,6 @@ void KvStore::demoted(long long session, std::uint64_t gen, double t_s) {
   Object& o = it->second;
   o.busy = false;
   policy(Tier::l3, o.node).make_evictable(static_cast<std::uint64_t>(session), 0, t_s);
-  demoted_ += o.bytes;
 }
 
 const KvStore::Object* KvStore::find(long long session) const {

@@ -63,9 +63,7 @@ class KvStore {
   double offloaded_bytes() const { return offloaded_; }
   double left_bytes() const { return left_; }  ///< loaded back, dropped or released
   double dropped_bytes() const { return dropped_; }
-  double demoted_bytes() const { return demoted_; }
   std::size_t objects() const { return objects_.size(); }
-  const TierSpec& spec() const { return spec_; }
 
  private:
   void erase(long long session, bool dropped);
@@ -75,7 +73,7 @@ class KvStore {
   // per node: which idle objects of L2 / L3 go first (busy objects are not offered)
   std::vector<std::unique_ptr<EvictionPolicy>> pol2_, pol3_;
   std::vector<double> node2_, node3_;
-  double l2_bytes_ = 0, l3_bytes_ = 0, offloaded_ = 0, left_ = 0, dropped_ = 0, demoted_ = 0;
+  double l2_bytes_ = 0, l3_bytes_ = 0, offloaded_ = 0, left_ = 0, dropped_ = 0;
   std::uint64_t next_gen_ = 0;
 };
 

@@ -143,7 +143,6 @@ double PrefixCache::release_and_insert(const Request& r, int pinned, double t_s)
     node->children[leaf->ids.front()] = leaf;
     nodes_.emplace(leaf->key, std::move(owned));
     bytes_ += node_bytes(*leaf);
-    blocks_ += leaf->ids.size();
     refresh(node);
     node = leaf;
   }
@@ -178,7 +177,6 @@ double PrefixCache::evict(double want) {
     auto it = nodes_.find(key);
     Node* n = it->second.get();
     freed += node_bytes(*n);
-    blocks_ -= n->ids.size();
     Node* parent = n->parent;
     parent->children.erase(n->ids.front());
     nodes_.erase(it);

@@ -53,8 +53,6 @@ class PrefixCache {
   /// Bytes eviction could free now: everything not pinned (a pinned node's ancestors are pinned
   /// too, so every unpinned node is in an evictable subtree).
   double evictable_bytes() const { return bytes_ - pinned_bytes_; }
-  std::size_t blocks() const { return blocks_; }  ///< cached blocks
-  std::size_t nodes() const { return nodes_.size(); }
 
  private:
   struct Node {
@@ -84,7 +82,6 @@ class PrefixCache {
   std::uint64_t next_key_ = 1;
   void add_pins(Node* n, int delta);
   double bytes_ = 0, pinned_bytes_ = 0;
-  std::size_t blocks_ = 0;
 };
 
 }  // namespace servesim
