@@ -1,5 +1,7 @@
 #include "sim/exporters/metrics.hpp"
 
+#include "costmodels/percentile.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -10,12 +12,7 @@ Percentiles percentiles(std::vector<double> v) {
   p.n = static_cast<long long>(v.size());
   if (v.empty()) return p;
   std::sort(v.begin(), v.end());
-  auto q = [&](double f) {
-    const double x = f * static_cast<double>(v.size() - 1);
-    const size_t i = static_cast<size_t>(std::floor(x));
-    const double frac = x - static_cast<double>(i);
-    return i + 1 < v.size() ? v[i] + frac * (v[i + 1] - v[i]) : v[i];
-  };
+  auto q = [&](double f) { return percentile_sorted(v, f); };
   p.p50 = q(0.5), p.p90 = q(0.9), p.p99 = q(0.99);
   double sum = 0;
   for (double x : v) sum += x;
