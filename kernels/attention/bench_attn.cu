@@ -6,7 +6,8 @@
 //              [--mla-heads 96] [--proj-tp 8,4,2] [--proj-gemms kv_b,...] [--proj-m-max 16384]
 //
 // --mla-decode-heads: head counts of the mla_decode sweep besides 96 (default 128,64,48,32,24,16,12;
-// three contexts each); --mla-decode-no-legacy: leave out the earlier mma.sync kernel's comparison rows.
+// three contexts each); --mla-decode-no-legacy: leave out the earlier mma.sync kernel's comparison rows;
+// --mla-decode-point B:H:L[,...]: only these points (variant 0; for profiling).
 // --mla-heads: heads per GPU of the mla_prefill sweep (default 96; attention TP t gives 96/t). The
 // (chunk, prefix) grid is bounded by 6e13 FLOP and 40 GB of K/V at the swept head count.
 // --proj-gemms: with --proj-tp, only these K3 projections (e.g. kv_b, which the MLA prefill op runs
@@ -35,6 +36,7 @@
 #include "common/bench.cuh"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -62,6 +64,7 @@ std::string SKIP_DIR;  // --skip-existing
 std::vector<int> MLA_HEADS = {96};  // --mla-heads
 std::vector<int> MLA_DECODE_HEADS = {128, 64, 48, 32, 24, 16, 12};  // --mla-decode-heads
 bool MLA_DECODE_LEGACY = true;      // --mla-decode-no-legacy
+std::vector<std::array<int, 3>> MLA_DECODE_POINTS;  // --mla-decode-point B:H:L[,B:H:L...]
 std::vector<int> PROJ_TP;           // --proj-tp
 std::set<std::string> PROJ_GEMMS;   // --proj-gemms (empty: all)
 long PROJ_M_MAX = 16384;            // --proj-m-max
@@ -496,6 +499,10 @@ void bench_mla_decode() {
     pts.push_back({256, 128, 2048, false, 2});
     pts.push_back({16, 128, 65536, false, 2});
     for (int H : {48, 24, 12}) pts.push_back({128, H, 32768, false, 2});
+  }
+  if (!MLA_DECODE_POINTS.empty()) {  // --mla-decode-point: only these (B, H, L), variant 0
+    pts.clear();
+    for (const auto& t : MLA_DECODE_POINTS) pts.push_back({t[0], t[1], t[2], false, 0});
   }
   std::stable_sort(pts.begin(), pts.end(), [](const P& a, const P& b) { return 1.0 * a.B * a.L < 1.0 * b.B * b.L; });
   std::mt19937_64 rg(7);
@@ -1208,6 +1215,14 @@ int main(int argc, char** argv) {
     else if (a == "--mla-heads" && i + 1 < argc) MLA_HEADS = int_list(argv[++i]);
     else if (a == "--mla-decode-heads" && i + 1 < argc) MLA_DECODE_HEADS = int_list(argv[++i]);
     else if (a == "--mla-decode-no-legacy") MLA_DECODE_LEGACY = false;
+    else if (a == "--mla-decode-point" && i + 1 < argc) {
+      std::stringstream ss(argv[++i]);
+      for (std::string t; std::getline(ss, t, ',');) {
+        std::array<int, 3> v{};
+        if (std::sscanf(t.c_str(), "%d:%d:%d", &v[0], &v[1], &v[2]) != 3) { std::fprintf(stderr, "bad --mla-decode-point %s\n", t.c_str()); return 2; }
+        MLA_DECODE_POINTS.push_back(v);
+      }
+    }
     else if (a == "--proj-tp" && i + 1 < argc) PROJ_TP = int_list(argv[++i]);
     else if (a == "--proj-m-max" && i + 1 < argc) PROJ_M_MAX = std::atol(argv[++i]);
     else if (a == "--proj-gemms" && i + 1 < argc) {
