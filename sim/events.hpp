@@ -41,8 +41,12 @@ struct RequestRecord {
   double admit_s = -1;                              ///< KV reserved on a prefill rank
   double load_start_s = -1, load_end_s = -1;        ///< load-back of the session's KV from L2/L3
   double prefill_start_s = -1, prefill_end_s = -1;  ///< first chunk start, last chunk end
-  double transfer_start_s = -1;                     ///< -1: no transfer (output of 1 token)
-  double first_token_s = -1, done_s = -1;
+  double transfer_start_s = -1, transfer_end_s = -1;  ///< P→D KV transfer; -1: none (output of 1 token)
+  /// The first token reaches the user: when the request joins a decode batch (its first decode step
+  /// starts), or at the end of its prefill when it has a single output token. TTFT ends here; waits
+  /// for decode KV room and for a batch slot count in TTFT, never in TPOT.
+  double first_token_s = -1;
+  double done_s = -1;
   long long input_tokens = 0, output_tokens = 0, cached_tokens = 0, generated_tokens = 0;
   long long loaded_tokens = 0;  ///< of cached_tokens, loaded back from the store
   int load_tier = 0;            ///< 2 (host DRAM) or 3 (storage) when loaded back, else 0

@@ -6,8 +6,20 @@
 
 namespace servesim {
 
-enum class ReqPhase { queued, prefill, wait_decode, transfer, decode, done };
-const char* to_string(ReqPhase p);
+enum class ReqPhase { queued, prefill, wait_decode, transfer, wait_slot, decode, done };
+/// The phase's name as requests.csv and summary.json report it for requests in flight at the horizon.
+inline const char* to_string(ReqPhase p) {
+  switch (p) {
+    case ReqPhase::queued: return "queued";
+    case ReqPhase::prefill: return "prefill";
+    case ReqPhase::wait_decode: return "waiting_for_decode_kv";
+    case ReqPhase::transfer: return "kv_transfer";
+    case ReqPhase::wait_slot: return "waiting_for_decode_slot";
+    case ReqPhase::decode: return "decode";
+    case ReqPhase::done: return "done";
+  }
+  return "?";
+}
 
 struct ReqState {
   Request req;

@@ -40,6 +40,8 @@ void Arrivals::loop() {
     const double t_open = open ? open->arrival_s : inf;
     const double t_follow = followups_.empty() ? inf : followups_.front().arrival_s;
     const double t = std::min(t_open, t_follow);
+    // every arrival of this instant is queued: now the prefill instances may form their batches
+    if (t > e_.now() || e_.source_error) e_.prefill.wake_queued();
     if (e_.source_error) break;
     if (t > horizon || t == inf) {
       // nothing (more) arrives before the horizon: wait for running work, or a follow-up, to end

@@ -129,6 +129,8 @@ void DecodePool::join_batch(Instance& q) {
     while (ReqState* r = dr.ready.empty() ? nullptr : batcher_->next(dr.ready, static_cast<int>(dr.active.size()), e_.d.decode.max_running)) {
       r->active_index = static_cast<int>(dr.active.size());
       r->start_step = q.step;
+      r->phase = ReqPhase::decode;
+      r->rec.first_token_s = e_.now();  // its first decode step starts now: the first token is out
       dr.active.push_back(r);
       q.finish.emplace_back(q.step + r->req.output_tokens - r->rec.generated_tokens - 1, r->req.id, r);
       std::push_heap(q.finish.begin(), q.finish.end(), later);

@@ -108,6 +108,7 @@ class PrefillPool {
     std::vector<Rank> ranks;
     sg4::ActorPtr actor;
     bool idle = false;
+    bool queued = false;  // got requests since the last wake_queued()
     std::vector<sg4::CommPtr> a2a_flows;  // this step's all-to-all on the fabric (all_to_all_on_fabric)
   };
   explicit PrefillPool(Engine& e) : e_(e) {}
@@ -117,8 +118,11 @@ class PrefillPool {
   Rank& rank_of(const ReqState* r) { return inst_[static_cast<size_t>(r->rec.prefill_instance)].ranks[static_cast<size_t>(r->prefill_rank)]; }
   /// First GPU of the attention-TP group that prefills r.
   int gpu0_of(const ReqState* r) const;
-  /// Queues r on rank `rank` of instance `inst` and wakes the instance.
+  /// Queues r on rank `rank` of instance `inst`. The instance is woken by wake_queued(), once every
+  /// arrival of the instant is queued: a batch is formed only after all of them.
   void enqueue(ReqState* r, int inst, int rank);
+  /// Wakes the idle instances that got requests from enqueue().
+  void wake_queued();
   /// r's stored history was loaded back: its prefill resumes after `tokens`.
   void loaded(ReqState* r, long long tokens);
   /// r's prompt KV leaves the rank (transferred, or the request ends in prefill): frees the

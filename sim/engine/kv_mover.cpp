@@ -35,9 +35,9 @@ void KvMover::transfer_done(ReqState* r, double bytes, bool inter_node) {
   e_.totals.transfer_bytes += bytes;
   e_.sink.on_transfer({r->req.id, r->rec.prefill_instance, r->rec.decode_instance, inter_node, r->rec.transfer_start_s, e_.now(), bytes});
   e_.prefill.release_kv(r);
-  r->phase = ReqPhase::decode;
-  r->rec.first_token_s = e_.now();
-  r->rec.generated_tokens = 1;
+  r->phase = ReqPhase::wait_slot;
+  r->rec.transfer_end_s = e_.now();
+  r->rec.generated_tokens = 1;  // computed by the prefill's last chunk; delivered when decode starts
   e_.decode.ready(r);
 }
 

@@ -47,7 +47,12 @@ void PrefillPool::enqueue(ReqState* r, int inst, int rank) {
   r->prefill_rank = rank;
   pr.waiting.push_back(r);
   pr.queued_tokens += static_cast<double>(r->req.input_tokens);
-  wake(p);
+  p.queued = true;
+}
+
+void PrefillPool::wake_queued() {
+  for (auto& p : inst_)
+    if (p.queued) p.queued = false, wake(p);
 }
 
 void PrefillPool::loaded(ReqState* r, long long tokens) {

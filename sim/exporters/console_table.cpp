@@ -31,13 +31,16 @@ std::string summary_table(const std::vector<nlohmann::json>& runs) {
   for (const char* m : {"ttft", "tpot", "e2e"})
     row(fmt::format("{} p50 / p90 / p99 (ms)", m), [&](const nlohmann::json& j) {
       const auto& l = j["latency"][m];
-      return fmt::format("{}/{}/{}", num(l["p50_ms"].get<double>(), 0), num(l["p90_ms"].get<double>(), 0), num(l["p99_ms"].get<double>(), 0));
+      auto ms = [&](const char* k) { return l[k].is_null() ? std::string("n/a") : num(l[k].get<double>(), 0); };
+      return fmt::format("{}/{}/{}", ms("p50_ms"), ms("p90_ms"), ms("p99_ms"));
     });
   row("input tok/s per GPU", [&](const nlohmann::json& j) { return num(j["throughput"]["input_tokens_per_s_per_gpu"].get<double>()); });
   row("output tok/s per GPU", [&](const nlohmann::json& j) { return num(j["throughput"]["output_tokens_per_s_per_gpu"].get<double>()); });
   row("goodput (req/s within SLO)", [&](const nlohmann::json& j) {
-    return fmt::format("{} ({}%)", num(j["goodput"]["requests_per_s"].get<double>(), 3), num(100 * j["goodput"]["fraction_of_arrived"].get<double>()));
+    const auto& f = j["goodput"]["fraction_of_finished"];
+    return fmt::format("{} ({})", num(j["goodput"]["requests_per_s"].get<double>(), 3), f.is_null() ? std::string("n/a") : num(100 * f.get<double>()) + "%");
   });
+  row("  of finished; in flight at horizon", [&](const nlohmann::json& j) { return std::to_string(j["goodput"]["in_flight_at_horizon"].get<long long>()); });
   row("prefill HBM/GPU peak (GB)", [&](const nlohmann::json& j) { return num(j["memory_per_gpu"]["prefill"]["hbm_peak_gb"].get<double>()); });
   row("decode HBM/GPU peak (GB)", [&](const nlohmann::json& j) { return num(j["memory_per_gpu"]["decode"]["hbm_peak_gb"].get<double>()); });
   row("decode KV/GPU peak / mean (GB)", [&](const nlohmann::json& j) {
@@ -46,6 +49,10 @@ std::string summary_table(const std::vector<nlohmann::json>& runs) {
   row("prefix cache token hit rate", [&](const nlohmann::json& j) { return num(100 * j["prefix_cache"]["token_hit_rate"].get<double>()) + "%"; });
   row("simulated time (s)", [&](const nlohmann::json& j) { return num(j["throughput"]["duration_s"].get<double>()); });
   row("cost model", [](const nlohmann::json& j) { return j["cost_model"]["name"].get<std::string>(); });
+  for (const auto& j : runs)
+    if (j["requests"]["completed"].get<long long>() == 0)
+      o += fmt::format("warning: {}: no request completed (latency percentiles and goodput are n/a); a longer --horizon or a lighter load?\n",
+                       j["deployment"].get<std::string>());
   return o;
 }
 

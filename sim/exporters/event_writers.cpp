@@ -40,7 +40,7 @@ const char* status_name(RequestStatus s) {
 
 RequestsCsvWriter::RequestsCsvWriter(const std::string& path) : f_(open_or_throw(path)), path_(path) {
   std::fputs(
-      "id,status,reason,arrival_s,admit_s,load_start_s,load_end_s,prefill_start_s,prefill_end_s,transfer_start_s,first_token_s,done_s,"
+      "id,status,reason,arrival_s,admit_s,load_start_s,load_end_s,prefill_start_s,prefill_end_s,transfer_start_s,transfer_end_s,first_token_s,done_s,"
       "ttft_ms,tpot_ms,e2e_ms,input_tokens,cached_tokens,loaded_tokens,load_tier,output_tokens,generated_tokens,prefill_instance,"
       "decode_instance,session,round\n",
       f_);
@@ -53,8 +53,8 @@ RequestsCsvWriter::~RequestsCsvWriter() {
 void RequestsCsvWriter::on_request(const RequestRecord& r) {
   auto t = [](double x) { return x >= 0 ? fmt::format("{:.6f}", x) : std::string(); };
   auto ms = [](double x) { return x >= 0 ? fmt::format("{:.3f}", x * 1e3) : std::string(); };
-  fmt::print(f_, "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.id, status_name(r.status), csv_quote(r.reason),
-             t(r.arrival_s), t(r.admit_s), t(r.load_start_s), t(r.load_end_s), t(r.prefill_start_s), t(r.prefill_end_s), t(r.transfer_start_s),
+  fmt::print(f_, "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.id, status_name(r.status), csv_quote(r.reason),
+             t(r.arrival_s), t(r.admit_s), t(r.load_start_s), t(r.load_end_s), t(r.prefill_start_s), t(r.prefill_end_s), t(r.transfer_start_s), t(r.transfer_end_s),
              t(r.first_token_s), t(r.done_s), ms(r.ttft_s()), ms(r.tpot_s()), ms(r.e2e_s()), r.input_tokens, r.cached_tokens, r.loaded_tokens,
              r.load_tier, r.output_tokens, r.generated_tokens, r.prefill_instance, r.decode_instance, r.session >= 0 ? std::to_string(r.session) : "",
              r.session >= 0 ? std::to_string(r.round) : "");

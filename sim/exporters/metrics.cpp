@@ -63,7 +63,10 @@ void MetricsCollector::on_request(const RequestRecord& r) {
   queue_.push_back(r.admit_s - r.arrival_s);
   load_.push_back(load);
   prefill_.push_back(r.prefill_end_s - (r.load_end_s >= 0 ? r.load_end_s : r.admit_s));
-  transfer_.push_back(r.first_token_s - r.prefill_end_s);
+  const bool moved = r.transfer_start_s >= 0;  // a single-token answer never goes to decode
+  kv_wait_.push_back(moved ? r.transfer_start_s - r.prefill_end_s : 0.0);
+  transfer_.push_back(moved ? r.transfer_end_s - r.transfer_start_s : 0.0);
+  slot_wait_.push_back(moved ? r.first_token_s - r.transfer_end_s : 0.0);
   e2e_.push_back(r.e2e_s());
   const double tpot = r.tpot_s();
   if (tpot >= 0) tpot_.push_back(tpot);
@@ -98,7 +101,9 @@ void MetricsCollector::on_end(double t_s) {
   s_.ttft_queue_s = percentiles(queue_);
   s_.ttft_load_s = percentiles(load_);
   s_.ttft_prefill_s = percentiles(prefill_);
+  s_.ttft_decode_kv_wait_s = percentiles(kv_wait_);
   s_.ttft_transfer_s = percentiles(transfer_);
+  s_.ttft_slot_wait_s = percentiles(slot_wait_);
   l2_.set(t_s, l2_.last_mean);
   l3_.set(t_s, l3_.last_mean);
   s_.l2_mean = t_s > 0 ? l2_.area / t_s : 0, s_.l2_peak = l2_.peak;

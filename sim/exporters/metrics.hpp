@@ -42,10 +42,10 @@ struct Summary {
   Provenance worst_source = Provenance::roofline;
   double extrapolated_s = 0;           ///< Σ step time answered by extrapolated op latencies
   std::uint32_t extrapolated_ops = 0;  ///< OpKinds answered `extrapolated` at least once
-  // TTFT split of completed requests: queueing (arrival → KV reserved on a prefill rank), load-back
-  // of the session's KV from L2/L3, prefill (→ last chunk), transfer (→ first token: waiting for
-  // decode KV room + the KV transfer)
-  Percentiles ttft_queue_s, ttft_load_s, ttft_prefill_s, ttft_transfer_s;
+  // TTFT split of completed requests, the parts add up to TTFT: queueing (arrival → KV reserved on
+  // a prefill rank), load-back of the session's KV from L2/L3, prefill (→ last chunk), waiting for
+  // KV room on a decode rank, the P→D KV transfer itself, waiting for a slot in a decode batch
+  Percentiles ttft_queue_s, ttft_load_s, ttft_prefill_s, ttft_decode_kv_wait_s, ttft_transfer_s, ttft_slot_wait_s;
   // where the skipped prompt tokens came from (requests whose prefill was admitted)
   long long tokens_l1 = 0, tokens_l2 = 0, tokens_l3 = 0;
   // sessions
@@ -81,7 +81,7 @@ class MetricsCollector final : public EventSink {
   };
   SloSpec slo_;
   Summary s_;
-  std::vector<double> ttft_, tpot_, e2e_, xfer_, queue_, load_, prefill_, transfer_;
+  std::vector<double> ttft_, tpot_, e2e_, xfer_, queue_, load_, prefill_, kv_wait_, transfer_, slot_wait_;
   Track l2_, l3_;
   std::map<std::pair<int, int>, Track> tracks_;  // (role, instance)
   double decode_seq_sum_ = 0;

@@ -15,7 +15,9 @@ namespace {
 double r6(double x) { return std::round(x * 1e6) / 1e6; }
 double r3(double x) { return std::round(x * 1e3) / 1e3; }
 
+// percentiles in ms; null when nothing was measured (count 0), never a made-up 0
 nlohmann::json pct_ms(const Percentiles& p) {
+  if (p.n == 0) return {{"p50_ms", nullptr}, {"p90_ms", nullptr}, {"p99_ms", nullptr}, {"mean_ms", nullptr}, {"count", 0}};
   return {{"p50_ms", r3(p.p50 * 1e3)}, {"p90_ms", r3(p.p90 * 1e3)}, {"p99_ms", r3(p.p99 * 1e3)}, {"mean_ms", r3(p.mean * 1e3)}, {"count", p.n}};
 }
 
@@ -108,7 +110,12 @@ void load_json(const RunReport& r, nlohmann::json& j) {
   j["goodput"] = {{"slo_ttft_s", d.slo.ttft_s},
                   {"slo_tpot_s", d.slo.tpot_s},
                   {"requests_meeting_slo", s.slo_met},
+                  {"finished", s.completed + s.rejected},
+                  {"in_flight_at_horizon", s.in_flight},
+                  {"fraction_of_finished", s.completed + s.rejected ? nlohmann::json(r6(static_cast<double>(s.slo_met) / (s.completed + s.rejected))) : nlohmann::json()},
                   {"fraction_of_arrived", s.arrived ? r6(static_cast<double>(s.slo_met) / s.arrived) : 0.0},
+                  {"note", "a request meets the SLO when it completed with TTFT <= slo_ttft_s and TPOT <= slo_tpot_s (single-token answers: TTFT only); "
+                           "fraction_of_finished = requests_meeting_slo / (completed + rejected): requests in flight at the horizon are neither hits nor misses"},
                   {"requests_per_s", r6(s.slo_met / dur)},
                   {"output_tokens_per_s", r3(s.slo_met_output_tokens / dur)}};
 }
@@ -127,8 +134,12 @@ void cache_json(const RunReport& r, nlohmann::json& j) {
   j["prefix_cache"]["trace_block_reuse"] = r.totals.trace_blocks > 0 ? r6(static_cast<double>(r.totals.trace_reuse_blocks) / r.totals.trace_blocks) : 0.0;
   j["prefix_cache"]["trace_block_reuse_note"] = "closed form: share of prompt blocks an earlier arrival carried (unlimited cache, arrival order); block_hit_rate is what the simulated L1 caches found";
   j["kv_transfer"] = {{"count", s.transfers}, {"bytes", s.transfer_bytes}, {"time", pct_ms(s.transfer_s)}};
-  j["ttft_split"] = {{"queue", pct_ms(s.ttft_queue_s)}, {"load_back", pct_ms(s.ttft_load_s)}, {"prefill", pct_ms(s.ttft_prefill_s)},
-                     {"transfer", pct_ms(s.ttft_transfer_s)}};
+  j["ttft_split"] = {{"queue", pct_ms(s.ttft_queue_s)},
+                     {"load_back", pct_ms(s.ttft_load_s)},
+                     {"prefill", pct_ms(s.ttft_prefill_s)},
+                     {"decode_kv_wait", pct_ms(s.ttft_decode_kv_wait_s)},
+                     {"transfer", pct_ms(s.ttft_transfer_s)},
+                     {"decode_slot_wait", pct_ms(s.ttft_slot_wait_s)}};
 }
 
 // KV tiers below the GPUs

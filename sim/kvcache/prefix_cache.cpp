@@ -146,17 +146,23 @@ double PrefixCache::release_and_insert(const Request& r, int pinned, double t_s)
     refresh(node);
     node = leaf;
   }
-  // a checkpoint at the last whole block (a node boundary)
-  const int whole = static_cast<int>(std::min<long long>(r.input_tokens / block_tokens_, n));
-  if (checkpoint_bytes_ > 0 && whole > 0) {
-    std::vector<Node*> p = path(r, whole);
-    Node* cp = p.back();
-    if (!cp->checkpoint) {
-      cp->checkpoint = true;
-      bytes_ += checkpoint_bytes_;
-      if (cp->pins > 0) pinned_bytes_ += checkpoint_bytes_;
+  // State checkpoints (models with per-sequence state, e.g. KDA, SWA windows: a cached prefix is
+  // resumable only where the state was saved), at node boundaries: at the last whole block, which a
+  // longer prompt extending this one resumes from; and at the last whole block before the prompt's
+  // last token, which an identical prompt resumes from (its last token's logits must be computed,
+  // so a prompt of exactly k blocks cannot resume at block k). The two differ only when the prompt
+  // is an exact multiple of the block size.
+  if (checkpoint_bytes_ > 0)
+    for (long long at : {r.input_tokens / block_tokens_, (r.input_tokens - 1) / block_tokens_}) {
+      const int whole = static_cast<int>(std::min<long long>(at, n));
+      if (whole <= 0) continue;
+      Node* cp = path(r, whole).back();
+      if (!cp->checkpoint) {
+        cp->checkpoint = true;
+        bytes_ += checkpoint_bytes_;
+        if (cp->pins > 0) pinned_bytes_ += checkpoint_bytes_;
+      }
     }
-  }
   // release the pins and mark the whole path used now
   std::vector<Node*> all = path(r, n);
   int end = 0;

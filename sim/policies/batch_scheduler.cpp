@@ -5,17 +5,6 @@
 
 namespace servesim {
 
-const char* to_string(ReqPhase p) {
-  switch (p) {
-    case ReqPhase::queued: return "queued";
-    case ReqPhase::prefill: return "prefill";
-    case ReqPhase::wait_decode: return "waiting_for_decode_kv";
-    case ReqPhase::transfer: return "kv_transfer";
-    case ReqPhase::decode: return "decode";
-    case ReqPhase::done: return "done";
-  }
-  return "?";
-}
 
 namespace {
 
