@@ -56,6 +56,7 @@ struct Ctx {
   std::vector<int> w4_experts = {8, 32};  // --w4-experts
   long long w4_max_rows = 32768;          // --w4-max-rows
   std::vector<int> shared_tp;             // --shared-tp (empty: the unsplit shapes of every model)
+  int fp8_variant = 0;                    // --fp8-variant (own FP8 grouped GEMM sweep)
 };
 
 double elapsed(const Ctx& c) { return std::chrono::duration<double>(Clock::now() - c.t0).count(); }
@@ -422,8 +423,8 @@ struct Fp8Buffers {
 /// Times the masked layout: G groups, counts on the device, x padded to max_m rows per group.
 Timing time_fp8_masked(Ctx& c, Fp8Buffers& b, const int* d_eids, int sets, const int* d_mm, int G, int max_m, int bt) {
   return timed(c, [&](int i) {
-    fp8_grouped_gemm_masked(b.x.p, b.xs.p, b.w.p, b.ws.p, d_eids + (i % sets) * G, d_mm, G, max_m, b.N, b.K, bt, b.y.p,
-                            c.s);
+    fp8_grouped_gemm_masked(b.x.p, b.xs.p, int(b.rows), b.w.p, b.ws.p, b.P, d_eids + (i % sets) * G, d_mm, G, max_m, b.N,
+                            b.K, bt, b.y.p, c.s);
   });
 }
 Timing time_fp8_contig(Ctx& c, Fp8Buffers& b, const int* d_eids, int sets, const std::vector<int>& cnt, int bt) {
@@ -434,8 +435,8 @@ Timing time_fp8_contig(Ctx& c, Fp8Buffers& b, const int* d_eids, int sets, const
   droff.upload(roff);
   dtoff.upload(toff);
   return timed(c, [&](int i) {
-    fp8_grouped_gemm_contiguous(b.x.p, b.xs.p, int(b.rows), b.w.p, b.ws.p, d_eids + (i % sets) * G, droff.p, dtoff.p, G,
-                                b.N, b.K, bt, toff[G], b.y.p, c.s);
+    fp8_grouped_gemm_contiguous(b.x.p, b.rows, b.xs.p, int(b.rows), b.w.p, b.ws.p, b.P, d_eids + (i % sets) * G, droff.p,
+                                dtoff.p, G, b.N, b.K, bt, toff[G], b.y.p, c.s);
   });
 }
 
@@ -466,6 +467,7 @@ void bench_fp8_own(Ctx& c) {
       note(c, "ceiling cublasLt fp8 8192^3: " + std::to_string(2.0 * M * M * M / t.us_median / 1e6) + " TFLOP/s");
     }
   }
+  std::map<int, double> big_bt_score;
   struct NK { const char* name; int N, K; };
   const NK dg[] = {{"w13_like", 4096, 7168}, {"w2_like", 7168, 2048}};
   for (const auto& s : dg) {
@@ -480,33 +482,46 @@ void bench_fp8_own(Ctx& c) {
       std::vector<int> mm(G, m);
       DevBuf<int> dmm(G);
       dmm.upload(mm);
-      for (int bt : {fp8_pick_bt(m), 64}) {
-        if (bt == 64 && m <= 64) continue;
-        const Timing t = time_fp8_masked(c, b, deids.p, std::max(1, std::min(8, P / G)), dmm.p, G, m, bt);
-        const double fl = 2.0 * G * m * s.N * s.K, wb = double(G) * s.N * s.K;
-        rt.add("own_masked", {{"model", "DeepGEMM"}, {"matrix", s.name}, {"active_experts", G}, {"tokens_per_expert", m},
-                              {"rows", G * m}, {"N", s.N}, {"K", s.K}, {"skew", 0.0}},
-               dt, t, fl, wb + double(G) * m * (s.K + 2.0 * s.N), {{"bt", bt}});
-        char buf[300];
-        std::snprintf(buf, sizeof buf, "fp8 own masked %dx%d N=%d K=%d bt=%d: %.1f us, %.0f TFLOP/s, weights %.0f GB/s (%.0f%% of copy)",
-                      G, m, s.N, s.K, bt, t.us_median, fl / t.us_median / 1e6, wb / t.us_median / 1e3,
-                      100.0 * wb / t.us_median / 1e6 / hbm);
-        note(c, buf);
-      }
+      for (int v : {0, 1})
+        for (int bt : {fp8_pick_bt(m), 64, 192, 256}) {
+          if ((bt == 64 && m <= 64) || (bt >= 192 && (v == 1 || m < bt))) continue;
+          fp8_set_variant(v);
+          const Timing t = time_fp8_masked(c, b, deids.p, std::max(1, std::min(8, P / G)), dmm.p, G, m, bt);
+          const double fl = 2.0 * G * m * s.N * s.K, wb = double(G) * s.N * s.K;
+          rt.add("own_masked", {{"model", "DeepGEMM"}, {"matrix", s.name}, {"active_experts", G}, {"tokens_per_expert", m},
+                                {"rows", G * m}, {"N", s.N}, {"K", s.K}, {"skew", 0.0}},
+                 dt, t, fl, wb + double(G) * m * (s.K + 2.0 * s.N), {{"bt", bt}, {"kernel_variant", v}});
+          char buf[300];
+          std::snprintf(buf, sizeof buf, "fp8 own v%d masked %dx%d N=%d K=%d bt=%d: %.1f us, %.0f TFLOP/s, weights %.0f GB/s (%.0f%% of copy)",
+                        v, G, m, s.N, s.K, bt, t.us_median, fl / t.us_median / 1e6, wb / t.us_median / 1e3,
+                        100.0 * wb / t.us_median / 1e6 / hbm);
+          note(c, buf);
+        }
     }
     for (auto [G, m] : std::vector<std::pair<int, int>>{{8, 4096}, {4, 8192}, {8, 2048}, {8, 1024}, {8, 512}}) {
       if (!time_left(c)) break;
-      const Timing t = time_fp8_contig(c, b, deids.p, std::min(3, P / G), std::vector<int>(G, m), 128);
-      const double fl = 2.0 * G * m * s.N * s.K;
-      rt.add("own_contiguous", {{"model", "DeepGEMM"}, {"matrix", s.name}, {"active_experts", G}, {"tokens_per_expert", m},
-                                {"rows", G * m}, {"N", s.N}, {"K", s.K}, {"skew", 0.0}},
-             dt, t, fl, double(G) * s.N * s.K + double(G) * m * (s.K + 2.0 * s.N), {{"bt", 128}});
-      char buf[300];
-      std::snprintf(buf, sizeof buf, "fp8 own contiguous %dx%d N=%d K=%d: %.1f us, %.0f TFLOP/s", G, m, s.N, s.K,
-                    t.us_median, fl / t.us_median / 1e6);
-      note(c, buf);
+      for (auto [v, bt] : std::vector<std::pair<int, int>>{{0, 128}, {0, 192}, {0, 256}, {1, 128}}) {
+        fp8_set_variant(v);
+        const Timing t = time_fp8_contig(c, b, deids.p, std::min(3, P / G), std::vector<int>(G, m), bt);
+        const double fl = 2.0 * G * m * s.N * s.K;
+        rt.add("own_contiguous", {{"model", "DeepGEMM"}, {"matrix", s.name}, {"active_experts", G}, {"tokens_per_expert", m},
+                                  {"rows", G * m}, {"N", s.N}, {"K", s.K}, {"skew", 0.0}},
+               dt, t, fl, double(G) * s.N * s.K + double(G) * m * (s.K + 2.0 * s.N), {{"bt", bt}, {"kernel_variant", v}});
+        if (v == 0 && G == 8 && m == 4096) big_bt_score[bt] += std::log(t.us_median);
+        char buf[300];
+        std::snprintf(buf, sizeof buf, "fp8 own v%d contiguous %dx%d N=%d K=%d bt=%d: %.1f us, %.0f TFLOP/s", v, G, m, s.N,
+                      s.K, bt, t.us_median, fl / t.us_median / 1e6);
+        note(c, buf);
+      }
     }
   }
+  fp8_set_variant(c.fp8_variant);
+  int bt_big = 128;
+  if (c.fp8_variant == 0)
+    for (int b : {192, 256})
+      if (big_bt_score.count(b) && big_bt_score.count(bt_big) && big_bt_score[b] < big_bt_score[bt_big]) bt_big = b;
+  note(c, "fp8 own: sweep uses kernel variant " + std::to_string(c.fp8_variant) + ", bt " + std::to_string(bt_big) +
+              " at >= 128 rows per expert");
   // DeepSeek-V3 decode: 256 experts on one GPU, T tokens routed uniformly top-8, masked layout.
   for (const auto& s : dg) {
     if (!time_left(c)) break;
@@ -559,14 +574,14 @@ void bench_fp8_own(Ctx& c) {
       deids.upload(eids);
       for (long long m : pick(c, grid(1, mmax), {1, 8, 64, 256, 1024})) {
         if (m > mmax || !time_left(c)) continue;
-        const int bt = fp8_pick_bt(double(m));
+        const int bt = m >= 128 ? (m >= bt_big ? bt_big : 128) : fp8_pick_bt(double(m));
         dmm.upload(std::vector<int>(G, int(m)));
         const double fl = 2.0 * G * m * s.N * s.K, wb = double(G) * wmat, by = wb + double(G) * m * s.K + 2.0 * G * m * s.N;
         const Timing tm = time_fp8_masked(c, b, deids.p, sets, dmm.p, G, int(m), bt);
-        tab.add("own_masked", gshape(s, G, m), dt, tm, fl, by, {{"bt", bt}});
-        const int btc = m >= 128 ? 128 : bt;
+        tab.add("own_masked", gshape(s, G, m), dt, tm, fl, by, {{"bt", bt}, {"kernel_variant", c.fp8_variant}});
+        const int btc = bt;
         const Timing tc = time_fp8_contig(c, b, deids.p, sets, std::vector<int>(G, int(m)), btc);
-        tab.add("own_contiguous", gshape(s, G, m), dt, tc, fl, by, {{"bt", btc}});
+        tab.add("own_contiguous", gshape(s, G, m), dt, tc, fl, by, {{"bt", btc}, {"kernel_variant", c.fp8_variant}});
         if (m == 1 || m == 8 || m == 64 || m == 256 || m >= 1024) {
           char buf[320];
           std::snprintf(buf, sizeof buf, "fp8 own %s %s G=%d m=%lld: masked %.1f us (%.0f TFLOP/s, weights %.2f TB/s = %.0f%% of copy), "
@@ -1020,6 +1035,7 @@ int main(int argc, char** argv) {
     else if (a == "--w4-experts" && i + 1 < argc) c.w4_experts = int_list(argv[++i]);
     else if (a == "--w4-max-rows" && i + 1 < argc) c.w4_max_rows = std::atoll(argv[++i]);
     else if (a == "--shared-tp" && i + 1 < argc) c.shared_tp = int_list(argv[++i]);
+    else if (a == "--fp8-variant" && i + 1 < argc) c.fp8_variant = std::atoi(argv[++i]);
     else if (a == "--models" && i + 1 < argc) {
       std::stringstream ms(argv[++i]);
       for (std::string t; std::getline(ms, t, ',');)

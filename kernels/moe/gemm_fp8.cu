@@ -15,6 +15,9 @@
 #include "moe/wgmma_fp8.cuh"
 #include "common/cuda_check.cuh"
 
+#include <cuda.h>
+
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -235,6 +238,272 @@ __global__ void __launch_bounds__(kThreads, FCfg<BT>::kMinBlocks) fp8_grouped_ke
   }
 }
 
+
+// ================================================================================================
+// Variant 0 (default): warp-specialised. Warpgroup 0 = producer (one thread issues TMA loads of the
+// 128x128 weight tile, the BT x 128 token tile, both 128-byte swizzled, and the BT activation scales
+// of each k-block into a ring of S stages, completing on "full" mbarriers); warpgroups 1 and 2 =
+// consumers (m64 each: wait full, 4 wgmma into tmp, wait, read scales, release the stage on its
+// "empty" mbarrier, promote). No CTA-wide barrier in the main loop, so the two consumer
+// warpgroups drift apart and one's promotion overlaps the other's wgmmas (as in DeepGEMM).
+// ================================================================================================
+struct WsParams {
+  const float* xs;  // [K/128][xs_ld]
+  const float* ws;
+  const int* expert_ids;
+  const int* masked_m;
+  const int* row_offsets;
+  const int* tile_offsets;
+  bf16* y;
+  int G, N, K, max_m, tiles_per_group, xs_ld;
+};
+
+template <int BT>
+struct WCfg {
+  static constexpr int kStages = BT >= 256 ? 4 : (BT == 192 ? 5 : (BT == 128 ? 6 : (BT == 64 ? 4 : (BT == 32 ? 5 : 6))));
+  static constexpr int kHalf = BT > 192 ? 128 : BT;  // tokens per wgmma group (BT = 256: two halves)
+  static constexpr int kNH = BT / kHalf;
+  static constexpr int kMinBlocks = BT >= 128 ? 1 : 2;
+  static constexpr int kConsRegs = BT >= 128 ? 232 : (BT == 64 ? 96 : 0);  // 0: no setmaxnreg; producer 40
+  static constexpr int kW = kRows * kKB;
+  static constexpr int kX = BT * kKB;
+  static constexpr int kS = ((BT * 4 + 127) / 128) * 128;
+  static constexpr int kTx = kW + kX;  // TMA bytes per stage (scales come by cp.async)
+  static constexpr int kSmem = kStages * (kW + kX + kS) + 2 * kStages * 8 + 1024;
+};
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred p;\nWAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+      : "memory");
+}
+template <int R>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+template <int R>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+__device__ __forceinline__ void named_bar(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+template <int BT>
+__global__ void __launch_bounds__(384, WCfg<BT>::kMinBlocks)
+    fp8_grouped_ws_kernel(const __grid_constant__ CUtensorMap tm_w, const __grid_constant__ CUtensorMap tm_x,
+                          const WsParams p) {
+  using C = WCfg<BT>;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  uint8_t* wring = smem;                                // [S][16 KB]
+  uint8_t* xring = smem + C::kStages * C::kW;           // [S][BT*128]
+  float* sring = reinterpret_cast<float*>(xring + C::kStages * C::kX);  // [S][kS/4]
+  uint64_t* full = reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(sring) + C::kStages * C::kS);
+  uint64_t* empty = full + C::kStages;
+
+  int g, row0, rows;
+  if (p.masked_m) {
+    g = blockIdx.y / p.tiles_per_group;
+    const int t0 = (blockIdx.y - g * p.tiles_per_group) * BT;
+    const int cnt = min(p.masked_m[g], p.max_m);
+    if (t0 >= cnt) return;
+    row0 = g * p.max_m + t0;
+    rows = min(BT, cnt - t0);
+  } else {
+    const int tile = blockIdx.y;
+    if (tile >= p.tile_offsets[p.G]) return;
+    int lo = 0, hi = p.G;
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) >> 1;
+      if (p.tile_offsets[mid] <= tile) lo = mid; else hi = mid;
+    }
+    g = lo;
+    row0 = p.row_offsets[g] + (tile - p.tile_offsets[g]) * BT;
+    rows = min(BT, p.row_offsets[g + 1] - row0);
+  }
+  const int e = p.expert_ids ? p.expert_ids[g] : g;
+  const int KB = p.K / kKB;
+  const int nt = blockIdx.x;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+
+  if (tid == 0) {
+    for (int s = 0; s < C::kStages; ++s) {
+      mbar_init(&full[s], 1 + 32);  // TMA thread's expect_tx + 32 cp.async arrivals of the scale warp
+      mbar_init(&empty[s], 8);  // lane 0 of each consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp < 4) {  // ---- producer warpgroup ----
+    if constexpr (C::kConsRegs > 0) setmaxnreg_dec<40>();
+    if (tid == 0) {
+      const int wrow = e * p.N + nt * kRows;
+      for (int kb = 0; kb < KB; ++kb) {
+        const int slot = kb % C::kStages;
+        mbar_wait(&empty[slot], ((kb / C::kStages) & 1) ^ 1);
+        mbar_expect_tx(&full[slot], C::kTx);
+        tma_load_2d(wring + slot * C::kW, &tm_w, kb * kKB, wrow, &full[slot]);
+        tma_load_2d(xring + slot * C::kX, &tm_x, kb * kKB, row0, &full[slot]);
+      }
+    } else if (warp == 1) {  // activation scales: 4-byte cp.async (rows start anywhere: no TMA alignment)
+      for (int kb = 0; kb < KB; ++kb) {
+        const int slot = kb % C::kStages;
+        mbar_wait(&empty[slot], ((kb / C::kStages) & 1) ^ 1);
+        float* dst = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(sring) + slot * C::kS);
+        const float* src = p.xs + static_cast<size_t>(kb) * p.xs_ld + row0;
+        for (int r = lane; r < BT; r += 32) cp_async4(dst + r, r < rows ? src + r : p.xs, r < rows ? 4 : 0);
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(&full[slot])) : "memory");
+      }
+    }
+    return;
+  }
+  // ---- consumer warpgroups ----
+  if constexpr (C::kConsRegs > 0) setmaxnreg_inc<C::kConsRegs>();
+  const int cw = warp - 4, wg = cw >> 2, gq = lane >> 2, tq = lane & 3;
+  constexpr int NH = C::kNH, HB = C::kHalf, NA = HB / 2;
+  float acc[NH][NA], tmp[NA];
+#pragma unroll
+  for (int h = 0; h < NH; ++h)
+#pragma unroll
+    for (int i = 0; i < NA; ++i) acc[h][i] = 0.f;
+  const float* wsp = p.ws + (static_cast<size_t>(e) * (p.N / kRows) + nt) * KB;
+  float wnext = __ldg(wsp);
+  for (int kb = 0; kb < KB; ++kb) {
+    const int slot = kb % C::kStages;
+    const float wscale = wnext;
+    if (kb + 1 < KB) wnext = __ldg(wsp + kb + 1);
+    mbar_wait(&full[slot], (kb / C::kStages) & 1);
+    const uint32_t wb = smem_u32(wring + slot * C::kW) + wg * (64 * 128);
+    const float* xs = reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(sring) + slot * C::kS);
+#pragma unroll
+    for (int h = 0; h < NH; ++h) {
+      const uint32_t xb = smem_u32(xring + slot * C::kX) + h * (HB * 128);
+#pragma unroll
+      for (int i = 0; i < NA; ++i) fence_operand(tmp[i]);
+      wgmma_fence();
+      WgmmaFp8<HB, true>::mma(tmp, desc_sw128(wb), desc_sw128(xb));
+#pragma unroll
+      for (int s = 1; s < 4; ++s) WgmmaFp8<HB, false>::mma(tmp, desc_sw128(wb + s * 32), desc_sw128(xb + s * 32));
+      wgmma_commit();
+      wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < NA; ++i) fence_operand(tmp[i]);
+      float2 sc[HB / 8];
+#pragma unroll
+      for (int j = 0; j < HB / 8; ++j) sc[j] = *reinterpret_cast<const float2*>(xs + h * HB + 8 * j + 2 * tq);
+      if (h == NH - 1) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[slot]);
+      }
+#pragma unroll
+      for (int j = 0; j < HB / 8; ++j) {
+        const float s0 = sc[j].x * wscale, s1 = sc[j].y * wscale;
+        acc[h][4 * j + 0] = fmaf(tmp[4 * j + 0], s0, acc[h][4 * j + 0]);
+        acc[h][4 * j + 1] = fmaf(tmp[4 * j + 1], s1, acc[h][4 * j + 1]);
+        acc[h][4 * j + 2] = fmaf(tmp[4 * j + 2], s0, acc[h][4 * j + 2]);
+        acc[h][4 * j + 3] = fmaf(tmp[4 * j + 3], s1, acc[h][4 * j + 3]);
+      }
+    }
+  }
+  // Epilogue: both consumer warpgroups done with the ring (all loads were consumed) -> stage
+  // [BT tokens][128 outputs] bf16 in the weight ring, then 16-byte stores.
+  named_bar(1, 256);
+  constexpr int kLd = 136;
+  bf16* st = reinterpret_cast<bf16*>(smem);
+  const int n0 = cw * 16 + gq, n1 = n0 + 8;
+#pragma unroll
+  for (int h = 0; h < NH; ++h)
+#pragma unroll
+    for (int j = 0; j < HB / 8; ++j) {
+      const int c0 = h * HB + 8 * j + 2 * tq;
+      st[c0 * kLd + n0] = __float2bfloat16_rn(acc[h][4 * j + 0]);
+      st[(c0 + 1) * kLd + n0] = __float2bfloat16_rn(acc[h][4 * j + 1]);
+      st[c0 * kLd + n1] = __float2bfloat16_rn(acc[h][4 * j + 2]);
+      st[(c0 + 1) * kLd + n1] = __float2bfloat16_rn(acc[h][4 * j + 3]);
+    }
+  named_bar(1, 256);
+  bf16* yb = p.y + static_cast<size_t>(row0) * p.N + static_cast<size_t>(nt) * kRows;
+  for (int c = tid - 128; c < rows * 16; c += 256) {
+    const int r = c >> 4, ch = c & 15;
+    *reinterpret_cast<uint4*>(yb + static_cast<size_t>(r) * p.N + ch * 8) =
+        *reinterpret_cast<const uint4*>(st + r * kLd + ch * 8);
+  }
+}
+
+CUtensorMap make_map_2d(const void* base, CUtensorMapDataType dt, int esize, uint64_t inner, uint64_t outer,
+                        uint64_t row_bytes, uint32_t box_inner, uint32_t box_outer, CUtensorMapSwizzle sw) {
+  CUtensorMap m;
+  const cuuint64_t dims[2] = {inner, outer};
+  const cuuint64_t strides[1] = {row_bytes};
+  const cuuint32_t box[2] = {box_inner, box_outer};
+  const cuuint32_t estr[2] = {1, 1};
+  (void)esize;
+  const CUresult r = cuTensorMapEncodeTiled(&m, dt, 2, const_cast<void*>(base), dims, strides, box, estr,
+                                            CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) throw std::runtime_error("cuTensorMapEncodeTiled failed: " + std::to_string(static_cast<int>(r)));
+  return m;
+}
+
+struct WsArgs {
+  const void* x;
+  long long x_rows;
+  const float* xs;
+  int xs_ld;
+  const void* w;
+  int num_experts;
+};
+
+template <int BT>
+void launch_ws(const WsArgs& a, const WsParams& p, int grid_y, cudaStream_t stream) {
+  static bool configured = false;
+  if (!configured) {
+    SS_CUDA(cudaFuncSetAttribute(fp8_grouped_ws_kernel<BT>, cudaFuncAttributeMaxDynamicSharedMemorySize, WCfg<BT>::kSmem));
+    configured = true;
+  }
+  const CUtensorMap tw = make_map_2d(a.w, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, p.K, uint64_t(a.num_experts) * p.N, p.K, kKB,
+                                     kRows, CU_TENSOR_MAP_SWIZZLE_128B);
+  const CUtensorMap tx = make_map_2d(a.x, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, p.K, uint64_t(a.x_rows), p.K, kKB, std::min(BT, 256),
+                                     CU_TENSOR_MAP_SWIZZLE_128B);
+  dim3 grid(p.N / kRows, grid_y);
+  fp8_grouped_ws_kernel<BT><<<grid, 384, WCfg<BT>::kSmem, stream>>>(tw, tx, p);
+  SS_LAUNCH_CHECK();
+}
+
+void dispatch_ws(const WsArgs& a, const WsParams& p, int bt, int grid_y, cudaStream_t stream) {
+  switch (bt) {
+    case 8: launch_ws<8>(a, p, grid_y, stream); return;
+    case 16: launch_ws<16>(a, p, grid_y, stream); return;
+    case 32: launch_ws<32>(a, p, grid_y, stream); return;
+    case 64: launch_ws<64>(a, p, grid_y, stream); return;
+    case 128: launch_ws<128>(a, p, grid_y, stream); return;
+    case 192: launch_ws<192>(a, p, grid_y, stream); return;
+    case 256: launch_ws<256>(a, p, grid_y, stream); return;
+    default: throw std::invalid_argument("fp8 grouped gemm: bt must be 8, 16, 32, 64, 128, 192 or 256");
+  }
+}
+
+int g_fp8_variant = 0;
+
 template <int BT>
 void launch(const Params& p, int grid_y, cudaStream_t stream) {
   static bool configured = false;
@@ -265,31 +534,55 @@ void check_nk(int N, int K, int G, const char* who) {
 
 }  // namespace
 
+void fp8_set_variant(int v) {
+  if (v < 0 || v > 1) throw std::invalid_argument("fp8_set_variant: 0 (warp-specialised TMA) or 1 (cp.async)");
+  g_fp8_variant = v;
+}
+int fp8_variant() { return g_fp8_variant; }
+
 int fp8_pick_bt(double rows_per_group) {
-  for (int bt : kFp8TileWidths)
+  for (int bt : {8, 16, 32, 64, 128})
     if (rows_per_group <= bt) return bt;
   return 128;
 }
 
-void fp8_grouped_gemm_masked(const void* x, const float* x_scale, const void* w, const float* w_scale,
-                             const int* expert_ids, const int* masked_m, int G, int max_m, int N, int K, int bt,
-                             bf16* y, cudaStream_t stream) {
+void fp8_grouped_gemm_masked(const void* x, const float* x_scale, int x_scale_ld, const void* w, const float* w_scale,
+                             int num_experts, const int* expert_ids, const int* masked_m, int G, int max_m, int N,
+                             int K, int bt, bf16* y, cudaStream_t stream) {
   check_nk(N, K, G, "fp8_grouped_gemm_masked");
   if (max_m <= 0) return;
+  if (x_scale_ld < G * max_m || x_scale_ld % 4 != 0)
+    throw std::invalid_argument("fp8_grouped_gemm_masked: x_scale_ld must be >= G*max_m and a multiple of 4");
   const int tpg = (max_m + bt - 1) / bt;
   if (static_cast<long long>(tpg) * G > 65535) throw std::invalid_argument("fp8_grouped_gemm_masked: grid too large");
+  if (g_fp8_variant == 0) {
+    const WsArgs a{x, static_cast<long long>(G) * max_m, x_scale, x_scale_ld, w, num_experts};
+    const WsParams p{x_scale, w_scale, expert_ids, masked_m, nullptr, nullptr, y, G, N, K, max_m, tpg, x_scale_ld};
+    dispatch_ws(a, p, bt, tpg * G, stream);
+    return;
+  }
+  if (bt > 128) throw std::invalid_argument("fp8 grouped gemm variant 1: bt <= 128");
   const Params p{static_cast<const uint8_t*>(x), x_scale, static_cast<const uint8_t*>(w), w_scale, expert_ids, masked_m,
-                 nullptr, nullptr, y, G, N, K, max_m, G * max_m, tpg};
+                 nullptr, nullptr, y, G, N, K, max_m, x_scale_ld, tpg};
   dispatch_bt(p, bt, tpg * G, stream);
 }
 
-void fp8_grouped_gemm_contiguous(const void* x, const float* x_scale, int x_scale_ld, const void* w,
-                                 const float* w_scale, const int* expert_ids, const int* row_offsets,
+void fp8_grouped_gemm_contiguous(const void* x, long long x_rows, const float* x_scale, int x_scale_ld, const void* w,
+                                 const float* w_scale, int num_experts, const int* expert_ids, const int* row_offsets,
                                  const int* tile_offsets, int G, int N, int K, int bt, int max_tiles, bf16* y,
                                  cudaStream_t stream) {
   check_nk(N, K, G, "fp8_grouped_gemm_contiguous");
   if (max_tiles <= 0) return;
   if (max_tiles > 65535) throw std::invalid_argument("fp8_grouped_gemm_contiguous: more than 65535 token tiles");
+  if (x_scale_ld < x_rows || x_scale_ld % 4 != 0)
+    throw std::invalid_argument("fp8_grouped_gemm_contiguous: x_scale_ld must be >= x_rows and a multiple of 4");
+  if (g_fp8_variant == 0) {
+    const WsArgs a{x, x_rows, x_scale, x_scale_ld, w, num_experts};
+    const WsParams p{x_scale, w_scale, expert_ids, nullptr, row_offsets, tile_offsets, y, G, N, K, 0, 0, x_scale_ld};
+    dispatch_ws(a, p, bt, max_tiles, stream);
+    return;
+  }
+  if (bt > 128) throw std::invalid_argument("fp8 grouped gemm variant 1: bt <= 128");
   const Params p{static_cast<const uint8_t*>(x), x_scale, static_cast<const uint8_t*>(w), w_scale, expert_ids, nullptr,
                  row_offsets, tile_offsets, y, G, N, K, 0, x_scale_ld, 0};
   dispatch_bt(p, bt, max_tiles, stream);

@@ -194,21 +194,27 @@ bool cublaslt_fp8_gemm(LtFp8* ctx, const void* X, const void* W, bf16* D, int M,
 /// with one fp32 scale per 128x128 block, w_scale [E, N/128, K/128]. Y = sum_kb (X_kb W_kb^T) *
 /// x_scale * w_scale, fp32 accumulation, bf16 out. Activation scales are stored K-block-major
 /// ("MN-major", as DeepGEMM takes them): x_scale[kb * ld + row].
-/// Token tile widths (wgmma N side) the kernel is compiled for, and the pick for a row count.
-constexpr int kFp8TileWidths[] = {8, 16, 32, 64, 128};
+/// Token tile widths (wgmma N side) the kernel is compiled for (192, 256: variant 0 only; 256 runs
+/// as two 128-token wgmma groups), and the pick for a row count (8..128).
+constexpr int kFp8TileWidths[] = {8, 16, 32, 64, 128, 192, 256};
 int fp8_pick_bt(double rows_per_group);
+/// Kernel variant: 0 (default) warp-specialised, TMA producer warpgroup + 2 consumer warpgroups on
+/// mbarriers; 1 = all threads load with cp.async, CTA barrier per k-block (first version).
+void fp8_set_variant(int v);
+int fp8_variant();
 /// Masked layout (decode): x [G, max_m, K], y [G, max_m, N]; group g holds masked_m[g] (device,
-/// clamped to max_m) valid rows; rows past it are neither read nor written. x_scale ld = G*max_m.
-/// Group g uses expert expert_ids[g] (nullptr: g). No host synchronisation: graph-capturable.
+/// clamped to max_m) valid rows; rows past it are neither used nor written. x_scale [K/128][ld],
+/// ld = x_scale_ld >= G*max_m, a multiple of 4 (TMA stride). w [num_experts, N, K]; group g uses
+/// expert expert_ids[g] (nullptr: g). No host synchronisation: graph-capturable.
 /// Throws std::invalid_argument unless N % 128 == 0, K % 256 == 0, K <= 16384, bt in kFp8TileWidths.
-void fp8_grouped_gemm_masked(const void* x, const float* x_scale, const void* w, const float* w_scale,
-                             const int* expert_ids, const int* masked_m, int G, int max_m, int N, int K, int bt,
-                             bf16* y, cudaStream_t stream);
-/// Contiguous layout (prefill): x [rows, K], rows of group g at row_offsets[g] .. row_offsets[g+1]
+void fp8_grouped_gemm_masked(const void* x, const float* x_scale, int x_scale_ld, const void* w, const float* w_scale,
+                             int num_experts, const int* expert_ids, const int* masked_m, int G, int max_m, int N,
+                             int K, int bt, bf16* y, cudaStream_t stream);
+/// Contiguous layout (prefill): x [x_rows, K], rows of group g at row_offsets[g] .. row_offsets[g+1]
 /// (no alignment needed), tile_offsets [G+1] prefix sums of ceil(count / bt) (moe_permute writes
-/// both), max_tiles >= tile_offsets[G] bounds the grid; x_scale ld = x_scale_ld (>= rows).
-void fp8_grouped_gemm_contiguous(const void* x, const float* x_scale, int x_scale_ld, const void* w,
-                                 const float* w_scale, const int* expert_ids, const int* row_offsets,
+/// both), max_tiles >= tile_offsets[G] bounds the grid; x_scale ld = x_scale_ld (>= x_rows, % 4 == 0).
+void fp8_grouped_gemm_contiguous(const void* x, long long x_rows, const float* x_scale, int x_scale_ld, const void* w,
+                                 const float* w_scale, int num_experts, const int* expert_ids, const int* row_offsets,
                                  const int* tile_offsets, int G, int N, int K, int bt, int max_tiles, bf16* y,
                                  cudaStream_t stream);
 
