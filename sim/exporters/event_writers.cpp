@@ -34,6 +34,16 @@ const char* status_name(RequestStatus s) {
 }
 
 
+// Simulated seconds as microseconds with three decimals, from whole nanoseconds: a slice's end is
+// printed as ts + dur computed from the same integers, so slices that touch in simulated time touch
+// in the file too (rounding start and duration separately made them overlap by 1 ns, and Perfetto
+// drops overlapping slices that do not nest).
+long long ns(double s) { return std::llround(s * 1e9); }
+std::string us(long long ns) { return fmt::format("{}{}.{:03d}", ns < 0 ? "-" : "", std::llabs(ns) / 1000, static_cast<int>(std::llabs(ns) % 1000)); }
+
+// A JSON string literal (quotes and escapes) for any name the user chose.
+std::string jstr(const std::string& s) { return nlohmann::json(s).dump(); }
+
 }  // namespace
 
 // ------------------------------------------------------------------------- requests.csv
@@ -68,7 +78,7 @@ void RequestsCsvWriter::on_end(double) {
 
 TimelineWriter::TimelineWriter(const std::string& path, const std::string& title, long long max_events)
     : f_(open_or_throw(path)), path_(path), max_events_(max_events) {
-  fmt::print(f_, "{{\"displayTimeUnit\":\"ms\",\"otherData\":{{\"title\":\"{}\",\"time_unit\":\"simulated microseconds\"}},\"traceEvents\":[\n", title);
+  fmt::print(f_, "{{\"displayTimeUnit\":\"ms\",\"otherData\":{{\"title\":{},\"time_unit\":\"simulated microseconds\"}},\"traceEvents\":[\n", jstr(title));
   const char* procs[] = {"", "prefill instances", "decode instances", "EP all-to-all + TP all-reduce", "KV transfers", "KV store (all nodes)"};
   for (int pid = 1; pid <= 5; ++pid)
     write(fmt::format("{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":\"{}\"}}}}", pid, procs[pid]));
@@ -88,7 +98,7 @@ void TimelineWriter::write(const std::string& ev) {
 
 void TimelineWriter::name_track(int pid, int tid, const std::string& name) {
   if (!named_.insert({pid, tid}).second) return;
-  write(fmt::format("{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":\"{}\"}}}}", pid, tid, name));
+  write(fmt::format("{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":{}}}}}", pid, tid, jstr(name)));
 }
 
 void TimelineWriter::on_step(const StepEvent& e) {
@@ -102,32 +112,35 @@ void TimelineWriter::on_step(const StepEvent& e) {
   name_track(pid, tid, fmt::format("{} instance {}", to_string(e.role), e.instance));
   if (e.time.comm_total_s > 0)
     name_track(3, (e.role == Phase::prefill ? 0 : 1000) + e.instance, fmt::format("{} instance {} all-to-all", to_string(e.role), e.instance));
-  write(fmt::format("{{\"ph\":\"X\",\"name\":\"{} step\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"seqs\":{},\"tokens\":{},"
+  const long long t0 = ns(e.start_s), t1 = ns(e.end_s);
+  write(fmt::format("{{\"ph\":\"X\",\"name\":\"{} step\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},\"args\":{{\"seqs\":{},\"tokens\":{},"
                     "\"attention_ms\":{:.4f},\"ffn_ms\":{:.4f},\"comm_ms\":{:.4f},\"other_ms\":{:.4f}}}}}",
-                    to_string(e.role), pid, tid, e.start_s * 1e6, (e.end_s - e.start_s) * 1e6, e.seqs, e.tokens, e.time.attention_s * 1e3,
-                    e.time.ffn_s * 1e3, e.time.comm_s * 1e3, e.time.other_s * 1e3));
-  if (e.time.comm_total_s > 0)
-    write(fmt::format("{{\"ph\":\"X\",\"name\":\"{} all-to-all\",\"pid\":3,\"tid\":{},\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"exposed_ms\":{:.4f}}}}}",
-                      to_string(e.role), (e.role == Phase::prefill ? 0 : 1000) + e.instance, e.start_s * 1e6, e.time.comm_total_s * 1e6,
-                      e.time.comm_s * 1e3));
+                    to_string(e.role), pid, tid, us(t0), us(t1 - t0), e.seqs, e.tokens, e.time.attention_s * 1e3, e.time.ffn_s * 1e3,
+                    e.time.comm_s * 1e3, e.time.other_s * 1e3));
+  if (e.time.comm_total_s > 0)  // within its step (with two-batch overlap it runs beside the compute)
+    write(fmt::format("{{\"ph\":\"X\",\"name\":\"{} all-to-all\",\"pid\":3,\"tid\":{},\"ts\":{},\"dur\":{},\"args\":{{\"exposed_ms\":{:.4f}}}}}",
+                      to_string(e.role), (e.role == Phase::prefill ? 0 : 1000) + e.instance, us(t0),
+                      us(std::min(ns(e.start_s + e.time.comm_total_s), t1) - t0), e.time.comm_s * 1e3));
 }
 
 void TimelineWriter::on_transfer(const TransferEvent& e) {
   const int tid = e.inter_node ? 0 : 1;
-  write(fmt::format("{{\"ph\":\"b\",\"cat\":\"kv\",\"name\":\"KV P{}→D{}\",\"id\":{},\"pid\":4,\"tid\":{},\"ts\":{:.3f},\"args\":{{\"bytes\":{:.0f}}}}}",
-                    e.prefill_instance, e.decode_instance, e.request, tid, e.start_s * 1e6, e.bytes));
-  write(fmt::format("{{\"ph\":\"e\",\"cat\":\"kv\",\"name\":\"KV P{}→D{}\",\"id\":{},\"pid\":4,\"tid\":{},\"ts\":{:.3f}}}", e.prefill_instance,
-                    e.decode_instance, e.request, tid, e.end_s * 1e6));
+  write(fmt::format("{{\"ph\":\"b\",\"cat\":\"kv\",\"name\":\"KV P{}→D{}\",\"id\":{},\"pid\":4,\"tid\":{},\"ts\":{},\"args\":{{\"bytes\":{:.0f}}}}}",
+                    e.prefill_instance, e.decode_instance, e.request, tid, us(ns(e.start_s)), e.bytes));
+  write(fmt::format("{{\"ph\":\"e\",\"cat\":\"kv\",\"name\":\"KV P{}→D{}\",\"id\":{},\"pid\":4,\"tid\":{},\"ts\":{}}}", e.prefill_instance,
+                    e.decode_instance, e.request, tid, us(ns(e.end_s))));
 }
 
+// Perfetto keys counter tracks by process and name: each instance's counter gets its own name.
 void TimelineWriter::on_memory(const MemoryEvent& e) {
-  write(fmt::format("{{\"ph\":\"C\",\"name\":\"KV GB per GPU\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"args\":{{\"mean\":{:.4f},\"busiest\":{:.4f}}}}}",
-                    e.role == Phase::prefill ? 1 : 2, e.instance, e.t_s * 1e6, e.kv_bytes_mean / 1e9, e.kv_bytes_max / 1e9));
+  write(fmt::format("{{\"ph\":\"C\",\"name\":\"{} instance {} KV GB per GPU\",\"pid\":{},\"tid\":{},\"ts\":{},\"args\":{{\"mean\":{:.4f},\"busiest\":{:.4f}}}}}",
+                    to_string(e.role), e.instance, e.role == Phase::prefill ? 1 : 2, e.instance, us(ns(e.t_s)), e.kv_bytes_mean / 1e9,
+                    e.kv_bytes_max / 1e9));
 }
 
 void TimelineWriter::on_tier(const TierEvent& e) {
-  write(fmt::format("{{\"ph\":\"C\",\"name\":\"KV GB\",\"pid\":5,\"tid\":0,\"ts\":{:.3f},\"args\":{{\"L2 host DRAM\":{:.4f},\"L3 storage\":{:.4f}}}}}",
-                    e.t_s * 1e6, e.l2_bytes / 1e9, e.l3_bytes / 1e9));
+  write(fmt::format("{{\"ph\":\"C\",\"name\":\"KV GB\",\"pid\":5,\"tid\":0,\"ts\":{},\"args\":{{\"L2 host DRAM\":{:.4f},\"L3 storage\":{:.4f}}}}}",
+                    us(ns(e.t_s)), e.l2_bytes / 1e9, e.l3_bytes / 1e9));
 }
 
 void TimelineWriter::on_end(double t_s) {
