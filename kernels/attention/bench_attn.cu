@@ -7,7 +7,8 @@
 //
 // --mla-decode-heads: head counts of the mla_decode sweep besides 96 (default 128,64,48,32,24,16,12;
 // three contexts each); --mla-decode-no-legacy: leave out the earlier mma.sync kernel's comparison rows;
-// --mla-decode-point B:H:L[,...]: only these points (variant 0; for profiling).
+// --mla-decode-point B:H:L[,...]: only these points (for profiling); --mla-decode-variant V: the
+// mla_decode variant of the main grid (default 0; 3 = 32-token tiles, 4 stages, overlapped).
 // --mla-heads: heads per GPU of the mla_prefill sweep (default 96; attention TP t gives 96/t). The
 // (chunk, prefix) grid is bounded by 6e13 FLOP and 40 GB of K/V at the swept head count.
 // --proj-gemms: with --proj-tp, only these K3 projections (e.g. kv_b, which the MLA prefill op runs
@@ -64,6 +65,7 @@ std::string SKIP_DIR;  // --skip-existing
 std::vector<int> MLA_HEADS = {96};  // --mla-heads
 std::vector<int> MLA_DECODE_HEADS = {128, 64, 48, 32, 24, 16, 12};  // --mla-decode-heads
 bool MLA_DECODE_LEGACY = true;      // --mla-decode-no-legacy
+int MLA_DECODE_VARIANT = 0;         // --mla-decode-variant (the kernel of the main grid)
 std::vector<std::array<int, 3>> MLA_DECODE_POINTS;  // --mla-decode-point B:H:L[,B:H:L...]
 std::vector<int> PROJ_TP;           // --proj-tp
 std::set<std::string> PROJ_GEMMS;   // --proj-gemms (empty: all)
@@ -477,22 +479,23 @@ void bench_mla_decode() {
   struct P { int B, H; long L; bool mixed; int variant; };
   std::vector<P> pts;
   const double cap = 40e9;
+  const int V = MLA_DECODE_VARIANT;
   // variant 0 (the wgmma kernel) on the committed grid: H=96 everywhere, the TP-sharded head counts
   // 48/24/12 and the other deployments' 128/64/32/16 at three contexts, mixed contexts at H=96
   for (long L : qgrid(grid(1024, 1 << 20)))
     for (long B : qgrid(grid(1, 512)))
-      if (1.0 * B * L * 1152 <= cap) pts.push_back({static_cast<int>(B), 96, L, false, 0});
+      if (1.0 * B * L * 1152 <= cap) pts.push_back({static_cast<int>(B), 96, L, false, V});
   for (int H : MLA_DECODE_HEADS)  // heads per GPU under attention TP (latent cache replicated)
     for (long L : {4096L, 32768L, 262144L})
       for (long B : qgrid(grid(1, 512)))
-        if (1.0 * B * L * 1152 <= cap) pts.push_back({static_cast<int>(B), H, L, false, 0});
+        if (1.0 * B * L * 1152 <= cap) pts.push_back({static_cast<int>(B), H, L, false, V});
   for (long L : {2048L, 8192L, 32768L})
     for (int B : {8, 32, 128, 512})
-      if (1.75 * B * L * 1152 <= cap) pts.push_back({B, 96, L, true, 0});
+      if (1.75 * B * L * 1152 <= cap) pts.push_back({B, 96, L, true, V});
   // the issue's production reference points (128 heads: 256 x 2K, 16 x 64K) and the earlier
   // mma.sync kernel (variant 2) beside the new one at a few points, for before/after in one run
-  pts.push_back({256, 128, 2048, false, 0});
-  pts.push_back({16, 128, 65536, false, 0});
+  pts.push_back({256, 128, 2048, false, V});
+  pts.push_back({16, 128, 65536, false, V});
   if (MLA_DECODE_LEGACY) {
     for (long L : {4096L, 65536L})
       for (int B : {1, 16, 128}) pts.push_back({B, 96, L, false, 2});
@@ -502,7 +505,7 @@ void bench_mla_decode() {
   }
   if (!MLA_DECODE_POINTS.empty()) {  // --mla-decode-point: only these (B, H, L), variant 0
     pts.clear();
-    for (const auto& t : MLA_DECODE_POINTS) pts.push_back({t[0], t[1], t[2], false, 0});
+    for (const auto& t : MLA_DECODE_POINTS) pts.push_back({t[0], t[1], t[2], false, MLA_DECODE_VARIANT});
   }
   std::stable_sort(pts.begin(), pts.end(), [](const P& a, const P& b) { return 1.0 * a.B * a.L < 1.0 * b.B * b.L; });
   std::mt19937_64 rg(7);
@@ -545,7 +548,7 @@ void bench_mla_decode() {
         s.bt.upload(bt);
       }
       out->alloc(static_cast<size_t>(p.B) * H * 512);
-      *plan = p.variant == 0 ? mla_decode_plan(ctx, H) : mqa_make_plan(ctx);
+      *plan = (p.variant == 0 || p.variant == 3) ? mla_decode_plan(ctx, H) : mqa_make_plan(ctx);
       op->alloc(std::max<size_t>(1, mqa_part_floats(*plan, H)));
       lp->alloc(std::max<size_t>(1, mqa_lse_floats(*plan, H)));
       MqaArgs a;
@@ -1215,6 +1218,7 @@ int main(int argc, char** argv) {
     else if (a == "--mla-heads" && i + 1 < argc) MLA_HEADS = int_list(argv[++i]);
     else if (a == "--mla-decode-heads" && i + 1 < argc) MLA_DECODE_HEADS = int_list(argv[++i]);
     else if (a == "--mla-decode-no-legacy") MLA_DECODE_LEGACY = false;
+    else if (a == "--mla-decode-variant" && i + 1 < argc) MLA_DECODE_VARIANT = std::atoi(argv[++i]);
     else if (a == "--mla-decode-point" && i + 1 < argc) {
       std::stringstream ss(argv[++i]);
       for (std::string t; std::getline(ss, t, ',');) {

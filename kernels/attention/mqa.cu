@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <mutex>
 #include <numeric>
+#include <type_traits>
 
 namespace servesim::attn {
 
@@ -567,6 +568,268 @@ __global__ void __launch_bounds__(256, 1)
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// MLA decode on Hopper, variant 3: 32-token tiles, 4 KV stages (36 KB each), so that warpgroup 0
+// can issue S(j+1) = Q K(j+1)^T before P V(j) and run the softmax of tile j+1 while both
+// warpgroups' P V(j) are on the tensor pipe (tile j+1 was loaded three tiles earlier).
+// Per tile j, warpgroup 0: softmax(S(j)) in registers -> wait its own P V(j-1), bar 2 (warpgroup
+// 1's P V(j-1) done: P buffer and stage (j-1)%4 free) -> thread 0 refills that stage with tile
+// j+3 -> P(j), alpha(j) to smem -> bar 1 (arrive) -> rescale O_L -> issue S(j+1), then P V(j)
+// (O_L) -> wait S(j+1). Warpgroup 1: bar 1 -> rescale O_R -> P V(j) (O_R) -> wait -> bar 2 (arrive).
+// ---------------------------------------------------------------------------------------------
+namespace wgk4 {
+constexpr int kTile = 32 * 576 * 2;  // 36864 B: half a page
+constexpr int kCBs = 32 * 128;       // bytes per 64-column block of a stage
+constexpr int kOffKV = 64 * 576 * 2;  // Q first (73728 B)
+constexpr int kOffP = kOffKV + 4 * kTile;
+constexpr int kOffF = kOffP + 64 * 64 * 2;
+constexpr int kOffBar = kOffF + 1024;
+constexpr int kSmem = kOffBar + 64 + 1024;
+static_assert(kSmem <= 232448, "shared memory per block");
+}  // namespace wgk4
+
+__global__ void __launch_bounds__(256, 1)
+    mla_decode_wgmma4_kernel(const __grid_constant__ CUtensorMap tmap, MqaArgs a, const int4* __restrict__ work) {
+  using namespace sm90;
+  using namespace wgk4;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  const uint32_t sb = saddr(smem);
+  uint8_t* sKV = smem + kOffKV;
+  uint8_t* sP = smem + kOffP;
+  float* sAlpha = reinterpret_cast<float*>(smem + kOffF);
+  float* sM = sAlpha + 64;
+  float* sL = sM + 64;
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kOffBar);
+
+  const int4 wk = work[blockIdx.y];
+  const int qi = wk.x, rb = wk.y, re = wk.z, slot = wk.w;
+  const int head0 = blockIdx.x * 64, H = a.H;
+  const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, w4 = (tid >> 5) & 3, g = lane >> 2, t4 = lane & 3;
+  const int rA = 16 * w4 + g, rB = rA + 8;
+  const int ntiles = (re - rb + 31) / 32;
+  const int* bt = a.block_table + static_cast<size_t>(qi) * a.max_pages;
+  const int ps = a.page_size;
+
+  auto issue = [&](int j, int st) {
+    const int tok = rb + 32 * j;
+    const int row = bt[tok / ps] * ps + tok % ps;
+    mbar_expect_tx(&full[st], kTile);
+#pragma unroll
+    for (int cb = 0; cb < 9; ++cb) tma_load_2d(sKV + st * kTile + cb * kCBs, &tmap, &full[st], cb * 64, row);
+  };
+  // warpgroup 0 only: rows past the context in tile j -> zeros, then S(j) -> s (not waited)
+  auto zero_tail = [&](int j) {
+    const int valid = min(32, re - rb - 32 * j);
+    if (valid < 32) {
+      const int st = j & 3;
+      for (int u = tid; u < (32 - valid) * 72; u += 128) {
+        const int r = valid + u / 72, rem = u % 72;
+        *reinterpret_cast<uint4*>(sKV + st * kTile + (rem >> 3) * kCBs + r * 128 + (rem & 7) * 16) = make_uint4(0, 0, 0, 0);
+      }
+      fence_proxy_async();
+      named_bar_sync(4, 128);
+    }
+  };
+  if (tid == 0) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) mbar_init(&full[i], 1);
+    mbar_fence_init();
+  }
+  __syncthreads();
+  if (tid == 0)
+    for (int j = 0; j < 4 && j < ntiles; ++j) issue(j, j);
+  {
+    const bf16* qsrc = a.q + (static_cast<size_t>(qi) * H + head0) * 576;
+    for (int u = tid; u < 64 * 72; u += 256) {
+      const int r = u / 72, ch = u % 72;
+      const bool ok = head0 + r < H;
+      cp_async16(smem + (ch >> 3) * 8192 + r * 128 + (((ch & 7) ^ (r & 7)) << 4),
+                 qsrc + static_cast<size_t>(ok ? r : 0) * 576 + ch * 8, ok);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();
+  }
+
+  float o[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) o[i] = 0.f;
+  float s[16];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) s[i] = 0.f;
+  float m0 = kNegInf, m1 = kNegInf, l0 = 0.f, l1 = 0.f;
+  const float sl2 = a.sm_scale * kLog2e;
+  auto issue_s = [&](int j) {  // warpgroup 0
+    const uint32_t kv = sb + kOffKV + (j & 3) * kTile;
+    fence_regs(s);
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < 36; ++ks)
+      wgmma_m64n32k16_ss(s, sw128_desc(sb + (ks >> 2) * 8192 + (ks & 3) * 32, 16, 1024),
+                         sw128_desc(kv + (ks >> 2) * kCBs + (ks & 3) * 32, 16, 1024), ks > 0);
+    wg_commit();
+  };
+  auto issue_pv = [&](int j) {  // either warpgroup, its 256 output columns
+    const uint32_t kv = sb + kOffKV + (j & 3) * kTile;
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk)
+      wgmma_m64n256k16_ss_tb(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024),
+                             sw128_desc(kv + wg * 4 * kCBs + kk * 2048, kCBs, 1024), 1);
+    wg_commit();
+  };
+
+  // The two warpgroups run separate loops (wgmma groups stay pending only inside warpgroup 0's own
+  // loop, never across a branch that both take), and warpgroup 0's last tile is peeled so every
+  // step issues the same groups (S(j+1) then P V(j), wait for all but the newest).
+  if (wg == 0) {
+    if (ntiles > 0) {
+      mbar_wait(&full[0], 0);
+      zero_tail(0);
+      issue_s(0);
+      wg_wait<0>();
+      fence_regs(s);
+    }
+    auto step = [&](int j, auto has_next_c) {
+      constexpr bool has_next = decltype(has_next_c)::value;
+      const int valid = min(32, re - rb - 32 * j);
+      float mxA = kNegInf, mxB = kNegInf;
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const bool v = 8 * jj + 2 * t4 + e < valid;
+          s[4 * jj + e] = v ? s[4 * jj + e] * sl2 : kNegInf;
+          s[4 * jj + 2 + e] = v ? s[4 * jj + 2 + e] * sl2 : kNegInf;
+          mxA = fmaxf(mxA, s[4 * jj + e]);
+          mxB = fmaxf(mxB, s[4 * jj + 2 + e]);
+        }
+      mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1));
+      mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
+      mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1));
+      mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
+      const float mnA = fmaxf(m0, mxA), mnB = fmaxf(m1, mxB);
+      const float alA = (m0 == kNegInf) ? 0.f : fast_exp2(m0 - mnA);
+      const float alB = (m1 == kNegInf) ? 0.f : fast_exp2(m1 - mnB);
+      float sumA = 0.f, sumB = 0.f;
+      uint32_t pk[8];
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj) {
+        const float p0 = fast_exp2(s[4 * jj] - mnA), p1 = fast_exp2(s[4 * jj + 1] - mnA);
+        const float p2 = fast_exp2(s[4 * jj + 2] - mnB), p3 = fast_exp2(s[4 * jj + 3] - mnB);
+        sumA += p0 + p1;
+        sumB += p2 + p3;
+        pk[2 * jj] = pack_bf16(p0, p1);
+        pk[2 * jj + 1] = pack_bf16(p2, p3);
+      }
+      l0 = l0 * alA + sumA;
+      l1 = l1 * alB + sumB;
+      m0 = mnA;
+      m1 = mnB;
+      wg_wait<0>();  // own P V(j-1)
+      fence_regs(o);
+      if (j > 0) named_bar_sync(2, 256);  // warpgroup 1's P V(j-1) done
+      if (tid == 0 && j > 0 && j + 3 < ntiles) issue(j + 3, (j - 1) & 3);
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj) {
+        *reinterpret_cast<uint32_t*>(sP + rA * 128 + ((jj ^ (rA & 7)) << 4) + 4 * t4) = pk[2 * jj];
+        *reinterpret_cast<uint32_t*>(sP + rB * 128 + ((jj ^ (rB & 7)) << 4) + 4 * t4) = pk[2 * jj + 1];
+      }
+      if (t4 == 0) {
+        sAlpha[rA] = alA;
+        sAlpha[rB] = alB;
+      }
+      fence_proxy_async();
+      named_bar_arrive(1, 256);
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        o[4 * i] *= alA; o[4 * i + 1] *= alA; o[4 * i + 2] *= alB; o[4 * i + 3] *= alB;
+      }
+      fence_regs(o);
+      if constexpr (has_next) {
+        mbar_wait(&full[(j + 1) & 3], ((j + 1) >> 2) & 1);
+        zero_tail(j + 1);
+        issue_s(j + 1);
+        issue_pv(j);
+        wg_wait<1>();
+        fence_regs(s);
+      } else {
+        wg_fence();
+        issue_pv(j);
+      }
+    };
+    for (int j = 0; j + 1 < ntiles; ++j) step(j, std::true_type{});
+    if (ntiles > 0) step(ntiles - 1, std::false_type{});
+    wg_wait<0>();
+    fence_regs(o);
+    if (ntiles > 0) named_bar_sync(2, 256);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    if (t4 == 0) {
+      sM[rA] = m0; sM[rB] = m1;
+      sL[rA] = l0; sL[rB] = l1;
+    }
+  } else {
+    for (int j = 0; j < ntiles; ++j) {
+      named_bar_sync(1, 256);
+      mbar_wait(&full[j & 3], (j >> 2) & 1);
+      const float alA = sAlpha[rA], alB = sAlpha[rB];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        o[4 * i] *= alA; o[4 * i + 1] *= alA; o[4 * i + 2] *= alB; o[4 * i + 3] *= alB;
+      }
+      fence_regs(o);
+      wg_fence();
+      issue_pv(j);
+      wg_wait<0>();
+      fence_regs(o);
+      named_bar_arrive(2, 256);
+    }
+  }
+  __syncthreads();
+  m0 = sM[rA]; m1 = sM[rB];
+  l0 = sL[rA]; l1 = sL[rB];
+  const int hA = head0 + rA, hB = head0 + rB;
+  const bool okA = hA < H, okB = hB < H;
+  const int c0 = wg * 256 + 2 * t4;
+  if (slot < 0) {
+    const float sA = (a.sink && okA) ? a.sink[hA] * kLog2e : kNegInf;
+    const float sB = (a.sink && okB) ? a.sink[hB] * kLog2e : kNegInf;
+    const float MA = fmaxf(m0, sA), MB = fmaxf(m1, sB);
+    const float wA = (m0 == kNegInf) ? 0.f : exp2f(m0 - MA), wB = (m1 == kNegInf) ? 0.f : exp2f(m1 - MB);
+    const float dA = l0 * wA + (sA == kNegInf ? 0.f : exp2f(sA - MA));
+    const float dB = l1 * wB + (sB == kNegInf ? 0.f : exp2f(sB - MB));
+    const float fA = dA > 0.f ? wA / dA : 0.f, fB = dB > 0.f ? wB / dB : 0.f;
+    bf16* oA = a.out + (static_cast<size_t>(qi) * H + hA) * 512 + c0;
+    bf16* oB = a.out + (static_cast<size_t>(qi) * H + hB) * 512 + c0;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      if (okA) *reinterpret_cast<uint32_t*>(oA + 8 * i) = pack_bf16(o[4 * i] * fA, o[4 * i + 1] * fA);
+      if (okB) *reinterpret_cast<uint32_t*>(oB + 8 * i) = pack_bf16(o[4 * i + 2] * fB, o[4 * i + 3] * fB);
+    }
+    if (a.lse && wg == 0 && t4 == 0) {
+      if (okA) a.lse[static_cast<size_t>(qi) * H + hA] = dA > 0.f ? (MA + log2f(dA)) / kLog2e : kNegInf;
+      if (okB) a.lse[static_cast<size_t>(qi) * H + hB] = dB > 0.f ? (MB + log2f(dB)) / kLog2e : kNegInf;
+    }
+  } else {
+    const float fA = l0 > 0.f ? 1.f / l0 : 0.f, fB = l1 > 0.f ? 1.f / l1 : 0.f;
+    float* oA = a.o_part + (static_cast<size_t>(slot) * H + hA) * 512 + c0;
+    float* oB = a.o_part + (static_cast<size_t>(slot) * H + hB) * 512 + c0;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      if (okA) *reinterpret_cast<float2*>(oA + 8 * i) = make_float2(o[4 * i] * fA, o[4 * i + 1] * fA);
+      if (okB) *reinterpret_cast<float2*>(oB + 8 * i) = make_float2(o[4 * i + 2] * fB, o[4 * i + 3] * fB);
+    }
+    if (wg == 0 && t4 == 0) {
+      if (okA) a.lse_part[static_cast<size_t>(slot) * H + hA] = l0 > 0.f ? m0 + log2f(l0) : kNegInf;
+      if (okB) a.lse_part[static_cast<size_t>(slot) * H + hB] = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
+    }
+  }
+}
+
 // Split-KV merge for the wgmma MLA path: like mqa_combine_kernel, but the slots of one (query,
 // head) are read in parallel (weights staged in smem, 8 partial rows in flight per thread), so a
 // query split 100+ ways is not a chain of dependent loads.
@@ -632,7 +895,7 @@ __global__ void __launch_bounds__(128) mla_combine_kernel(MqaArgs a, const int* 
 }
 
 // Tensor map of the paged latent cache viewed as [rows, 576] bf16, box 64 x 64, 128-B swizzle.
-CUtensorMap latent_cache_map(const bf16* cache, long rows) {
+CUtensorMap latent_cache_map(const bf16* cache, long rows, int box_rows) {
   static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
   static std::once_flag once;
   std::call_once(once, [] {
@@ -645,7 +908,7 @@ CUtensorMap latent_cache_map(const bf16* cache, long rows) {
   CUtensorMap m;
   const cuuint64_t dims[2] = {576, static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {576 * 2};
-  const cuuint32_t box[2] = {64, 64};
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t estr[2] = {1, 1};
   const CUresult r = encode(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(cache), dims, strides, box, estr,
                             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -654,21 +917,26 @@ CUtensorMap latent_cache_map(const bf16* cache, long rows) {
   return m;
 }
 
-void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
+void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, bool ns4) {
   if (a.H <= 0) throw std::invalid_argument("mqa: head count must be positive");
   if (!a.q || !a.out) throw std::invalid_argument("mqa: q and out are required");
   if (plan.n_slots > 0 && (!a.o_part || !a.lse_part)) throw std::invalid_argument("mqa: split plan needs o_part/lse_part");
   if (plan.nq != a.nq) throw std::invalid_argument("mqa: plan built for another query count");
-  static bool attr = false;
-  if (!attr) {
+  static bool attr = false, attr4 = false;
+  if (!ns4 && !attr) {
     SS_CUDA(cudaFuncSetAttribute(mla_decode_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wgk::kSmem));
     attr = true;
   }
+  if (ns4 && !attr4) {
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_wgmma4_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wgk4::kSmem));
+    attr4 = true;
+  }
   const long pages = a.cache_pages > 0 ? a.cache_pages : (1L << 24);
-  const CUtensorMap tm = latent_cache_map(a.cache, pages * a.page_size);
+  const CUtensorMap tm = latent_cache_map(a.cache, pages * a.page_size, ns4 ? 32 : 64);
   const int groups = (a.H + 63) / 64;
   if (plan.n_work > 0) {
-    mla_decode_wgmma_kernel<<<dim3(groups, plan.n_work), 256, wgk::kSmem, s>>>(tm, a, plan.work.p);
+    if (ns4) mla_decode_wgmma4_kernel<<<dim3(groups, plan.n_work), 256, wgk4::kSmem, s>>>(tm, a, plan.work.p);
+    else mla_decode_wgmma_kernel<<<dim3(groups, plan.n_work), 256, wgk::kSmem, s>>>(tm, a, plan.work.p);
     SS_LAUNCH_CHECK();
   }
   if (plan.n_slots > 0) {
@@ -758,13 +1026,14 @@ MqaPlan mqa_make_plan(const std::vector<int>& rows, int target_items, int min_sp
 
 const char* mla_decode_config(int H, int variant) {
   if (variant == 0) return "wgmma_tma_m64_tn64";
+  if (variant == 3) return "wgmma_tma_m64_tn32_ns4";
   if (H >= 48 && H % 48 == 0) return variant == 1 ? "mt3_tn32_ns2" : "mt3_tn64_ns2";
   return H > 16 ? "mt2_tn32_ns3" : "mt1_tn32_ns3";
 }
 void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, int variant) {
   if (!a.cache || !a.block_table) throw std::invalid_argument("mla_decode: cache and block_table required");
-  if (variant == 0 && a.page_size % 64 == 0) {
-    launch_mla_wgmma(a, plan, s);
+  if ((variant == 0 || variant == 3) && a.page_size % 64 == 0) {
+    launch_mla_wgmma(a, plan, s, variant == 3);
   } else if (a.H >= 48 && a.H % 48 == 0) {
     if (variant == 1) launch_mqa<576, 3, 32, 2, false>(a, plan, s);
     else launch_mqa<576, 3, 64, 2, false>(a, plan, s);

@@ -63,6 +63,8 @@ struct MqaArgs {
 ///   TMA loads of whole 64-token pages into 128-B swizzled smem (2 stages), S = Q K^T on wgmma
 ///   (warpgroup 0), online softmax, O += P V on wgmma (each warpgroup 256 of the 512 columns);
 ///   needs page_size % 64 == 0 (else falls back to variant 2). The last head group is padded.
+/// variant 3: the same with 32-token tiles in 4 stages; warpgroup 0 issues S(j+1) before P V(j) and
+///   runs softmax(j+1) while P V(j) is on the tensor pipe (same plan, page_size % 64 == 0).
 /// variant 1 / 2: the earlier mma.sync kernel with 32-row / 64-row tiles (heads in groups of 48,
 ///   32 or 16; variant 1 needs H % 48 == 0, else it runs variant 2's configuration).
 void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0, int variant = 0);

@@ -6,6 +6,7 @@
 # grid, torch.bmm for the absorption GEMMs; kernels/attention/torch_ref.py).
 # Usage (repository root; binaries in $BUILD/kernels/attention):
 #   BUILD=build-attn OUT=/tmp/out SERVESIM_COMMIT=<sha> DECODE_S=150 TORCH_S=120 [NCU=1] [QUICK=1 (decode)] [TORCH_ARGS=--quick] \
+#     [BENCH_EXTRA="--mla-decode-variant 3"] [COMPARE_POINTS=B:H:L,... COMPARE_VARIANTS="0 3"] [MEMCHECK_FILTER=...] \
 #     bash kernels/attention/run_issue12.sh
 # -> $OUT/run.log, $OUT/tables.tar.gz (mla_decode.json, mla_prefill_torch.json,
 #    dense_proj_k3_mla_torch.json), $OUT/logs.tar.gz
@@ -30,7 +31,7 @@ Q=""
   echo "test_mqa exit $RC after $(( $(date +%s) - T0 )) s"
   if [ "$RC" = 0 ] && command -v compute-sanitizer > /dev/null; then
     timeout 150 compute-sanitizer --tool memcheck --print-limit 20 "$BIN/test_mqa" \
-      --gtest_filter='MlaDecode.WgmmaHeadCountsAndTails:MlaDecode.MixedContextsSplitKV' > "$W/memcheck.log" 2>&1
+      --gtest_filter="${MEMCHECK_FILTER:-MlaDecode.WgmmaHeadCountsAndTails:MlaDecode.MixedContextsSplitKV}" > "$W/memcheck.log" 2>&1
     echo "memcheck exit $?: $(grep -E 'ERROR SUMMARY' "$W/memcheck.log" | tr '\n' ' ')"
     grep -E "Invalid|out of bounds" "$W/memcheck.log" | head -5
     echo "memcheck done after $(( $(date +%s) - T0 )) s"
@@ -42,10 +43,18 @@ Q=""
       grep -oE "\b(HGMMA\.[0-9x]+[^ ]*|UTMALDG[^ ]*|SYNCS[^ ;]*|WARPGROUP[^ ;]*)" | sort | uniq -c > "$W/sass_wgmma.txt"
     cat "$W/sass_wgmma.txt"
   fi
-  if [ "$RC" = 0 ]; then
-    echo "=== mla_decode sweep (${DECODE_S:-150} s)"
+  if [ "$RC" = 0 ] && [ -n "${COMPARE_POINTS:-}" ]; then
+    for v in ${COMPARE_VARIANTS:-0 3}; do
+      timeout 120 "$BIN/bench_attn" --out "$W/cmp_v$v" --only mla_decode --budget 60 --mla-decode-variant $v \
+        --mla-decode-point "$COMPARE_POINTS" > "$W/compare_v$v.log" 2>&1
+      echo "compare variant $v exit $?"; grep -E "^  mla_decode" "$W/compare_v$v.log" | cut -c1-200
+    done
+  fi
+  if [ "$RC" = 0 ] && [ "${DECODE_S:-150}" != 0 ]; then
+    echo "=== mla_decode sweep (${DECODE_S:-150} s, ${BENCH_EXTRA:-})"
     timeout -k 5 $(( ${DECODE_S:-150} + 40 )) "$BIN/bench_attn" --out "$W/tables" --only mla_decode \
-      --budget $(( ${DECODE_S:-150} + 10 )) --share-scale $(awk "BEGIN{print ${DECODE_S:-150} / 70}") $Q > "$W/bench_decode.log" 2>&1
+      --budget $(( ${DECODE_S:-150} + 10 )) --share-scale $(awk "BEGIN{print ${DECODE_S:-150} / 70}") $Q ${BENCH_EXTRA:-} \
+      > "$W/bench_decode.log" 2>&1
     echo "bench exit $? after $(( $(date +%s) - T0 )) s"
     grep -E "^== |ratio|mla_decode " "$W/bench_decode.log" | grep -v "^  mla_decode  " | head -60
     if [ -n "${NCU:-}" ] && command -v ncu > /dev/null; then
@@ -58,11 +67,13 @@ Q=""
     echo "test_mqa failed: no mla_decode sweep"
     tail -60 "$W/test_mqa.log"
   fi
+  if [ "${TORCH_S:-120}" != 0 ]; then
   echo "=== torch references (${TORCH_S:-120} s) after $(( $(date +%s) - T0 )) s"
   timeout -k 5 $(( ${TORCH_S:-120} + 60 )) python3 kernels/attention/torch_ref.py --out "$W/tables" --budget "${TORCH_S:-120}" ${TORCH_ARGS:-} \
     > "$W/torch.log" 2>&1
   echo "torch exit $? after $(( $(date +%s) - T0 )) s"
   grep -vE "^\s*$" "$W/torch.log" | tail -20
+  fi
   echo "=== summary"
   sed -n '/==== summary/,$p' "$W/bench_decode.log" 2>/dev/null
   echo "total $(( $(date +%s) - T0 )) s"

@@ -72,7 +72,8 @@ void mla_case(const std::vector<int>& ctx, int force_split, int variant, int H =
   poison(dout.p, dout.n);
   poison(dlse.p, dlse.n);
   // variant 0 with no forced split uses its own wave-balanced plan (mla_decode_plan)
-  MqaPlan plan = (variant == 0 && force_split == 0) ? mla_decode_plan(ctx, H) : mqa_make_plan(ctx, 0, 256, force_split);
+  MqaPlan plan = ((variant == 0 || variant == 3) && force_split == 0) ? mla_decode_plan(ctx, H)
+                                                                       : mqa_make_plan(ctx, 0, 256, force_split);
   opart.alloc(std::max<size_t>(1, mqa_part_floats(plan, H)));
   lpart.alloc(std::max<size_t>(1, mqa_lse_floats(plan, H)));
   MqaArgs a;
@@ -201,6 +202,19 @@ TEST(MlaDecode, ShardedHeadCounts) {
   mla_case({5, 700, 2100}, 0, 0, 24);
   mla_case({129, 1500}, 256, 0, 16);
   mla_case({64, 3000, 1}, 0, 0, 12);
+}
+// variant 3: 32-token tiles, 4 stages, S(j+1) overlapped with P V(j)
+TEST(MlaDecode, Wgmma4StageOverlap) {
+  SKIP_WITHOUT_GPU();
+  mla_case({1, 70, 700, 2100}, 0, 3, 96, true);
+  mla_case({1, 2100, 64, 130, 33}, 0, 3, 128);
+  mla_case({3000, 77}, 256, 3, 128, true);
+  mla_case({20000}, 0, 3, 64);
+  mla_case({9000}, 64, 3, 16);
+  mla_case({1, 300, 65}, 0, 3, 32, true);
+  mla_case({129, 1500, 31, 32, 95, 96}, 0, 3, 48, true);
+  mla_case({5, 700, 2100}, 0, 3, 24);
+  mla_case({64, 3000, 1}, 0, 3, 12);
 }
 TEST(V4Attn, ShardedHeadCounts) {
   SKIP_WITHOUT_GPU();
