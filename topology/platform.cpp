@@ -15,103 +15,165 @@ void configure_network_model() {
   if (simgrid::config::is_default("network/crosstraffic")) sg4::Engine::set_config("network/crosstraffic:0");
 }
 
-Platform build_platform(const ClusterSpec& cluster, const GpuSpec& gpu, double storage_bytes_per_s, double storage_latency_s,
-                        const std::vector<GpuGroup>& groups) {
-  if (cluster.nodes < 1) throw std::invalid_argument("cluster.nodes must be ≥ 1");
-  const FabricParams f = fabric_params(cluster, gpu);
-  Platform p;
-  p.gpus_per_node = gpu.gpus_per_node;
-  auto* root = sg4::create_star_zone("fabric");
-  using D = sg4::LinkInRoute::Direction;
-  for (int n = 0; n < cluster.nodes; ++n) {
-    const std::string nn = "n" + std::to_string(n);
-    auto* z = sg4::create_full_zone(nn);
-    z->set_parent(root);
-    auto* gw = z->create_router(nn + "gw");
-    auto* sw = z->create_host(nn + "sw", 1.0)->seal();
-    auto* cpu = z->create_host(nn + "cpu", 1.0)->seal();
-    auto* ssd = z->create_host(nn + "ssd", 1.0)->seal();
-    p.switches.push_back(sw);
-    p.cpus.push_back(cpu);
-    p.storage.push_back(ssd);
-    auto* hnic = z->create_split_duplex_link(nn + "-hostnic", p.gpus_per_node * f.nic_bytes_per_s);
-    hnic->set_latency(f.nic_latency_s)->seal();
-    auto* ssdl = z->create_link(nn + "-storage", storage_bytes_per_s)->set_latency(storage_latency_s)->seal();
-    z->add_route(cpu->get_netpoint(), gw, nullptr, nullptr, {sg4::LinkInRoute(hnic, D::UP)}, false);
-    z->add_route(gw, cpu->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(hnic, D::DOWN)}, false);
-    z->add_route(ssd->get_netpoint(), cpu->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(ssdl)}, true);
-    z->add_route(ssd->get_netpoint(), gw, nullptr, nullptr, {sg4::LinkInRoute(ssdl), sg4::LinkInRoute(hnic, D::UP)}, false);
-    z->add_route(gw, ssd->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(hnic, D::DOWN), sg4::LinkInRoute(ssdl)}, false);
-    std::vector<sg4::SplitDuplexLink*> nvl, nic;
-    // the aggregate endpoint stands for "all other GPUs": its route adds the far side's link
-    // latency (never its bandwidth, which the other GPUs' own links carry)
-    auto* far_nvl = z->create_link(nn + "-sw-far", 1e18)->set_latency(f.nvlink_latency_s)->seal();
-    for (int i = 0; i < p.gpus_per_node; ++i) {
-      const std::string gi = nn + "g" + std::to_string(i);
-      p.gpus.push_back(z->create_host(gi, 1.0)->seal());
-      nvl.push_back(z->create_split_duplex_link(gi + "-nvl", f.nvlink_bytes_per_s));
-      nvl.back()->set_latency(f.nvlink_latency_s)->seal();
-      nic.push_back(z->create_split_duplex_link(gi + "-nic", f.nic_bytes_per_s));
-      nic.back()->set_latency(f.nic_latency_s)->seal();
-      auto* pcie = z->create_split_duplex_link(gi + "-pcie", gpu.pcie_bytes_per_s_per_direction);
-      pcie->set_latency(1e-6)->seal();
-      auto* h = p.gpus.back()->get_netpoint();
-      z->add_route(h, sw->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(nvl[i], D::UP), sg4::LinkInRoute(far_nvl)}, false);
-      z->add_route(sw->get_netpoint(), h, nullptr, nullptr, {sg4::LinkInRoute(far_nvl), sg4::LinkInRoute(nvl[i], D::DOWN)}, false);
-      z->add_route(h, gw, nullptr, nullptr, {sg4::LinkInRoute(nic[i], D::UP)}, false);
-      z->add_route(gw, h, nullptr, nullptr, {sg4::LinkInRoute(nic[i], D::DOWN)}, false);
-      z->add_route(h, cpu->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(pcie, D::UP)}, false);
-      z->add_route(cpu->get_netpoint(), h, nullptr, nullptr, {sg4::LinkInRoute(pcie, D::DOWN)}, false);
-      z->add_route(h, ssd->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(pcie, D::UP), sg4::LinkInRoute(ssdl)}, false);
-      z->add_route(ssd->get_netpoint(), h, nullptr, nullptr, {sg4::LinkInRoute(ssdl), sg4::LinkInRoute(pcie, D::DOWN)}, false);
-    }
-    for (int i = 0; i < p.gpus_per_node; ++i)
-      for (int j = 0; j < p.gpus_per_node; ++j)
-        if (i != j)
-          z->add_route(p.gpu(n, i)->get_netpoint(), p.gpu(n, j)->get_netpoint(), nullptr, nullptr,
-                       {sg4::LinkInRoute(nvl[i], D::UP), sg4::LinkInRoute(nvl[j], D::DOWN)}, false);
-    // aggregate endpoints of GPU groups in this node
-    struct G {
-      sg4::Host* host;
-      sg4::SplitDuplexLink* nvl;
-    };
-    std::vector<G> gs;
-    for (const auto& grp : groups) {
-      if (grp.size <= 1 || grp.first_gpu / p.gpus_per_node != n) continue;
-      if ((grp.first_gpu + grp.size - 1) / p.gpus_per_node != n) throw std::invalid_argument("a GPU group must lie inside one node");
-      const std::string gn = nn + "t" + std::to_string(grp.first_gpu % p.gpus_per_node) + "x" + std::to_string(grp.size);
-      auto* h = z->create_host(gn, 1.0)->seal();
-      auto* gnvl = z->create_split_duplex_link(gn + "-nvl", grp.size * f.nvlink_bytes_per_s);
-      gnvl->set_latency(f.nvlink_latency_s)->seal();
-      auto* gnic = z->create_split_duplex_link(gn + "-nic", grp.size * f.nic_bytes_per_s);
-      gnic->set_latency(f.nic_latency_s)->seal();
-      auto* gpcie = z->create_split_duplex_link(gn + "-pcie", grp.size * gpu.pcie_bytes_per_s_per_direction);
-      gpcie->set_latency(1e-6)->seal();
-      auto* np = h->get_netpoint();
-      z->add_route(np, gw, nullptr, nullptr, {sg4::LinkInRoute(gnic, D::UP)}, false);
-      z->add_route(gw, np, nullptr, nullptr, {sg4::LinkInRoute(gnic, D::DOWN)}, false);
-      z->add_route(np, cpu->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(gpcie, D::UP)}, false);
-      z->add_route(cpu->get_netpoint(), np, nullptr, nullptr, {sg4::LinkInRoute(gpcie, D::DOWN)}, false);
-      z->add_route(np, ssd->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(gpcie, D::UP), sg4::LinkInRoute(ssdl)}, false);
-      z->add_route(ssd->get_netpoint(), np, nullptr, nullptr, {sg4::LinkInRoute(ssdl), sg4::LinkInRoute(gpcie, D::DOWN)}, false);
-      z->add_route(np, sw->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(gnvl, D::UP), sg4::LinkInRoute(far_nvl)}, false);
-      z->add_route(sw->get_netpoint(), np, nullptr, nullptr, {sg4::LinkInRoute(far_nvl), sg4::LinkInRoute(gnvl, D::DOWN)}, false);
-      for (int j = 0; j < p.gpus_per_node; ++j) {
-        z->add_route(np, p.gpu(n, j)->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(gnvl, D::UP), sg4::LinkInRoute(nvl[j], D::DOWN)}, false);
-        z->add_route(p.gpu(n, j)->get_netpoint(), np, nullptr, nullptr, {sg4::LinkInRoute(nvl[j], D::UP), sg4::LinkInRoute(gnvl, D::DOWN)}, false);
-      }
-      for (const G& o : gs) {
-        z->add_route(np, o.host->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(gnvl, D::UP), sg4::LinkInRoute(o.nvl, D::DOWN)}, false);
-        z->add_route(o.host->get_netpoint(), np, nullptr, nullptr, {sg4::LinkInRoute(o.nvl, D::UP), sg4::LinkInRoute(gnvl, D::DOWN)}, false);
-      }
-      gs.push_back({h, gnvl});
-      p.groups[grp.first_gpu] = h;
-    }
-    z->seal();
-    auto* up = root->create_split_duplex_link(nn + "-uplink", p.gpus_per_node * f.nic_bytes_per_s / f.oversubscription);
-    up->set_latency(0)->seal();
-    root->add_route(z->get_netpoint(), nullptr, gw, nullptr, {sg4::LinkInRoute(up, D::UP)}, true);
+namespace {
+
+using D = sg4::LinkInRoute::Direction;
+
+/// One node's zone and the endpoints and links its GPUs and groups route through.
+struct NodeParts {
+  int n = 0;
+  std::string nn;
+  sg4::NetZone* z = nullptr;
+  simgrid::kernel::routing::NetPoint* gw = nullptr;
+  sg4::Host *sw = nullptr, *cpu = nullptr, *ssd = nullptr;
+  sg4::Link* ssdl = nullptr;
+  sg4::Link* far_nvl = nullptr;
+  std::vector<sg4::SplitDuplexLink*> nvl;
+};
+
+/// The node zone, its gateway, NVSwitch / host-memory / storage endpoints and the host NIC and
+/// storage links with their routes.
+NodeParts build_node_base(sg4::NetZone* root, int n, const FabricParams& f, double storage_bytes_per_s, double storage_latency_s,
+                          Platform& p) {
+  NodeParts np;
+  np.n = n;
+  np.nn = std::string("n") + std::to_string(n);
+  const std::string& nn = np.nn;
+  auto* z = sg4::create_full_zone(nn);
+  np.z = z;
+  z->set_parent(root);
+  auto* gw = z->create_router(nn + "gw");
+  np.gw = gw;
+  auto* sw = z->create_host(nn + "sw", 1.0)->seal();
+  auto* cpu = z->create_host(nn + "cpu", 1.0)->seal();
+  auto* ssd = z->create_host(nn + "ssd", 1.0)->seal();
+  np.sw = sw;
+  np.cpu = cpu;
+  np.ssd = ssd;
+  p.switches.push_back(sw);
+  p.cpus.push_back(cpu);
+  p.storage.push_back(ssd);
+  auto* hnic = z->create_split_duplex_link(nn + "-hostnic", p.gpus_per_node * f.nic_bytes_per_s);
+  hnic->set_latency(f.nic_latency_s)->seal();
+  auto* ssdl = z->create_link(nn + "-storage", storage_bytes_per_s)->set_latency(storage_latency_s)->seal();
+  np.ssdl = ssdl;
+  z->add_route(cpu->get_netpoint(), gw, nullptr, nullptr, {sg4::LinkInRoute(hnic, D::UP)}, false);
+  z->add_route(gw, cpu->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(hnic, D::DOWN)}, false);
+  z->add_route(ssd->get_netpoint(), cpu->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(ssdl)}, true);
+  z->add_route(ssd->get_netpoint(), gw, nullptr, nullptr, {sg4::LinkInRoute(ssdl), sg4::LinkInRoute(hnic, D::UP)}, false);
+  z->add_route(gw, ssd->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(hnic, D::DOWN), sg4::LinkInRoute(ssdl)}, false);
+  // the aggregate endpoint stands for "all other GPUs": its route adds the far side's link
+  // latency (never its bandwidth, which the other GPUs' own links carry)
+  np.far_nvl = z->create_link(nn + "-sw-far", 1e18)->set_latency(f.nvlink_latency_s)->seal();
+  return np;
+}
+
+/// The node's GPU hosts, their NVLink / NIC / PCIe links and routes, and the GPU-to-GPU NVLink routes.
+void add_node_gpus(NodeParts& np, const FabricParams& f, const GpuSpec& gpu, Platform& p) {
+  auto* z = np.z;
+  auto* gw = np.gw;
+  auto* sw = np.sw;
+  auto* cpu = np.cpu;
+  auto* ssd = np.ssd;
+  auto* ssdl = np.ssdl;
+  auto* far_nvl = np.far_nvl;
+  auto& nvl = np.nvl;
+  std::vector<sg4::SplitDuplexLink*> nic;
+  for (int i = 0; i < p.gpus_per_node; ++i) {
+    const std::string gi = np.nn + "g" + std::to_string(i);
+    p.gpus.push_back(z->create_host(gi, 1.0)->seal());
+    nvl.push_back(z->create_split_duplex_link(gi + "-nvl", f.nvlink_bytes_per_s));
+    nvl.back()->set_latency(f.nvlink_latency_s)->seal();
+    nic.push_back(z->create_split_duplex_link(gi + "-nic", f.nic_bytes_per_s));
+    nic.back()->set_latency(f.nic_latency_s)->seal();
+    auto* pcie = z->create_split_duplex_link(gi + "-pcie", gpu.pcie_bytes_per_s_per_direction);
+    pcie->set_latency(1e-6)->seal();
+    auto* h = p.gpus.back()->get_netpoint();
+    z->add_route(h, sw->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(nvl[i], D::UP), sg4::LinkInRoute(far_nvl)}, false);
+    z->add_route(sw->get_netpoint(), h, nullptr, nullptr, {sg4::LinkInRoute(far_nvl), sg4::LinkInRoute(nvl[i], D::DOWN)}, false);
+    z->add_route(h, gw, nullptr, nullptr, {sg4::LinkInRoute(nic[i], D::UP)}, false);
+    z->add_route(gw, h, nullptr, nullptr, {sg4::LinkInRoute(nic[i], D::DOWN)}, false);
+    z->add_route(h, cpu->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(pcie, D::UP)}, false);
+    z->add_route(cpu->get_netpoint(), h, nullptr, nullptr, {sg4::LinkInRoute(pcie, D::DOWN)}, false);
+    z->add_route(h, ssd->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(pcie, D::UP), sg4::LinkInRoute(ssdl)}, false);
+    z->add_route(ssd->get_netpoint(), h, nullptr, nullptr, {sg4::LinkInRoute(ssdl), sg4::LinkInRoute(pcie, D::DOWN)}, false);
   }
+  const int n = np.n;
+  for (int i = 0; i < p.gpus_per_node; ++i)
+    for (int j = 0; j < p.gpus_per_node; ++j)
+      if (i != j)
+        z->add_route(p.gpu(n, i)->get_netpoint(), p.gpu(n, j)->get_netpoint(), nullptr, nullptr,
+                     {sg4::LinkInRoute(nvl[i], D::UP), sg4::LinkInRoute(nvl[j], D::DOWN)}, false);
+}
+
+/// An aggregate endpoint of a GPU group already placed in this node.
+struct GroupEndpoint {
+  sg4::Host* host;
+  sg4::SplitDuplexLink* nvl;
+};
+
+/// The aggregate endpoint of `grp` (inside node np.n): its host, links of size × a member's and
+/// routes to the gateway, host memory, storage, NVSwitch, the node's GPUs and the groups in `gs`.
+GroupEndpoint add_group_endpoint(const NodeParts& np, const GpuGroup& grp, const FabricParams& f, const GpuSpec& gpu,
+                                 const std::vector<GroupEndpoint>& gs, Platform& p) {
+  auto* z = np.z;
+  auto* gw = np.gw;
+  auto* sw = np.sw;
+  auto* cpu = np.cpu;
+  auto* ssd = np.ssd;
+  auto* ssdl = np.ssdl;
+  auto* far_nvl = np.far_nvl;
+  const auto& nvl = np.nvl;
+  const int n = np.n;
+  const std::string gn = np.nn + "t" + std::to_string(grp.first_gpu % p.gpus_per_node) + "x" + std::to_string(grp.size);
+  auto* h = z->create_host(gn, 1.0)->seal();
+  auto* gnvl = z->create_split_duplex_link(gn + "-nvl", grp.size * f.nvlink_bytes_per_s);
+  gnvl->set_latency(f.nvlink_latency_s)->seal();
+  auto* gnic = z->create_split_duplex_link(gn + "-nic", grp.size * f.nic_bytes_per_s);
+  gnic->set_latency(f.nic_latency_s)->seal();
+  auto* gpcie = z->create_split_duplex_link(gn + "-pcie", grp.size * gpu.pcie_bytes_per_s_per_direction);
+  gpcie->set_latency(1e-6)->seal();
+  auto* hp = h->get_netpoint();
+  z->add_route(hp, gw, nullptr, nullptr, {sg4::LinkInRoute(gnic, D::UP)}, false);
+  z->add_route(gw, hp, nullptr, nullptr, {sg4::LinkInRoute(gnic, D::DOWN)}, false);
+  z->add_route(hp, cpu->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(gpcie, D::UP)}, false);
+  z->add_route(cpu->get_netpoint(), hp, nullptr, nullptr, {sg4::LinkInRoute(gpcie, D::DOWN)}, false);
+  z->add_route(hp, ssd->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(gpcie, D::UP), sg4::LinkInRoute(ssdl)}, false);
+  z->add_route(ssd->get_netpoint(), hp, nullptr, nullptr, {sg4::LinkInRoute(ssdl), sg4::LinkInRoute(gpcie, D::DOWN)}, false);
+  z->add_route(hp, sw->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(gnvl, D::UP), sg4::LinkInRoute(far_nvl)}, false);
+  z->add_route(sw->get_netpoint(), hp, nullptr, nullptr, {sg4::LinkInRoute(far_nvl), sg4::LinkInRoute(gnvl, D::DOWN)}, false);
+  for (int j = 0; j < p.gpus_per_node; ++j) {
+    z->add_route(hp, p.gpu(n, j)->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(gnvl, D::UP), sg4::LinkInRoute(nvl[j], D::DOWN)}, false);
+    z->add_route(p.gpu(n, j)->get_netpoint(), hp, nullptr, nullptr, {sg4::LinkInRoute(nvl[j], D::UP), sg4::LinkInRoute(gnvl, D::DOWN)}, false);
+  }
+  for (const GroupEndpoint& o : gs) {
+    z->add_route(hp, o.host->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(gnvl, D::UP), sg4::LinkInRoute(o.nvl, D::DOWN)}, false);
+    z->add_route(o.host->get_netpoint(), hp, nullptr, nullptr, {sg4::LinkInRoute(o.nvl, D::UP), sg4::LinkInRoute(gnvl, D::DOWN)}, false);
+  }
+  return {h, gnvl};
+}
+
+/// Aggregate endpoints of the GPU groups (size > 1) that start in node np.n.
+void add_node_groups(const NodeParts& np, const std::vector<GpuGroup>& groups, const FabricParams& f, const GpuSpec& gpu, Platform& p) {
+  std::vector<GroupEndpoint> gs;
+  for (const auto& grp : groups) {
+    if (grp.size <= 1 || grp.first_gpu / p.gpus_per_node != np.n) continue;
+    if ((grp.first_gpu + grp.size - 1) / p.gpus_per_node != np.n) throw std::invalid_argument("a GPU group must lie inside one node");
+    gs.push_back(add_group_endpoint(np, grp, f, gpu, gs, p));
+    p.groups[grp.first_gpu] = gs.back().host;
+  }
+}
+
+/// Seals the node zone and connects it to the root star by its uplink.
+void connect_node_uplink(sg4::NetZone* root, const NodeParts& np, const FabricParams& f, const Platform& p) {
+  np.z->seal();
+  auto* up = root->create_split_duplex_link(np.nn + "-uplink", p.gpus_per_node * f.nic_bytes_per_s / f.oversubscription);
+  up->set_latency(0)->seal();
+  root->add_route(np.z->get_netpoint(), nullptr, np.gw, nullptr, {sg4::LinkInRoute(up, D::UP)}, true);
+}
+
+/// The spine endpoint and the frontend, in a zone of their own connected to the root by a trunk.
+void build_core_zone(sg4::NetZone* root, const FabricParams& f, Platform& p) {
   // The spine endpoint and the frontend live in a zone of their own: SimGrid 3.32's star zone does
   // not route between a child zone and a host placed directly in the star (out_of_range).
   auto* sz = sg4::create_full_zone("core");
@@ -127,6 +189,24 @@ Platform build_platform(const ClusterSpec& cluster, const GpuSpec& gpu, double s
   sz->seal();
   auto* trunk = root->create_link("core-trunk", 1e18)->set_latency(0)->seal();
   root->add_route(sz->get_netpoint(), nullptr, sgw, nullptr, {sg4::LinkInRoute(trunk)}, true);
+}
+
+}  // namespace
+
+Platform build_platform(const ClusterSpec& cluster, const GpuSpec& gpu, double storage_bytes_per_s, double storage_latency_s,
+                        const std::vector<GpuGroup>& groups) {
+  if (cluster.nodes < 1) throw std::invalid_argument("cluster.nodes must be ≥ 1");
+  const FabricParams f = fabric_params(cluster, gpu);
+  Platform p;
+  p.gpus_per_node = gpu.gpus_per_node;
+  auto* root = sg4::create_star_zone("fabric");
+  for (int n = 0; n < cluster.nodes; ++n) {
+    NodeParts np = build_node_base(root, n, f, storage_bytes_per_s, storage_latency_s, p);
+    add_node_gpus(np, f, gpu, p);
+    add_node_groups(np, groups, f, gpu, p);
+    connect_node_uplink(root, np, f, p);
+  }
+  build_core_zone(root, f, p);
   root->seal();
   return p;
 }
