@@ -49,61 +49,88 @@ void add_act(const Op& op, double rows, Buf& b) {
   b.add(op.act == Activation::situ ? Family::act_situ : Family::act_swiglu, rows, op.width);
 }
 
+void add_kda_conv_norm(const Op& op, Buf& b) {
+  const double T = op.tokens, S = std::max(op.seqs, 1.0), H = op.heads;
+  const double channels = 3 * H * (op.head_dim > 0 ? op.head_dim : 128);
+  if (op.decode) b.add(Family::short_conv_decode, S, channels);
+  else b.add(Family::short_conv_prefill, T * channels);
+  b.add(Family::gated_rmsnorm, T, H);
+}
+
+void add_mla_prefill(const Op& op, Buf& b) {
+  const double T = op.tokens, H = op.heads;
+  // the one sequence with the batch's tokens and causal pairs: keys per query = pairs / tokens
+  // (when that is below the single-chunk (T+1)/2, many short sequences: the chunk whose own
+  // causal triangle has the pairs)
+  double chunk = T, keys = T > 0 ? op.pairs / T : 0;
+  if (keys < (T + 1) / 2) chunk = std::min(T, std::sqrt(2 * op.pairs)), keys = (chunk + 1) / 2;
+  b.add(Family::mla_prefill, chunk, keys, H);
+  add_gemms(op, b);
+}
+
+/// csa / hca / swa attention, and the compressor of the compressed (csa, hca) kinds.
+void add_v4_attn(const Op& op, Buf& b) {
+  const double T = op.tokens, S = std::max(op.seqs, 1.0), H = op.heads;
+  const double rows = T > 0 ? op.keys / T : 0;
+  if (op.decode) b.add(Family::v4_attn_decode, S, rows, H);
+  else b.add(Family::v4_attn_prefill, T, rows, H);
+  if (op.kind != OpKind::swa_attn && op.compress_ratio > 0) {
+    const double hd = op.head_dim > 0 ? op.head_dim : 512;
+    if (op.decode) b.add(Family::compressor_decode, S, hd, op.compress_ratio);
+    else b.add(Family::compressor_prefill, T, hd, op.compress_ratio);
+  }
+}
+
+/// The csa indexer: index scores, top-k selection and the indexer's own compressor.
+void add_csa_indexer(const Op& op, Buf& b) {
+  const double T = op.tokens, S = std::max(op.seqs, 1.0), H = op.heads;
+  const double rows = T > 0 ? op.keys / T : 0;
+  if (op.decode) {
+    b.add(Family::indexer_decode, S, rows, H);
+    if (rows > op.top_k) b.add(Family::topk_decode, S, rows, op.top_k);
+    else b.add(Family::topk_decode_copy, S, rows);
+    b.add(Family::compressor_decode, S, op.head_dim > 0 ? op.head_dim : 128, op.compress_ratio > 0 ? op.compress_ratio : 4);
+  } else {
+    b.add(Family::indexer_prefill, T, rows, H);
+    b.add(Family::topk_prefill, T, rows, op.top_k);
+    b.add(Family::compressor_prefill, T, op.head_dim > 0 ? op.head_dim : 128, op.compress_ratio > 0 ? op.compress_ratio : 4);
+  }
+}
+
+void add_moe_experts(const Op& op, Buf& b) {
+  const double T = op.tokens;
+  const DType w = op.gemm_count > 0 ? op.gemms[0].dtype : DType::mxfp4;
+  const Family f = w == DType::mxfp4 ? Family::grouped_w4a16 : w == DType::fp8 ? Family::grouped_fp8 : Family::grouped_bf16;
+  const double G = std::max(op.experts, 1e-9);
+  const double rows = expected_padded_rows(f, T, std::max(op.heads, G), G);
+  for (int i = 0; i < op.gemm_count; ++i) b.add(f, G, rows, op.gemms[i].n, op.gemms[i].k);
+  add_act(op, T, b);
+}
+
+void add_moe_permute(const Op& op, Buf& b) {
+  const double T = op.tokens;
+  const double k = std::max(op.top_k, 1.0);
+  b.add(Family::permute, T / k, k, op.hidden);
+  b.add(Family::combine, T / k, k, op.hidden);
+}
+
 void map_op(const Op& op, Buf& b) {
   const double T = op.tokens, S = std::max(op.seqs, 1.0), H = op.heads;
   switch (op.kind) {
     case OpKind::attn_proj:
     case OpKind::lm_head: add_gemms(op, b); break;
-    case OpKind::kda_conv_norm: {
-      const double channels = 3 * H * (op.head_dim > 0 ? op.head_dim : 128);
-      if (op.decode) b.add(Family::short_conv_decode, S, channels);
-      else b.add(Family::short_conv_prefill, T * channels);
-      b.add(Family::gated_rmsnorm, T, H);
-      break;
-    }
+    case OpKind::kda_conv_norm: add_kda_conv_norm(op, b); break;
     case OpKind::kda_prefill: b.add(Family::kda_prefill, T, T / S, H); break;
     case OpKind::kda_decode: b.add(op.state_bytes >= 4 ? Family::kda_decode_fp32 : Family::kda_decode_bf16, S, H); break;
-    case OpKind::mla_prefill: {
-      // the one sequence with the batch's tokens and causal pairs: keys per query = pairs / tokens
-      // (when that is below the single-chunk (T+1)/2, many short sequences: the chunk whose own
-      // causal triangle has the pairs)
-      double chunk = T, keys = T > 0 ? op.pairs / T : 0;
-      if (keys < (T + 1) / 2) chunk = std::min(T, std::sqrt(2 * op.pairs)), keys = (chunk + 1) / 2;
-      b.add(Family::mla_prefill, chunk, keys, H);
-      add_gemms(op, b);
-      break;
-    }
+    case OpKind::mla_prefill: add_mla_prefill(op, b); break;
     case OpKind::mla_decode:
       b.add(Family::mla_decode, S, op.ctx_sum / S, H);
       add_gemms(op, b);
       break;
     case OpKind::csa_attn:
     case OpKind::hca_attn:
-    case OpKind::swa_attn: {
-      const double rows = T > 0 ? op.keys / T : 0;
-      if (op.decode) b.add(Family::v4_attn_decode, S, rows, H);
-      else b.add(Family::v4_attn_prefill, T, rows, H);
-      if (op.kind != OpKind::swa_attn && op.compress_ratio > 0) {
-        const double hd = op.head_dim > 0 ? op.head_dim : 512;
-        if (op.decode) b.add(Family::compressor_decode, S, hd, op.compress_ratio);
-        else b.add(Family::compressor_prefill, T, hd, op.compress_ratio);
-      }
-      break;
-    }
-    case OpKind::csa_indexer: {
-      const double rows = T > 0 ? op.keys / T : 0;
-      if (op.decode) {
-        b.add(Family::indexer_decode, S, rows, H);
-        if (rows > op.top_k) b.add(Family::topk_decode, S, rows, op.top_k);
-        else b.add(Family::topk_decode_copy, S, rows);
-        b.add(Family::compressor_decode, S, op.head_dim > 0 ? op.head_dim : 128, op.compress_ratio > 0 ? op.compress_ratio : 4);
-      } else {
-        b.add(Family::indexer_prefill, T, rows, H);
-        b.add(Family::topk_prefill, T, rows, op.top_k);
-        b.add(Family::compressor_prefill, T, op.head_dim > 0 ? op.head_dim : 128, op.compress_ratio > 0 ? op.compress_ratio : 4);
-      }
-      break;
-    }
+    case OpKind::swa_attn: add_v4_attn(op, b); break;
+    case OpKind::csa_indexer: add_csa_indexer(op, b); break;
     case OpKind::mhc_mix: b.add(Family::mhc, T, op.hidden, 1, 1, 2); break;
     case OpKind::dense_ffn:
     case OpKind::moe_shared:
@@ -115,21 +142,8 @@ void map_op(const Op& op, Buf& b) {
       add_gemms(op, b);
       if (op.gemm_m > 0) b.add(Family::latent_rmsnorm, op.gemm_m, op.width);
       break;
-    case OpKind::moe_experts: {
-      const DType w = op.gemm_count > 0 ? op.gemms[0].dtype : DType::mxfp4;
-      const Family f = w == DType::mxfp4 ? Family::grouped_w4a16 : w == DType::fp8 ? Family::grouped_fp8 : Family::grouped_bf16;
-      const double G = std::max(op.experts, 1e-9);
-      const double rows = expected_padded_rows(f, T, std::max(op.heads, G), G);
-      for (int i = 0; i < op.gemm_count; ++i) b.add(f, G, rows, op.gemms[i].n, op.gemms[i].k);
-      add_act(op, T, b);
-      break;
-    }
-    case OpKind::moe_permute: {
-      const double k = std::max(op.top_k, 1.0);
-      b.add(Family::permute, T / k, k, op.hidden);
-      b.add(Family::combine, T / k, k, op.hidden);
-      break;
-    }
+    case OpKind::moe_experts: add_moe_experts(op, b); break;
+    case OpKind::moe_permute: add_moe_permute(op, b); break;
     case OpKind::count_: throw std::invalid_argument("FittedCostModel: OpKind::count_ is not an op");
   }
 }
