@@ -147,101 +147,130 @@ void t_prefill_waves(double* f) {
 // short conv prefill: elements (tokens · channels) over a fixed grid
 Work w_conv_elements(const double* f) { return {8 * f[0], f[0] * 4, DType::bf16}; }
 
-std::vector<FamilyInfo> build() {
-  std::vector<FamilyInfo> v(kFamilyCount);
-  auto set = [&](Family id, std::string name, std::string cls, std::string kernel, std::vector<std::string> feats, std::vector<double> gap,
-                 std::vector<bool> mono, std::vector<int> series, double lambda, Work (*work)(const double*)) {
-    FamilyInfo& f = v[static_cast<int>(id)];
-    f.id = id, f.name = std::move(name), f.op_class = std::move(cls), f.kernel = std::move(kernel);
-    f.features = std::move(feats), f.min_gap = std::move(gap), f.monotone = std::move(mono), f.series = std::move(series);
-    f.lambda = lambda, f.work = work;
-    // curvature is penalised fully along the swept features and 100x less across the measured
-    // shapes (series), so a held-out point follows its own series rather than its neighbours
-    f.smooth.assign(f.features.size(), 1.0);
-    for (int a : f.series) f.smooth[a] = 0.01;
-  };
-  // λ: curvature weight vs the data (log2 units). 1e-2 everywhere (chosen on the k-fold error of
-  // every family among 1e-4..1e-1; 1e-5 is ill-conditioned), 1e-3 for indexer_decode.
-  const double L = 1e-2;
+using WorkFn = Work (*)(const double*);
+
+void set_family(std::vector<FamilyInfo>& v, Family id, std::string name, std::string cls, std::string kernel, std::vector<std::string> feats,
+                std::vector<double> gap, std::vector<bool> mono, std::vector<int> series, double lambda, WorkFn work) {
+  FamilyInfo& f = v[static_cast<int>(id)];
+  f.id = id, f.name = std::move(name), f.op_class = std::move(cls), f.kernel = std::move(kernel);
+  f.features = std::move(feats), f.min_gap = std::move(gap), f.monotone = std::move(mono), f.series = std::move(series);
+  f.lambda = lambda, f.work = work;
+  // curvature is penalised fully along the swept features and 100x less across the measured
+  // shapes (series), so a held-out point follows its own series rather than its neighbours
+  f.smooth.assign(f.features.size(), 1.0);
+  for (int a : f.series) f.smooth[a] = 0.01;
+}
+
+// λ: curvature weight vs the data (log2 units). 1e-2 everywhere (chosen on the k-fold error of
+// every family among 1e-4..1e-1; 1e-5 is ill-conditioned), 1e-3 for indexer_decode.
+constexpr double kLambda = 1e-2;
+
+/// Dense and grouped-expert GEMMs.
+void set_gemm_families(std::vector<FamilyInfo>& v) {
   // gemm_bf16 is not monotone in N: cuBLAS at N = 12 (K3 b_proj at attention TP 8, 24-byte output
   // rows) measured 21.7 µs at M = 3072 against 11.6 µs at N = 24 (TP 4).
-  set(Family::gemm_bf16, "gemm_bf16", "dense GEMM",
+  set_family(v, Family::gemm_bf16, "gemm_bf16", "dense GEMM",
       "cuBLASLt/cuBLAS BF16: dense_proj_* */bf16 at batch 1, moe_shared_expert and dense_ffn_k3 w13/w2, latentmoe_proj down/up, "
       "moe_grouped_gemm_bf16 cublas_dense_same_flops, the 8192^3 ceilings",
-      {"M", "N", "K"}, {0.2, 0.1, 0.1}, {true, false, true}, {1, 2}, L, w_gemm_bf16);
-  set(Family::gemm_bf16_batched, "gemm_bf16_batched", "dense GEMM",
+      {"M", "N", "K"}, {0.2, 0.1, 0.1}, {true, false, true}, {1, 2}, kLambda, w_gemm_bf16);
+  set_family(v, Family::gemm_bf16_batched, "gemm_bf16_batched", "dense GEMM",
       "cuBLAS strided-batched BF16: dense_proj_k3_mla w_uk_absorb, w_uv (one product per head on the GPU), "
       "dense_proj_v4* wo_a_grouped/bf16 (one per output group)",
-      {"M", "N", "K", "batch"}, {0.2, 0.1, 0.1, 0.1}, {true, true, true, true}, {1, 2, 3}, L, w_gemm_bf16_batched);
-  set(Family::gemm_fp8, "gemm_fp8", "dense GEMM", "cuBLASLt FP8 e4m3, 1x128 act / 128x128 weight scales: dense_proj_* */fp8_block_scale",
-      {"M", "N", "K"}, {0.2, 0.1, 0.1}, {true, true, true}, {1, 2}, L, w_gemm_fp8);
-  set(Family::grouped_w4a16, "grouped_w4a16", "grouped expert GEMM",
+      {"M", "N", "K", "batch"}, {0.2, 0.1, 0.1, 0.1}, {true, true, true, true}, {1, 2, 3}, kLambda, w_gemm_bf16_batched);
+  set_family(v, Family::gemm_fp8, "gemm_fp8", "dense GEMM", "cuBLASLt FP8 e4m3, 1x128 act / 128x128 weight scales: dense_proj_* */fp8_block_scale",
+      {"M", "N", "K"}, {0.2, 0.1, 0.1}, {true, true, true}, {1, 2}, kLambda, w_gemm_fp8);
+  set_family(v, Family::grouped_w4a16, "grouped_w4a16", "grouped expert GEMM",
       "own MXFP4 W4A16 grouped wgmma kernel (variant 4): moe_grouped_gemm_w4a16 w4a16, uniform routing; rows padded to the token tile",
-      {"experts", "rows", "N", "K"}, {0.1, 0.2, 0.1, 0.1}, {true, true, true, true}, {2, 3}, L, w_grouped_w4a16);
-  set(Family::grouped_fp8, "grouped_fp8", "grouped expert GEMM",
+      {"experts", "rows", "N", "K"}, {0.1, 0.2, 0.1, 0.1}, {true, true, true, true}, {2, 3}, kLambda, w_grouped_w4a16);
+  set_family(v, Family::grouped_fp8, "grouped_fp8", "grouped expert GEMM",
       "cuBLASLt FP8 block-scaled, one matmul per expert: moe_grouped_gemm_fp8; rows per expert padded as measured (256, then 512)",
-      {"experts", "rows", "N", "K"}, {0.1, 0.2, 0.1, 0.1}, {true, true, true, true}, {2, 3}, L, w_grouped_fp8);
-  set(Family::grouped_bf16, "grouped_bf16", "grouped expert GEMM",
+      {"experts", "rows", "N", "K"}, {0.1, 0.2, 0.1, 0.1}, {true, true, true, true}, {2, 3}, kLambda, w_grouped_fp8);
+  set_family(v, Family::grouped_bf16, "grouped_bf16", "grouped expert GEMM",
       "cublasGemmGroupedBatchedEx BF16: moe_grouped_gemm_bf16 cublas_grouped; rows per expert padded to 64 as measured",
-      {"experts", "rows", "N", "K"}, {0.1, 0.2, 0.1, 0.1}, {true, true, true, true}, {2, 3}, L, w_grouped_bf16);
-  set(Family::kda_prefill, "kda_prefill", "KDA", "KDA chunked prefill K1+K2 (C=16, D=128): kda_prefill k1+k2",
-      {"tokens", "seq_len", "heads"}, {0.2, 0.2, 0.1}, {true, true, true}, {2}, L, w_kda_prefill);
-  set(Family::kda_decode_fp32, "kda_decode_fp32", "KDA", "KDA recurrent step, fp32 state: kda_decode state_fp32", {"batch", "heads"},
-      {0.2, 0.1}, {true, true}, {1}, L, w_kda_decode_fp32);
-  set(Family::kda_decode_bf16, "kda_decode_bf16", "KDA", "KDA recurrent step, bf16 state: kda_decode state_bf16", {"batch", "heads"},
-      {0.2, 0.1}, {true, true}, {1}, L, w_kda_decode_bf16);
-  set(Family::short_conv_prefill, "short_conv_prefill", "elementwise",
+      {"experts", "rows", "N", "K"}, {0.1, 0.2, 0.1, 0.1}, {true, true, true, true}, {2, 3}, kLambda, w_grouped_bf16);
+}
+
+/// KDA prefill/decode and its short conv and gated RMSNorm.
+void set_kda_families(std::vector<FamilyInfo>& v) {
+  set_family(v, Family::kda_prefill, "kda_prefill", "KDA", "KDA chunked prefill K1+K2 (C=16, D=128): kda_prefill k1+k2",
+      {"tokens", "seq_len", "heads"}, {0.2, 0.2, 0.1}, {true, true, true}, {2}, kLambda, w_kda_prefill);
+  set_family(v, Family::kda_decode_fp32, "kda_decode_fp32", "KDA", "KDA recurrent step, fp32 state: kda_decode state_fp32", {"batch", "heads"},
+      {0.2, 0.1}, {true, true}, {1}, kLambda, w_kda_decode_fp32);
+  set_family(v, Family::kda_decode_bf16, "kda_decode_bf16", "KDA", "KDA recurrent step, bf16 state: kda_decode state_bf16", {"batch", "heads"},
+      {0.2, 0.1}, {true, true}, {1}, kLambda, w_kda_decode_bf16);
+  set_family(v, Family::short_conv_prefill, "short_conv_prefill", "elementwise",
       "KDA width-4 causal conv + SiLU: kda_short_conv prefill (time follows tokens x channels: both channel counts on one curve)",
-      {"elements"}, {0.1}, {true}, {}, L, w_conv_elements);
-  set(Family::short_conv_decode, "short_conv_decode", "elementwise", "KDA conv state update: kda_short_conv decode", {"batch", "channels"},
-      {0.2, 0.1}, {true, true}, {1}, L, w_conv_decode);
-  set(Family::gated_rmsnorm, "gated_rmsnorm", "elementwise", "KDA RMSNorm(128)·w·sigmoid(gate): kda_gated_rmsnorm fused", {"tokens", "heads"},
-      {0.2, 0.1}, {true, true}, {1}, L, w_gated_rmsnorm);
-  set(Family::mla_decode, "mla_decode", "attention decode",
+      {"elements"}, {0.1}, {true}, {}, kLambda, w_conv_elements);
+  set_family(v, Family::short_conv_decode, "short_conv_decode", "elementwise", "KDA conv state update: kda_short_conv decode", {"batch", "channels"},
+      {0.2, 0.1}, {true, true}, {1}, kLambda, w_conv_decode);
+  set_family(v, Family::gated_rmsnorm, "gated_rmsnorm", "elementwise", "KDA RMSNorm(128)·w·sigmoid(gate): kda_gated_rmsnorm fused", {"tokens", "heads"},
+      {0.2, 0.1}, {true, true}, {1}, kLambda, w_gated_rmsnorm);
+}
+
+/// Attention cores: MLA decode/prefill and the V4 sparse/compressed core.
+void set_attention_families(std::vector<FamilyInfo>& v) {
+  set_family(v, Family::mla_decode, "mla_decode", "attention decode",
       "absorbed-MQA decode over the BF16 latent cache: mla_decode mt3_tn64_ns2 (H 48/96), mt2_tn32_ns3 (24), mt1_tn32_ns3 (12), mixed contexts",
-      {"batch", "sm_rows", "heads"}, {0.2, 0.2, 0.1}, {false, true, false}, {2}, L, w_mla_decode);
+      {"batch", "sm_rows", "heads"}, {0.2, 0.2, 0.1}, {false, true, false}, {2}, kLambda, w_mla_decode);
   v[static_cast<int>(Family::mla_decode)].transform = t_mqa_plan;
-  set(Family::mla_prefill, "mla_prefill", "attention prefill",
+  set_family(v, Family::mla_prefill, "mla_prefill", "attention prefill",
       "MHA-mode causal attention core: mla_prefill bm64 (12/24/48/96 heads); keys_mean = prefix + (chunk+1)/2 keys per query",
-      {"chunk", "keys_mean", "heads"}, {0.2, 0.2, 0.1}, {true, true, true}, {2}, L, w_mla_prefill);
+      {"chunk", "keys_mean", "heads"}, {0.2, 0.2, 0.1}, {true, true, true}, {2}, kLambda, w_mla_prefill);
   v[static_cast<int>(Family::mla_prefill)].transform = t_prefill_waves;
-  set(Family::v4_attn_decode, "v4_attn_decode", "attention decode",
+  set_family(v, Family::v4_attn_decode, "v4_attn_decode", "attention decode",
       "V4 attention core over FP8 584-B rows: csa_sparse_attn_decode, hca_attn_decode, swa_attn_decode (current tile configs; *_r1 rows only where no current row has the shape)",
-      {"batch", "rows_per_query", "heads"}, {0.2, 0.1, 0.1}, {true, true, false}, {2}, L, w_v4_decode);
-  set(Family::v4_attn_prefill, "v4_attn_prefill", "attention prefill",
+      {"batch", "rows_per_query", "heads"}, {0.2, 0.1, 0.1}, {true, true, false}, {2}, kLambda, w_v4_decode);
+  set_family(v, Family::v4_attn_prefill, "v4_attn_prefill", "attention prefill",
       "same core, one index list per query: csa_sparse_attn_prefill, hca_attn_prefill, swa_attn_prefill (*_r1 rows only for shapes not measured otherwise)",
-      {"chunk", "rows_mean", "heads"}, {0.2, 0.1, 0.1}, {true, true, false}, {2}, L, w_v4_prefill);
-  set(Family::indexer_decode, "indexer_decode", "indexer", "lightning-indexer logits, FP8, 64 heads x 128: csa_indexer decode",
+      {"chunk", "rows_mean", "heads"}, {0.2, 0.1, 0.1}, {true, true, false}, {2}, kLambda, w_v4_prefill);
+}
+
+/// V4 lightning indexer, top-k and the compressors.
+void set_indexer_families(std::vector<FamilyInfo>& v) {
+  set_family(v, Family::indexer_decode, "indexer_decode", "indexer", "lightning-indexer logits, FP8, 64 heads x 128: csa_indexer decode",
       {"batch", "keys_per_query", "heads"}, {0.2, 0.2, 0.1}, {true, true, true}, {}, 1e-3, w_indexer_decode);
-  set(Family::indexer_prefill, "indexer_prefill", "indexer", "csa_indexer prefill", {"chunk", "keys_mean", "heads"}, {0.2, 0.1, 0.1},
-      {true, true, true}, {}, L, w_indexer_prefill);
-  set(Family::topk_decode, "topk_decode", "indexer",
+  set_family(v, Family::indexer_prefill, "indexer_prefill", "indexer", "csa_indexer prefill", {"chunk", "keys_mean", "heads"}, {0.2, 0.1, 0.1},
+      {true, true, true}, {}, kLambda, w_indexer_prefill);
+  set_family(v, Family::topk_decode, "topk_decode", "indexer",
       "radix top-k of the logits: csa_topk decode, rows longer than k; batch in waves of 132 rows (one block per row per SM)",
-      {"batch", "row_len", "topk"}, {0.2, 0.2, 0.1}, {true, true, false}, {2}, L, w_topk);
+      {"batch", "row_len", "topk"}, {0.2, 0.2, 0.1}, {true, true, false}, {2}, kLambda, w_topk);
   v[static_cast<int>(Family::topk_decode)].transform = t_waves;
-  set(Family::topk_decode_copy, "topk_decode_copy", "indexer", "csa_topk decode, rows of at most k logits (copied)", {"batch", "row_len"},
-      {0.2, 0.1}, {true, true}, {}, L, w_topk);
-  set(Family::topk_prefill, "topk_prefill", "indexer", "csa_topk prefill", {"chunk", "len_mean", "topk"}, {0.2, 0.1, 0.1}, {true, true, false},
-      {2}, L, w_topk);
-  set(Family::compressor_prefill, "compressor_prefill", "elementwise",
+  set_family(v, Family::topk_decode_copy, "topk_decode_copy", "indexer", "csa_topk decode, rows of at most k logits (copied)", {"batch", "row_len"},
+      {0.2, 0.1}, {true, true}, {}, kLambda, w_topk);
+  set_family(v, Family::topk_prefill, "topk_prefill", "indexer", "csa_topk prefill", {"chunk", "len_mean", "topk"}, {0.2, 0.1, 0.1}, {true, true, false},
+      {2}, kLambda, w_topk);
+  set_family(v, Family::compressor_prefill, "compressor_prefill", "elementwise",
       "V4 compressors (pool, RMSNorm, RoPE, FP8): csa_compressor main/indexer_prefill, hca_compressor main_prefill",
-      {"tokens", "head_dim", "ratio"}, {0.2, 0.1, 0.1}, {true, true, false}, {1, 2}, L, w_compressor_prefill);
-  set(Family::compressor_decode, "compressor_decode", "elementwise", "csa_compressor main/indexer_decode, hca_compressor main_decode",
-      {"batch", "head_dim", "ratio"}, {0.2, 0.1, 0.1}, {true, true, false}, {1, 2}, L, w_compressor_decode);
-  set(Family::act_situ, "act_situ", "elementwise", "K3 SiTU GLU: moe_act_situ routed/shared/dense", {"rows", "I"}, {0.2, 0.1}, {true, true},
-      {1}, L, w_act_situ);
-  set(Family::act_swiglu, "act_swiglu", "elementwise", "DeepSeek SwiGLU clamped at 10: moe_act_swiglu", {"rows", "I"}, {0.2, 0.1},
-      {true, true}, {1}, L, w_act_swiglu);
-  set(Family::latent_rmsnorm, "latent_rmsnorm", "elementwise", "K3 RMSNorm(3584): latentmoe_proj rmsnorm", {"tokens", "width"}, {0.2, 0.1},
-      {true, true}, {}, L, w_latent_rmsnorm);
-  set(Family::router, "router", "router", "cuBLAS gate GEMM + scoring + top-k: moe_router_k3 / moe_router_dsv4 gemm_topk",
-      {"tokens", "experts", "hidden"}, {0.2, 0.1, 0.1}, {true, true, true}, {1, 2}, L, w_router);
-  set(Family::permute, "permute", "elementwise", "histogram + scan + gather to expert slots: moe_permute (uniform routing)",
-      {"tokens", "top_k", "width"}, {0.2, 0.1, 0.1}, {true, true, true}, {1, 2}, L, w_permute);
-  set(Family::combine, "combine", "elementwise", "weighted combine of the k expert outputs: moe_combine combine (uniform routing)",
-      {"tokens", "top_k", "width"}, {0.2, 0.1, 0.1}, {true, true, true}, {1, 2}, L, w_combine);
-  set(Family::mhc, "mhc", "elementwise", "V4 mHC, one sublayer (pre GEMM + Sinkhorn kernel + post): mhc_mix pre_post", {"tokens", "hidden"},
-      {0.2, 0.1}, {true, true}, {1}, L, w_mhc);
+      {"tokens", "head_dim", "ratio"}, {0.2, 0.1, 0.1}, {true, true, false}, {1, 2}, kLambda, w_compressor_prefill);
+  set_family(v, Family::compressor_decode, "compressor_decode", "elementwise", "csa_compressor main/indexer_decode, hca_compressor main_decode",
+      {"batch", "head_dim", "ratio"}, {0.2, 0.1, 0.1}, {true, true, false}, {1, 2}, kLambda, w_compressor_decode);
+}
+
+/// Activations, latent RMSNorm, router, permute/combine and mHC.
+void set_elementwise_families(std::vector<FamilyInfo>& v) {
+  set_family(v, Family::act_situ, "act_situ", "elementwise", "K3 SiTU GLU: moe_act_situ routed/shared/dense", {"rows", "I"}, {0.2, 0.1}, {true, true},
+      {1}, kLambda, w_act_situ);
+  set_family(v, Family::act_swiglu, "act_swiglu", "elementwise", "DeepSeek SwiGLU clamped at 10: moe_act_swiglu", {"rows", "I"}, {0.2, 0.1},
+      {true, true}, {1}, kLambda, w_act_swiglu);
+  set_family(v, Family::latent_rmsnorm, "latent_rmsnorm", "elementwise", "K3 RMSNorm(3584): latentmoe_proj rmsnorm", {"tokens", "width"}, {0.2, 0.1},
+      {true, true}, {}, kLambda, w_latent_rmsnorm);
+  set_family(v, Family::router, "router", "router", "cuBLAS gate GEMM + scoring + top-k: moe_router_k3 / moe_router_dsv4 gemm_topk",
+      {"tokens", "experts", "hidden"}, {0.2, 0.1, 0.1}, {true, true, true}, {1, 2}, kLambda, w_router);
+  set_family(v, Family::permute, "permute", "elementwise", "histogram + scan + gather to expert slots: moe_permute (uniform routing)",
+      {"tokens", "top_k", "width"}, {0.2, 0.1, 0.1}, {true, true, true}, {1, 2}, kLambda, w_permute);
+  set_family(v, Family::combine, "combine", "elementwise", "weighted combine of the k expert outputs: moe_combine combine (uniform routing)",
+      {"tokens", "top_k", "width"}, {0.2, 0.1, 0.1}, {true, true, true}, {1, 2}, kLambda, w_combine);
+  set_family(v, Family::mhc, "mhc", "elementwise", "V4 mHC, one sublayer (pre GEMM + Sinkhorn kernel + post): mhc_mix pre_post", {"tokens", "hidden"},
+      {0.2, 0.1}, {true, true}, {1}, kLambda, w_mhc);
+}
+
+std::vector<FamilyInfo> build() {
+  std::vector<FamilyInfo> v(kFamilyCount);
+  set_gemm_families(v);
+  set_kda_families(v);
+  set_attention_families(v);
+  set_indexer_families(v);
+  set_elementwise_families(v);
   return v;
 }
 
