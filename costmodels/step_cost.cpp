@@ -32,6 +32,161 @@ Activation activation_of(const std::string& name) {
   return name.find("situ") != std::string::npos ? Activation::situ : Activation::swiglu;
 }
 
+// GEMM shapes of one attention kind's ops on one GPU of an attention-TP group of `t` (model-facts
+// §1 tensor shapes). Column-parallel projections split n, row-parallel ones (o_proj, wo_b) split k;
+// the low-rank down-projections (q_a, kv_a, wq_a, wkv, f_a, V4 compressors) are replicated on
+// every TP rank.
+void kda_proj_gemms(const AttentionSpec& a, double t, double D, std::vector<GemmShape>& proj) {
+  const DType w = a.proj_dtype;
+  auto add = [&](std::vector<GemmShape>& v, double n, double k, double batch = 1) { v.push_back({n, k, batch, w}); };
+  const double hd = static_cast<double>(a.heads) * a.head_dim;
+  add(proj, (3 + (a.full_rank_output_gate ? 1 : 0)) * hd / t, D);  // q, k, v (, g) fused
+  add(proj, a.heads / t, D);                                           // beta (b_proj)
+  add(proj, a.gate_rank, D);                                           // decay gate f_a
+  add(proj, hd / t, a.gate_rank);                                      // decay gate f_b
+  add(proj, D, hd / t);                                                // o_proj
+}
+
+void mla_gemms(const AttentionSpec& a, double t, double D, std::vector<GemmShape>& proj, std::vector<GemmShape>& kv_b,
+               std::vector<GemmShape>& absorb) {
+  const DType w = a.proj_dtype;
+  auto add = [&](std::vector<GemmShape>& v, double n, double k, double batch = 1) { v.push_back({n, k, batch, w}); };
+  const double qk = a.qk_nope_dim + a.qk_rope_dim, H = a.heads / t;
+  if (a.q_lora_rank > 0) {
+    add(proj, a.q_lora_rank, D);
+    add(proj, H * qk, a.q_lora_rank);
+  } else {
+    add(proj, H * qk, D);
+  }
+  add(proj, a.kv_lora_rank + a.qk_rope_dim, D);
+  if (a.output_gate) add(proj, H * a.v_head_dim, D);
+  add(proj, D, H * a.v_head_dim);
+  add(kv_b, H * (a.qk_nope_dim + a.v_head_dim), a.kv_lora_rank);
+  absorb.push_back({static_cast<double>(a.kv_lora_rank), static_cast<double>(a.qk_nope_dim), H, DType::bf16});  // W_UK
+  absorb.push_back({static_cast<double>(a.v_head_dim), static_cast<double>(a.kv_lora_rank), H, DType::bf16});   // W_UV
+}
+
+/// csa / hca / swa projections (with the compressor's and the indexer's).
+void v4_proj_gemms(const AttentionSpec& a, double t, double D, std::vector<GemmShape>& proj) {
+  const DType w = a.proj_dtype;
+  auto add = [&](std::vector<GemmShape>& v, double n, double k, double batch = 1) { v.push_back({n, k, batch, w}); };
+  const double hd = a.head_dim, H = a.heads / t;
+  add(proj, a.q_lora_rank, D);                                                     // wq_a
+  add(proj, H * hd, a.q_lora_rank);                                                // wq_b
+  add(proj, hd, D);                                                                // wkv
+  add(proj, a.o_lora_rank, static_cast<double>(a.heads) * hd / a.o_groups, a.o_groups / t);  // wo_a (grouped)
+  add(proj, D, static_cast<double>(a.o_groups) * a.o_lora_rank / t);               // wo_b
+  if (a.compress_ratio > 0) add(proj, 2 * (a.compressor_overlap ? 2 : 1) * hd, D);  // compressor wkv + wgate
+  if (a.indexer_heads > 0) {
+    add(proj, a.indexer_heads / t * a.indexer_head_dim, a.q_lora_rank);  // indexer wq_b
+    add(proj, a.indexer_heads / t, D);                                   // indexer weights_proj
+    add(proj, 2 * 2 * a.indexer_head_dim, D);                            // indexer compressor wkv + wgate
+  }
+}
+
+/// One attention kind's batch on one GPU: the sequences and their totals.
+struct AttnBatch {
+  const AttentionSpec& a;
+  const std::vector<SeqWork>& seqs;
+  double t, H;  // attention TP, heads on this GPU
+  double T = 0, S = 0, ctx_sum = 0, ctx_max = 0;
+  bool decode = false;
+};
+
+void kda_ops(const AttnBatch& c, std::vector<Op>& out) {
+  const AttentionSpec& a = c.a;
+  const double T = c.T, S = c.S, H = c.H;
+  const bool decode = c.decode;
+  // §2.1: prefill ≈ (6D²+8CD+12C²) FLOP per token per head, ≈10·N·H·D B + state in/out;
+  // decode ≈ 7D² FLOP per token per head, state read+write 2·H·D²·s B per sequence.
+  const double D = a.head_dim, C = a.chunk_tokens > 0 ? a.chunk_tokens : 64;
+  const double sbytes = bytes_per_element(a.state_dtype);
+  const double conv_state = 3 * H * D * (a.conv_kernel - 1) * kAct;
+  out.push_back(make(OpKind::kda_conv_norm, OpClass::elementwise, DType::bf16, T * H * D * (6.0 * a.conv_kernel + 10),
+                     T * H * D * 18 + 2 * S * conv_state, T, S, c.ctx_sum, c.ctx_max, H));
+  out.back().decode = decode, out.back().head_dim = D;
+  if (decode)
+    out.push_back(make(OpKind::kda_decode, OpClass::kda_decode, DType::fp32, S * H * 7 * D * D,
+                       S * 2 * H * D * D * sbytes + T * H * D * 5 * kAct, T, S, c.ctx_sum, c.ctx_max, H));
+  else
+    out.push_back(make(OpKind::kda_prefill, OpClass::kda_prefill, DType::bf16, T * H * (6 * D * D + 8 * C * D + 12 * C * C),
+                       10 * T * H * D + S * 2 * H * D * D * sbytes, T, S, c.ctx_sum, c.ctx_max, H));
+  out.back().decode = decode, out.back().head_dim = D, out.back().state_bytes = sbytes;
+}
+
+void mla_ops(const AttnBatch& c, const std::vector<GemmShape>& absorb, const std::vector<GemmShape>& kv_b, std::vector<Op>& out) {
+  const AttentionSpec& a = c.a;
+  const double T = c.T, S = c.S, H = c.H, ctx_sum = c.ctx_sum, ctx_max = c.ctx_max;
+  const double lat = a.kv_lora_rank + a.qk_rope_dim;  // 576
+  const double kvb = bytes_per_element(a.kv_dtype);
+  const double qk = a.qk_nope_dim + a.qk_rope_dim, v = a.v_head_dim;
+  const double kv_b_w = a.kv_lora_rank * H * (a.qk_nope_dim + v) * bytes_per_element(a.proj_dtype);
+  if (c.decode) {
+    // §2.2 decode: absorb q (2·H·nope·kv_lora) and o (2·H·kv_lora·v) per token; attend
+    // 2·H·L·(576+512) FLOP; read L·576·s B of latent per sequence (replicated per TP rank).
+    const double flops = 2 * H * ctx_sum * (lat + a.kv_lora_rank) + T * 2 * H * a.kv_lora_rank * (a.qk_nope_dim + v);
+    const double bytes = ctx_sum * lat * kvb + kv_b_w + T * H * (lat + a.kv_lora_rank) * kAct;
+    out.push_back(make(OpKind::mla_decode, OpClass::attention_decode, DType::bf16, flops, bytes, T, S, ctx_sum, ctx_max, H));
+    set_gemms(out.back(), T, absorb);
+    out.back().decode = true;
+  } else {
+    // §2.2 prefill (MHA mode): up-project P+N latents through kv_b, then causal attention
+    // 2·H·N·(P+N/2)·(qk+v) FLOP.
+    double pairs = 0;
+    for (const auto& s : c.seqs) pairs += s.new_tokens * (s.context_before + (s.new_tokens + 1) / 2.0);
+    const double flops = 2 * ctx_sum * a.kv_lora_rank * H * (a.qk_nope_dim + v) + 2 * H * pairs * (qk + v);
+    const double bytes = ctx_sum * (lat * kvb + H * (qk + v) * kAct * 2) + kv_b_w + T * H * (qk + v) * kAct;
+    out.push_back(make(OpKind::mla_prefill, OpClass::attention_prefill, DType::bf16, flops, bytes, T, S, ctx_sum, ctx_max, H));
+    set_gemms(out.back(), ctx_sum, kv_b);
+    out.back().pairs = pairs;
+  }
+}
+
+/// The csa lightning indexer over `idx_pairs` (query, compressed key) pairs.
+void csa_indexer_op(const AttnBatch& c, double idx_pairs, std::vector<Op>& out) {
+  const AttentionSpec& a = c.a;
+  // §2.3 c: logits 2·ih·id per (query, compressed key); FP8 keys 132 B; logits written and
+  // re-read by top-k (4 B each).
+  const double ih = a.indexer_heads / c.t;
+  double key_bytes = 0;
+  for (const auto& s : c.seqs) key_bytes += std::floor((s.context_before + s.new_tokens) / 4.0) * a.indexer_entry_bytes;
+  out.push_back(make(OpKind::csa_indexer, OpClass::indexer, DType::fp8, 2 * ih * a.indexer_head_dim * idx_pairs,
+                     key_bytes + idx_pairs * 4 * 2, c.T, c.S, c.ctx_sum, c.ctx_max, ih));
+  Op& o = out.back();
+  o.decode = c.decode, o.keys = idx_pairs, o.top_k = a.indexer_topk, o.head_dim = a.indexer_head_dim, o.compress_ratio = a.compress_ratio;
+}
+
+/// csa / hca / swa: the csa indexer (csa only) and the attention core.
+void v4_attention_ops(const AttnBatch& c, std::vector<Op>& out) {
+  const AttentionSpec& a = c.a;
+  const double T = c.T, H = c.H;
+  const bool decode = c.decode;
+  const double hd = a.head_dim, w = a.window_tokens, r = a.compress_ratio, e = a.kv_entry_bytes;
+  // keys attended by one query at context length L (§2.3 d, §2.4)
+  auto keys = [&](double L) {
+    const double win = std::min(w, L);
+    if (a.op == AttentionOp::swa) return win;
+    const double entries = std::floor(L / r);
+    return (a.op == AttentionOp::csa ? std::min<double>(a.indexer_topk, entries) : entries) + win;
+  };
+  double attn_keys = 0, stored = 0, idx_pairs = 0;
+  for (const auto& s : c.seqs) {
+    const double P = static_cast<double>(s.context_before), N = static_cast<double>(s.new_tokens);
+    attn_keys += N * keys(decode ? P + N : P + N / 2);
+    stored += (r > 0 ? std::floor((P + N) / r) : 0) + std::min(w, P + N);
+    idx_pairs += N * (decode ? std::floor((P + N) / 4) : (P + N / 2) / 4);
+  }
+  if (a.op == AttentionOp::csa) csa_indexer_op(c, idx_pairs, out);
+  // §2.3 d / §2.4: 2·H·n·(512+512) FLOP per query; n·584 B gathered (decode) or the stored rows
+  // read once (prefill).
+  const double flops = 2 * H * attn_keys * (hd + hd);
+  const double bytes = (decode ? attn_keys : stored) * e + T * H * hd * kAct * 2;
+  const OpKind k = a.op == AttentionOp::csa ? OpKind::csa_attn : a.op == AttentionOp::hca ? OpKind::hca_attn : OpKind::swa_attn;
+  const OpClass cls = a.op == AttentionOp::csa ? OpClass::sparse_attention : decode ? OpClass::attention_decode : OpClass::attention_prefill;
+  out.push_back(make(k, cls, DType::bf16, flops, bytes, T, c.S, c.ctx_sum, c.ctx_max, H));
+  out.back().decode = decode, out.back().keys = attn_keys, out.back().head_dim = hd, out.back().compress_ratio = r;
+}
+
 }  // namespace
 
 StepCostModel::StepCostModel(const ModelSpec& model, std::shared_ptr<const CostModel> cost, FabricParams fabric,
@@ -50,56 +205,15 @@ StepCostModel::StepCostModel(const ModelSpec& model, std::shared_ptr<const CostM
     attn_proj_params_.push_back(p);
   }
   // GEMM shapes of every op on one GPU of an attention-TP group (model-facts §1 tensor shapes).
-  // Column-parallel projections split n, row-parallel ones (o_proj, wo_b) split k; the low-rank
-  // down-projections (q_a, kv_a, wq_a, wkv, f_a, V4 compressors) are replicated on every TP rank.
   const double t = shape_.attn_tp, D = model_.hidden;
   for (const auto& a : model_.attention_kinds) {
     KindGemms g;
-    const DType w = a.proj_dtype;
-    auto add = [&](std::vector<GemmShape>& v, double n, double k, double batch = 1) { v.push_back({n, k, batch, w}); };
     switch (a.op) {
-      case AttentionOp::kda: {
-        const double hd = static_cast<double>(a.heads) * a.head_dim;
-        add(g.proj, (3 + (a.full_rank_output_gate ? 1 : 0)) * hd / t, D);  // q, k, v (, g) fused
-        add(g.proj, a.heads / t, D);                                           // beta (b_proj)
-        add(g.proj, a.gate_rank, D);                                           // decay gate f_a
-        add(g.proj, hd / t, a.gate_rank);                                      // decay gate f_b
-        add(g.proj, D, hd / t);                                                // o_proj
-        break;
-      }
-      case AttentionOp::mla: {
-        const double qk = a.qk_nope_dim + a.qk_rope_dim, H = a.heads / t;
-        if (a.q_lora_rank > 0) {
-          add(g.proj, a.q_lora_rank, D);
-          add(g.proj, H * qk, a.q_lora_rank);
-        } else {
-          add(g.proj, H * qk, D);
-        }
-        add(g.proj, a.kv_lora_rank + a.qk_rope_dim, D);
-        if (a.output_gate) add(g.proj, H * a.v_head_dim, D);
-        add(g.proj, D, H * a.v_head_dim);
-        add(g.kv_b, H * (a.qk_nope_dim + a.v_head_dim), a.kv_lora_rank);
-        g.absorb.push_back({static_cast<double>(a.kv_lora_rank), static_cast<double>(a.qk_nope_dim), H, DType::bf16});  // W_UK
-        g.absorb.push_back({static_cast<double>(a.v_head_dim), static_cast<double>(a.kv_lora_rank), H, DType::bf16});   // W_UV
-        break;
-      }
+      case AttentionOp::kda: kda_proj_gemms(a, t, D, g.proj); break;
+      case AttentionOp::mla: mla_gemms(a, t, D, g.proj, g.kv_b, g.absorb); break;
       case AttentionOp::csa:
       case AttentionOp::hca:
-      case AttentionOp::swa: {
-        const double hd = a.head_dim, H = a.heads / t;
-        add(g.proj, a.q_lora_rank, D);                                                     // wq_a
-        add(g.proj, H * hd, a.q_lora_rank);                                                // wq_b
-        add(g.proj, hd, D);                                                                // wkv
-        add(g.proj, a.o_lora_rank, static_cast<double>(a.heads) * hd / a.o_groups, a.o_groups / t);  // wo_a (grouped)
-        add(g.proj, D, static_cast<double>(a.o_groups) * a.o_lora_rank / t);               // wo_b
-        if (a.compress_ratio > 0) add(g.proj, 2 * (a.compressor_overlap ? 2 : 1) * hd, D);  // compressor wkv + wgate
-        if (a.indexer_heads > 0) {
-          add(g.proj, a.indexer_heads / t * a.indexer_head_dim, a.q_lora_rank);  // indexer wq_b
-          add(g.proj, a.indexer_heads / t, D);                                   // indexer weights_proj
-          add(g.proj, 2 * 2 * a.indexer_head_dim, D);                            // indexer compressor wkv + wgate
-        }
-        break;
-      }
+      case AttentionOp::swa: v4_proj_gemms(a, t, D, g.proj); break;
     }
     attn_gemms_.push_back(std::move(g));
   }
@@ -123,18 +237,18 @@ StepCostModel::StepCostModel(const ModelSpec& model, std::shared_ptr<const CostM
 void StepCostModel::attention_ops(int ai, const std::vector<SeqWork>& seqs, Phase phase, std::vector<Op>& out) const {
   const AttentionSpec& a = model_.attention_kinds[ai];
   const double t = shape_.attn_tp;
-  const double H = a.heads / t;  // heads on this GPU
-  double T = 0, S = 0, ctx_sum = 0, ctx_max = 0;
+  AttnBatch c{a, seqs, t, a.heads / t};  // heads on this GPU
   for (const auto& s : seqs) {
-    T += s.new_tokens;
-    S += 1;
+    c.T += s.new_tokens;
+    c.S += 1;
     const double L = static_cast<double>(s.context_before + s.new_tokens);
-    ctx_sum += L;
-    ctx_max = std::max(ctx_max, L);
+    c.ctx_sum += L;
+    c.ctx_max = std::max(c.ctx_max, L);
   }
-  if (S == 0) return;
+  if (c.S == 0) return;
+  const double T = c.T, S = c.S, H = c.H, ctx_sum = c.ctx_sum, ctx_max = c.ctx_max;
   const double hidden = model_.hidden;
-  const bool decode = phase == Phase::decode;
+  const bool decode = c.decode = phase == Phase::decode;
 
   // Projections (model-facts §2.1-2.4 "Projections"): 2 FLOP per weight per token; weights read once.
   {
@@ -146,89 +260,11 @@ void StepCostModel::attention_ops(int ai, const std::vector<SeqWork>& seqs, Phas
     out.back().decode = decode;
   }
   switch (a.op) {
-    case AttentionOp::kda: {
-      // §2.1: prefill ≈ (6D²+8CD+12C²) FLOP per token per head, ≈10·N·H·D B + state in/out;
-      // decode ≈ 7D² FLOP per token per head, state read+write 2·H·D²·s B per sequence.
-      const double D = a.head_dim, C = a.chunk_tokens > 0 ? a.chunk_tokens : 64;
-      const double sbytes = bytes_per_element(a.state_dtype);
-      const double conv_state = 3 * H * D * (a.conv_kernel - 1) * kAct;
-      out.push_back(make(OpKind::kda_conv_norm, OpClass::elementwise, DType::bf16, T * H * D * (6.0 * a.conv_kernel + 10),
-                         T * H * D * 18 + 2 * S * conv_state, T, S, ctx_sum, ctx_max, H));
-      out.back().decode = decode, out.back().head_dim = D;
-      if (decode)
-        out.push_back(make(OpKind::kda_decode, OpClass::kda_decode, DType::fp32, S * H * 7 * D * D,
-                           S * 2 * H * D * D * sbytes + T * H * D * 5 * kAct, T, S, ctx_sum, ctx_max, H));
-      else
-        out.push_back(make(OpKind::kda_prefill, OpClass::kda_prefill, DType::bf16, T * H * (6 * D * D + 8 * C * D + 12 * C * C),
-                           10 * T * H * D + S * 2 * H * D * D * sbytes, T, S, ctx_sum, ctx_max, H));
-      out.back().decode = decode, out.back().head_dim = D, out.back().state_bytes = sbytes;
-      break;
-    }
-    case AttentionOp::mla: {
-      const double lat = a.kv_lora_rank + a.qk_rope_dim;  // 576
-      const double kvb = bytes_per_element(a.kv_dtype);
-      const double qk = a.qk_nope_dim + a.qk_rope_dim, v = a.v_head_dim;
-      const double kv_b_w = a.kv_lora_rank * H * (a.qk_nope_dim + v) * bytes_per_element(a.proj_dtype);
-      if (decode) {
-        // §2.2 decode: absorb q (2·H·nope·kv_lora) and o (2·H·kv_lora·v) per token; attend
-        // 2·H·L·(576+512) FLOP; read L·576·s B of latent per sequence (replicated per TP rank).
-        const double flops = 2 * H * ctx_sum * (lat + a.kv_lora_rank) + T * 2 * H * a.kv_lora_rank * (a.qk_nope_dim + v);
-        const double bytes = ctx_sum * lat * kvb + kv_b_w + T * H * (lat + a.kv_lora_rank) * kAct;
-        out.push_back(make(OpKind::mla_decode, OpClass::attention_decode, DType::bf16, flops, bytes, T, S, ctx_sum, ctx_max, H));
-        set_gemms(out.back(), T, attn_gemms_[ai].absorb);
-        out.back().decode = true;
-      } else {
-        // §2.2 prefill (MHA mode): up-project P+N latents through kv_b, then causal attention
-        // 2·H·N·(P+N/2)·(qk+v) FLOP.
-        double pairs = 0;
-        for (const auto& s : seqs) pairs += s.new_tokens * (s.context_before + (s.new_tokens + 1) / 2.0);
-        const double flops = 2 * ctx_sum * a.kv_lora_rank * H * (a.qk_nope_dim + v) + 2 * H * pairs * (qk + v);
-        const double bytes = ctx_sum * (lat * kvb + H * (qk + v) * kAct * 2) + kv_b_w + T * H * (qk + v) * kAct;
-        out.push_back(make(OpKind::mla_prefill, OpClass::attention_prefill, DType::bf16, flops, bytes, T, S, ctx_sum, ctx_max, H));
-        set_gemms(out.back(), ctx_sum, attn_gemms_[ai].kv_b);
-        out.back().pairs = pairs;
-      }
-      break;
-    }
+    case AttentionOp::kda: kda_ops(c, out); break;
+    case AttentionOp::mla: mla_ops(c, attn_gemms_[ai].absorb, attn_gemms_[ai].kv_b, out); break;
     case AttentionOp::csa:
     case AttentionOp::hca:
-    case AttentionOp::swa: {
-      const double hd = a.head_dim, w = a.window_tokens, r = a.compress_ratio, e = a.kv_entry_bytes;
-      // keys attended by one query at context length L (§2.3 d, §2.4)
-      auto keys = [&](double L) {
-        const double win = std::min(w, L);
-        if (a.op == AttentionOp::swa) return win;
-        const double entries = std::floor(L / r);
-        return (a.op == AttentionOp::csa ? std::min<double>(a.indexer_topk, entries) : entries) + win;
-      };
-      double attn_keys = 0, stored = 0, idx_pairs = 0;
-      for (const auto& s : seqs) {
-        const double P = static_cast<double>(s.context_before), N = static_cast<double>(s.new_tokens);
-        attn_keys += N * keys(decode ? P + N : P + N / 2);
-        stored += (r > 0 ? std::floor((P + N) / r) : 0) + std::min(w, P + N);
-        idx_pairs += N * (decode ? std::floor((P + N) / 4) : (P + N / 2) / 4);
-      }
-      if (a.op == AttentionOp::csa) {
-        // §2.3 c: logits 2·ih·id per (query, compressed key); FP8 keys 132 B; logits written and
-        // re-read by top-k (4 B each).
-        const double ih = a.indexer_heads / t;
-        double key_bytes = 0;
-        for (const auto& s : seqs) key_bytes += std::floor((s.context_before + s.new_tokens) / 4.0) * a.indexer_entry_bytes;
-        out.push_back(make(OpKind::csa_indexer, OpClass::indexer, DType::fp8, 2 * ih * a.indexer_head_dim * idx_pairs,
-                           key_bytes + idx_pairs * 4 * 2, T, S, ctx_sum, ctx_max, ih));
-        Op& o = out.back();
-        o.decode = decode, o.keys = idx_pairs, o.top_k = a.indexer_topk, o.head_dim = a.indexer_head_dim, o.compress_ratio = r;
-      }
-      // §2.3 d / §2.4: 2·H·n·(512+512) FLOP per query; n·584 B gathered (decode) or the stored rows
-      // read once (prefill).
-      const double flops = 2 * H * attn_keys * (hd + hd);
-      const double bytes = (decode ? attn_keys : stored) * e + T * H * hd * kAct * 2;
-      const OpKind k = a.op == AttentionOp::csa ? OpKind::csa_attn : a.op == AttentionOp::hca ? OpKind::hca_attn : OpKind::swa_attn;
-      const OpClass c = a.op == AttentionOp::csa ? OpClass::sparse_attention : decode ? OpClass::attention_decode : OpClass::attention_prefill;
-      out.push_back(make(k, c, DType::bf16, flops, bytes, T, S, ctx_sum, ctx_max, H));
-      out.back().decode = decode, out.back().keys = attn_keys, out.back().head_dim = hd, out.back().compress_ratio = r;
-      break;
-    }
+    case AttentionOp::swa: v4_attention_ops(c, out); break;
   }
   if (model_.residual_streams > 1) {
     // §2.4 mHC: per sublayer two [S·D → (2+S)·S] mixes, Sinkhorn on S×S, and a read+write of the
