@@ -196,12 +196,9 @@ ModelSpec deepep_model() {
   return m;
 }
 
-}  // namespace
-
-CommCalibration calibrate_comm(const std::map<std::string, KernelTable>& tables, const GpuSpec& h200, const GpuSpec& h800) {
-  CommCalibration c;
-  // --- NVLink: 2xH200 NCCL all-to-all, each GPU sends b bytes to the other: the closed form's
-  // busiest-GPU NVLink load is b, t = b / (η·BW) + 2·lat (comm.hpp).
+// --- NVLink: 2xH200 NCCL all-to-all, each GPU sends b bytes to the other: the closed form's
+// busiest-GPU NVLink load is b, t = b / (η·BW) + 2·lat (comm.hpp).
+void calibrate_nvlink(const std::map<std::string, KernelTable>& tables, const GpuSpec& h200, CommCalibration& c) {
   const auto p2p = tables.find("comm_p2p_copy.json");
   const auto a2a = tables.find("comm_nvlink_alltoall.json");
   if (p2p == tables.end() || a2a == tables.end()) throw std::runtime_error("communication calibration needs comm_p2p_copy.json and comm_nvlink_alltoall.json");
@@ -236,26 +233,30 @@ CommCalibration calibrate_comm(const std::map<std::string, KernelTable>& tables,
     std::snprintf(what, sizeof what, "2xH200 NCCL all-to-all %g MiB/peer (µs, handshake removed)", mib);
     c.rows.push_back({what, p.t * 1e6, (p.b / (c.nvlink_efficiency * bw) + 2 * c.nvlink_latency_s + c.nvlink_call_s) * 1e6, "µs", true});
   }
-  // --- NIC: DeepEP V1 on H800 + CX7 400 Gb/s (published-measurements.md §3.4), through the
-  // engine's own EP all-to-all loads (StepCostModel::moe_alltoall_load).
-  const ModelSpec m = deepep_model();
-  GpuSpec g = h800;
-  g.nvlink_efficiency = c.nvlink_efficiency;
-  g.nvlink_call_overhead_s = c.nvlink_call_s;
-  struct Row {
-    std::string what;
-    double published;
-    bool bw;  // published is GB/s over RDMA (normal kernels) else µs (low-latency kernels)
-    AllToAllLoad load;
-    bool fit;
-  };
-  std::vector<Row> rows;
-  auto load = [&](int ep, EpDispatch mode, double tokens, DType msg) {
-    InstanceShape sh;
-    sh.ep = ep, sh.attn_tp = 1, sh.dispatch = mode;
-    StepCostModel sc(m, nullptr, fabric_of(g), sh, 0.0);
-    return sc.moe_alltoall_load(0, tokens, tokens * ep, msg);
-  };
+}
+
+/// A published DeepEP figure and the engine's all-to-all load for its setting.
+struct DeepEpRow {
+  std::string what;
+  double published;
+  bool bw;  // published is GB/s over RDMA (normal kernels) else µs (low-latency kernels)
+  AllToAllLoad load;
+  bool fit;
+};
+
+/// The engine's EP all-to-all load (StepCostModel::moe_alltoall_load) of `tokens` per rank on `ep` GPUs of `g`.
+AllToAllLoad deepep_load(const ModelSpec& m, const GpuSpec& g, int ep, EpDispatch mode, double tokens, DType msg) {
+  InstanceShape sh;
+  sh.ep = ep, sh.attn_tp = 1, sh.dispatch = mode;
+  StepCostModel sc(m, nullptr, fabric_of(g), sh, 0.0);
+  return sc.moe_alltoall_load(0, tokens, tokens * ep, msg);
+}
+
+/// DeepEP V1 on H800 + CX7 400 Gb/s (published-measurements.md §3.4): low-latency and normal
+/// kernels, each with the load the engine gives it.
+std::vector<DeepEpRow> deepep_rows(const ModelSpec& m, const GpuSpec& g) {
+  std::vector<DeepEpRow> rows;
+  auto load = [&](int ep, EpDispatch mode, double tokens, DType msg) { return deepep_load(m, g, ep, mode, tokens, msg); };
   const int ll_ep[] = {8, 16, 32, 64, 128, 256};
   const double ll_disp[] = {77, 118, 155, 173, 192, 194}, ll_comb[] = {114, 195, 273, 314, 369, 360};
   for (int i = 0; i < 6; ++i) {
@@ -281,34 +282,59 @@ CommCalibration calibrate_comm(const std::map<std::string, KernelTable>& tables,
     const double nic = std::max(r.load.inter_bytes / f.nic_bytes_per_s, r.load.node_inter_bytes / (f.nic_bytes_per_s * f.gpus_per_node));
     if (nvl >= nic) r.fit = false, r.what += " [NVLink-bound in the model]";
   }
-  auto predict = [&](const Row& r, double eta, double lat, double call) {
-    FabricParams f = fabric_of(g);
-    f.nic_efficiency = eta, f.nic_latency_s = lat, f.nic_call_s = call;
-    const double t = alltoall_time(f, r.load);
-    return r.bw ? r.load.inter_bytes / t / 1e9 : t * 1e6;
-  };
-  // 2 parameters (efficiency, per-call cost) with the hardware file's per-hop link latency held
-  // (it is also the NIC link latency of the SimGrid platform): the per-call cost is DeepEP's fixed
-  // overhead (launch, synchronisation), charged once per inter-node all-to-all (comm.hpp nic_call_s)
+  return rows;
+}
+
+/// The closed form's figure for `r` (GB/s or µs, as published) at NIC efficiency, latency and per-call cost.
+double predict_deepep(const GpuSpec& g, const DeepEpRow& r, double eta, double lat, double call) {
+  FabricParams f = fabric_of(g);
+  f.nic_efficiency = eta, f.nic_latency_s = lat, f.nic_call_s = call;
+  const double t = alltoall_time(f, r.load);
+  return r.bw ? r.load.inter_bytes / t / 1e9 : t * 1e6;
+}
+
+// 2 parameters (efficiency, per-call cost) with the hardware file's per-hop link latency held
+// (it is also the NIC link latency of the SimGrid platform): the per-call cost is DeepEP's fixed
+// overhead (launch, synchronisation), charged once per inter-node all-to-all (comm.hpp nic_call_s)
+void fit_nic(const std::vector<DeepEpRow>& rows, const GpuSpec& g, const GpuSpec& h200, CommCalibration& c) {
   c.nic_latency_s = h200.nic_latency_s;
-  best = 1e300;
+  double best = 1e300;
   for (double eta = 0.2; eta <= 1.0 + 1e-12; eta += 0.001)
     for (double call = 0; call <= 60e-6 + 1e-12; call += 0.25e-6) {
       double s = 0;
       for (const auto& r : rows)
-        if (r.fit) s += sq_log_err(predict(r, eta, c.nic_latency_s, call), r.published);
+        if (r.fit) s += sq_log_err(predict_deepep(g, r, eta, c.nic_latency_s, call), r.published);
       if (s < best) best = s, c.nic_efficiency = std::round(eta * 1000) / 1000, c.nic_call_s = std::round(call * 4e6) / 4e6;
     }
   for (const auto& r : rows)
-    c.rows.push_back({r.what, r.published, predict(r, c.nic_efficiency, c.nic_latency_s, c.nic_call_s), r.bw ? "GB/s" : "µs", r.fit});
-  // DeepEP normal intranode EP8 (NVLink bottleneck BW 153 / 158 GB/s, H800)
+    c.rows.push_back({r.what, r.published, predict_deepep(g, r, c.nic_efficiency, c.nic_latency_s, c.nic_call_s), r.bw ? "GB/s" : "µs", r.fit});
+}
+
+/// DeepEP normal intranode EP8 (NVLink bottleneck BW 153 / 158 GB/s, H800): comparison rows only.
+void add_intranode_rows(const ModelSpec& m, const GpuSpec& g, CommCalibration& c) {
   for (DType msg : {DType::fp8, DType::bf16}) {
-    const AllToAllLoad l = load(8, EpDispatch::hierarchical, 4096, msg);
+    const AllToAllLoad l = deepep_load(m, g, 8, EpDispatch::hierarchical, 4096, msg);
     FabricParams f = fabric_of(g);
     const double t = alltoall_time(f, l);
     c.rows.push_back({std::string("DeepEP normal ") + (msg == DType::fp8 ? "dispatch" : "combine") + " EP8 intranode, 4096 tok (NVLink GB/s)",
                       msg == DType::fp8 ? 153.0 : 158.0, l.intra_bytes / t / 1e9, "GB/s", false});
   }
+}
+
+}  // namespace
+
+CommCalibration calibrate_comm(const std::map<std::string, KernelTable>& tables, const GpuSpec& h200, const GpuSpec& h800) {
+  CommCalibration c;
+  calibrate_nvlink(tables, h200, c);
+  // --- NIC: DeepEP V1 on H800 + CX7 400 Gb/s (published-measurements.md §3.4), through the
+  // engine's own EP all-to-all loads (StepCostModel::moe_alltoall_load).
+  const ModelSpec m = deepep_model();
+  GpuSpec g = h800;
+  g.nvlink_efficiency = c.nvlink_efficiency;
+  g.nvlink_call_overhead_s = c.nvlink_call_s;
+  const std::vector<DeepEpRow> rows = deepep_rows(m, g);
+  fit_nic(rows, g, h200, c);
+  add_intranode_rows(m, g, c);
   return c;
 }
 
