@@ -30,35 +30,38 @@ std::string fmt_shape(const char* f, double v) {
   return b;
 }
 
-}  // namespace
+/// The fitted latency of `ops` (all of them, or those of kind `only`), whether any was
+/// extrapolated, and the note naming the families whose kernels left their measured range.
+struct OpSum {
+  double seconds = 0;
+  bool extrapolated = false;
+  std::string note;
+};
 
-std::vector<CheckRow> composite_checks(std::shared_ptr<const FitSet> fit, const GpuSpec& gpu, const std::map<std::string, KernelTable>& tables,
-                                       const std::map<std::string, ModelSpec>& models) {
-  std::vector<CheckRow> out;
-  auto cost = std::make_shared<FittedCostModel>(fit, gpu);
+OpSum sum_ops(const FittedCostModel& cost, const std::vector<Op>& ops, OpKind only, bool all) {
+  OpSum r;
+  std::set<std::string> out;
+  for (const auto& o : ops)
+    if (all || o.kind == only) {
+      const OpLatency l = cost.latency(o);
+      r.seconds += l.seconds;
+      r.extrapolated = r.extrapolated || l.source == Provenance::extrapolated;
+      for (const auto& c : cost.components(o)) {
+        bool e = false;
+        cost.kernel_seconds(c.family, c.x.data(), &e);
+        if (e) out.insert(family_info(c.family).name);
+      }
+    }
+  for (const auto& n : out) r.note += (r.note.empty() ? "" : ", ") + n;
+  return r;
+}
+
+// whole MoE layer on one GPU (all experts resident), uniform routing; the benchmark runs the
+// shared experts in BF16, so the model copy does too.
+void moe_layer_checks(const std::shared_ptr<FittedCostModel>& cost, const std::map<std::string, KernelTable>& tables,
+                      const std::map<std::string, ModelSpec>& models, std::vector<CheckRow>& out) {
   InstanceShape one;
   one.ep = 1, one.attn_tp = 1;
-  std::string note;
-  auto sum_ops = [&](const std::vector<Op>& ops, OpKind only, bool all, bool& ex) {
-    double s = 0;
-    std::set<std::string> out;
-    for (const auto& o : ops)
-      if (all || o.kind == only) {
-        const OpLatency l = cost->latency(o);
-        s += l.seconds;
-        ex = ex || l.source == Provenance::extrapolated;
-        for (const auto& c : cost->components(o)) {
-          bool e = false;
-          cost->kernel_seconds(c.family, c.x.data(), &e);
-          if (e) out.insert(family_info(c.family).name);
-        }
-      }
-    note.clear();
-    for (const auto& n : out) note += (note.empty() ? "" : ", ") + n;
-    return s;
-  };
-  // whole MoE layer on one GPU (all experts resident), uniform routing; the benchmark runs the
-  // shared experts in BF16, so the model copy does too.
   for (const char* file : {"moe_layer_k3.json", "moe_layer_dsv4.json"}) {
     const auto t = tables.find(file);
     if (t == tables.end()) continue;
@@ -74,12 +77,36 @@ std::vector<CheckRow> composite_checks(std::shared_ptr<const FitSet> fit, const 
       std::vector<Op> ops;
       const double T = r.at("tokens");
       sc.ffn_ops(fi, T, T, ops);
-      bool ex = false;
-      const double p = sum_ops(ops, OpKind::count_, true, ex);
-      out.push_back({std::string(file) + " vs engine FFN ops (" + r.s("model") + ")", fmt_shape("tokens %g", T), r.us_median, p * 1e6, "µs", ex, note});
+      const OpSum p = sum_ops(*cost, ops, OpKind::count_, true);
+      out.push_back({std::string(file) + " vs engine FFN ops (" + r.s("model") + ")", fmt_shape("tokens %g", T), r.us_median, p.seconds * 1e6, "µs",
+                     p.extrapolated, p.note});
     }
   }
-  // dense FFN and shared experts: measured "total" vs the engine's op (w13 + activation + w2)
+}
+
+// The total is timed eagerly (3 launches, one launch gap removed). Where it exceeds the sum of
+// its own kernels measured alone (w13, act, w2 of the same shape, each less one gap) by at most
+// one launch gap, the excess is the host stalling the GPU between launches (measured 2-4 µs
+// at µs-scale kernels), which a CUDA-graph engine does not pay: the reference drops it, and
+// the note says so. A larger excess is not a launch effect and stays in the reference.
+double total_reference_s(const KernelTable& t, const KernelRow& r, double T, double gap_s, std::string& note) {
+  double parts = 0;
+  int n_parts = 0;
+  for (const auto& q : t.rows)
+    if ((q.variant == "w13" || q.variant == "act" || q.variant == "w2") && q.s("model") == r.s("model") && q.at("tokens") == T &&
+        q.get("attn_tp", 1) == r.get("attn_tp", 1))
+      parts += graph_seconds(t, q, gap_s), ++n_parts;
+  double ref = graph_seconds(t, r, gap_s);
+  if (n_parts == 3 && parts < ref && ref - parts <= gap_s) {
+    note = fmt_shape("eager total less %.1f µs of host launch stalls", (ref - parts) * 1e6) + (note.empty() ? "" : "; extrapolated: " + note);
+    ref = parts;
+  }
+  return ref;
+}
+
+// dense FFN and shared experts: measured "total" vs the engine's op (w13 + activation + w2)
+void ffn_total_checks(const std::shared_ptr<FittedCostModel>& cost, double gap_s, const std::map<std::string, KernelTable>& tables,
+                      const std::map<std::string, ModelSpec>& models, std::vector<CheckRow>& out) {
   for (const char* file : {"dense_ffn_k3.json", "moe_shared_expert.json"}) {
     const auto t = tables.find(file);
     if (t == tables.end()) continue;
@@ -93,35 +120,29 @@ std::vector<CheckRow> composite_checks(std::shared_ptr<const FitSet> fit, const 
       if (fi < 0) continue;
       spec.ffn_kinds[fi].shared_dtype = DType::bf16;
       // rows with "attn_tp" measured the shared expert split over attention TP (one GPU's share)
-      InstanceShape split = one;
+      InstanceShape split;
       split.attn_tp = split.ep = static_cast<int>(r.get("attn_tp", 1));
       StepCostModel sc(spec, cost, FabricParams{}, split, 0.0);
       std::vector<Op> ops;
       const double T = r.at("tokens");
       sc.ffn_ops(fi, T, T, ops);
-      bool ex = false;
-      const double p = sum_ops(ops, dense ? OpKind::dense_ffn : OpKind::moe_shared, false, ex);
-      // The total is timed eagerly (3 launches, one launch gap removed). Where it exceeds the sum of
-      // its own kernels measured alone (w13, act, w2 of the same shape, each less one gap) by at most
-      // one launch gap, the excess is the host stalling the GPU between launches (measured 2-4 µs
-      // at µs-scale kernels), which a CUDA-graph engine does not pay: the reference drops it, and
-      // the note says so. A larger excess is not a launch effect and stays in the reference.
-      double parts = 0;
-      int n_parts = 0;
-      for (const auto& q : t->second.rows)
-        if ((q.variant == "w13" || q.variant == "act" || q.variant == "w2") && q.s("model") == r.s("model") && q.at("tokens") == T &&
-            q.get("attn_tp", 1) == r.get("attn_tp", 1))
-          parts += graph_seconds(t->second, q, fit->launch_gap_s), ++n_parts;
-      double ref = graph_seconds(t->second, r, fit->launch_gap_s);
-      if (n_parts == 3 && parts < ref && ref - parts <= fit->launch_gap_s) {
-        note = fmt_shape("eager total less %.1f µs of host launch stalls", (ref - parts) * 1e6) + (note.empty() ? "" : "; extrapolated: " + note);
-        ref = parts;
-      }
+      OpSum p = sum_ops(*cost, ops, dense ? OpKind::dense_ffn : OpKind::moe_shared, false);
+      const double ref = total_reference_s(t->second, r, T, gap_s, p.note);
       out.push_back({std::string(file) + " total vs engine op (" + r.s("model") + ")",
                      fmt_shape("tokens %g", T) + (split.attn_tp > 1 ? fmt_shape(", attn TP %g", split.attn_tp) : std::string()), ref * 1e6,
-                     p * 1e6, "µs", ex, note});
+                     p.seconds * 1e6, "µs", p.extrapolated, p.note});
     }
   }
+}
+
+}  // namespace
+
+std::vector<CheckRow> composite_checks(std::shared_ptr<const FitSet> fit, const GpuSpec& gpu, const std::map<std::string, KernelTable>& tables,
+                                       const std::map<std::string, ModelSpec>& models) {
+  std::vector<CheckRow> out;
+  auto cost = std::make_shared<FittedCostModel>(fit, gpu);
+  moe_layer_checks(cost, tables, models, out);
+  ffn_total_checks(cost, fit->launch_gap_s, tables, models, out);
   return out;
 }
 
