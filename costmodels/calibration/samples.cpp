@@ -86,8 +86,8 @@ void gemm_samples(Family fam, Collector& c) {
   }
 }
 
-// KDA, MLA, V4 attention, indexer, top-k, compressor.
-void attention_samples(Family fam, Collector& c) {
+// KDA (prefill, decode, short conv, gated RMSNorm) and MLA.
+void kda_mla_samples(Family fam, Collector& c) {
   auto table = [&](const std::string& f) -> const KernelTable& { return c.table(f); };
   auto push = [&](const KernelTable& t, const KernelRow& r, std::array<double, kMaxGridDims> x) { c.push(t, r, x); };
   switch (fam) {
@@ -122,6 +122,15 @@ void attention_samples(Family fam, Collector& c) {
       for (const auto& r : table("mla_prefill.json").rows)
         if (r.variant == "bm64") push(table("mla_prefill.json"), r, {r.at("chunk"), r.at("prefix") + (r.at("chunk") + 1) / 2, r.at("heads"), 0});
       break;
+    default: break;
+  }
+}
+
+// V4 attention, indexer, top-k, compressor.
+void v4_attention_samples(Family fam, Collector& c) {
+  auto table = [&](const std::string& f) -> const KernelTable& { return c.table(f); };
+  auto push = [&](const KernelTable& t, const KernelRow& r, std::array<double, kMaxGridDims> x) { c.push(t, r, x); };
+  switch (fam) {
     case Family::v4_attn_decode:
     case Family::v4_attn_prefill: {
       // current tile configurations; rows of the older *_r1 configuration (smoke run, 10-15% slower
@@ -234,7 +243,8 @@ double graph_seconds(const KernelTable& t, const KernelRow& r, double gap_s) {
 std::vector<Sample> family_samples(Family fam, const std::map<std::string, KernelTable>& tables, double gap_s) {
   Collector c{fam, tables, gap_s, {}};
   gemm_samples(fam, c);
-  attention_samples(fam, c);
+  kda_mla_samples(fam, c);
+  v4_attention_samples(fam, c);
   moe_elementwise_samples(fam, c);
   return std::move(c.out);
 }
