@@ -5,11 +5,25 @@
 namespace servesim {
 namespace {
 
-std::size_t least_loaded_decode(const std::vector<DecodeCandidate>& c) {
+// Ties: among the candidates that share the best key, the choice rotates (round-robin among the
+// tied, one cursor per router and phase). Deterministic, and tied instances share the work instead
+// of the first one taking it all. `better(a, b)`: a strictly better than b; `tied(a, b)`: equal.
+template <class C, class Better, class Tied>
+std::size_t pick(const std::vector<C>& c, std::size_t& cursor, Better better, Tied tied) {
   std::size_t best = 0;
   for (std::size_t i = 1; i < c.size(); ++i)
-    if (c[i].running < c[best].running || (c[i].running == c[best].running && c[i].free_bytes > c[best].free_bytes)) best = i;
-  return best;
+    if (better(c[i], c[best])) best = i;
+  std::vector<std::size_t> ties;
+  for (std::size_t i = 0; i < c.size(); ++i)
+    if (tied(c[i], c[best])) ties.push_back(i);
+  return ties.size() == 1 ? ties.front() : ties[cursor++ % ties.size()];
+}
+
+// decode: fewest running sequences, then most free KV
+std::size_t least_loaded_decode(const std::vector<DecodeCandidate>& c, std::size_t& cursor) {
+  return pick(
+      c, cursor, [](const DecodeCandidate& a, const DecodeCandidate& b) { return a.running < b.running || (a.running == b.running && a.free_bytes > b.free_bytes); },
+      [](const DecodeCandidate& a, const DecodeCandidate& b) { return a.running == b.running && a.free_bytes == b.free_bytes; });
 }
 
 class RoundRobin final : public Router {
@@ -26,12 +40,14 @@ class LeastLoaded final : public Router {
  public:
   std::string name() const override { return "least_loaded"; }
   std::size_t pick_prefill(const Request&, const std::vector<PrefillCandidate>& c) override {
-    std::size_t best = 0;
-    for (std::size_t i = 1; i < c.size(); ++i)
-      if (c[i].queued_tokens < c[best].queued_tokens) best = i;
-    return best;
+    return pick(
+        c, tie_p_, [](const PrefillCandidate& a, const PrefillCandidate& b) { return a.queued_tokens < b.queued_tokens; },
+        [](const PrefillCandidate& a, const PrefillCandidate& b) { return a.queued_tokens == b.queued_tokens; });
   }
-  std::size_t pick_decode(const Request&, const std::vector<DecodeCandidate>& c) override { return least_loaded_decode(c); }
+  std::size_t pick_decode(const Request&, const std::vector<DecodeCandidate>& c) override { return least_loaded_decode(c, tie_d_); }
+
+ private:
+  std::size_t tie_p_ = 0, tie_d_ = 0;
 };
 
 class CacheAware final : public Router {
@@ -40,12 +56,14 @@ class CacheAware final : public Router {
   bool uses_prefix_matches() const override { return true; }
   std::size_t pick_prefill(const Request& r, const std::vector<PrefillCandidate>& c) override {
     auto cost = [&](const PrefillCandidate& x) { return x.queued_tokens + static_cast<double>(r.input_tokens - x.cached_tokens); };
-    std::size_t best = 0;
-    for (std::size_t i = 1; i < c.size(); ++i)
-      if (cost(c[i]) < cost(c[best])) best = i;
-    return best;
+    return pick(
+        c, tie_p_, [&](const PrefillCandidate& a, const PrefillCandidate& b) { return cost(a) < cost(b); },
+        [&](const PrefillCandidate& a, const PrefillCandidate& b) { return cost(a) == cost(b); });
   }
-  std::size_t pick_decode(const Request&, const std::vector<DecodeCandidate>& c) override { return least_loaded_decode(c); }
+  std::size_t pick_decode(const Request&, const std::vector<DecodeCandidate>& c) override { return least_loaded_decode(c, tie_d_); }
+
+ private:
+  std::size_t tie_p_ = 0, tie_d_ = 0;
 };
 
 }  // namespace

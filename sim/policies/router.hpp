@@ -42,7 +42,8 @@ class Router {
 /// "cache_aware": prefill: fewest tokens to compute before this request is done,
 ///   queued_tokens + input − cached_tokens (prefix hits weighed against load, like SGLang's
 ///   cache-aware router); decode: as least_loaded.
-/// Ties go to the lowest index (deterministic). The router registry: throws std::invalid_argument
+/// Ties (equal keys) rotate among the tied candidates: round-robin among the tied, one cursor per
+/// router and phase, so tied instances share the work and the choice is deterministic. The router registry: throws std::invalid_argument
 /// for other names, listing the known ones.
 std::unique_ptr<Router> make_router(const std::string& name);
 
