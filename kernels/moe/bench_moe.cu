@@ -26,6 +26,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace servesim::kernels;
@@ -440,6 +441,11 @@ Timing time_fp8_contig(Ctx& c, Fp8Buffers& b, const int* d_eids, int sets, const
   });
 }
 
+const char* fp8_form(int v) {
+  return v == 1 ? "cp.async all threads, CTA barrier per k-block" : v == 2 ? "warp-specialised TMA, persistent"
+                                                                           : "warp-specialised TMA, one CTA per tile";
+}
+
 void bench_fp8_own(Ctx& c) {
   const std::string dir = c.out + "/fp8own";
   const json dt = {{"w", "e4m3_block128x128"}, {"a", "e4m3_block1x128"}, {"out", "bf16"}, {"acc", "fp32"}};
@@ -467,7 +473,7 @@ void bench_fp8_own(Ctx& c) {
       note(c, "ceiling cublasLt fp8 8192^3: " + std::to_string(2.0 * M * M * M / t.us_median / 1e6) + " TFLOP/s");
     }
   }
-  std::map<int, double> big_bt_score;
+  std::map<int, double> big_bt_score, pers_score;
   struct NK { const char* name; int N, K; };
   const NK dg[] = {{"w13_like", 4096, 7168}, {"w2_like", 7168, 2048}};
   for (const auto& s : dg) {
@@ -482,15 +488,16 @@ void bench_fp8_own(Ctx& c) {
       std::vector<int> mm(G, m);
       DevBuf<int> dmm(G);
       dmm.upload(mm);
-      for (int v : {0, 1})
+      for (int v : {0, 1, 2})  // 0 = variant 0 one CTA per tile, 1 = variant 1 (cp.async), 2 = variant 0 persistent
         for (int bt : {fp8_pick_bt(m), 64, 192, 256}) {
           if ((bt == 64 && m <= 64) || (bt >= 192 && (v == 1 || m < bt))) continue;
-          fp8_set_variant(v);
+          fp8_set_variant(v == 1 ? 1 : 0);
+          fp8_set_persistent(v == 2);
           const Timing t = time_fp8_masked(c, b, deids.p, std::max(1, std::min(8, P / G)), dmm.p, G, m, bt);
           const double fl = 2.0 * G * m * s.N * s.K, wb = double(G) * s.N * s.K;
           rt.add("own_masked", {{"model", "DeepGEMM"}, {"matrix", s.name}, {"active_experts", G}, {"tokens_per_expert", m},
                                 {"rows", G * m}, {"N", s.N}, {"K", s.K}, {"skew", 0.0}},
-                 dt, t, fl, wb + double(G) * m * (s.K + 2.0 * s.N), {{"bt", bt}, {"kernel_variant", v}});
+                 dt, t, fl, wb + double(G) * m * (s.K + 2.0 * s.N), {{"bt", bt}, {"kernel_variant", v}, {"kernel_form", fp8_form(v)}});
           char buf[300];
           std::snprintf(buf, sizeof buf, "fp8 own v%d masked %dx%d N=%d K=%d bt=%d: %.1f us, %.0f TFLOP/s, weights %.0f GB/s (%.0f%% of copy)",
                         v, G, m, s.N, s.K, bt, t.us_median, fl / t.us_median / 1e6, wb / t.us_median / 1e3,
@@ -500,14 +507,16 @@ void bench_fp8_own(Ctx& c) {
     }
     for (auto [G, m] : std::vector<std::pair<int, int>>{{8, 4096}, {4, 8192}, {8, 2048}, {8, 1024}, {8, 512}}) {
       if (!time_left(c)) break;
-      for (auto [v, bt] : std::vector<std::pair<int, int>>{{0, 128}, {0, 192}, {0, 256}, {1, 128}}) {
-        fp8_set_variant(v);
+      for (auto [v, bt] : std::vector<std::pair<int, int>>{{0, 128}, {0, 192}, {0, 256}, {2, 128}, {2, 256}, {1, 128}}) {
+        fp8_set_variant(v == 1 ? 1 : 0);
+        fp8_set_persistent(v == 2);
         const Timing t = time_fp8_contig(c, b, deids.p, std::min(3, P / G), std::vector<int>(G, m), bt);
         const double fl = 2.0 * G * m * s.N * s.K;
         rt.add("own_contiguous", {{"model", "DeepGEMM"}, {"matrix", s.name}, {"active_experts", G}, {"tokens_per_expert", m},
                                   {"rows", G * m}, {"N", s.N}, {"K", s.K}, {"skew", 0.0}},
-               dt, t, fl, double(G) * s.N * s.K + double(G) * m * (s.K + 2.0 * s.N), {{"bt", bt}, {"kernel_variant", v}});
+               dt, t, fl, double(G) * s.N * s.K + double(G) * m * (s.K + 2.0 * s.N), {{"bt", bt}, {"kernel_variant", v}, {"kernel_form", fp8_form(v)}});
         if (v == 0 && G == 8 && m == 4096) big_bt_score[bt] += std::log(t.us_median);
+        if (v != 1 && (bt == 128 || bt == 256)) pers_score[v] += std::log(t.us_median);
         char buf[300];
         std::snprintf(buf, sizeof buf, "fp8 own v%d contiguous %dx%d N=%d K=%d bt=%d: %.1f us, %.0f TFLOP/s", v, G, m, s.N,
                       s.K, bt, t.us_median, fl / t.us_median / 1e6);
@@ -515,9 +524,14 @@ void bench_fp8_own(Ctx& c) {
       }
     }
   }
-  fp8_set_variant(c.fp8_variant);
+  if (c.fp8_variant == 0 && pers_score.count(0) && pers_score.count(2) && pers_score[2] < pers_score[0]) {
+    note(c, "fp8 own: the persistent form of variant 0 beat one CTA per tile on the contiguous points: sweep uses it");
+    c.fp8_variant = 2;
+  }
+  fp8_set_variant(c.fp8_variant == 1 ? 1 : 0);
+  fp8_set_persistent(c.fp8_variant == 2);  // --fp8-variant: 0 variant 0 (one CTA per tile), 1 cp.async, 2 persistent
   int bt_big = 128;
-  if (c.fp8_variant == 0)
+  if (c.fp8_variant != 1)
     for (int b : {192, 256})
       if (big_bt_score.count(b) && big_bt_score.count(bt_big) && big_bt_score[b] < big_bt_score[bt_big]) bt_big = b;
   note(c, "fp8 own: sweep uses kernel variant " + std::to_string(c.fp8_variant) + ", bt " + std::to_string(bt_big) +
@@ -578,10 +592,10 @@ void bench_fp8_own(Ctx& c) {
         dmm.upload(std::vector<int>(G, int(m)));
         const double fl = 2.0 * G * m * s.N * s.K, wb = double(G) * wmat, by = wb + double(G) * m * s.K + 2.0 * G * m * s.N;
         const Timing tm = time_fp8_masked(c, b, deids.p, sets, dmm.p, G, int(m), bt);
-        tab.add("own_masked", gshape(s, G, m), dt, tm, fl, by, {{"bt", bt}, {"kernel_variant", c.fp8_variant}});
+        tab.add("own_masked", gshape(s, G, m), dt, tm, fl, by, {{"bt", bt}, {"kernel_variant", c.fp8_variant}, {"kernel_form", fp8_form(c.fp8_variant)}});
         const int btc = bt;
         const Timing tc = time_fp8_contig(c, b, deids.p, sets, std::vector<int>(G, int(m)), btc);
-        tab.add("own_contiguous", gshape(s, G, m), dt, tc, fl, by, {{"bt", btc}, {"kernel_variant", c.fp8_variant}});
+        tab.add("own_contiguous", gshape(s, G, m), dt, tc, fl, by, {{"bt", btc}, {"kernel_variant", c.fp8_variant}, {"kernel_form", fp8_form(c.fp8_variant)}});
         if (m == 1 || m == 8 || m == 64 || m == 256 || m >= 1024) {
           char buf[320];
           std::snprintf(buf, sizeof buf, "fp8 own %s %s G=%d m=%lld: masked %.1f us (%.0f TFLOP/s, weights %.2f TB/s = %.0f%% of copy), "
@@ -1022,7 +1036,7 @@ void bench_mhc(Ctx& c) {
 int main(int argc, char** argv) {
   Ctx c;
   std::string only;
-  bool lut = false, probe = false;
+  bool lut = false, probe = false, fp8_probe = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) c.out = argv[++i];
@@ -1030,6 +1044,7 @@ int main(int argc, char** argv) {
     else if (a == "--quick") c.quick = true;
     else if (a == "--lut") lut = true;
     else if (a == "--probe") probe = true;
+    else if (a == "--fp8-probe") fp8_probe = true;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "--w4-variants" && i + 1 < argc) c.w4_variants = int_list(argv[++i]);
     else if (a == "--w4-experts" && i + 1 < argc) c.w4_experts = int_list(argv[++i]);
@@ -1065,6 +1080,34 @@ int main(int argc, char** argv) {
       note(c, "WARNING: no W4A16 kernel variant passed test_moe here; timing variant 0, rows labelled w4a16_UNVERIFIED");
     } else {
       w4a16_set_variant(c.w4_variants[0]);
+    }
+    if (fp8_probe) {  // ncu probe of the own FP8 kernel: contiguous 8x4096 (4096x7168, bt 256) and masked 8x8 (4096x2048)
+      for (auto [N, K, G, m, bt, contig] : std::vector<std::tuple<int, int, int, int, int, bool>>{
+               {4096, 7168, 8, 4096, 256, true}, {4096, 2048, 8, 8, 8, false}}) {
+        Fp8Buffers b(c, N, K, G, (long long)G * m);
+        std::vector<int> eids(G);
+        std::iota(eids.begin(), eids.end(), 0);
+        DevBuf<int> deids(G), dmm(G);
+        deids.upload(eids);
+        dmm.upload(std::vector<int>(G, m));
+        for (int r = 0; r < 2; ++r) {
+          if (contig) {
+            std::vector<int> roff(G + 1), toff(G + 1);
+            for (int g = 0; g <= G; ++g) { roff[g] = g * m; toff[g] = g * ((m + bt - 1) / bt); }
+            DevBuf<int> droff(G + 1), dtoff(G + 1);
+            droff.upload(roff);
+            dtoff.upload(toff);
+            fp8_grouped_gemm_contiguous(b.x.p, b.rows, b.xs.p, int(b.rows), b.w.p, b.ws.p, G, deids.p, droff.p, dtoff.p, G, N,
+                                        K, bt, toff[G], b.y.p, c.s);
+            SS_CUDA(cudaStreamSynchronize(c.s));
+          } else {
+            fp8_grouped_gemm_masked(b.x.p, b.xs.p, int(b.rows), b.w.p, b.ws.p, G, deids.p, dmm.p, G, m, N, K, bt, b.y.p, c.s);
+          }
+        }
+        SS_CUDA(cudaStreamSynchronize(c.s));
+      }
+      std::printf("fp8 probe done\n");
+      return 0;
     }
     if (probe) {  // a few launches for ncu: K3 w13, G=8, m=8 (bt 8) and m=1024 (bt 256), twice each
       const GemmShape s{"K3", "w13", 2 * kK3Inter, kK3Latent};

@@ -202,6 +202,14 @@ int fp8_pick_bt(double rows_per_group);
 /// mbarriers; 1 = all threads load with cp.async, CTA barrier per k-block (first version).
 void fp8_set_variant(int v);
 int fp8_variant();
+/// Variant 0, non-persistent, bt >= 128: clusters of 2 CTAs (adjacent N-tiles) share the token tile
+/// through TMA multicast when N/128 is even (default off: measured slower, NOTES.md §7).
+void fp8_set_cluster(bool on);
+bool fp8_cluster();
+/// Variant 0: persistent tile loop, one CTA per resident slot (default off: measured 3-10% slower
+/// than one CTA per tile, NOTES.md §7).
+void fp8_set_persistent(bool on);
+bool fp8_persistent();
 /// Masked layout (decode): x [G, max_m, K], y [G, max_m, N]; group g holds masked_m[g] (device,
 /// clamped to max_m) valid rows; rows past it are neither used nor written. x_scale [K/128][ld],
 /// ld = x_scale_ld >= G*max_m, a multiple of 4 (TMA stride). w [num_experts, N, K]; group g uses

@@ -664,16 +664,23 @@ void check_fp8_masked(int N, int K) {
     EXPECT_LT(err, 1e-2) << what << " bt=" << bt;
     EXPECT_EQ(untouched_bad, 0u) << what << " bt=" << bt;
   };
-  for (int v : {0, 1})
+  // v: 0 = variant 0, one CTA per tile (default), 1 = variant 1 (cp.async), 2 = variant 0 persistent,
+  // 3 = variant 0 one CTA per tile with the 2-CTA multicast cluster (bt >= 128, N/128 even)
+  const char* vname[] = {"v0-direct", "v1-direct", "v0pers-direct", "v0cl-direct"};
+  for (int v : {0, 1, 2, 3})
     for (int bt : kFp8TileWidths) {
       if (v == 1 && bt > 128) continue;
-      fp8_set_variant(v);
+      fp8_set_variant(v == 1 ? 1 : 0);
+      fp8_set_persistent(v == 2);
+      fp8_set_cluster(v == 3);
       poison_bf16(dy.p, dy.n);
       fp8_grouped_gemm_masked(dx.p, dxs.p, rows, dw.p, dws.p, E, deids.p, dmm.p, G, max_m, N, K, bt, dy.p, 0);
       SS_CUDA(cudaDeviceSynchronize());
-      check(v == 0 ? "v0-direct" : "v1-direct", bt);
+      check(vname[v], bt);
     }
   fp8_set_variant(0);
+  fp8_set_persistent(false);
+  fp8_set_cluster(false);
   // Graph capture: counts change on the device between replays, no host involvement.
   cudaStream_t s;
   SS_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -721,10 +728,12 @@ void check_fp8_contiguous(int N, int K) {
   DevBuf<int> deids(G), droff(G + 1), dtoff(G + 1);
   DevBuf<bf16> dy(size_t(rows) * N);
   dx.upload(x); dw.upload(p.w); dxs.upload(xs); dws.upload(p.ws); deids.upload(eids); droff.upload(roff);
-  for (int v : {0, 1})
+  for (int v : {0, 1, 2, 3})  // as in check_fp8_masked
   for (int bt : kFp8TileWidths) {
     if (v == 1 && bt > 128) continue;
-    fp8_set_variant(v);
+    fp8_set_variant(v == 1 ? 1 : 0);
+    fp8_set_persistent(v == 2);
+    fp8_set_cluster(v == 3);
     std::vector<int> toff(G + 1, 0);
     for (int g = 0; g < G; ++g) toff[g + 1] = toff[g] + (cnt[g] + bt - 1) / bt;
     dtoff.upload(toff);
@@ -739,6 +748,8 @@ void check_fp8_contiguous(int N, int K) {
     EXPECT_LT(err, 1e-2) << "v=" << v << " bt=" << bt;
   }
   fp8_set_variant(0);
+  fp8_set_persistent(false);
+  fp8_set_cluster(false);
 }
 TEST(MoeFp8, ContiguousLayoutMatchesReference) { SKIP_NO_GPU(); check_fp8_contiguous(256, 512); }
 TEST(MoeFp8, ContiguousLayoutLongK) { SKIP_NO_GPU(); check_fp8_contiguous(128, 1792); }
