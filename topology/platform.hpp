@@ -49,7 +49,8 @@ struct Platform {
   simgrid::s4u::Host* gpu(int node, int local) const { return gpus[static_cast<size_t>(node * gpus_per_node + local)]; }
 };
 
-/// Sets SimGrid's network model to CM02 without cross-traffic (exact bytes/bandwidth fluid model,
+/// Sets SimGrid's network model to CM02 without cross-traffic and without the TCP window bound
+/// (TCP-gamma 1e18 bytes: RDMA, NVLink, PCIe and storage copies are not window-limited) — the exact bytes/bandwidth fluid model,
 /// simgrid-notes.md §2) unless the user chose otherwise with --cfg. Call before build_platform.
 void configure_network_model();
 

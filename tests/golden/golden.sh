@@ -8,8 +8,8 @@
 #
 # What is pinned: every summary.json verbatim (diffable), the stdout of step/plan/topology
 # verbatim, and the SHA-256 of every requests.csv and timeline.json (hashes.txt). The absolute path
-# of the shared traces folder is replaced by <traces> so the files do not depend on where the
-# checkout lives. A deliberate change of behaviour updates these files in the same commit and says
+# of the shared traces folder is replaced by <traces>, and the source tree's by <src>, so the
+# files do not depend on where the checkout lives. A deliberate change of behaviour updates these files in the same commit and says
 # why in its message (README, "Tests").
 #
 # Cases that replay the shared public traces need them ($SERVESIM_SHARED_TRACES, else
@@ -19,6 +19,7 @@ bin="$1"; src="$2"; case_name="$3"; mode="${4:-check}"
 traces="${SERVESIM_SHARED_TRACES:-${SERVESIM_CONFIGURED_TRACES:-$src/../shared/traces}}"
 [ -d "$traces" ] && traces="$(cd "$traces" && pwd)"
 export SERVESIM_SHARED_TRACES="$traces"
+src_abs="$(cd "$src" && pwd)"
 
 cases="default tracelab-replay mooncake-60s agent-sessions-30s dsv3-step plan-default topology-default"
 
@@ -47,12 +48,12 @@ produce() {
     (cd "$src" && "$bin" $args --out "$tmp/out" --jobs 1 >"$tmp/stdout" 2>"$tmp/log") || { cat "$tmp/log" >&2; exit 1; }
     (cd "$tmp/out" && find . -name summary.json | sort) | while read -r f; do
       mkdir -p "$dst/$(dirname "$f")"
-      sed "s#$traces#<traces>#g" "$tmp/out/$f" >"$dst/$f"
+      sed -e "s#$traces#<traces>#g" -e "s#$src_abs/#<src>/#g" "$tmp/out/$f" >"$dst/$f"
     done
     (cd "$tmp/out" && find . \( -name requests.csv -o -name timeline.json \) | sort | xargs sha256sum) >"$dst/hashes.txt"
   else
     (cd "$src" && "$bin" $args >"$tmp/stdout" 2>"$tmp/log") || { cat "$tmp/log" >&2; exit 1; }
-    sed "s#$traces#<traces>#g" "$tmp/stdout" >"$dst/stdout.txt"
+    sed -e "s#$traces#<traces>#g" -e "s#$src_abs/#<src>/#g" "$tmp/stdout" >"$dst/stdout.txt"
   fi
   rm -rf "$tmp"
 }

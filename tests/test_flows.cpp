@@ -1,0 +1,99 @@
+// KV flows on the platform (issue #10, item 13): RDMA, NVLink, PCIe and storage copies are not
+// TCP-window-limited, so a lone transfer of S bytes on an idle path takes the path's latency plus
+// S / its bottleneck rate; and no flow, lone or concurrent, is ever faster than the smallest
+// capacity on its route. Two H200 nodes (hardware file: NVLink 450 GB/s per direction, NIC
+// 400 Gb/s = 50 GB/s, PCIe 64 GB/s per direction; storage 25 GB/s per node, 100 µs).
+// One SimGrid engine per process, so one TEST per case.
+#include "helpers.hpp"
+#include "topology/platform.hpp"
+
+#include <gtest/gtest.h>
+#include <simgrid/s4u.hpp>
+
+#include <functional>
+#include <vector>
+
+namespace sg4 = simgrid::s4u;
+using namespace servesim;
+
+namespace {
+
+constexpr double S = 8e9;  // bytes: latencies (≤ 0.1 ms) are ≤ 0.1% of every transfer below
+
+struct Flow {
+  std::function<sg4::Host*(const Platform&)> src, dst;
+  double bytes = S;
+  double done_s = -1;
+};
+
+// Runs the flows together from t = 0 on a 2-node H200 platform with a TP-8 group endpoint at GPU 0.
+std::vector<Flow> run(std::vector<Flow> flows) {
+  int argc = 1;
+  char name[] = "test";
+  char* argv[] = {name, nullptr};
+  auto* e = new sg4::Engine(&argc, argv);
+  configure_network_model();
+  ClusterSpec c;
+  c.nodes = 2;
+  const Platform p = build_platform(c, test::gpu("h200"), 25e9, 1e-4, {{0, 8}});
+  for (auto& f : flows)
+    sg4::Actor::create("f", p.frontend, [&f, &p] {
+      sg4::Comm::sendto(f.src(p), f.dst(p), static_cast<uint64_t>(f.bytes));
+      f.done_s = sg4::Engine::get_clock();
+    });
+  e->run();
+  return flows;
+}
+
+void expect_line_rate(const std::vector<Flow>& r, double rate, const char* what) {
+  for (const auto& f : r) {
+    ASSERT_GT(f.done_s, 0) << what;
+    EXPECT_NEAR(f.done_s, f.bytes / rate, 0.01 * f.bytes / rate) << what << ": " << f.bytes / f.done_s / 1e9 << " GB/s";
+    EXPECT_GE(f.done_s, f.bytes / rate) << what << ": faster than its bottleneck";
+  }
+}
+
+}  // namespace
+
+TEST(Flows, NvlinkCopyRunsAtLineRate) {
+  expect_line_rate(run({{[](const Platform& p) { return p.gpus[1]; }, [](const Platform& p) { return p.gpus[2]; }}}), 450e9, "NVLink GPU1→GPU2");
+}
+
+TEST(Flows, RdmaCopyBetweenNodesRunsAtNicRate) {
+  expect_line_rate(run({{[](const Platform& p) { return p.gpus[1]; }, [](const Platform& p) { return p.gpus[9]; }}}), 50e9, "NIC node0→node1");
+}
+
+TEST(Flows, TpGroupTransferRunsAtTheGroupsEightNics) {
+  // the TP-8 group endpoint at GPU 0 stands for 8 GPUs: 8 NICs, 400 GB/s, into one GPU of node 1 (50)
+  expect_line_rate(run({{[](const Platform& p) { return p.endpoint(0); }, [](const Platform& p) { return p.gpus[9]; }}}), 50e9, "group→GPU");
+}
+
+TEST(Flows, HostMemoryLoadRunsAtPcieRate) {
+  expect_line_rate(run({{[](const Platform& p) { return p.cpus[0]; }, [](const Platform& p) { return p.gpus[3]; }}}), 64e9, "PCIe host→GPU3");
+}
+
+TEST(Flows, StorageLoadRunsAtStorageRate) {
+  expect_line_rate(run({{[](const Platform& p) { return p.storage[1]; }, [](const Platform& p) { return p.cpus[1]; }}}), 25e9, "storage→host");
+}
+
+// Concurrent loads: four host→GPU loads into GPU 3 share its PCIe link (equal routes: 16 GB/s
+// each); two loads into the TP-8 group share its 8 PCIe links (256 GB/s each); two storage reads
+// of node 0 (to its host memory and to GPU 5) share the 25 GB/s storage link. SimGrid's CM02 model
+// shares a link in inverse proportion to each flow's route latency (TCP-like), so the two storage
+// reads (100 µs vs 101 µs) get 50.2% / 49.8% of it, not exactly half: the test checks their sum and
+// that neither exceeds the link.
+TEST(Flows, ConcurrentLoadsNeverExceedTheirBottleneck) {
+  auto cpu0 = [](const Platform& p) { return p.cpus[0]; };
+  auto gpu3 = [](const Platform& p) { return p.gpus[3]; };
+  auto gpu5 = [](const Platform& p) { return p.gpus[5]; };
+  auto grp = [](const Platform& p) { return p.endpoint(0); };
+  auto ssd0 = [](const Platform& p) { return p.storage[0]; };
+  const double s2 = 2e9;
+  const auto r = run({{cpu0, gpu3}, {cpu0, gpu3}, {cpu0, gpu3}, {cpu0, gpu3}, {cpu0, grp}, {cpu0, grp}, {ssd0, cpu0, s2}, {ssd0, gpu5, s2}});
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(r[static_cast<size_t>(i)].done_s, S / 16e9, 0.01 * S / 16e9);
+  for (int i = 4; i < 6; ++i) EXPECT_NEAR(r[static_cast<size_t>(i)].done_s, S / 256e9, 0.01 * S / 256e9);
+  // together the storage reads move 4 GB at 25 GB/s; the later one ends at 0.16 s
+  EXPECT_NEAR(std::max(r[6].done_s, r[7].done_s), 2 * s2 / 25e9, 0.01 * 2 * s2 / 25e9);
+  const double bound[] = {64e9, 64e9, 64e9, 64e9, 512e9, 512e9, 25e9, 25e9};
+  for (size_t i = 0; i < r.size(); ++i) EXPECT_LE(r[i].bytes / r[i].done_s, bound[i] * (1 + 1e-9)) << "flow " << i << " ran faster than its bottleneck";
+}
