@@ -588,7 +588,7 @@ void bench_fp8_own(Ctx& c) {
       deids.upload(eids);
       for (long long m : pick(c, grid(1, mmax), {1, 8, 64, 256, 1024})) {
         if (m > mmax || !time_left(c)) continue;
-        const int bt = m >= 128 ? (m >= bt_big ? bt_big : 128) : fp8_pick_bt(double(m));
+        const int bt = fp8_pick_bt(double(m));  // bt_big (fastest at 8 x 4096) is reported, the rule decides
         dmm.upload(std::vector<int>(G, int(m)));
         const double fl = 2.0 * G * m * s.N * s.K, wb = double(G) * wmat, by = wb + double(G) * m * s.K + 2.0 * G * m * s.N;
         const Timing tm = time_fp8_masked(c, b, deids.p, sets, dmm.p, G, int(m), bt);

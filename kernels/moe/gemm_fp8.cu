@@ -794,7 +794,16 @@ bool fp8_cluster() { return g_fp8_cluster; }
 int fp8_pick_bt(double rows_per_group) {
   for (int bt : {8, 16, 32, 64, 128})
     if (rows_per_group <= bt) return bt;
-  return 128;
+  if (g_fp8_variant == 1) return 128;
+  // fewest padded rows among 128 / 192 / 256 (ties -> the wider tile: less L2 traffic per FLOP)
+  const long long m = static_cast<long long>(rows_per_group + 0.999);
+  int best = 256;
+  long long best_pad = (m + 255) / 256 * 256;
+  for (int bt : {192, 128}) {
+    const long long pad = (m + bt - 1) / bt * bt;
+    if (pad < best_pad) { best = bt; best_pad = pad; }
+  }
+  return best;
 }
 
 void fp8_grouped_gemm_masked(const void* x, const float* x_scale, int x_scale_ld, const void* w, const float* w_scale,

@@ -195,7 +195,8 @@ bool cublaslt_fp8_gemm(LtFp8* ctx, const void* X, const void* W, bf16* D, int M,
 /// x_scale * w_scale, fp32 accumulation, bf16 out. Activation scales are stored K-block-major
 /// ("MN-major", as DeepGEMM takes them): x_scale[kb * ld + row].
 /// Token tile widths (wgmma N side) the kernel is compiled for (192, 256: variant 0 only; 256 runs
-/// as two 128-token wgmma groups), and the pick for a row count (8..128).
+/// as two 128-token wgmma groups), and the pick for a row count: the smallest of 8..128 that holds
+/// it, above 128 the one of 128/192/256 with the fewest padded rows (ties to the wider).
 constexpr int kFp8TileWidths[] = {8, 16, 32, 64, 128, 192, 256};
 int fp8_pick_bt(double rows_per_group);
 /// Kernel variant: 0 (default) warp-specialised, TMA producer warpgroup + 2 consumer warpgroups on

@@ -42,9 +42,9 @@ LOG=$OUT/log.txt
   if [ -n "${NCU_ARGS:-}" ] && command -v ncu >/dev/null; then
     echo "== ncu ($(($(date +%s)-T0)) s)"
     timeout 120 ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
-      --section WarpStateStats -k regex:fp8_grouped -c ${NCU_COUNT:-4} "$BUILD/moe/bench_moe" $NCU_ARGS > "$OUT/ncu.txt" 2>&1
+      --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section SchedulerStats -k regex:fp8_grouped -c ${NCU_COUNT:-4} "$BUILD/moe/bench_moe" $NCU_ARGS > "$OUT/ncu.txt" 2>&1
     echo "ncu exit: $?"
-    grep -E "fp8_grouped|Duration|Memory Throughput|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|Achieved Occupancy|Warp Cycles Per Issued|Stall|Registers Per|Mem Busy|Max Bandwidth" "$OUT/ncu.txt" | cut -c1-150 | head -80
+    grep -E "fp8_grouped|Duration|Memory Throughput|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|Achieved Occupancy|Warp Cycles Per Issued|Stall|Registers Per|Mem Busy|Max Bandwidth|Shared|Bank|Pipe|Issue Slots|No Eligible|Eligible Warps|Active Warps" "$OUT/ncu.txt" | cut -c1-150 | head -90
   fi
   if command -v cuobjdump >/dev/null; then
     cuobjdump --dump-sass "$BUILD/moe/libmoe_kernels.a" 2>/dev/null | awk '/Function : /{f=($0 ~ /fp8_grouped/)} f' > "$OUT/sass_fp8.txt"
