@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call for issue 13 (FP8 block-scaled grouped GEMM): correctness tests (+ compute-sanitizer),
 # the own-kernel sweep (bench_moe --only fp8own), the torch._scaled_grouped_mm reference, SASS check.
+# EXTRA_ONLY=moe_grouped_gemm_fp8 adds the per-expert cuBLASLt sweep (tables/moe_grouped_gemm_fp8.json).
 # Binaries come prebuilt in $BUILD (carried).  MODE=quick|full  BENCH_S (deadline of bench_moe)  TORCH_S
 # Reproduce: MODE=full OUT=/tmp/out BUILD=build-moe bash kernels/moe/run_fp8.sh
 set -u
@@ -32,7 +33,7 @@ LOG=$OUT/log.txt
   fi
   Q=""; [ "$MODE" = quick ] && Q="--quick"
   echo "== bench_moe fp8own ($(($(date +%s)-T0)) s)"
-  [ "$BENCH_S" -gt 0 ] && timeout $((BENCH_S + 60)) "$BUILD/moe/bench_moe" --out "$OUT/tables" --only moe_ref_ceilings,fp8own --deadline-s "$BENCH_S" --fp8-variant $FP8V $Q ${BENCH_ARGS:-}
+  [ "$BENCH_S" -gt 0 ] && timeout $((BENCH_S + 60)) "$BUILD/moe/bench_moe" --out "$OUT/tables" --only moe_ref_ceilings,fp8own${EXTRA_ONLY:+,$EXTRA_ONLY} --deadline-s "$BENCH_S" --fp8-variant $FP8V $Q ${BENCH_ARGS:-}
   echo "bench_moe exit: $?"
   if [ "$TORCH_S" -gt 0 ]; then
     echo "== torch._scaled_grouped_mm ($(($(date +%s)-T0)) s)"
