@@ -113,7 +113,7 @@ ModelSpec parse_model(const json& j, const std::string& origin) {
   m.vocab = o.int32("vocab_size", std::nullopt, 1);
   m.tied_embeddings = o.boolean("tied_embeddings", false);
   m.embedding_dtype = o.dtype("embedding_dtype", DType::bf16);
-  m.max_context_tokens = o.integer("max_context_tokens", std::nullopt, 1);
+  m.max_context_tokens = o.integer("max_context_tokens", std::nullopt, 1, kMaxTokens);
   m.mtp_layers = o.int32("mtp_layers", 0, 0);
   m.residual_streams = o.int32("residual_streams", 1, 1);
   if (o.has("published_params")) {
@@ -184,6 +184,12 @@ GpuSpec parse_hardware(const json& j, const std::string& origin) {
     fs::path p(g.fitted_models);
     if (p.is_relative()) p = fs::path(origin).parent_path() / p;
     g.fitted_models_path = p.lexically_normal().string();
+    if (!fs::exists(p))  // a copied data folder: the source tree's costmodels/data/ (fitted_models_fallbacks)
+      for (const auto& f : fitted_models_fallbacks(g.fitted_models))
+        if (fs::exists(f)) {
+          g.fitted_models_path = f;
+          break;
+        }
   }
   Obj e = o.child("roofline_efficiency");
   for (int c = 0; c < kOpClassCount; ++c) {
@@ -206,6 +212,19 @@ GpuSpec parse_hardware(const json& j, const std::string& origin) {
 std::string data_dir() {
   if (const char* e = std::getenv("SERVESIM_DATA_DIR")) return e;
   return SERVESIM_SOURCE_DATA_DIR;
+}
+
+std::vector<std::string> fitted_models_fallbacks(const std::string& fitted_models) {
+  std::vector<std::string> out;
+  if (fitted_models.empty() || fs::path(fitted_models).is_absolute()) return out;
+  std::vector<fs::path> dirs;
+  if (const char* e = std::getenv("SERVESIM_DATA_DIR"); e && *e) dirs.push_back(fs::path(e) / "hardware");
+  dirs.push_back(fs::path(SERVESIM_SOURCE_DATA_DIR) / "hardware");
+  for (const auto& d : dirs) {
+    const std::string p = (d / fitted_models).lexically_normal().string();
+    if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  }
+  return out;
 }
 
 std::string resolve_data_file(const std::string& ref, const std::string& kind, const std::string& base_dir) {

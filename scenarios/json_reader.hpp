@@ -22,12 +22,25 @@ namespace servesim::json_reader {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// The file's text; a UTF-8 byte-order mark at its start is dropped (README "Input rules").
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ScenarioError(path + ": cannot open the file (check the path)");
   std::ostringstream o;
   o << in.rdbuf();
-  return o.str();
+  std::string s = o.str();
+  if (s.rfind("\xEF\xBB\xBF", 0) == 0) s.erase(0, 3);
+  return s;
+}
+
+// "line:column" of byte offset `byte` (0-based) in `text`.
+inline std::string line_col(const std::string& text, size_t byte) {
+  long line = 1, col = 1;
+  for (size_t i = 0; i < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') ++line, col = 1;
+    else ++col;
+  }
+  return std::to_string(line) + ":" + std::to_string(col);
 }
 
 // Parses JSON text; a syntax error names the line and column.
@@ -35,15 +48,16 @@ inline json parse_json(const std::string& text, const std::string& origin) {
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {
-    long line = 1, col = 1;
-    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {  // e.byte is 1-based: the offending character
-      if (text[i] == '\n') ++line, col = 1;
-      else ++col;
-    }
     std::string msg = e.what();
     const auto p = msg.find("parse error");
-    throw ScenarioError(origin + ":" + std::to_string(line) + ":" + std::to_string(col) + ": malformed JSON (" +
-                        (p == std::string::npos ? msg : msg.substr(p)) + ")");
+    // e.byte is 1-based: the offending character
+    throw ScenarioError(origin + ":" + line_col(text, e.byte > 0 ? e.byte - 1 : 0) + ": malformed JSON (" + (p == std::string::npos ? msg : msg.substr(p)) + ")");
+  } catch (const json::out_of_range& e) {  // 406: a number beyond double range ("number overflow parsing '1e400'")
+    const std::string msg = e.what();
+    const auto a = msg.find('\''), b = msg.rfind('\'');
+    const size_t at = a != std::string::npos && b > a ? text.find(msg.substr(a + 1, b - a - 1)) : std::string::npos;
+    throw ScenarioError(origin + (at == std::string::npos ? "" : ":" + line_col(text, at)) + ": a number is out of range (" +
+                        msg.substr(msg.find(']') == std::string::npos ? 0 : msg.find(']') + 2) + "): numbers must be finite doubles");
   }
 }
 
@@ -97,25 +111,32 @@ class Obj {
     const json& v = raw(k);
     if (!v.is_number()) fail(k, "expected a number, got " + describe(v));
     const double x = v.get<double>();
-    if (x < min || x > max) {
+    if (!std::isfinite(x) || x < min || x > max) {
       std::ostringstream o;
       o << "must be in [" << min << ", " << max << "], got " << x;
       fail(k, o.str());
     }
     return x;
   }
-  long long integer(const std::string& k, std::optional<long long> def, long long min = std::numeric_limits<long long>::min()) {
+  long long integer(const std::string& k, std::optional<long long> def, long long min = std::numeric_limits<long long>::min(),
+                    long long max = std::numeric_limits<long long>::max()) {
     if (!has(k)) {
       if (!def) fail(k, "missing (an integer is required)");
       return *def;
     }
     const json& v = raw(k);
     if (!v.is_number_integer()) fail(k, "expected an integer, got " + describe(v));
+    if (v.is_number_unsigned() && v.get<unsigned long long>() > static_cast<unsigned long long>(max))
+      fail(k, "must be ≤ " + std::to_string(max) + ", got " + describe(v));
     const long long x = v.get<long long>();
     if (x < min) fail(k, "must be ≥ " + std::to_string(min) + ", got " + std::to_string(x));
+    if (x > max) fail(k, "must be ≤ " + std::to_string(max) + ", got " + std::to_string(x));
     return x;
   }
-  int int32(const std::string& k, std::optional<long long> def, long long min = 0) { return static_cast<int>(integer(k, def, min)); }
+  /// An int field: within [min, max], at most INT_MAX (its type).
+  int int32(const std::string& k, std::optional<long long> def, long long min = 0, long long max = std::numeric_limits<int>::max()) {
+    return static_cast<int>(integer(k, def, min, std::min<long long>(max, std::numeric_limits<int>::max())));
+  }
   std::string str(const std::string& k, std::optional<std::string> def) {
     if (!has(k)) {
       if (!def) fail(k, "missing (a string is required)");

@@ -6,25 +6,29 @@ using namespace json_reader;
 
 namespace {
 
-Dist read_dist(Obj d) {
+// `hi`: the largest meaningful value (kMaxTokens for token counts, kMaxSeconds for times), also
+// the default clamp.
+Dist read_dist(Obj d, double hi) {
   Dist x;
   x.kind = d.choice<Dist::Kind>("dist", std::nullopt,
                                 {{"constant", Dist::Kind::constant}, {"lognormal", Dist::Kind::lognormal},
                                  {"exponential", Dist::Kind::exponential}, {"uniform", Dist::Kind::uniform}});
   switch (x.kind) {
-    case Dist::Kind::constant: x.value = d.num("value", std::nullopt, 0); break;
+    case Dist::Kind::constant: x.value = d.num("value", std::nullopt, 0, hi); break;
     case Dist::Kind::lognormal:
-      x.mu = d.num("mu", std::nullopt);
-      x.sigma = d.num("sigma", std::nullopt, 0);
+      x.mu = d.num("mu", std::nullopt, -std::log(hi), std::log(hi));
+      x.sigma = d.num("sigma", std::nullopt, 0, 100);
       break;
-    case Dist::Kind::exponential: x.mean = d.num("mean", std::nullopt, 0); break;
+    case Dist::Kind::exponential: x.mean = d.num("mean", std::nullopt, 0, hi); break;
     case Dist::Kind::uniform: break;
   }
-  x.min = d.num("min", x.kind == Dist::Kind::uniform ? std::nullopt : std::optional<double>(0.0), 0);
-  x.max = d.num("max", x.kind == Dist::Kind::uniform ? std::nullopt : std::optional<double>(1e18), x.min);
+  x.min = d.num("min", x.kind == Dist::Kind::uniform ? std::nullopt : std::optional<double>(0.0), 0, hi);
+  x.max = d.num("max", x.kind == Dist::Kind::uniform ? std::nullopt : std::optional<double>(hi), x.min, hi);
   d.done();
   return x;
 }
+
+constexpr double kTok = static_cast<double>(kMaxTokens);
 
 Dist lognormal(double mu, double sigma, double min, double max) {
   Dist d;
@@ -50,32 +54,33 @@ WorkloadSpec read_workload(Obj o, const std::string& base_dir) {
     const auto at = w.trace_path.find("shared/traces/");
     if (shared && *shared && at != std::string::npos)
       w.trace_path = (fs::path(shared) / w.trace_path.substr(at + std::string("shared/traces/").size())).string();
-    w.time_scale = o.num("time_scale", 1.0, 1e-9);
+    w.time_scale = o.num("time_scale", 1.0, 1e-9, 1e9);
     w.skip_bad_rows = o.boolean("skip_bad_rows", false);
-    if (w.kind == K::mooncake) w.jitter_s = o.num("jitter_s", 0.0, 0);
+    if (w.kind == K::mooncake) w.jitter_s = o.num("jitter_s", 0.0, 0, kMaxSeconds);
   } else if (w.kind == K::synthetic) {
     w.requests = o.integer("requests", std::nullopt, 1);
-    w.rate_per_s = o.num("rate_per_s", std::nullopt, 1e-12);
+    w.rate_per_s = o.num("rate_per_s", std::nullopt, 1e-12, 1e12);
     w.arrival = o.choice<WorkloadSpec::Arrival>("arrival", WorkloadSpec::Arrival::poisson,
                                                 {{"poisson", WorkloadSpec::Arrival::poisson}, {"gamma", WorkloadSpec::Arrival::gamma}});
-    w.burstiness = o.num("burstiness", 1.0, 1e-6);
-    w.shared_prefix_tokens = o.integer("shared_prefix_tokens", 0, 0);
-    w.input = read_dist(o.child("input_tokens"));
-    w.output = read_dist(o.child("output_tokens"));
+    w.burstiness = o.num("burstiness", 1.0, 1e-6, 1e6);
+    w.shared_prefix_tokens = o.integer("shared_prefix_tokens", 0, 0, kMaxTokens);
+    w.input = read_dist(o.child("input_tokens"), kTok);
+    w.output = read_dist(o.child("output_tokens"), kTok);
   } else {
     // agent sessions; defaults and their sources: README.md "Agent sessions"
     w.loop = o.choice<WorkloadSpec::Loop>("loop", WorkloadSpec::Loop::closed, {{"open", WorkloadSpec::Loop::open}, {"closed", WorkloadSpec::Loop::closed}});
-    w.concurrency = o.integer("concurrency", 100, 1);
-    w.rate_per_s = o.num("rate_per_s", 1.0, 1e-12);
-    w.ramp_s = o.num("ramp_s", 0.0, 0);
-    w.duration_s = o.num("duration_s", 0.0, 0);
+    w.concurrency = o.integer("concurrency", 100, 1, 100000000);
+    w.rate_per_s = o.num("rate_per_s", 1.0, 1e-12, 1e12);
+    w.ramp_s = o.num("ramp_s", 0.0, 0, kMaxSeconds);
+    w.duration_s = o.num("duration_s", 0.0, 0, kMaxSeconds);
     w.requests = o.integer("sessions", 0, 0);
-    w.shared_prefix_tokens = o.integer("shared_prefix_tokens", 0, 0);
-    w.rounds = o.has("rounds") ? read_dist(o.child("rounds")) : lognormal(std::log(157.0) - 0.5, 1.0, 1, 2000);
-    w.first_prompt_tokens = o.has("first_prompt_tokens") ? read_dist(o.child("first_prompt_tokens")) : lognormal(std::log(4000.0), 1.0, 16, 65536);
-    w.append_tokens = o.has("append_tokens") ? read_dist(o.child("append_tokens")) : lognormal(std::log(429.0) - 0.5, 1.0, 1, 32768);
-    w.output_tokens = o.has("output_tokens") ? read_dist(o.child("output_tokens")) : lognormal(5.7737, 1.1312, 1, 8192);
-    w.think_s = o.has("think_s") ? read_dist(o.child("think_s")) : lognormal(-0.7606, 2.3555, 0, 600);
+    w.shared_prefix_tokens = o.integer("shared_prefix_tokens", 0, 0, kMaxTokens);
+    // a session's history sums its rounds' tokens: at most 1e6 rounds of 2 × 2^40 stays below 2^63
+    w.rounds = o.has("rounds") ? read_dist(o.child("rounds"), 1e6) : lognormal(std::log(157.0) - 0.5, 1.0, 1, 2000);
+    w.first_prompt_tokens = o.has("first_prompt_tokens") ? read_dist(o.child("first_prompt_tokens"), kTok) : lognormal(std::log(4000.0), 1.0, 16, 65536);
+    w.append_tokens = o.has("append_tokens") ? read_dist(o.child("append_tokens"), kTok) : lognormal(std::log(429.0) - 0.5, 1.0, 1, 32768);
+    w.output_tokens = o.has("output_tokens") ? read_dist(o.child("output_tokens"), kTok) : lognormal(5.7737, 1.1312, 1, 8192);
+    w.think_s = o.has("think_s") ? read_dist(o.child("think_s"), kMaxSeconds) : lognormal(-0.7606, 2.3555, 0, 600);
   }
   o.done();
   return w;
@@ -86,13 +91,13 @@ PoolSpec read_pool(Obj o, const PoolSpec& def) {
   p.instances = o.int32("instances", def.instances, 1);
   p.ep = o.int32("ep", def.ep, 1);
   p.attn_tp = o.int32("attn_tp", def.attn_tp, 1);
-  p.max_batch_tokens = o.integer("max_batch_tokens", def.max_batch_tokens, 1);
-  p.chunk_tokens = o.integer("chunk_tokens", def.chunk_tokens, 1);
+  p.max_batch_tokens = o.integer("max_batch_tokens", def.max_batch_tokens, 1, kMaxTokens);
+  p.chunk_tokens = o.integer("chunk_tokens", def.chunk_tokens, 1, kMaxTokens);
   p.max_running = o.int32("max_running", def.max_running, 1);
   p.redundant_experts = o.int32("redundant_experts", def.redundant_experts, 0);
-  p.expert_imbalance = o.num("expert_imbalance", def.expert_imbalance, 1.0);
+  p.expert_imbalance = o.num("expert_imbalance", def.expert_imbalance, 1.0, 1e6);
   p.two_batch_overlap = o.boolean("two_batch_overlap", def.two_batch_overlap);
-  p.step_overhead_s = o.num("step_overhead_s", def.step_overhead_s, 0);
+  p.step_overhead_s = o.num("step_overhead_s", def.step_overhead_s, 0, kMaxSeconds);
   p.ep_dispatch = o.choice<EpDispatch>("ep_dispatch", def.ep_dispatch, {{"hierarchical", EpDispatch::hierarchical}, {"direct", EpDispatch::direct}});
   p.all_to_all_on_fabric = o.boolean("all_to_all_on_fabric", def.all_to_all_on_fabric);
   o.done();
@@ -125,7 +130,7 @@ DeploymentSpec read_deployment(Obj o, const std::string& base_dir) {
     d.cluster.nodes = c.int32("nodes", 0, 0);
     d.cluster.fabric = c.choice<FabricKind>("fabric", FabricKind::rail_optimized,
                                             {{"rail_optimized", FabricKind::rail_optimized}, {"fat_tree", FabricKind::fat_tree}});
-    d.cluster.oversubscription = c.num("oversubscription", 1.0, 1.0);
+    d.cluster.oversubscription = c.num("oversubscription", 1.0, 1.0, 1e6);
     if (d.cluster.fabric != FabricKind::fat_tree && d.cluster.oversubscription != 1.0)
       c.fail("oversubscription", "applies to \"fabric\": \"fat_tree\" only (a rail-optimized fabric is non-blocking)");
     c.done();
@@ -139,11 +144,11 @@ DeploymentSpec read_deployment(Obj o, const std::string& base_dir) {
   d.decode_batcher = o.str("decode_batcher", d.decode_batcher);
   d.eviction = o.str("eviction", d.eviction);
   d.memory_utilization = o.num("memory_utilization", d.memory_utilization, 0.01, 1.0);
-  d.reserved_bytes_per_gpu = o.num("reserved_gb_per_gpu", d.reserved_bytes_per_gpu / 1e9, 0) * 1e9;
+  d.reserved_bytes_per_gpu = o.num("reserved_gb_per_gpu", d.reserved_bytes_per_gpu / 1e9, 0, 1e6) * 1e9;
   if (o.has("slo")) {
     Obj s = o.child("slo");
-    d.slo.ttft_s = s.num("ttft_s", d.slo.ttft_s, 1e-9);
-    d.slo.tpot_s = s.num("tpot_s", d.slo.tpot_s, 1e-9);
+    d.slo.ttft_s = s.num("ttft_s", d.slo.ttft_s, 1e-9, kMaxSeconds);
+    d.slo.tpot_s = s.num("tpot_s", d.slo.tpot_s, 1e-9, kMaxSeconds);
     s.done();
   }
   if (o.has("kv_tiers")) {
@@ -151,13 +156,13 @@ DeploymentSpec read_deployment(Obj o, const std::string& base_dir) {
     d.kv_tiers.enabled = t.boolean("enabled", true);
     // defaults: half the node's host DRAM (hardware file) for KV; storage: TierSpec's
     TierSpec& k = d.kv_tiers;
-    k.host_bytes_per_node = t.num("host_gb_per_node", d.gpu.host_dram_bytes_per_node / 2 / 1e9, 0) * 1e9;
+    k.host_bytes_per_node = t.num("host_gb_per_node", d.gpu.host_dram_bytes_per_node / 2 / 1e9, 0, 1e9) * 1e9;
     if (t.has("storage")) {
       Obj st = t.child("storage");
       k.storage_enabled = st.boolean("enabled", k.storage_enabled);
-      k.storage_bytes_per_node = st.num("tb_per_node", k.storage_bytes_per_node / 1e12, 0) * 1e12;
-      k.storage_bytes_per_s = st.num("gb_per_s", k.storage_bytes_per_s / 1e9, 1e-6) * 1e9;
-      k.storage_latency_s = st.num("latency_s", k.storage_latency_s, 0);
+      k.storage_bytes_per_node = st.num("tb_per_node", k.storage_bytes_per_node / 1e12, 0, 1e9) * 1e12;
+      k.storage_bytes_per_s = st.num("gb_per_s", k.storage_bytes_per_s / 1e9, 1e-6, 1e9) * 1e9;
+      k.storage_latency_s = st.num("latency_s", k.storage_latency_s, 0, kMaxSeconds);
       st.done();
     }
     t.done();
@@ -182,7 +187,7 @@ Scenario parse_scenario(const std::string& text, const std::string& origin, cons
   s.name = o.str("name", fs::path(origin).stem().string());
   s.description = o.str("description", std::string());
   s.seed = static_cast<std::uint64_t>(o.integer("seed", 1, 0));
-  s.horizon_s = o.num("horizon_s", 0.0, 0);
+  s.horizon_s = o.num("horizon_s", 0.0, 0, kMaxSeconds);
   s.cost_model = o.str("cost_model", s.cost_model);
   if (s.cost_model != "fitted" && s.cost_model != "roofline")
     o.fail("cost_model", "unknown cost model \"" + s.cost_model + "\" (available: fitted, roofline)");
@@ -199,6 +204,8 @@ Scenario parse_scenario(const std::string& text, const std::string& origin, cons
   for (size_t i = 0; i < deps.size(); ++i) {
     const std::string where = "deployments[" + std::to_string(i) + "]";
     DeploymentSpec d = read_deployment(Obj(deps[i], origin, where), base_dir);
+    if (!is_safe_file_name(d.name))  // it names the deployment's output folder (out/<scenario>/<name>/)
+      throw ScenarioError(origin + ": " + where + ".name: \"" + d.name + "\" cannot be a folder name: " + safe_file_name_rule());
     if (!names.insert(d.name).second) throw ScenarioError(origin + ": " + where + ".name: \"" + d.name + "\" is used twice (names must be unique)");
     const int a = s.workload.block_tokens, b = d.prefix_cache.block_tokens;
     if (d.prefix_cache.enabled && a % b != 0 && b % a != 0)
@@ -209,6 +216,15 @@ Scenario parse_scenario(const std::string& text, const std::string& origin, cons
   o.done();
   return s;
 }
+
+bool is_safe_file_name(const std::string& name) {
+  if (name.empty() || name == "." || name == "..") return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-' || c == '+';
+  });
+}
+
+std::string safe_file_name_rule() { return "use letters, digits and . _ - + only (not \".\" or \"..\" alone), so it stays inside the output folder"; }
 
 Scenario load_scenario(const std::string& path) {
   return parse_scenario(read_file(path), path, fs::path(path).parent_path().string());

@@ -34,6 +34,19 @@ struct Scenario {
   long long timeline_max_events = 2000000;  ///< step slices written to timeline.json at most
 };
 
+/// Input bounds (README "Input rules"). Token counts (prompt, output, context, chunk and batch
+/// sizes) are at most 2^40, so no sum or product of a few of them overflows 64 bits; times (trace
+/// arrival offsets, waits, horizons, SLOs) are finite and at most 1e9 s (~32 years).
+inline constexpr long long kMaxTokens = 1LL << 40;
+inline constexpr double kMaxSeconds = 1e9;
+
+/// A name that becomes a file or folder name (a deployment's output folder, out/<scenario name>):
+/// non-empty, only letters, digits and . _ - +, and not "." or "..", so it cannot leave the output
+/// folder.
+bool is_safe_file_name(const std::string& name);
+/// Why `name` is refused, for messages ("letters, digits and ._-+ only ...").
+std::string safe_file_name_rule();
+
 /// Folder holding models/ and hardware/: $SERVESIM_DATA_DIR if set, else the source tree's
 /// scenarios/ (compiled in).
 std::string data_dir();
@@ -50,6 +63,13 @@ Scenario parse_scenario(const std::string& text, const std::string& origin, cons
 /// Loads one model or hardware data file. Throws ScenarioError.
 ModelSpec load_model(const std::string& path);
 GpuSpec load_hardware(const std::string& path);
+
+/// Where a hardware file's relative "fitted_models" path is looked for when it is not found
+/// relative to the hardware file's own folder: relative to $SERVESIM_DATA_DIR/hardware/ (when set)
+/// and to the source tree's scenarios/hardware/ (compiled in), in that order (so a copy of
+/// scenarios/ used as $SERVESIM_DATA_DIR still finds costmodels/data/). GpuSpec::fitted_models_path
+/// is the first place that exists, else the one relative to the hardware file.
+std::vector<std::string> fitted_models_fallbacks(const std::string& fitted_models);
 
 /// Resolves a model/hardware reference as load_scenario does. Throws ScenarioError if not found.
 std::string resolve_data_file(const std::string& ref, const std::string& kind, const std::string& base_dir);

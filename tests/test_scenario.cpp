@@ -1,9 +1,15 @@
 // Scenario loading: the shipped scenarios load; every kind of bad input is refused with a message
 // naming the file, the line/column or the field, and what was expected.
 #include "helpers.hpp"
+#include "costmodels/factory.hpp"
 #include "sim/validate.hpp"
 
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 using namespace servesim;
 
@@ -110,4 +116,139 @@ TEST(Scenario, UnknownPolicyNamesAndMisplacedKnobsAreNamed) {
   EXPECT_NE(e.find("deployments[0].eviction: unknown eviction policy"), std::string::npos) << e;
   e = error_of(scenario_with(R"(,"cluster":{"oversubscription":4})"));
   EXPECT_NE(e.find("deployments[0].cluster.oversubscription: applies to \"fabric\": \"fat_tree\" only"), std::string::npos) << e;
+}
+
+// ----------------------------------------------------------------------------- input rules (issue 10, items 7-9, 11)
+
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("servesim_scen_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream o;
+  o << in.rdbuf();
+  return o.str();
+}
+
+std::string load_error(const fs::path& p) {
+  try {
+    load_scenario(p.string());
+  } catch (const ScenarioError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// Item 7: a UTF-8 byte-order mark before a scenario, model or hardware file is skipped, and the
+// line:column of a syntax error is counted without it.
+TEST(InputRules, AByteOrderMarkBeforeAJsonFileIsSkipped) {
+  const fs::path d = fresh_dir("bom");
+  std::ofstream(d / "s.json") << "\xEF\xBB\xBF" << scenario_with("");
+  const Scenario s = load_scenario((d / "s.json").string());
+  EXPECT_EQ(s.name, "t");
+  ASSERT_EQ(s.deployments.size(), 1u);
+  EXPECT_EQ(s.deployments[0].name, "a");
+  EXPECT_EQ(s.workload.requests, 3);
+  fs::create_directories(d / "hardware");
+  std::ofstream(d / "hardware" / "h200.json") << "\xEF\xBB\xBF" << slurp(test::data("scenarios/hardware/h200.json"));
+  EXPECT_EQ(load_hardware((d / "hardware" / "h200.json").string()).hbm_bytes, 150754820096.0);
+  // {"seed": ,} : the comma is column 10 of line 1 once the mark is dropped
+  std::ofstream(d / "b.json") << "\xEF\xBB\xBF{\"seed\": ,}";
+  EXPECT_NE(load_error(d / "b.json").find("b.json:1:10: malformed JSON"), std::string::npos) << load_error(d / "b.json");
+}
+
+// Item 8: numbers beyond their type (2^32 + 8 = 4294967304 used to become EP 8; 2^64 − 1 as a
+// seed), beyond double range (1e400), or beyond their meaning (a horizon over 1e9 s, a chunk over
+// 2^40 = 1,099,511,627,776 tokens; a token distribution clamped above it: [min 0, 2^40] printed
+// with 6 digits) are refused, naming the field.
+TEST(InputRules, HostileScenarioNumbersAreRefusedWithTheirField) {
+  std::string t = scenario_with("");
+  t.replace(t.find(R"("decode":{"ep":8})"), 17, R"("decode":{"ep":4294967304})");
+  EXPECT_NE(error_of(t).find("s.json: deployments[0].decode.ep: must be ≤ 2147483647, got 4294967304"), std::string::npos) << error_of(t);
+  t = scenario_with("");
+  t.replace(t.find(R"("prefill":{"ep":8})"), 18, R"("prefill":{"ep":8,"chunk_tokens":1099511627777})");
+  EXPECT_NE(error_of(t).find("deployments[0].prefill.chunk_tokens: must be ≤ 1099511627776, got 1099511627777"), std::string::npos) << error_of(t);
+  t = scenario_with("");
+  t.insert(1, R"("seed":18446744073709551615,)");
+  EXPECT_NE(error_of(t).find("s.json: seed: must be ≤ 9223372036854775807, got 18446744073709551615"), std::string::npos) << error_of(t);
+  t = scenario_with("");
+  t.insert(1, R"("horizon_s":2e9,)");
+  EXPECT_NE(error_of(t).find("s.json: horizon_s: must be in [0, 1e+09], got 2e+09"), std::string::npos) << error_of(t);
+  // {"horizon_s":1e400 : the number starts at column 14 of line 1
+  t = scenario_with("");
+  t.insert(1, R"("horizon_s":1e400,)");
+  EXPECT_NE(error_of(t).find("s.json:1:14: a number is out of range"), std::string::npos) << error_of(t);
+  const std::string w = R"({"kind":"synthetic","requests":3,"rate_per_s":1,"input_tokens":{"dist":"constant","value":1000,"max":1e19},
+    "output_tokens":{"dist":"constant","value":10}})";
+  EXPECT_NE(error_of(scenario_with("", w)).find("workload.input_tokens.max: must be in [0, 1.09951e+12], got 1e+19"), std::string::npos)
+      << error_of(scenario_with("", w));
+  t = scenario_with(R"(,"slo":{"ttft_s":1e300})");
+  EXPECT_NE(error_of(t).find("deployments[0].slo.ttft_s: must be in [1e-09, 1e+09]"), std::string::npos) << error_of(t);
+}
+
+// Item 9: a deployment name is its output folder: only letters, digits and . _ - +, not "." or
+// "..", so it cannot leave --out.
+TEST(InputRules, DeploymentNamesThatWouldLeaveTheOutputFolderAreRefused) {
+  for (const char* bad : {"../x", "a/b", "..", ".", "", "x y", "/abs", "a\\\\b"}) {
+    std::string t = scenario_with("");
+    t.replace(t.find(R"("name":"a")"), 10, std::string(R"("name":")") + bad + "\"");
+    EXPECT_NE(error_of(t).find("s.json: deployments[0].name: "), std::string::npos) << bad << ": " << error_of(t);
+    EXPECT_NE(error_of(t).find("cannot be a folder name"), std::string::npos) << bad;
+  }
+  for (const char* good : {"k3-h200", "a.b_c+d", "...", "V4.Pro"}) {
+    EXPECT_TRUE(is_safe_file_name(good)) << good;
+    std::string t = scenario_with("");
+    t.replace(t.find(R"("name":"a")"), 10, std::string(R"("name":")") + good + "\"");
+    EXPECT_EQ(error_of(t), "") << good;
+  }
+}
+
+// Item 11: a copy of scenarios/ used as the data folder keeps the fitted cost model: the hardware
+// file's "../../costmodels/data/h200/fitted_models.json" is looked for next to the copy, then in
+// the source tree; a missing file is named with every place looked.
+TEST(InputRules, ACopiedDataFolderStillFindsTheFittedParameters) {
+  unsetenv("SERVESIM_DATA_DIR");
+  const fs::path d = fresh_dir("data");
+  fs::create_directories(d / "data" / "hardware");
+  const std::string hw = slurp(test::data("scenarios/hardware/h200.json"));
+  std::ofstream(d / "data" / "hardware" / "h200.json") << hw;
+  // <copy>/hardware/../../costmodels/... = <tmp>/costmodels/... does not exist: the source tree's
+  const std::string source_fit = (fs::path(test::source_dir()) / "costmodels/data/h200/fitted_models.json").lexically_normal().string();
+  GpuSpec g = load_hardware((d / "data" / "hardware" / "h200.json").string());
+  EXPECT_EQ(g.fitted_models, "../../costmodels/data/h200/fitted_models.json");
+  EXPECT_EQ(g.fitted_models_path, source_fit);
+  EXPECT_EQ(make_cost_model("fitted", g)->name(), "fitted");
+  // with costmodels/ copied beside the data folder, the copy relative to the hardware file wins
+  fs::create_directories(d / "costmodels" / "data" / "h200");
+  fs::copy_file(source_fit, d / "costmodels" / "data" / "h200" / "fitted_models.json");
+  g = load_hardware((d / "data" / "hardware" / "h200.json").string());
+  EXPECT_EQ(g.fitted_models_path, (d / "costmodels" / "data" / "h200" / "fitted_models.json").string());
+  // a parameter file that exists nowhere: the path relative to the hardware file, and the error names it
+  std::string missing = hw;
+  missing.replace(missing.find("h200/fitted_models.json"), 4, "h999");
+  std::ofstream(d / "data" / "hardware" / "h999.json") << missing;
+  g = load_hardware((d / "data" / "hardware" / "h999.json").string());
+  const std::string rel = (d / "costmodels" / "data" / "h999" / "fitted_models.json").string();
+  EXPECT_EQ(g.fitted_models_path, rel);
+  try {
+    make_cost_model("fitted", g);
+    ADD_FAILURE() << "a missing parameter file must throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("are not at " + rel), std::string::npos) << e.what();
+  }
+  const std::string source_h999 = (fs::path(test::source_dir()) / "costmodels/data/h999/fitted_models.json").lexically_normal().string();
+  EXPECT_EQ(fitted_models_fallbacks(g.fitted_models), (std::vector<std::string>{source_h999}));
+  setenv("SERVESIM_DATA_DIR", (d / "data").c_str(), 1);  // then $SERVESIM_DATA_DIR/hardware/ comes first
+  EXPECT_EQ(fitted_models_fallbacks(g.fitted_models), (std::vector<std::string>{rel, source_h999}));
+  unsetenv("SERVESIM_DATA_DIR");
 }
