@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <sstream>
 
 namespace servesim {
 
@@ -10,6 +11,12 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '"' || s.front() == '\r' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '"' || s.back() == '\r' || s.back() == '\t')) s.remove_suffix(1);
   return s;
+}
+// a bound as written in a message: 0, 1e+12 (not std::to_string's 0.000000)
+std::string fmt_num(double x) {
+  std::ostringstream o;
+  o << x;
+  return o.str();
 }
 }  // namespace
 
@@ -24,21 +31,27 @@ std::vector<std::string_view> split_csv(std::string_view line) {
   return out;
 }
 
-long long csv_int(std::string_view f, const std::string& file, long line, std::string_view column, long long min) {
+long long csv_int(std::string_view f, const std::string& file, long line, std::string_view column, long long min, long long max) {
   long long v = 0;
   const auto [p, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
-  if (ec != std::errc() || p != f.data() + f.size() || f.empty())
+  const bool whole = p == f.data() + f.size() && !f.empty();
+  if (ec == std::errc::result_out_of_range && whole)
+    throw TraceError(file, line, "column " + std::string(column) + ": must be ≤ " + std::to_string(max) + ", got " + std::string(f));
+  if (ec != std::errc() || !whole)
     throw TraceError(file, line, "column " + std::string(column) + ": expected an integer, got \"" + std::string(f) + "\"");
   if (v < min) throw TraceError(file, line, "column " + std::string(column) + ": must be ≥ " + std::to_string(min) + ", got " + std::to_string(v));
+  if (v > max) throw TraceError(file, line, "column " + std::string(column) + ": must be ≤ " + std::to_string(max) + ", got " + std::to_string(v));
   return v;
 }
 
-double csv_double(std::string_view f, const std::string& file, long line, std::string_view column, double min) {
+double csv_double(std::string_view f, const std::string& file, long line, std::string_view column, double min, double max) {
   double v = 0;
   const auto [p, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
+  // from_chars reads "inf" and "nan" too, and reports 1e400 as out of range: all refused here
   if (ec != std::errc() || p != f.data() + f.size() || f.empty() || !std::isfinite(v))
-    throw TraceError(file, line, "column " + std::string(column) + ": expected a number, got \"" + std::string(f) + "\"");
-  if (v < min) throw TraceError(file, line, "column " + std::string(column) + ": must be ≥ " + std::to_string(min) + ", got " + std::string(f));
+    throw TraceError(file, line, "column " + std::string(column) + ": expected a finite number, got \"" + std::string(f) + "\"");
+  if (v < min) throw TraceError(file, line, "column " + std::string(column) + ": must be ≥ " + fmt_num(min) + ", got " + std::string(f));
+  if (v > max) throw TraceError(file, line, "column " + std::string(column) + ": must be ≤ " + fmt_num(max) + ", got " + std::string(f));
   return v;
 }
 

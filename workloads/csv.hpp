@@ -3,6 +3,7 @@
 #pragma once
 #include "workloads/request.hpp"
 
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,9 +12,12 @@ namespace servesim {
 
 std::vector<std::string_view> split_csv(std::string_view line);
 
-/// Parses a field; throws TraceError(file, line, "column <name>: ...") on a malformed value.
-long long csv_int(std::string_view field, const std::string& file, long line, std::string_view column, long long min);
-double csv_double(std::string_view field, const std::string& file, long line, std::string_view column, double min);
+/// Parses a field in [min, max] (a finite number for csv_double); throws
+/// TraceError(file, line, "column <name>: ...") on a malformed or out-of-range value.
+long long csv_int(std::string_view field, const std::string& file, long line, std::string_view column, long long min,
+                  long long max = std::numeric_limits<long long>::max());
+double csv_double(std::string_view field, const std::string& file, long line, std::string_view column, double min,
+                  double max = std::numeric_limits<double>::max());
 
 /// "YYYY-MM-DD HH:MM:SS[.fraction]" (UTC) → seconds since 1970-01-01. Throws TraceError.
 double csv_datetime(std::string_view field, const std::string& file, long line, std::string_view column);

@@ -1,6 +1,7 @@
 #include "workloads/csv_traces.hpp"
 
 #include "workloads/csv.hpp"
+#include "workloads/text_input.hpp"
 
 namespace servesim {
 
@@ -12,11 +13,17 @@ const char* kBurstHeader = "Timestamp,Model,Request tokens,Response tokens,Total
 CsvRequestReader::CsvRequestReader(Format format, std::string path, double time_scale, long long max_requests, bool skip_bad_rows)
     : format_(format), path_(std::move(path)), in_(path_), time_scale_(time_scale), max_requests_(max_requests), skip_(skip_bad_rows) {
   if (!in_) throw std::runtime_error("cannot open trace " + path_ + kTraceHint);
+  skip_bom(in_);
+  // the header is the first line that is not blank; a file of blank lines only is an empty trace
   std::string header;
-  std::getline(in_, header);
+  line_ = 0;
+  while (header.find_first_not_of(" \t\r") == std::string::npos) {
+    if (!std::getline(in_, header)) return;  // empty: next() has no rows (run refuses an empty trace)
+    ++line_;
+  }
   if (!header.empty() && header.back() == '\r') header.pop_back();
   const std::string want = format_ == Format::azure ? kAzureHeader : kBurstHeader;
-  if (header.rfind(want, 0) != 0) throw TraceError(path_, 1, "header \"" + header + "\" is not \"" + want + "\"" + (format_ == Format::burstgpt ? " (optionally followed by ,Session ID,Elapsed time)" : ""));
+  if (header.rfind(want, 0) != 0) throw TraceError(path_, line_, "header \"" + header + "\" is not \"" + want + "\"" + (format_ == Format::burstgpt ? " (optionally followed by ,Session ID,Elapsed time)" : ""));
 }
 
 Request CsvRequestReader::parse(const std::string& line) {
@@ -26,18 +33,19 @@ Request CsvRequestReader::parse(const std::string& line) {
   if (format_ == Format::azure) {
     if (f.size() != 3) throw TraceError(path_, line_, "expected 3 columns (" + std::string(kAzureHeader) + "), got " + std::to_string(f.size()));
     t = csv_datetime(f[0], path_, line_, "TIMESTAMP");
-    r.input_tokens = csv_int(f[1], path_, line_, "ContextTokens", 1);
-    r.output_tokens = csv_int(f[2], path_, line_, "GeneratedTokens", 1);
+    r.input_tokens = csv_int(f[1], path_, line_, "ContextTokens", 1, kMaxTokens);
+    r.output_tokens = csv_int(f[2], path_, line_, "GeneratedTokens", 1, kMaxTokens);
   } else {
     if (f.size() != 6 && f.size() != 8)
       throw TraceError(path_, line_, "expected 6 or 8 columns (" + std::string(kBurstHeader) + "[,Session ID,Elapsed time]), got " + std::to_string(f.size()));
     t = csv_double(f[0], path_, line_, "Timestamp", 0);
-    r.input_tokens = csv_int(f[2], path_, line_, "Request tokens", 1);
-    r.output_tokens = csv_int(f[3], path_, line_, "Response tokens", 1);
+    r.input_tokens = csv_int(f[2], path_, line_, "Request tokens", 1, kMaxTokens);
+    r.output_tokens = csv_int(f[3], path_, line_, "Response tokens", 1, kMaxTokens);
   }
-  if (!have_t0_) t0_ = t, have_t0_ = true;
+  if (!have_t0_) t0_ = t, t0_text_ = f[0], have_t0_ = true;  // time 0 is the first row (README "Input rules")
   const double rel = (t - t0_) * time_scale_;
   if (rel < last_) throw TraceError(path_, line_, "time goes backwards (rows must be in arrival order)");
+  if (rel > kMaxSeconds) throw TraceError(path_, line_, "time is more than 1e9 s (× time_scale) after the first row's (" + t0_text_ + ")");
   r.arrival_s = rel;
   r.origin = path_ + ":" + std::to_string(line_);
   return r;
@@ -63,6 +71,11 @@ std::optional<Request> CsvRequestReader::next() {
     return r;
   }
   return std::nullopt;
+}
+
+std::string CsvRequestReader::time_origin() const {
+  if (!have_t0_ || t0_ == 0) return {};
+  return std::string("time 0 is the first row's ") + (format_ == Format::azure ? "TIMESTAMP, " : "Timestamp, ") + t0_text_ + " (" + path_ + ")";
 }
 
 std::string CsvRequestReader::describe() const {

@@ -8,7 +8,9 @@
 //   Request tokens → input_tokens; Response tokens → output_tokens (BurstGPT logs failed requests
 //   with 0 response tokens: such rows are malformed here, so they stop the run or, with
 //   skip_bad_rows, are skipped and counted).
-// Rows must be in non-decreasing time order.
+// Rows must be in non-decreasing time order; time 0 is the first row's (README "Input rules"), and no
+// row may come more than 1e9 s (× time_scale) after it; token counts are at most 2^40. A UTF-8
+// byte-order mark and blank lines before the header are skipped; a file without rows is empty.
 #pragma once
 #include "workloads/request.hpp"
 
@@ -25,6 +27,7 @@ class CsvRequestReader : public RequestSource {
   CsvRequestReader(Format format, std::string path, double time_scale, long long max_requests, bool skip_bad_rows);
   std::optional<Request> next() override;
   std::string describe() const override;
+  std::string time_origin() const override;
   long long skipped_rows() const override { return skipped_; }
 
  private:
@@ -39,6 +42,7 @@ class CsvRequestReader : public RequestSource {
   long long emitted_ = 0, skipped_ = 0;
   bool have_t0_ = false;
   double t0_ = 0, last_ = 0;
+  std::string t0_text_;  ///< the first row's time stamp as written
 };
 
 }  // namespace servesim

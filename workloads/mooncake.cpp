@@ -1,6 +1,7 @@
 #include "workloads/mooncake.hpp"
 
 #include "workloads/json_row.hpp"
+#include "workloads/text_input.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,7 @@ MooncakeReader::MooncakeReader(std::string path, double time_scale, double jitte
     : path_(std::move(path)), in_(path_), time_scale_(time_scale), jitter_s_(jitter_s), block_tokens_(block_tokens),
       max_requests_(max_requests), rng_(seed), skip_(skip_bad_rows) {
   if (!in_) throw std::runtime_error("cannot open trace " + path_ + kTraceHint);
+  skip_bom(in_);
 }
 
 std::optional<Request> MooncakeReader::read_row() {
@@ -32,24 +34,23 @@ std::optional<Request> MooncakeReader::parse_row() {
   while (std::getline(in_, s)) {
     ++line_;
     if (s.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank line
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(s);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw TraceError(path_, line_, std::string("not valid JSON (") + e.what() + "); expected {\"timestamp\": ms, \"input_length\": n, \"output_length\": n, \"hash_ids\": [...]}");
-    }
+    const nlohmann::json j =
+        json_row(s, path_, line_, "; expected {\"timestamp\": ms, \"input_length\": n, \"output_length\": n, \"hash_ids\": [...]}");
     if (!j.is_object()) throw TraceError(path_, line_, "expected a JSON object per line");
     for (auto it = j.begin(); it != j.end(); ++it)
       if (it.key() != "timestamp" && it.key() != "input_length" && it.key() != "output_length" && it.key() != "hash_ids")
         throw TraceError(path_, line_, "unknown field \"" + it.key() + "\" (a Mooncake row has timestamp, input_length, output_length, hash_ids)");
-    auto integer = [&](const char* k, long long min) { return json_int(j, k, min, path_, line_); };
     Request r;
-    const long long ts = integer("timestamp", 0);
-    r.input_tokens = integer("input_length", 1);
-    r.output_tokens = integer("output_length", 1);
-    const double raw_s = ts / 1000.0 * time_scale_;
+    const long long ts = json_int(j, "timestamp", 0, path_, line_);
+    r.input_tokens = json_int(j, "input_length", 1, path_, line_, kMaxTokens);
+    r.output_tokens = json_int(j, "output_length", 1, path_, line_, kMaxTokens);
+    // time 0 is the first row's timestamp (README "Input rules": epoch milliseconds work)
+    const long long origin = read_ > 0 ? ts0_ : ts;
+    const double raw_s = static_cast<double>(ts - origin) / 1000.0 * time_scale_;
     if (read_ > 0 && raw_s < last_raw_s_)
       throw TraceError(path_, line_, "timestamp " + std::to_string(ts) + " ms is earlier than the previous row's (rows must be in arrival order)");
+    if (raw_s > kMaxSeconds)
+      throw TraceError(path_, line_, "timestamp " + std::to_string(ts) + " ms is more than 1e9 s (× time_scale) after the first row's " + std::to_string(origin));
     last_raw_s_ = raw_s;
     if (j.contains("hash_ids")) {
       const auto& h = j["hash_ids"];
@@ -60,13 +61,14 @@ std::optional<Request> MooncakeReader::parse_row() {
                                            " needs ceil(" + std::to_string(r.input_tokens) + "/" + std::to_string(block_tokens_) + ") = " + std::to_string(want));
       r.block_hashes.reserve(h.size());
       for (const auto& x : h) {
-        if (!x.is_number_integer() || x.get<long long>() < 0) throw TraceError(path_, line_, "\"hash_ids\" entries must be non-negative integers, got " + x.dump());
+        if (!x.is_number_unsigned()) throw TraceError(path_, line_, "\"hash_ids\" entries must be non-negative integers, got " + x.dump());
         r.block_hashes.push_back(x.get<std::uint64_t>());
       }
       r.block_tokens = block_tokens_;
     }
     r.arrival_s = raw_s + (jitter_s_ > 0 ? rng_.uniform() * jitter_s_ : 0.0);
     r.origin = path_ + ":" + std::to_string(line_);
+    if (read_ == 0) ts0_ = ts;
     ++read_;
     return r;
   }
@@ -90,6 +92,10 @@ std::optional<Request> MooncakeReader::next() {
   window_.pop();
   r.id = static_cast<std::uint64_t>(emitted_++);
   return r;
+}
+
+std::string MooncakeReader::time_origin() const {
+  return read_ > 0 && ts0_ != 0 ? "time 0 is the first row's timestamp, " + std::to_string(ts0_) + " ms (" + path_ + ")" : std::string();
 }
 
 std::string MooncakeReader::describe() const {

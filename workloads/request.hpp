@@ -64,6 +64,10 @@ class RequestSource {
   }
   /// Rows skipped as malformed under skip_bad_rows (0 when rows are never skipped).
   virtual long long skipped_rows() const { return 0; }
+  /// Trace readers rebase arrival times to the first arrival (README "Input rules"): what time 0 is
+  /// when that moved the trace's own clock ("the first row's timestamp, 1726000000000 ms"); empty
+  /// when the first time stamp already was 0, and for generators. run_cmd logs it.
+  virtual std::string time_origin() const { return {}; }
   /// Human-readable description for the run summary (file and options, or generator parameters).
   virtual std::string describe() const = 0;
 };

@@ -2,11 +2,13 @@
 
 #include "workloads/csv.hpp"
 #include "workloads/json_row.hpp"
+#include "workloads/text_input.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <limits>
+#include <sstream>
 
 namespace servesim {
 
@@ -19,10 +21,16 @@ const char* kReplayHeader = "session_id,arrival_time,round_idx,prefix_len,input_
 TraceLabReplayReader::TraceLabReplayReader(std::string path, double time_scale, long long max_sessions, int block_tokens, bool skip_bad_rows)
     : path_(std::move(path)), in_(path_), time_scale_(time_scale), max_sessions_(max_sessions), block_tokens_(block_tokens), skip_(skip_bad_rows) {
   if (!in_) throw std::runtime_error("cannot open trace " + path_ + kTraceHint);
+  skip_bom(in_);
+  // the header is the first line that is not blank; a file of blank lines only is an empty trace
   std::string header;
-  std::getline(in_, header);
+  line_ = 0;
+  while (header.find_first_not_of(" \t\r") == std::string::npos) {
+    if (!std::getline(in_, header)) return;  // empty: next() has no rows (run refuses an empty trace)
+    ++line_;
+  }
   if (!header.empty() && header.back() == '\r') header.pop_back();
-  if (header != kReplayHeader) throw TraceError(path_, 1, "header \"" + header + "\" is not \"" + kReplayHeader + "\"");
+  if (header != kReplayHeader) throw TraceError(path_, line_, "header \"" + header + "\" is not \"" + kReplayHeader + "\"");
 }
 
 bool TraceLabReplayReader::read_row(Row& r) {
@@ -37,12 +45,17 @@ bool TraceLabReplayReader::read_row(Row& r) {
       Row x;
       x.line = line_;
       x.session = csv_int(f[0], path_, line_, "session_id", 0);
-      x.arrival_s = csv_double(f[1], path_, line_, "arrival_time", 0) / 1000.0 * time_scale_;
-      x.round = csv_int(f[2], path_, line_, "round_idx", 0);
-      x.prefix = csv_int(f[3], path_, line_, "prefix_len", 0);
-      x.input = csv_int(f[4], path_, line_, "input_len", 1);
-      x.output = csv_int(f[5], path_, line_, "output_len", 1);
-      x.wait_s = csv_double(f[6], path_, line_, "tool_wait_after_ms", 0) / 1000.0 * time_scale_;
+      // time 0 is the first session's arrival_time (README "Input rules")
+      const double ms = csv_double(f[1], path_, line_, "arrival_time", 0);
+      x.arrival_s = (ms - (have_t0_ ? t0_ms_ : ms)) / 1000.0 * time_scale_;
+      if (x.arrival_s > kMaxSeconds) throw TraceError(path_, line_, "arrival_time is more than 1e9 s (× time_scale) after the first session's");
+      x.round = csv_int(f[2], path_, line_, "round_idx", 0, std::numeric_limits<int>::max());
+      x.prefix = csv_int(f[3], path_, line_, "prefix_len", 0, kMaxTokens);
+      x.input = csv_int(f[4], path_, line_, "input_len", 1, kMaxTokens);
+      if (x.prefix + x.input > kMaxTokens) throw TraceError(path_, line_, "prefix_len + input_len (the prompt) must be ≤ 2^40 tokens");
+      x.output = csv_int(f[5], path_, line_, "output_len", 1, kMaxTokens);
+      x.wait_s = csv_double(f[6], path_, line_, "tool_wait_after_ms", 0, kMaxSeconds * 1000) / 1000.0 * time_scale_;
+      if (x.wait_s > kMaxSeconds) throw TraceError(path_, line_, "tool_wait_after_ms × time_scale is more than 1e9 s");
       if (x.session != last_session_) {
         if (x.round != 0)
           throw TraceError(path_, line_, "round " + std::to_string(x.round) + " of session " + std::to_string(x.session) +
@@ -54,6 +67,7 @@ bool TraceLabReplayReader::read_row(Row& r) {
         throw TraceError(path_, line_, "round_idx " + std::to_string(x.round) + " of session " + std::to_string(x.session) + ": expected " +
                                            std::to_string(expect_round_));
       }
+      if (!have_t0_) t0_ms_ = ms, have_t0_ = true;
       if (x.session != last_session_) {
         seen_[x.session] = true;
         last_session_ = x.session;
@@ -124,6 +138,13 @@ std::optional<Request> TraceLabReplayReader::follow_up(const Request& done, doub
   return make(it->second, row, t_done + done.think_after_s);
 }
 
+std::string TraceLabReplayReader::time_origin() const {
+  if (!have_t0_ || t0_ms_ == 0) return {};
+  std::ostringstream o;
+  o << "time 0 is the first session's arrival_time, " << t0_ms_ << " ms (" << path_ << ")";
+  return o.str();
+}
+
 std::string TraceLabReplayReader::describe() const {
   return "tracelab replay " + path_ + " (time_scale " + std::to_string(time_scale_) + ", " + std::to_string(block_tokens_) + "-token blocks)";
 }
@@ -144,6 +165,7 @@ double iso_time(const nlohmann::json& v, const std::string& file, long line, con
 TraceLabRoundsReader::TraceLabRoundsReader(std::string path, double time_scale, long long max_sessions, int block_tokens, bool skip_bad_rows)
     : path_(std::move(path)), in_(path_), time_scale_(time_scale), block_tokens_(block_tokens) {
   if (!in_) throw std::runtime_error("cannot open trace " + path_ + kTraceHint);
+  skip_bom(in_);
   std::map<std::string, size_t> by_name;
   std::string s;
   long line = 0;
@@ -153,22 +175,18 @@ TraceLabRoundsReader::TraceLabRoundsReader(std::string path, double time_scale, 
     ++line;
     if (s.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(s);
-      } catch (const nlohmann::json::parse_error& e) {
-        throw TraceError(path_, line, std::string("not valid JSON (") + e.what() + ")");
-      }
+      const nlohmann::json j = json_row(s, path_, line);
       if (!j.contains("session_id") || !j["session_id"].is_string()) throw TraceError(path_, line, "missing string field \"session_id\"");
-      const long long round = json_int(j, "round_index", 0, path_, line);
+      const long long round = json_int(j, "round_index", 0, path_, line, std::numeric_limits<int>::max());
       const std::string name = j["session_id"].get<std::string>();
       auto [it, fresh] = by_name.emplace(name, sessions_.size());
-      if (fresh) sessions_.push_back({name, std::numeric_limits<double>::infinity(), {}});
+      if (fresh) sessions_.push_back({name, std::numeric_limits<double>::infinity(), {}, {}});
       SessionIndex& si = sessions_[it->second];
       if (round == 0) {
         if (!j.contains("timing_events") || !j["timing_events"].is_array() || j["timing_events"].empty())
           throw TraceError(path_, line, "round 0 needs timing_events with a timestamp (the session start)");
         si.start = iso_time(j["timing_events"][0]["timestamp"], path_, line, "timing_events[0].timestamp");
+        si.start_text = j["timing_events"][0]["timestamp"].get<std::string>();
       }
       parse_round(j, line);  // every field is checked now, so that a bad row stops (or is skipped) before the run
       si.rows.push_back({round, off, line});
@@ -195,25 +213,40 @@ TraceLabRoundsReader::TraceLabRoundsReader(std::string path, double time_scale, 
   sessions_ = std::move(ok);
   std::stable_sort(sessions_.begin(), sessions_.end(), [](const SessionIndex& a, const SessionIndex& b) { return a.start < b.start; });
   if (max_sessions > 0 && static_cast<long long>(sessions_.size()) > max_sessions) sessions_.resize(static_cast<size_t>(max_sessions));
+  // time 0 is the earliest session start (README "Input rules"); none may start 1e9 s or more after it
   t0_ = sessions_.empty() ? 0.0 : sessions_.front().start;
+  for (size_t i = 0; i < sessions_.size(); ++i)
+    if ((sessions_[i].start - t0_) * time_scale_ > kMaxSeconds) {
+      if (!skip_bad_rows)
+        throw TraceError(path_, sessions_[i].rows.front().line, "session " + sessions_[i].name + " starts more than 1e9 s (× time_scale) after the first one");
+      for (size_t k = i; k < sessions_.size(); ++k) skipped_ += static_cast<long long>(sessions_[k].rows.size());
+      sessions_.resize(i);
+      break;
+    }
   in_.clear();
 }
 
 TraceLabRoundsReader::Round TraceLabRoundsReader::parse_round(const nlohmann::json& j, long line) const {
   Round r;
-  r.prompt = json_int(j, "input_tokens_total", 1, path_, line);
-  r.prefix = std::min(json_int(j, "prefix_tokens", 0, path_, line), r.prompt);
-  r.output = std::max<long long>(1, json_int(j, "output_tokens", 0, path_, line));
+  r.prompt = json_int(j, "input_tokens_total", 1, path_, line, kMaxTokens);
+  r.prefix = std::min(json_int(j, "prefix_tokens", 0, path_, line, kMaxTokens), r.prompt);
+  r.output = std::max<long long>(1, json_int(j, "output_tokens", 0, path_, line, kMaxTokens));
   double first = std::numeric_limits<double>::infinity(), last = -first, sum_ms = 0;
   if (j.contains("tools") && j["tools"].is_array())
     for (const auto& t : j["tools"]) {
-      if (t.contains("tool_wall_latency_ms") && t["tool_wall_latency_ms"].is_number()) sum_ms += t["tool_wall_latency_ms"].get<double>();
+      if (t.contains("tool_wall_latency_ms") && t["tool_wall_latency_ms"].is_number()) {
+        const double ms = t["tool_wall_latency_ms"].get<double>();
+        if (!(ms >= 0 && ms <= kMaxSeconds * 1000))
+          throw TraceError(path_, line, "tools[].tool_wall_latency_ms must be in [0, 1e12] ms, got " + t["tool_wall_latency_ms"].dump());
+        sum_ms += ms;
+      }
       if (t.contains("emitted_at") && t.contains("result_at") && t["emitted_at"].is_string() && t["result_at"].is_string()) {
         first = std::min(first, iso_time(t["emitted_at"], path_, line, "tools[].emitted_at"));
         last = std::max(last, iso_time(t["result_at"], path_, line, "tools[].result_at"));
       }
     }
   r.wait_s = (last > first ? last - first : sum_ms / 1000.0) * time_scale_;
+  if (r.wait_s > kMaxSeconds) throw TraceError(path_, line, "the wait after this round (its tool calls' span × time_scale) is more than 1e9 s");
   return r;
 }
 
@@ -255,6 +288,10 @@ std::optional<Request> TraceLabRoundsReader::next() {
 std::optional<Request> TraceLabRoundsReader::follow_up(const Request& done, double t_done) {
   if (done.session < 0 || done.last_round) return std::nullopt;
   return make(done.session, static_cast<size_t>(done.round) + 1, t_done + done.think_after_s);
+}
+
+std::string TraceLabRoundsReader::time_origin() const {
+  return sessions_.empty() ? std::string() : "time 0 is the earliest session start, " + sessions_.front().start_text + " (" + path_ + ")";
 }
 
 std::string TraceLabRoundsReader::describe() const {

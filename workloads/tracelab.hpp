@@ -3,7 +3,8 @@
 // Replay CSV (replay/examples/*.csv): header
 //   session_id,arrival_time,round_idx,prefix_len,input_len,output_len,tool_wait_after_ms
 //   A session's rows are contiguous with round_idx 0, 1, 2, ...; sessions appear in non-decreasing
-//   arrival_time (ms). Round 0 arrives at arrival_time/1000 × time_scale; round r+1 arrives when
+//   arrival_time (ms). Round 0 arrives at (arrival_time − the first session's)/1000 × time_scale
+//   (time 0 is the first session, README "Input rules"); round r+1 arrives when
 //   round r's last token is out plus its tool_wait_after_ms × time_scale. The round's prompt is
 //   prefix_len + input_len tokens, of which prefix_len are the session history (its earlier prompts
 //   and outputs); output_len → output_tokens.
@@ -15,7 +16,8 @@
 //   provider-reported cached prefix) are history; the wait after a round is the span of its tool
 //   calls (first emitted_at → last result_at; the sum of tool_wall_latency_ms when timestamps are
 //   missing; 0 without tools) × time_scale. Unknown fields are ignored (the format is rich).
-// Prefix blocks follow workloads/session_blocks.hpp.
+// Both: a UTF-8 byte-order mark is skipped; token counts are at most 2^40 and times (session starts
+// after time 0, waits) at most 1e9 s after time_scale. Prefix blocks follow workloads/session_blocks.hpp.
 #pragma once
 #include "workloads/request.hpp"
 #include "workloads/session_blocks.hpp"
@@ -36,6 +38,7 @@ class TraceLabReplayReader final : public RequestSource {
   std::optional<Request> next() override;
   std::optional<Request> follow_up(const Request& done, double t_done) override;
   std::string describe() const override;
+  std::string time_origin() const override;
   long long skipped_rows() const override { return skipped_; }
 
  private:
@@ -62,6 +65,8 @@ class TraceLabReplayReader final : public RequestSource {
   std::optional<Row> lookahead_;
   long long last_session_ = -1, expect_round_ = 0;
   double last_arrival_ = 0;
+  bool have_t0_ = false;
+  double t0_ms_ = 0;  ///< the first session's arrival_time: time 0
   std::unordered_map<long long, bool> seen_;
   std::unordered_map<long long, Session> active_;
 };
@@ -74,6 +79,7 @@ class TraceLabRoundsReader final : public RequestSource {
   std::optional<Request> next() override;
   std::optional<Request> follow_up(const Request& done, double t_done) override;
   std::string describe() const override;
+  std::string time_origin() const override;
   long long skipped_rows() const override { return skipped_; }
 
  private:
@@ -86,6 +92,7 @@ class TraceLabRoundsReader final : public RequestSource {
     std::string name;
     double start = 0;
     std::vector<RowRef> rows;  // sorted by round
+    std::string start_text;    // round 0's first timing event as written
   };
   struct Round {
     long long prompt = 0, prefix = 0, output = 0;
