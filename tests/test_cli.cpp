@@ -1,8 +1,13 @@
 // The user-facing command: determinism (same scenario + seed ⇒ byte-identical files), exit codes
 // and messages for bad input, and the plan/topology reports.
 #include "helpers.hpp"
+#include "sim/simulation.hpp"
 
 #include <gtest/gtest.h>
+
+#include <deque>
+#include <limits>
+#include <map>
 
 #include <cstdio>
 #include <filesystem>
@@ -139,4 +144,186 @@ TEST(Cli, StepDefaultsFollowThePhaseAndWrongNamesListTheDeployments) {
   o = sh("step --ops");
   ASSERT_EQ(o.status, 0) << o.text;
   for (const char* s : {"kda_decode", "mla_decode", "moe_experts", "fitted"}) EXPECT_NE(o.text.find(s), std::string::npos) << s;
+}
+
+// ----------------------------------------------------------------------------- input rules (issue 10, items 6, 8-11)
+
+namespace {
+
+// a scenario file `dir`/s.json: the small test deployment with this workload and deployment name
+fs::path scenario_in(const fs::path& dir, const std::string& workload, const std::string& deployment = "flash", const std::string& name = "t") {
+  fs::create_directories(dir);
+  std::ofstream(dir / "s.json") << R"({"name": ")" << name << R"(", "workload": )" << workload << R"(, "deployments": [{"name": ")" << deployment
+                                << R"(", "model": "deepseek-v4-flash", "hardware": "h200", "prefill": {"ep": 8, "attn_tp": 1}, "decode": {"ep": 8, "attn_tp": 1}}]})";
+  return dir / "s.json";
+}
+
+// summary.json without its "workload" line (it names the trace file)
+std::string summary_without_workload(const fs::path& p) {
+  std::istringstream in(slurp(p));
+  std::string line, out;
+  while (std::getline(in, line))
+    if (line.find("\"workload\":") == std::string::npos) out += line + "\n";
+  return out;
+}
+
+}  // namespace
+
+// Item 6: epoch-millisecond time stamps (1726000000000, 1726000000100) give byte-identical
+// requests.csv and the same summary as 0 and 100: time 0 is the first arrival, and the log says so.
+TEST(Cli, EpochMillisecondTimestampsGiveTheResultsOfZeroBasedOnes) {
+  const fs::path dir = tmp("epoch");
+  fs::create_directories(dir);
+  auto row = [](const std::string& ts, int id) {
+    return "{\"timestamp\": " + ts + ", \"input_length\": 512, \"output_length\": 4, \"hash_ids\": [" + std::to_string(id) + "]}\n";
+  };
+  std::ofstream(dir / "epoch.jsonl") << row("1726000000000", 1) << row("1726000000100", 2);
+  std::ofstream(dir / "zero.jsonl") << row("0", 1) << row("100", 2);
+  const std::string scen = test::data("tests/data/small.json");
+  const Out e = sh("run " + scen + " --trace " + (dir / "epoch.jsonl").string() + " --out " + (dir / "e").string());
+  ASSERT_EQ(e.status, 0) << e.text;
+  EXPECT_NE(e.text.find("arrival times rebased: time 0 is the first row's timestamp, 1726000000000 ms"), std::string::npos) << e.text;
+  ASSERT_EQ(sh("run " + scen + " --trace " + (dir / "zero.jsonl").string() + " --out " + (dir / "z").string()).status, 0);
+  EXPECT_EQ(slurp(dir / "e/flash/requests.csv"), slurp(dir / "z/flash/requests.csv"));
+  EXPECT_EQ(summary_without_workload(dir / "e/flash/summary.json"), summary_without_workload(dir / "z/flash/summary.json"));
+  // the second request arrives 100 ms after the first
+  EXPECT_NE(slurp(dir / "e/flash/requests.csv").find("\n1,completed,,0.100000,"), std::string::npos) << slurp(dir / "e/flash/requests.csv");
+}
+
+// Item 8: every numeric option is range-checked: status 2 and a message naming the option.
+TEST(Cli, HostileNumericOptionsExitWithStatus2AndNameTheOption) {
+  const std::string scen = test::data("tests/data/small.json"), out = " --out " + tmp("hostile").string();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"run " + scen + " --horizon inf", "--horizon: must be a finite number in [0, 1e+09], got \"inf\""},
+      {"run " + scen + " --horizon nan", "--horizon: must be a finite number"},
+      {"run " + scen + " --horizon -1", "--horizon: must be a finite number"},
+      {"run " + scen + " --horizon 1e400", "--horizon: must be a finite number"},
+      {"run " + scen + " --horizon 2e9", "--horizon: must be a finite number"},
+      {"run " + scen + " --seed -5", "--seed: must be an integer in [0, 9223372036854775807], got \"-5\""},
+      {"run " + scen + " --seed 1.5", "--seed: must be an integer"},
+      {"run " + scen + " --seed 99999999999999999999", "--seed: must be an integer"},
+      {"run " + scen + " --time-scale 0", "--time-scale: must be a finite number in [1e-09, 1e+09], got \"0\""},
+      {"run " + scen + " --time-scale inf", "--time-scale: must be a finite number"},
+      {"run " + scen + " --jobs 0", "--jobs: must be an integer in [1, 4096], got \"0\""},
+      {"run " + scen + " --jobs -2", "--jobs: must be an integer"},
+      {"step --seqs-per-rank 0", "--seqs-per-rank: must be an integer in [1, 1048576], got \"0\""},
+      {"step --seqs-per-rank 1048577", "--seqs-per-rank: must be an integer in [1, 1048576]"},
+      {"step --phase prefill --tokens 1099511627777", "--tokens: must be an integer in [1, 1099511627776], got \"1099511627777\""},
+      {"step --context -1", "--context: must be an integer in [0, 1099511627776], got \"-1\""},
+      {"step --context nan", "--context: must be an integer"},
+      // 2^40 tokens × 2 sequences = 2^41 tokens in one rank's batch
+      {"step --phase prefill --tokens 1099511627776 --seqs-per-rank 2", "a rank's batch must be at most 2^40 tokens"},
+      {"costmodel report --worst -1", "--worst: must be an integer"},
+  };
+  for (const auto& [args, want] : cases) {
+    const Out o = sh(args + (args.rfind("run", 0) == 0 ? out : ""));
+    EXPECT_EQ(o.status, 2) << args << "\n" << o.text;
+    EXPECT_NE(o.text.find(want), std::string::npos) << args << "\n" << o.text;
+  }
+  // the issue's trace row: 2^63 − 1 input tokens, 1 output token
+  const fs::path dir = tmp("hostile_trace");
+  fs::create_directories(dir);
+  std::ofstream(dir / "t.jsonl") << "{\"timestamp\": 0, \"input_length\": 9223372036854775807, \"output_length\": 1, \"hash_ids\": []}\n";
+  const Out o = sh("run " + scen + " --trace " + (dir / "t.jsonl").string() + out);
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.text.find("t.jsonl:1: \"input_length\" must be ≤ 1099511627776, got 9223372036854775807"), std::string::npos) << o.text;
+}
+
+// Item 9: a deployment named ../x, or a scenario named ../../y used as out/<name>, is refused before
+// anything is written.
+TEST(Cli, NamesThatWouldLeaveTheOutputFolderAreRefused) {
+  const fs::path dir = tmp("names");
+  const std::string synth = R"({"kind": "synthetic", "requests": 2, "rate_per_s": 1, "input_tokens": {"dist": "constant", "value": 100},
+      "output_tokens": {"dist": "constant", "value": 2}})";
+  Out o = sh("run " + scenario_in(dir, synth, "../x").string() + " --out " + (dir / "out").string());
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.text.find("s.json: deployments[0].name: \"../x\" cannot be a folder name"), std::string::npos) << o.text;
+  EXPECT_FALSE(fs::exists(dir / "x"));
+  EXPECT_FALSE(fs::exists(dir / "out"));
+  // the scenario's name is a folder only without --out
+  const fs::path s = scenario_in(dir, synth, "flash", "../../y");
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir);  // out/ would be made here
+  o = sh("run " + s.string());
+  fs::current_path(cwd);
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.text.find("s.json: name: \"../../y\" cannot be the output folder out/<name>"), std::string::npos) << o.text;
+  EXPECT_FALSE(fs::exists(dir / "out"));
+  EXPECT_EQ(sh("run " + s.string() + " --out " + (dir / "given").string()).status, 0);
+  EXPECT_TRUE(fs::exists(dir / "given/flash/summary.json"));
+}
+
+// Item 10: an empty trace (no rows, blank lines only, a CSV header only) is refused with status 2,
+// naming the file, for --trace and for scenario traces.
+TEST(Cli, AnEmptyTraceIsRefused) {
+  const fs::path dir = tmp("empty");
+  fs::create_directories(dir);
+  std::ofstream(dir / "none.jsonl") << "";
+  std::ofstream(dir / "blank.jsonl") << "\n   \n\n";
+  for (const char* f : {"none.jsonl", "blank.jsonl"}) {
+    const Out o = sh("run " + test::data("tests/data/small.json") + " --trace " + (dir / f).string() + " --out " + (dir / "out").string());
+    EXPECT_EQ(o.status, 2) << o.text;
+    EXPECT_NE(o.text.find((dir / f).string() + ": the trace is empty (no rows, or only blank lines)"), std::string::npos) << o.text;
+  }
+  std::ofstream(dir / "t.csv") << "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+  const Out o = sh("run " + scenario_in(dir / "az", R"({"kind": "azure", "trace": "../t.csv"})").string() + " --out " + (dir / "out").string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("t.csv: the trace is empty"), std::string::npos) << o.text;
+  EXPECT_FALSE(fs::exists(dir / "out"));
+}
+
+// Item 11: SERVESIM_DATA_DIR at a copy of scenarios/ keeps the fitted cost model; a parameter file
+// that exists nowhere is named with every place looked (exit 2).
+TEST(Cli, ACopiedDataFolderKeepsTheFittedCostModel) {
+  const fs::path dir = tmp("datadir");
+  fs::create_directories(dir);
+  fs::copy(test::data("scenarios"), dir / "data", fs::copy_options::recursive);
+  setenv("SERVESIM_DATA_DIR", (dir / "data").c_str(), 1);
+  Out o = sh("step");
+  EXPECT_EQ(o.status, 0) << o.text;
+  EXPECT_NE(o.text.find("cost model fitted"), std::string::npos) << o.text;
+  std::string hw = slurp(dir / "data/hardware/h200.json");
+  hw.replace(hw.find("h200/fitted_models.json"), 4, "h999");
+  std::ofstream(dir / "data/hardware/h200.json") << hw;
+  o = sh("step");
+  unsetenv("SERVESIM_DATA_DIR");
+  EXPECT_EQ(o.status, 2) << o.text;
+  const std::string rel = (dir / "costmodels/data/h999/fitted_models.json").string();
+  const std::string src = (fs::path(test::source_dir()) / "costmodels/data/h999/fitted_models.json").lexically_normal().string();
+  EXPECT_NE(o.text.find("looked at " + rel + " (relative to the hardware file), " + src), std::string::npos) << o.text;
+}
+
+// Item 8, the engine's side: input + output tokens cannot overflow the context check. A request of
+// 2^63 − 1 input tokens and 1 output token (which no reader lets through) is rejected for its
+// context, min(2^63 − 1, (2^63 − 1) + 1) = 9223372036854775807 tokens against the tiny model's 4096,
+// not for a wrapped-around negative sum; 4095 + 1 = 4096 tokens is allowed.
+TEST(Cli, TheEnginesContextCheckCannotOverflow) {
+  class Records final : public EventSink {
+   public:
+    void on_request(const RequestRecord& r) override { by_id[r.id] = r; }
+    std::map<std::uint64_t, RequestRecord> by_id;
+  } rec;
+  class TwoRequests final : public RequestSource {
+   public:
+    std::optional<Request> next() override {
+      if (n_ == 2) return std::nullopt;
+      Request r;
+      r.id = static_cast<std::uint64_t>(n_);
+      r.arrival_s = static_cast<double>(n_);
+      r.input_tokens = n_ == 0 ? std::numeric_limits<long long>::max() : 4095;
+      r.output_tokens = 1;
+      ++n_;
+      return r;
+    }
+    std::string describe() const override { return "two"; }
+
+   private:
+    int n_ = 0;
+  };
+  Simulation sim(test::tiny(1000), std::make_unique<TwoRequests>(), std::make_shared<test::ZeroCost>(), rec, {});
+  sim.run();
+  ASSERT_EQ(rec.by_id.size(), 2u);
+  EXPECT_EQ(rec.by_id.at(0).status, RequestStatus::rejected);
+  EXPECT_EQ(rec.by_id.at(0).reason, "context 9223372036854775807 tokens exceeds the model's 4096");
+  EXPECT_EQ(rec.by_id.at(1).status, RequestStatus::completed) << rec.by_id.at(1).reason;
 }

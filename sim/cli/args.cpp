@@ -4,11 +4,53 @@
 #include "sim/cli/commands.hpp"
 #include "sim/cli/costmodel_cmd.hpp"
 
+#include "scenarios/scenario.hpp"
+
 #include <CLI/CLI.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
 
 namespace servesim::cli {
 
 namespace {
+
+// Range checks of numeric options (README "Input rules"). CLI11 runs them on the text before
+// converting it and prefixes the message with the option's name; a failure exits with status 2.
+std::string bound(double x) {
+  std::ostringstream o;
+  o << x;
+  return o.str();
+}
+
+// A whole integer in [lo, hi].
+CLI::Validator integer_in(long long lo, long long hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        long long v = 0;
+        const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec != std::errc() || p != s.data() + s.size() || s.empty() || v < lo || v > hi)
+          return "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got \"" + s + "\"";
+        return {};
+      },
+      "");
+}
+
+// A finite number in [lo, hi] (inf, nan and 1e400 are refused).
+CLI::Validator number_in(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double v = s.empty() ? 0.0 : std::strtod(s.c_str(), &end);
+        if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v < lo || v > hi)
+          return "must be a finite number in [" + bound(lo) + ", " + bound(hi) + "], got \"" + s + "\"";
+        return {};
+      },
+      "");
+}
 
 CLI::App* add_run(CLI::App& app, RunArgs& r) {
   auto* run = app.add_subcommand("run", "simulate every deployment of a scenario (default: the built-in scenario)");
@@ -16,11 +58,11 @@ CLI::App* add_run(CLI::App& app, RunArgs& r) {
   run->add_option("--trace", r.trace, "replay this Mooncake JSONL trace instead of the scenario's workload");
   run->add_option("--out", r.out, "output folder (default out/<scenario name>)");
   run->add_option("--only", r.only, "simulate only the deployment with this name");
-  run->add_option("--seed", r.seed, "random seed (default: the scenario's)");
-  run->add_option("--horizon", r.horizon_s, "stop at this simulated time in seconds (0: run to completion)");
-  run->add_option("--time-scale", r.time_scale, "multiply trace arrival times by this factor");
+  run->add_option("--seed", r.seed, "random seed (default: the scenario's)")->check(integer_in(0, std::numeric_limits<long long>::max()));
+  run->add_option("--horizon", r.horizon_s, "stop at this simulated time in seconds (0: run to completion)")->check(number_in(0, kMaxSeconds));
+  run->add_option("--time-scale", r.time_scale, "multiply trace arrival times by this factor")->check(number_in(1e-9, 1e9));
   run->add_option("--cost-model", r.cost_model, "cost model: fitted (default: kernel-fitted, issue #5) | roofline");
-  run->add_option("--jobs", r.jobs, "deployments simulated in parallel (default: one per core)");
+  run->add_option("--jobs", r.jobs, "deployments simulated in parallel (default: one per core)")->check(integer_in(1, 4096));
   run->add_flag("--no-timeline", r.no_timeline, "do not write timeline.json");
   run->add_flag("--skip-bad-rows", r.skip_bad_rows, "skip malformed trace rows (counted in summary.json) instead of stopping");
   run->add_option("--cfg", r.simgrid_cfg, "SimGrid configuration item, e.g. network/model:LV08 (repeatable)");
@@ -32,9 +74,10 @@ CLI::App* add_step(CLI::App& app, StepArgs& st) {
   step->add_option("scenario", st.scenario, "scenario JSON file (default: the built-in scenario)");
   step->add_option("--deployment", st.deployment, "deployment name (default: the first)");
   step->add_option("--phase", st.phase, "prefill or decode")->capture_default_str()->check(CLI::IsMember({"prefill", "decode"}));
-  step->add_option("--seqs-per-rank", st.seqs_per_rank, "sequences per DP rank")->capture_default_str();
-  step->add_option("--tokens", st.tokens, "new tokens per sequence (prefill; default: the pool's chunk_tokens; decode: always 1)");
-  step->add_option("--context", st.context, "tokens already cached per sequence (default: prefill 0, decode 2048)");
+  step->add_option("--seqs-per-rank", st.seqs_per_rank, "sequences per DP rank")->capture_default_str()->check(integer_in(1, 1 << 20));
+  step->add_option("--tokens", st.tokens, "new tokens per sequence (prefill; default: the pool's chunk_tokens; decode: always 1)")
+      ->check(integer_in(1, kMaxTokens));
+  step->add_option("--context", st.context, "tokens already cached per sequence (default: prefill 0, decode 2048)")->check(integer_in(0, kMaxTokens));
   step->add_option("--cost-model", st.cost_model, "cost model: fitted (default) or roofline");
   step->add_flag("--ops", st.ops, "also list every op of one layer of each kind: latency per layer, layers, share of the step, provenance");
   return step;
@@ -49,7 +92,7 @@ CLI::App* add_costmodel(CLI::App& app, CostModelArgs& cm, CLI::App*& cm_fit) {
     sc->add_option("--data", cm.data, "folder of kernel tables (default: the folder of the parameter file)");
     sc->add_option("--params", cm.params, "fitted-parameter file (default: the hardware file's fitted_models)");
     sc->add_option("--hardware", cm.hardware, "GPU the tables were measured on (default h200)");
-    sc->add_option("--worst", cm.worst, "also print the N worst held-out rows of each family");
+    sc->add_option("--worst", cm.worst, "also print the N worst held-out rows of each family")->check(integer_in(0, 1000000));
     sc->add_option("--family", cm.family, "restrict --worst to this kernel family");
     sc->add_flag("--no-shape-out", cm.no_shape_out,
                  "k-fold validation only: skip leaving each measured shape out (about 4 of the 4.5 minutes; fit then writes no shape-out figures)");

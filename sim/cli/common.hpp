@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -21,6 +22,18 @@ inline std::optional<Scenario> load_or_report(const std::string& path) {
     fmt::print(stderr, "error: {}\n", e.what());
     return std::nullopt;
   }
+}
+
+/// The fitted cost model's parameter file cannot be found: the message naming it and every place
+/// looked (scenarios/scenario.hpp fitted_models_fallbacks); nullopt when found or not needed.
+inline std::optional<std::string> missing_fitted_parameters(const std::string& cost_model, const GpuSpec& gpu) {
+  if (cost_model != "fitted" || gpu.fitted_models_path.empty() || std::filesystem::exists(gpu.fitted_models_path)) return std::nullopt;
+  std::string places = gpu.fitted_models_path + " (relative to the hardware file)";
+  for (const auto& p : fitted_models_fallbacks(gpu.fitted_models))
+    if (p != gpu.fitted_models_path) places += ", " + p;
+  return fmt::format("cost model \"fitted\": hardware \"{}\": its fitted parameters \"{}\" (\"fitted_models\" in the hardware file) are missing; "
+                     "looked at {} (copy costmodels/data/ beside the data folder, make \"fitted_models\" absolute, or use --cost-model roofline)",
+                     gpu.name, gpu.fitted_models, places);
 }
 
 /// "a, b, c": the deployments' names, for error messages.

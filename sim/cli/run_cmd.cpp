@@ -117,7 +117,10 @@ int apply_overrides(Scenario& s, const RunArgs& a) {
 // Every deployment's cost model can be built (the fitted parameters exist). Exit status.
 int check_cost_models(const Scenario& s) {
   try {
-    for (const auto& d : s.deployments) make_cost_model(s.cost_model, d.gpu);
+    for (const auto& d : s.deployments) {
+      if (auto missing = missing_fitted_parameters(s.cost_model, d.gpu)) throw std::runtime_error(*missing);
+      make_cost_model(s.cost_model, d.gpu);
+    }
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 2;
@@ -141,6 +144,9 @@ int read_workload(const Scenario& s, const RunArgs& a) {
       throw std::runtime_error(fmt::format("every row ({}) was malformed and skipped, nothing to simulate: is the file in the format of "
                                            "workload.kind (--trace reads Mooncake JSONL)?",
                                            src->skipped_rows()));
+    if (requests == 0 && walk)  // README "Input rules": an empty trace is refused
+      throw std::runtime_error(fmt::format("{}: the trace is empty (no rows, or only blank lines): nothing to simulate", s.workload.trace_path));
+    if (const std::string origin = src->time_origin(); !origin.empty()) spdlog::info("workload: arrival times rebased: {}", origin);
     spdlog::info("workload: {} ({} {}{})", src->describe(), requests, walk || s.workload.kind == WorkloadSpec::Kind::synthetic ? "requests" : "sessions",
                  src->skipped_rows() ? fmt::format(", {} malformed rows skipped", src->skipped_rows()) : std::string());
   } catch (const TraceError& e) {
@@ -213,6 +219,11 @@ int run(const RunArgs& a) {
   if (!loaded) return 2;
   Scenario s = std::move(*loaded);
   if (int e = apply_overrides(s, a)) return e;
+  if (a.out.empty() && !is_safe_file_name(s.name)) {  // out/<scenario name> must stay under out/
+    fmt::print(stderr, "error: {}: name: \"{}\" cannot be the output folder out/<name>: {} (or pass --out DIR)\n", s.path, s.name,
+               safe_file_name_rule());
+    return 2;
+  }
   if (int e = check_cost_models(s)) return e;
   if (int e = read_workload(s, a)) return e;
   const fs::path out = a.out.empty() ? fs::path("out") / s.name : fs::path(a.out);

@@ -68,9 +68,15 @@ int step(const StepArgs& a) {
     fmt::print(stderr, "error: --seqs-per-rank and --tokens must be ≥ 1, --context ≥ 0\n");
     return 2;
   }
+  if (tokens * a.seqs_per_rank > kMaxTokens) {  // each ≤ 2^40 and 2^20 (args.cpp): the product cannot overflow
+    fmt::print(stderr, "error: --tokens {} × --seqs-per-rank {}: a rank's batch must be at most 2^40 tokens\n", tokens, a.seqs_per_rank);
+    return 2;
+  }
   std::shared_ptr<const CostModel> cost;
   try {
-    cost = make_cost_model(a.cost_model.empty() ? s->cost_model : a.cost_model, d->gpu);
+    const std::string cost_model = a.cost_model.empty() ? s->cost_model : a.cost_model;
+    if (auto missing = missing_fitted_parameters(cost_model, d->gpu)) throw std::runtime_error(*missing);
+    cost = make_cost_model(cost_model, d->gpu);
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 2;
