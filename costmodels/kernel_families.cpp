@@ -113,36 +113,41 @@ Work w_mhc(const double* f) { return {248 * f[0] * f[1], 28 * f[0] * f[1], DType
 // f[0] experts G, f[1] rows: rows → G · pad(rows / G)
 // kernels/moe W4A16: token tile bt = next power of two ≥ the mean rows per active expert, in [8, 256]
 double w4a16_tile(double mean) { return std::clamp(std::exp2(std::ceil(std::log2(std::max(mean, 1.0)) - 1e-9)), 8.0, 256.0); }
-double pad_fp8(double m) {  // cuBLASLt per-expert FP8 matmuls: steps of 256 then 512 rows (measured staircase)
-  if (m <= 128) return m;
-  if (m <= 256) return 256;
-  return 512 * std::ceil(m / 512 - 1e-9);
-}
+// FP8 grouped GEMM, the faster instrument per shape (own kernel kernels/moe/gemm_fp8.cu, or
+// per-expert cuBLASLt above a few hundred rows): rows padded to the own kernel's token tile, the
+// next power of two ≥ m in [8, 256], then to multiples of 256
+double pad_fp8(double m) { return m <= 256 ? w4a16_tile(m) : 256 * std::ceil(m / 256 - 1e-9); }
 double pad_bf16(double m) { return m <= 64 ? m : 64 * std::ceil(m / 64 - 1e-9); }  // cublasGemmGroupedBatchedEx: 64-row steps (measured)
 // top-k: one 1024-thread block per row, one block per SM (132 SMs on the H200): rows run in waves
 void t_waves(double* f) { f[0] = f[0] <= 132 ? f[0] : 132 * std::ceil(f[0] / 132 - 1e-9); }
-// Flash-decoding plan of kernels/attention/mqa.cu (mqa_make_plan, 132 SMs, one block per SM):
-// per-split rows = max(256, ⌈B·L/264⌉) rounded up to 64; each query splits in ns = ⌈L/per⌉ items
-// of len = ⌈L/ns⌉ rounded to 64; blocks = B·ns · head groups (48 heads per block at H % 48 == 0,
-// else 32 above 16 heads, else 16). Feature 1 becomes the rows of the busiest SM: waves · len.
+// Absorbed MLA decode (kernels/attention/mqa.cu mla_decode_plan, the wgmma/TMA kernel): one CTA per
+// (64-head group, work item), G = ⌈H/64⌉ groups, W = ⌊132/G⌋ CTAs of a group per wave. A context of
+// t = ⌈L/64⌉ tiles is cut into ⌈t/per⌉ items of `per` tiles, per = max(4, ⌈t/s⌉) over s = 1, 2, …
+// minimising ⌈items/W⌉·(per + 2); each item then covers ⌈⌈L/ns⌉/64⌉·64 rows. Feature 1 becomes the
+// rows of the busiest SM: ⌈B·ns/W⌉ waves × rows per item.
 void t_mqa_plan(double* f) {
   const double B = std::max(1.0, std::round(f[0])), L = std::max(1.0, f[1]), H = f[2];
-  double per = std::max(256.0, std::ceil(B * L / 264));
-  per = 64 * std::ceil(per / 64);
-  const double ns = std::max(1.0, std::ceil(L / per));
+  const double G = std::max(1.0, std::ceil(H / 64)), W = std::max(1.0, std::floor(132 / G));
+  const double tmax = std::max(1.0, std::ceil(L / 64));
+  double best_per = tmax, best_cost = 1e300;
+  for (double s = 1; s <= std::min(tmax, 1024.0); ++s) {
+    const double per = std::max(4.0, std::ceil(tmax / s));
+    const double items = B * std::max(1.0, std::ceil(tmax / per));
+    const double cost = std::ceil(items / W) * (per + 2);
+    if (cost < best_cost - 1e-9) best_cost = cost, best_per = per;
+    if (per == 4) break;
+  }
+  const double ns = std::max(1.0, std::ceil(L / (best_per * 64)));
   const double len = 64 * std::ceil(std::ceil(L / ns) / 64);
-  const double hb = (H >= 48 && std::fmod(H, 48) == 0) ? 48 : H > 16 ? 32 : 16;
-  const double blocks = B * ns * std::ceil(H / hb);
-  f[1] = std::ceil(blocks / 132) * len;
+  f[1] = std::ceil(B * ns / W) * len;
 }
-// MHA prefill (kernels/attention/mla_prefill.cu, 64-row blocks, 2 resident per SM): H · ⌈N/64⌉
-// blocks over 132 SMs. Two co-resident blocks share one SM's tensor cores (measured: 96 blocks,
-// one per SM, 42.8 µs vs 384 blocks 113 µs at prefix 1024, i.e. ~1.0x the per-SM throughput), so
-// the time follows the blocks of the busiest SM, ⌈blocks/132⌉; the chunk becomes the chunk that
-// many blocks per SM could hold (below one block per SM every SM still takes a whole block).
+// MHA prefill (cuDNN fused attention, the measured instrument): query tiles of 128 rows, one per SM
+// at a time: H · ⌈N/128⌉ tiles over 132 SMs, the time follows the tiles of the busiest SM; the chunk
+// becomes the chunk that many tiles per SM could hold (below one tile per SM every SM still takes
+// a whole tile). (Our own kernel, kernels/attention/mla_prefill.cu, ran 64-row blocks 2 per SM.)
 void t_prefill_waves(double* f) {
-  const double H = std::max(1.0, f[2]), blocks = H * std::ceil(f[0] / 64 - 1e-9);
-  f[0] = std::max(f[0], 132 * std::ceil(blocks / 132 - 1e-9) * 64 / H);
+  const double H = std::max(1.0, f[2]), tiles = H * std::ceil(f[0] / 128 - 1e-9);
+  f[0] = std::max(f[0], 132 * std::ceil(tiles / 132 - 1e-9) * 128 / H);
 }
 // short conv prefill: elements (tokens · channels) over a fixed grid
 Work w_conv_elements(const double* f) { return {8 * f[0], f[0] * 4, DType::bf16}; }
@@ -183,7 +188,7 @@ void set_gemm_families(std::vector<FamilyInfo>& v) {
       "own MXFP4 W4A16 grouped wgmma kernel (variant 4): moe_grouped_gemm_w4a16 w4a16, uniform routing; rows padded to the token tile",
       {"experts", "rows", "N", "K"}, {0.1, 0.2, 0.1, 0.1}, {true, true, true, true}, {2, 3}, kLambda, w_grouped_w4a16);
   set_family(v, Family::grouped_fp8, "grouped_fp8", "grouped expert GEMM",
-      "cuBLASLt FP8 block-scaled, one matmul per expert: moe_grouped_gemm_fp8; rows per expert padded as measured (256, then 512)",
+      "FP8 block-scaled grouped GEMM, the fastest at each shape of the own wgmma kernel (kernels/moe/gemm_fp8.cu, masked / contiguous layouts) and one cuBLASLt matmul per expert: moe_grouped_gemm_fp8; rows per expert padded to the own kernel's token tile (8-256), then to multiples of 256",
       {"experts", "rows", "N", "K"}, {0.1, 0.2, 0.1, 0.1}, {true, true, true, true}, {2, 3}, kLambda, w_grouped_fp8);
   set_family(v, Family::grouped_bf16, "grouped_bf16", "grouped expert GEMM",
       "cublasGemmGroupedBatchedEx BF16: moe_grouped_gemm_bf16 cublas_grouped; rows per expert padded to 64 as measured",
@@ -210,12 +215,12 @@ void set_kda_families(std::vector<FamilyInfo>& v) {
 /// Attention cores: MLA decode/prefill and the V4 sparse/compressed core.
 void set_attention_families(std::vector<FamilyInfo>& v) {
   set_family(v, Family::mla_decode, "mla_decode", "attention decode",
-      "absorbed-MQA decode over the BF16 latent cache: mla_decode mt3_tn64_ns2 (H 48/96), mt2_tn32_ns3 (24), mt1_tn32_ns3 (12), mixed contexts",
+      "absorbed-MQA decode over the BF16 latent cache: mla_decode wgmma_tma_m64_tn64 (sm_90a, 64-head groups; H 12-128), mixed contexts",
       {"batch", "sm_rows", "heads"}, {0.2, 0.2, 0.1}, {false, true, false}, {2}, kLambda, w_mla_decode);
   v[static_cast<int>(Family::mla_decode)].transform = t_mqa_plan;
   set_family(v, Family::mla_prefill, "mla_prefill", "attention prefill",
-      "MHA-mode causal attention core: mla_prefill bm64 (12/24/48/96 heads); keys_mean = prefix + (chunk+1)/2 keys per query",
-      {"chunk", "keys_mean", "heads"}, {0.2, 0.2, 0.1}, {true, true, true}, {2}, kLambda, w_mla_prefill);
+      "MHA-mode causal attention core: cuDNN fused attention through PyTorch SDPA (mla_prefill_torch torch_sdpa_cudnn_split, 12/24/48/96 heads; a cached prefix as two calls merged by LSE: calls = 2); keys_mean = prefix + (chunk+1)/2 keys per query",
+      {"chunk", "keys_mean", "heads", "calls"}, {0.2, 0.2, 0.1, 0.5}, {true, true, true, true}, {2}, kLambda, w_mla_prefill);
   v[static_cast<int>(Family::mla_prefill)].transform = t_prefill_waves;
   set_family(v, Family::v4_attn_decode, "v4_attn_decode", "attention decode",
       "V4 attention core over FP8 584-B rows: csa_sparse_attn_decode, hca_attn_decode, swa_attn_decode (current tile configs; *_r1 rows only where no current row has the shape)",
@@ -279,7 +284,6 @@ const std::vector<FamilyInfo>& all() {
   return v;
 }
 
-bool ends_with(const std::string& s, std::string_view e) { return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0; }
 
 }  // namespace
 

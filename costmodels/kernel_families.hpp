@@ -23,7 +23,7 @@ enum class Family : int {
   gemm_fp8,            ///< cuBLASLt FP8 e4m3 GEMM with 1x128 / 128x128 block scales (M, N·batch, K)
   gemm_bf16_batched,   ///< cuBLAS strided-batched BF16 GEMM (M, N, K, batch): MLA W_UK/W_UV absorption per head, V4 wo_a groups
   grouped_w4a16,       ///< own MXFP4-weight W4A16 grouped GEMM (kernels/moe)
-  grouped_fp8,         ///< cuBLASLt FP8 block-scaled, one matmul per expert
+  grouped_fp8,         ///< FP8 block-scaled grouped GEMM: the faster of the own wgmma kernel and per-expert cuBLASLt
   grouped_bf16,        ///< cublasGemmGroupedBatchedEx BF16
   kda_prefill,         ///< KDA chunked prefill K1+K2
   kda_decode_fp32,     ///< KDA recurrent step, fp32 state

@@ -92,7 +92,7 @@ TEST(LogGrid, MonotoneAxesComeOutNonDecreasing) {
 TEST(KernelTables, LoaderReadsOnlyKernelTables) {
   const auto& t = tables();
   ASSERT_TRUE(t.count("mla_decode.json"));
-  EXPECT_EQ(t.at("mla_decode.json").rows.size(), 488u);
+  EXPECT_EQ(t.at("mla_decode.json").rows.size(), 713u);  // issue 12: 702 wgmma rows + 11 old-kernel rows kept for before/after
   EXPECT_FALSE(t.count("fitted_models.json"));
   EXPECT_THROW(load_kernel_table(test::data("costmodels/data/h200/fitted_models.json")), std::runtime_error);
   EXPECT_EQ(t.at("mla_decode.json").content_hash.size(), 16u);
@@ -379,24 +379,26 @@ TEST(Provenance, FewerThanOneRowCostsWhatOneRowCostsAndIsMeasured) {
 }
 
 TEST(KernelFamilies, MhaPrefillTimeFollowsTheBlocksOfTheBusiestSm) {
-  // mla_prefill: H·⌈chunk/64⌉ blocks over 132 SMs; the feature becomes the chunk whose blocks fill
-  // ⌈blocks/132⌉ per SM. 12 heads × 768 (144 blocks) and 48 heads × 256 (192 blocks): 2 per SM on the
-  // busiest; 96 heads × 256 (384): 3; 24 heads × 256 (96 blocks, one per SM at most): 1.
+  // mla_prefill (cuDNN fused attention): H·⌈chunk/128⌉ query tiles over 132 SMs; the feature becomes
+  // the chunk whose tiles fill ⌈tiles/132⌉ per SM. 12 heads × 768 (72 tiles), 48 × 256 (96) and
+  // 24 × 256 (48): at most one per SM, 1; 96 × 256 (192 tiles): 2; 96 × 1536 (1,152): 9.
   const auto& info = family_info(Family::mla_prefill);
   ASSERT_TRUE(info.transform);
   auto per_sm = [&](double chunk, double heads) {
-    double f[4] = {chunk, 1024 + (chunk + 1) / 2, heads, 0};
+    double f[4] = {chunk, 1024 + (chunk + 1) / 2, heads, 2};
     info.transform(f);
-    return f[0] * heads / 64 / 132;
+    return f[0] * heads / 128 / 132;
   };
-  EXPECT_NEAR(per_sm(768, 12), 2, 1e-9);
-  EXPECT_NEAR(per_sm(256, 48), 2, 1e-9);
-  EXPECT_NEAR(per_sm(256, 96), 3, 1e-9);
+  EXPECT_NEAR(per_sm(768, 12), 1, 1e-9);
+  EXPECT_NEAR(per_sm(256, 48), 1, 1e-9);
   EXPECT_NEAR(per_sm(256, 24), 1, 1e-9);
-  // a chunk larger than the waves it needs keeps its size: 96 heads × 16,384 = 24,576 blocks
-  double big[4] = {16384, 16384, 96, 0};
+  EXPECT_NEAR(per_sm(256, 96), 2, 1e-9);
+  EXPECT_NEAR(per_sm(1536, 96), 9, 1e-9);
+  // a chunk larger than the waves it needs keeps its size: 96 heads × 16,384 = 12,288 tiles, 94
+  // per SM, 132 · 94 · 128 / 96 = 16,544 ≥ 16,384
+  double big[4] = {16384, 16384, 96, 1};
   info.transform(big);
-  EXPECT_NEAR(big[0], 132 * std::ceil(24576 / 132.0) * 64 / 96, 1e-9);
+  EXPECT_NEAR(big[0], 16544, 1e-9);
 }
 
 TEST(Provenance, OutsideTheMeasuredRangeTheAnswerFollowsTheRooflineAndIsFlagged) {
@@ -477,9 +479,11 @@ TEST(Hardware, H800PublishedKernelsAgainstOurScaledFits) {
     if (r.group == "DeepGEMM FP8 dense (H800)" && r.what.rfind("M 4096", 0) == 0) {
       EXPECT_NEAR(r.ratio(), 1.0, 0.25) << r.what;
     }
-    // our mma.sync MLA decode is slower than FlashMLA (kernels/attention/NOTES.md): well below 3,000 GB/s
+    // our wgmma MLA decode (issue 12) at 16 heads, scaled to the H800: 3.4-3.7 TB/s on the H200 is
+    // 0.6-1.0 of FlashMLA's 3,000 GB/s on the H800's slower HBM (measured 0.77); the mma.sync kernel was 0.30
     if (r.what.find("memory-bound") != std::string::npos) {
-      EXPECT_LT(r.ratio(), 0.5);
+      EXPECT_GT(r.ratio(), 0.6) << r.what;
+      EXPECT_LT(r.ratio(), 1.0) << r.what;
     }
   }
 }

@@ -121,8 +121,12 @@ TEST(Engine, EveryRequestEndsCompletedRejectedOrInFlight) {
   EXPECT_EQ(t.rejected, 2);  // ids 5 and 18 (4,000 + 200 > 4,096); id 31 arrives after the horizon
   EXPECT_GT(t.in_flight, 0);
   for (const auto& [id, r] : rec.by_id) {
-    if (r.status == RequestStatus::rejected) EXPECT_NE(r.reason.find("exceeds the model's 4096"), std::string::npos) << r.reason;
-    if (r.status == RequestStatus::in_flight) EXPECT_FALSE(r.reason.empty());
+    if (r.status == RequestStatus::rejected) {
+      EXPECT_NE(r.reason.find("exceeds the model's 4096"), std::string::npos) << r.reason;
+    }
+    if (r.status == RequestStatus::in_flight) {
+      EXPECT_FALSE(r.reason.empty());
+    }
   }
 }
 

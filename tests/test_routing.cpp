@@ -2,6 +2,7 @@
 // two decode instances of the one-GPU tiny model; six requests 2 s apart, each done long before the
 // next arrives (10 ms prefill steps, 2 ms decode steps), so every arrival finds all instances tied.
 #include "helpers.hpp"
+#include "sim/exporters/writers.hpp"
 #include "sim/policies/router.hpp"
 #include "sim/simulation.hpp"
 
@@ -10,8 +11,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <deque>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 
 using namespace servesim;
@@ -130,4 +136,63 @@ TEST(Routing, ABetterCandidateWinsAndTiesRotate) {
   const std::vector<DecodeCandidate> dt = {{0, 0, 5e9, 2}, {1, 0, 9e9, 2}, {2, 0, 9e9, 2}};
   EXPECT_EQ(r->pick_decode(q, dt), 1u);
   EXPECT_EQ(r->pick_decode(q, dt), 2u);
+}
+
+// Issue 17, item 2: a session's reusable history is what the prefix cache holds at the cache's
+// block size. One agent session of two rounds on DeepSeek-V3 (no per-sequence state): round 0 is a
+// 1,000-token prompt with 10 output tokens; round 1 appends 100 tokens to the 1,010-token history.
+// The prefill rank cached round 0's prompt: at 16-token blocks its 62 whole blocks, 992 tokens
+// (the 8-token partial block now holds other tokens), at 512-token blocks 512.
+TEST(Routing, SessionHistoryIsReusedAtTheCachesBlockSize) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "servesim_session_blocks";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (int block : {16, 512}) {
+    const std::string scen = (dir / ("s" + std::to_string(block) + ".json")).string();
+    std::ofstream(scen) << R"({"name":"sb","seed":1,"workload":{"kind":"agent","loop":"closed","concurrency":1,"sessions":1,
+      "rounds":{"dist":"constant","value":2},"first_prompt_tokens":{"dist":"constant","value":1000},
+      "append_tokens":{"dist":"constant","value":100},"output_tokens":{"dist":"constant","value":10},
+      "think_s":{"dist":"constant","value":0}},
+      "deployments":[{"name":"v3","model":"deepseek-v3","hardware":"h200","prefill":{"ep":8,"attn_tp":8},"decode":{"ep":8,"attn_tp":8},
+      "prefix_cache":{"block_tokens":)" << block << "}}]}";
+    const fs::path out = dir / ("out" + std::to_string(block));
+    ASSERT_EQ(std::system((std::string(SERVESIM_BINARY) + " run " + scen + " --out " + out.string() + " > /dev/null 2>&1").c_str()), 0);
+    std::ifstream csv(out / "v3" / "requests.csv");
+    std::string header, row0, row1;
+    std::getline(csv, header), std::getline(csv, row0), std::getline(csv, row1);
+    auto field = [&](const std::string& row, const std::string& name) {
+      std::vector<std::string> h, v;
+      for (std::stringstream a(header), b(row); ;) {
+        std::string x, y;
+        if (!std::getline(a, x, ',')) break;
+        std::getline(b, y, ',');
+        h.push_back(x), v.push_back(y);
+      }
+      return v[static_cast<size_t>(std::find(h.begin(), h.end(), name) - h.begin())];
+    };
+    EXPECT_EQ(field(row0, "round"), "0");
+    EXPECT_EQ(field(row0, "cached_tokens"), "0");
+    EXPECT_EQ(field(row1, "round"), "1");
+    EXPECT_EQ(field(row1, "input_tokens"), "1110");
+    EXPECT_EQ(field(row1, "cached_tokens"), block == 16 ? "992" : "512") << "cache blocks of " << block;
+  }
+}
+
+// Issue 17, item 3: which GPUs the per-GPU throughputs divide by. The tiny deployment's pools take
+// one GPU each, on separate nodes: 2 nodes, 16 GPUs used. 1,000 prompt and 200 output tokens in
+// 10 s: 1000/10/16 = 6.25 input tok/s per GPU, 1000/10/1 = 100 per prefill GPU, 200/10/1 = 20
+// output tok/s per decode GPU, 200/10/2 = 10 per node.
+TEST(Routing, PerGpuThroughputsSayWhichGpusTheyDivideBy) {
+  const DeploymentSpec d = test::tiny(512);
+  Summary s;
+  s.end_s = 10, s.input_tokens = 1000, s.output_tokens = 200;
+  RunReport rep;
+  rep.deployment = &d, rep.summary = s;
+  const nlohmann::json j = summary_json(rep);
+  EXPECT_EQ(j["cluster"]["gpus_used"].get<int>(), 16);
+  EXPECT_DOUBLE_EQ(j["throughput"]["input_tokens_per_s_per_gpu"].get<double>(), 6.25);
+  EXPECT_DOUBLE_EQ(j["throughput"]["input_tokens_per_s_per_prefill_gpu"].get<double>(), 100.0);
+  EXPECT_DOUBLE_EQ(j["throughput"]["output_tokens_per_s_per_decode_gpu"].get<double>(), 20.0);
+  EXPECT_DOUBLE_EQ(j["throughput"]["output_tokens_per_s_per_node"].get<double>(), 10.0);
 }

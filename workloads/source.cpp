@@ -47,6 +47,12 @@ const std::map<K, Factory>& sources() {
 
 }  // namespace
 
+WorkloadSpec workload_for(WorkloadSpec w, const PrefixCacheSpec& cache) {
+  const bool sessions = w.kind == K::agent || w.kind == K::tracelab_replay || w.kind == K::tracelab_rounds;
+  if (sessions && cache.enabled) w.block_tokens = cache.block_tokens;
+  return w;
+}
+
 std::unique_ptr<RequestSource> make_source(const WorkloadSpec& spec, std::uint64_t seed) { return sources().at(spec.kind)(spec, seed); }
 
 }  // namespace servesim

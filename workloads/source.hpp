@@ -2,6 +2,7 @@
 // reader or generator that streams its requests; a new trace reader is one file in workloads/ plus
 // one row here (and its kind's name in scenarios/workload_spec.hpp).
 #pragma once
+#include "scenarios/deployment.hpp"
 #include "scenarios/workload_spec.hpp"
 #include "workloads/request.hpp"
 
@@ -13,5 +14,13 @@ namespace servesim {
 /// Builds the source for a spec. `seed` drives every random choice (synthetic draws, jitter).
 /// Throws std::runtime_error when a trace file cannot be opened (naming it).
 std::unique_ptr<RequestSource> make_source(const WorkloadSpec& spec, std::uint64_t seed);
+
+/// The workload as one deployment sees it. Sessions (agent generator, TraceLab replay and rounds)
+/// get their prefix-block ids synthesised, so they are made at the prefix cache's own block size:
+/// a round then reuses every whole cache block of the history the cache holds, not only whole
+/// trace blocks (a 1,000-token round 0 gives 992 reusable tokens at 16-token blocks, not 512).
+/// Traces that carry their own block ids (Mooncake) keep theirs; the engine re-expresses them at the
+/// cache's size. No errors.
+WorkloadSpec workload_for(WorkloadSpec w, const PrefixCacheSpec& cache);
 
 }  // namespace servesim

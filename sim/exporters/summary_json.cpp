@@ -106,7 +106,12 @@ void load_json(const RunReport& r, nlohmann::json& j) {
                      {"note", "input tokens: prompt tokens of requests whose prefill finished, cached ones included; computed: without the tokens served by a prefix cache or loaded back"},
                      {"output_tokens_per_s_per_gpu", r3(s.output_tokens / dur / gpus)},
                      {"input_tokens_per_s_per_node", r3(s.input_tokens / dur / nodes)},
-                     {"output_tokens_per_s_per_node", r3(s.output_tokens / dur / nodes)}};
+                     {"output_tokens_per_s_per_node", r3(s.output_tokens / dur / nodes)},
+                     {"input_tokens_per_s_per_prefill_gpu", r3(s.input_tokens / dur / (d.prefill.instances * d.prefill.ep))},
+                     {"output_tokens_per_s_per_decode_gpu", r3(s.output_tokens / dur / (d.decode.instances * d.decode.ep))},
+                     {"per_gpu_note", "_per_gpu and _per_node divide by every GPU and node the pools take (cluster.gpus_used, cluster.nodes: "
+                                      "both pools, each rounded up to whole nodes); _per_prefill_gpu by the prefill pool's GPUs (instances x ep), "
+                                      "_per_decode_gpu by the decode pool's"}};
   j["goodput"] = {{"slo_ttft_s", d.slo.ttft_s},
                   {"slo_tpot_s", d.slo.tpot_s},
                   {"requests_meeting_slo", s.slo_met},
