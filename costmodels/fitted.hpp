@@ -66,8 +66,6 @@ class FittedCostModel final : public CostModel {
   /// units, as in kernel_families.hpp; no clamping) on this GPU; *extrapolated (if not null) is set
   /// when x lies outside the family's measured range.
   double kernel_seconds(Family f, const double* x, bool* extrapolated) const;
-  bool scaled() const { return scaled_; }
-  const FitSet& fit() const { return *fit_; }
 
  private:
   std::shared_ptr<const FitSet> fit_;

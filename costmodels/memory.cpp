@@ -132,8 +132,8 @@ ParamBreakdown count_params(const ModelSpec& m) {
         put(latent, 2 * D * f.latent_dim + f.latent_dim, f.latent_dtype);
         act += 2 * D * f.latent_dim + f.latent_dim;
       }
-      if (f.router != RouterKind::hash) {
-        put(router, f.experts * D + f.experts, f.router_dtype);
+      if (f.gate != GateKind::hash) {
+        put(router, f.experts * D + f.experts, f.gate_dtype);
         act += f.experts * D;
       }
     }

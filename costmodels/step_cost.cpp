@@ -99,7 +99,7 @@ void kda_ops(const AttnBatch& c, std::vector<Op>& out) {
   const bool decode = c.decode;
   // §2.1: prefill ≈ (6D²+8CD+12C²) FLOP per token per head, ≈10·N·H·D B + state in/out;
   // decode ≈ 7D² FLOP per token per head, state read+write 2·H·D²·s B per sequence.
-  const double D = a.head_dim, C = a.chunk_tokens > 0 ? a.chunk_tokens : 64;
+  const double D = a.head_dim, C = a.kda_chunk_tokens > 0 ? a.kda_chunk_tokens : 64;
   const double sbytes = bytes_per_element(a.state_dtype);
   const double conv_state = 3 * H * D * (a.conv_kernel - 1) * kAct;
   out.push_back(make(OpKind::kda_conv_norm, OpClass::elementwise, DType::bf16, T * H * D * (6.0 * a.conv_kernel + 10),
@@ -291,9 +291,9 @@ void StepCostModel::ffn_ops(int fi, double Tr, double Tt, std::vector<Op>& out) 
   const double E = f.experts, k = f.top_k, N = shape_.ep;
   const double d = f.latent_dim > 0 ? f.latent_dim : hidden;
   const double g_tok = Tr / t;  // tokens this GPU routes and dispatches
-  if (f.router != RouterKind::hash) {
+  if (f.gate != GateKind::hash) {
     out.push_back(make(OpKind::moe_router, OpClass::gemm, DType::bf16, 2 * g_tok * E * hidden,
-                       E * hidden * bytes_per_element(f.router_dtype) + g_tok * (hidden * kAct + E * 4), g_tok, 0, 0, 0, 0));
+                       E * hidden * bytes_per_element(f.gate_dtype) + g_tok * (hidden * kAct + E * 4), g_tok, 0, 0, 0, 0));
     out.back().experts = E, out.back().top_k = k, out.back().hidden = hidden;
   }
   if (f.shared_experts > 0) {

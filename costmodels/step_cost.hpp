@@ -78,7 +78,6 @@ class StepCostModel {
   /// Busiest GPU's / node's bytes of one EP all-to-all of one MoE layer of kind f whose messages
   /// carry `message` elements (dispatch_dtype or combine_dtype); alltoall_time() of it is the time.
   AllToAllLoad moe_alltoall_load(int f, double rank_tokens, double total_tokens, DType message) const;
-  const FabricParams& fabric() const { return fabric_; }
 
   const ModelSpec& model() const { return model_; }
   const InstanceShape& shape() const { return shape_; }

@@ -32,7 +32,7 @@ AttentionSpec read_attention(Obj o, const std::string& name) {
       a.head_dim = o.int32("head_dim", std::nullopt, 1);
       a.conv_kernel = o.int32("conv_kernel", 4, 1);
       a.gate_rank = o.int32("gate_rank", 0, 0);
-      a.chunk_tokens = o.int32("chunk_tokens", 64, 1);
+      a.kda_chunk_tokens = o.int32("chunk_tokens", 64, 1);
       a.state_dtype = o.dtype("state_dtype", DType::fp32);
       a.full_rank_output_gate = o.boolean("full_rank_output_gate", false);
       break;
@@ -88,13 +88,13 @@ FfnSpec read_ffn(Obj o, const std::string& name) {
     f.shared_experts = o.int32("shared_experts", 0, 0);
     f.shared_intermediate = o.int32("shared_intermediate", 0, 0);
     f.latent_dim = o.int32("latent_dim", 0, 0);
-    f.router = o.choice<RouterKind>("router", RouterKind::softmax,
-                                    {{"softmax", RouterKind::softmax}, {"sigmoid_bias", RouterKind::sigmoid_bias},
-                                     {"sqrt_softplus_bias", RouterKind::sqrt_softplus_bias}, {"hash", RouterKind::hash}});
+    f.gate = o.choice<GateKind>("router", GateKind::softmax,
+                                    {{"softmax", GateKind::softmax}, {"sigmoid_bias", GateKind::sigmoid_bias},
+                                     {"sqrt_softplus_bias", GateKind::sqrt_softplus_bias}, {"hash", GateKind::hash}});
     f.expert_dtype = o.dtype("expert_dtype", DType::bf16);
     f.shared_dtype = o.dtype("shared_dtype", DType::bf16);
     f.latent_dtype = o.dtype("latent_dtype", DType::bf16);
-    f.router_dtype = o.dtype("router_dtype", DType::bf16);
+    f.gate_dtype = o.dtype("router_dtype", DType::bf16);
     f.dispatch_dtype = o.dtype("dispatch_dtype", DType::bf16);
     f.combine_dtype = o.dtype("combine_dtype", DType::bf16);
     o.num("routed_scaling_factor", 1.0);  // accepted for completeness; no cost effect

@@ -29,7 +29,7 @@ struct AttentionSpec {
   // kda
   int conv_kernel = 0;      ///< short-convolution width (4)
   int gate_rank = 0;        ///< low-rank decay gate f_a/f_b rank (128)
-  int chunk_tokens = 0;     ///< chunk size C of the chunked prefill (16 FlashKDA, 64 FLA)
+  int kda_chunk_tokens = 0;  ///< KDA kernel chunk C of its chunked prefill (16 FlashKDA, 64 FLA; model file key "chunk_tokens"); not the scheduler's prefill chunk (PoolSpec::chunk_tokens)
   DType state_dtype = DType::fp32;
   bool full_rank_output_gate = false;  ///< g_proj [H*D, hidden]
   // mla
@@ -48,7 +48,9 @@ struct AttentionSpec {
 };
 
 enum class FfnOp { dense, moe };
-enum class RouterKind { none, softmax, sigmoid_bias, sqrt_softplus_bias, hash };
+/// The MoE gate (model file key "router"): how token-to-expert scores are made. Not the request
+/// router (sim/policies/router.hpp).
+enum class GateKind { softmax, sigmoid_bias, sqrt_softplus_bias, hash };
 
 /// One FFN layer kind. For moe, `intermediate` is unused and expert fields apply.
 struct FfnSpec {
@@ -60,9 +62,9 @@ struct FfnSpec {
   int shared_experts = 0;
   int shared_intermediate = 0;  ///< total width of the (fused) shared experts
   int latent_dim = 0;           ///< LatentMoE: experts run in this width (0 = hidden)
-  RouterKind router = RouterKind::none;
+  GateKind gate = GateKind::softmax;  ///< model file key "router"
   DType expert_dtype = DType::bf16, shared_dtype = DType::bf16, latent_dtype = DType::bf16,
-        router_dtype = DType::bf16;
+        gate_dtype = DType::bf16;  ///< gate weights (model file key "router_dtype")
   DType dispatch_dtype = DType::bf16, combine_dtype = DType::bf16;  ///< EP message formats
   std::string activation;
 };

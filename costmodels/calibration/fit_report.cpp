@@ -15,7 +15,7 @@ namespace {
 
 int moe_kind(const ModelSpec& m) {
   for (size_t i = 0; i < m.ffn_kinds.size(); ++i)
-    if (m.ffn_kinds[i].op == FfnOp::moe && m.ffn_kinds[i].router != RouterKind::hash) return static_cast<int>(i);
+    if (m.ffn_kinds[i].op == FfnOp::moe && m.ffn_kinds[i].gate != GateKind::hash) return static_cast<int>(i);
   return -1;
 }
 int dense_kind(const ModelSpec& m) {
