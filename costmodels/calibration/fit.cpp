@@ -1,5 +1,6 @@
 #include "costmodels/calibration/fit.hpp"
 #include "costmodels/calibration/samples.hpp"
+#include "costmodels/percentile.hpp"
 
 #include "costmodels/comm.hpp"
 #include "costmodels/step_cost.hpp"
@@ -23,12 +24,7 @@ ErrorStats error_stats(std::vector<double> e) {
   s.n = static_cast<int>(e.size());
   if (e.empty()) return s;
   std::sort(e.begin(), e.end());
-  auto q = [&](double p) {
-    const double pos = p * (e.size() - 1);
-    const size_t i = static_cast<size_t>(std::floor(pos));
-    const double f = pos - i;
-    return i + 1 < e.size() ? e[i] * (1 - f) + e[i + 1] * f : e[i];
-  };
+  auto q = [&](double p) { return percentile_sorted(e, p); };
   s.median = q(0.5), s.p95 = q(0.95), s.max = e.back();
   return s;
 }
