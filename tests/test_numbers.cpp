@@ -1,0 +1,76 @@
+// Numbers users read, against values worked out by hand (issue #18): percentiles, goodput with each
+// SLO bound missed on its own, K3's KV bytes at attention TP 1, 2 and 8.
+#include "costmodels/memory.hpp"
+#include "costmodels/percentile.hpp"
+#include "helpers.hpp"
+#include "sim/exporters/metrics.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace servesim;
+
+// Linear interpolation between order statistics at f·(n − 1) (numpy's default).
+TEST(Numbers, PercentilesOfOneTwoFourAndTwelveValues) {
+  const std::vector<double> one = {5};
+  EXPECT_DOUBLE_EQ(percentile_sorted(one, 0.5), 5);
+  EXPECT_DOUBLE_EQ(percentile_sorted(one, 0.99), 5);
+  const std::vector<double> two = {1, 3};  // x = f · 1
+  EXPECT_DOUBLE_EQ(percentile_sorted(two, 0.5), 2);
+  EXPECT_DOUBLE_EQ(percentile_sorted(two, 0.9), 2.8);
+  EXPECT_DOUBLE_EQ(percentile_sorted(two, 0.99), 2.98);
+  const std::vector<double> four = {1, 2, 3, 4};  // x = f · 3
+  EXPECT_DOUBLE_EQ(percentile_sorted(four, 0.5), 2.5);
+  EXPECT_DOUBLE_EQ(percentile_sorted(four, 0.9), 3.7);
+  EXPECT_NEAR(percentile_sorted(four, 0.99), 3.97, 1e-12);
+  std::vector<double> twelve;
+  for (int i = 1; i <= 12; ++i) twelve.push_back(10.0 * i);  // x = f · 11
+  EXPECT_DOUBLE_EQ(percentile_sorted(twelve, 0.5), 65);         // 60 + 0.5 · 10
+  EXPECT_NEAR(percentile_sorted(twelve, 0.9), 109, 1e-9);       // x = 9.9: 100 + 0.9 · 10
+  EXPECT_NEAR(percentile_sorted(twelve, 0.99), 118.9, 1e-9);    // x = 10.89: 110 + 0.89 · 10
+  // the summary uses the same rule on unsorted input, and reports the mean
+  MetricsCollector m({2.0, 0.1}, 1, 1);
+  for (double t : {4.0, 1.0, 3.0, 2.0}) {
+    RequestRecord r;
+    r.status = RequestStatus::completed, r.arrival_s = 0, r.admit_s = 0, r.prefill_end_s = t, r.first_token_s = t, r.done_s = t;
+    r.output_tokens = 1;
+    m.on_request(r);
+  }
+  m.on_end(10);
+  EXPECT_DOUBLE_EQ(m.summary().ttft_s.p50, 2.5);
+  EXPECT_DOUBLE_EQ(m.summary().ttft_s.p90, 3.7);
+  EXPECT_DOUBLE_EQ(m.summary().ttft_s.mean, 2.5);
+}
+
+// SLO TTFT ≤ 2 s, TPOT ≤ 50 ms (tighter than the TTFT bound in seconds): a request missing only
+// TPOT, one missing only TTFT, one meeting both. Only the last counts.
+TEST(Numbers, GoodputCountsARequestOnlyWhenBothBoundsHold) {
+  MetricsCollector m({2.0, 0.05}, 1, 1);
+  auto req = [](std::uint64_t id, double ttft, double tpot) {
+    RequestRecord r;
+    r.id = id, r.status = RequestStatus::completed, r.arrival_s = 0, r.admit_s = 0, r.prefill_end_s = ttft, r.first_token_s = ttft;
+    r.output_tokens = 11, r.generated_tokens = 11, r.done_s = ttft + 10 * tpot;
+    return r;
+  };
+  m.on_request(req(0, 1.0, 0.1));   // TPOT 100 ms > 50 ms
+  m.on_request(req(1, 3.0, 0.01));  // TTFT 3 s > 2 s
+  m.on_request(req(2, 1.0, 0.04));  // both within
+  m.on_end(10);
+  EXPECT_EQ(m.summary().slo_met, 1);
+  EXPECT_EQ(m.summary().slo_met_output_tokens, 11);
+}
+
+// K3 (scenarios/models/kimi-k3.json): 24 MLA layers × 576 BF16 latent values = 27,648 B per token,
+// replicated on every attention-TP rank; 69 KDA layers × (96 heads × 128 × 128 fp32 state +
+// 3 · 96 · 128 channels × (4 − 1) BF16 conv history) = 69 × 6,512,640 = 449,372,160 B per sequence,
+// sharded over attention TP.
+TEST(Numbers, KimiK3KvBytesAtAttentionTpOneTwoAndEight) {
+  const ModelSpec k3 = test::model("kimi-k3");
+  const double per_token = 24.0 * 576 * 2, state = 69.0 * (96.0 * 128 * 128 * 4 + 3.0 * 96 * 128 * 3 * 2);
+  EXPECT_DOUBLE_EQ(state, 449372160.0);
+  for (int tp : {1, 2, 8}) {
+    const KvFootprint f = kv_footprint(k3, tp);
+    EXPECT_DOUBLE_EQ(f.per_token_bytes, per_token) << "tp " << tp;
+    EXPECT_NEAR(f.per_seq_bytes, state / tp, 1.0) << "tp " << tp;
+    EXPECT_NEAR(kv_bytes(k3, 10000, tp), 10000 * per_token + state / tp, 1.0) << "tp " << tp;
+  }
+}
