@@ -51,6 +51,21 @@ struct PoolSpec {
   int dp() const { return ep / attn_tp; }  ///< attention data-parallel groups (ranks) per instance
 };
 
+/// The defaults of each pool when the scenario does not say (the only place they are written):
+/// prefill 16,384 tokens per step in chunks of at most 8,192 per request, 64 sequences (workspace
+/// sizing), hierarchical EP dispatch (DeepEP normal); decode 128 sequences per DP rank, 256 tokens
+/// per step, one token per sequence, direct dispatch (DeepEP low-latency).
+inline PoolSpec default_prefill_pool() {
+  PoolSpec p;
+  p.max_batch_tokens = 16384, p.chunk_tokens = 8192, p.max_running = 64, p.ep_dispatch = EpDispatch::hierarchical;
+  return p;
+}
+inline PoolSpec default_decode_pool() {
+  PoolSpec p;
+  p.max_batch_tokens = 256, p.chunk_tokens = 1, p.max_running = 128, p.ep_dispatch = EpDispatch::direct;
+  return p;
+}
+
 struct SloSpec {
   double ttft_s = 2.0;  ///< time to first token bound, seconds
   double tpot_s = 0.1;  ///< time per output token bound (mean over the request's decode), seconds

@@ -118,9 +118,7 @@ DeploymentSpec read_deployment(Obj o, const std::string& base_dir) {
     for (auto& a : d.model.attention_kinds)
       if (a.op == AttentionOp::mla) a.kv_dtype = t;
   }
-  PoolSpec pdef, ddef;
-  pdef.max_batch_tokens = 16384, pdef.chunk_tokens = 8192, pdef.max_running = 64;
-  ddef.max_batch_tokens = 256, ddef.chunk_tokens = 1, ddef.max_running = 128, ddef.ep_dispatch = EpDispatch::direct;
+  const PoolSpec pdef = default_prefill_pool(), ddef = default_decode_pool();
   d.prefill = o.has("prefill") ? read_pool(o.child("prefill"), pdef) : pdef;
   d.decode = o.has("decode") ? read_pool(o.child("decode"), ddef) : ddef;
   d.decode.max_batch_tokens = std::max<long long>(d.decode.max_batch_tokens, d.decode.max_running);
