@@ -4,8 +4,11 @@
 #include "costmodels/percentile.hpp"
 #include "helpers.hpp"
 #include "sim/exporters/metrics.hpp"
+#include "sim/simulation.hpp"
 
 #include <gtest/gtest.h>
+
+#include <map>
 
 using namespace servesim;
 
@@ -73,4 +76,44 @@ TEST(Numbers, KimiK3KvBytesAtAttentionTpOneTwoAndEight) {
     EXPECT_NEAR(f.per_seq_bytes, state / tp, 1.0) << "tp " << tp;
     EXPECT_NEAR(kv_bytes(k3, 10000, tp), 10000 * per_token + state / tp, 1.0) << "tp " << tp;
   }
+}
+
+namespace {
+class Recs final : public EventSink {
+ public:
+  void on_request(const RequestRecord& r) override { by_id[r.id] = r; }
+  std::map<std::uint64_t, RequestRecord> by_id;
+};
+class Two final : public RequestSource {
+ public:
+  std::optional<Request> next() override {
+    if (n_ == 2) return std::nullopt;
+    Request r;
+    r.id = static_cast<std::uint64_t>(n_), r.arrival_s = 0.001 * n_, r.input_tokens = 1000, r.output_tokens = 1000;
+    ++n_;
+    return r;
+  }
+  std::string describe() const override { return "two"; }
+
+ private:
+  int n_ = 0;
+};
+}  // namespace
+
+// Decode admission reserves prompt + output KV. The decode rank's budget is set to 1.5 × one
+// request's whole KV (2,000 tokens): two prompts (1,000 tokens each) would fit, two whole
+// reservations do not, so the second request's KV transfer starts only when the first is done.
+TEST(Numbers, DecodeAdmissionReservesPromptPlusOutput) {
+  DeploymentSpec d = test::tiny(1000);
+  const double whole = kv_bytes(d.model, 2000, 1), prompt = kv_bytes(d.model, 1000, 1);
+  ASSERT_LT(2 * prompt, 1.5 * whole);
+  d.reserved_bytes_per_gpu += plan_gpu_memory(d, d.decode).kv_budget - 1.5 * whole;
+  ASSERT_NEAR(plan_gpu_memory(d, d.decode).kv_budget, 1.5 * whole, 1.0);
+  Recs rec;
+  Simulation sim(d, std::make_unique<Two>(), std::make_shared<test::ZeroCost>(), rec, {});
+  sim.run();
+  const RequestRecord &a = rec.by_id.at(0), &b = rec.by_id.at(1);
+  ASSERT_EQ(b.status, RequestStatus::completed);
+  EXPECT_GE(b.transfer_start_s, a.done_s - 1e-12);
+  EXPECT_NEAR(b.transfer_start_s - b.prefill_end_s, a.done_s - b.prefill_end_s, 1e-9);  // decode_kv_wait
 }
