@@ -117,3 +117,38 @@ TEST(Numbers, DecodeAdmissionReservesPromptPlusOutput) {
   EXPECT_GE(b.transfer_start_s, a.done_s - 1e-12);
   EXPECT_NEAR(b.transfer_start_s - b.prefill_end_s, a.done_s - b.prefill_end_s, 1e-9);  // decode_kv_wait
 }
+
+namespace {
+class Transfers final : public EventSink {
+ public:
+  void on_transfer(const TransferEvent& e) override { bytes.push_back(e.bytes); }
+  std::vector<double> bytes;
+};
+class One final : public RequestSource {
+ public:
+  std::optional<Request> next() override {
+    if (done_) return std::nullopt;
+    done_ = true;
+    Request r;
+    r.id = 0, r.arrival_s = 0, r.input_tokens = 1000, r.output_tokens = 4;
+    return r;
+  }
+  std::string describe() const override { return "one"; }
+
+ private:
+  bool done_ = false;
+};
+}  // namespace
+
+// P→D transfer of K3 at decode attention TP 8: every TP rank gets the replicated MLA latent
+// (1,000 tokens × 27,648 B) and its eighth of the KDA + conv state: 8 × 27,648,000 + 449,372,160
+// = 670,556,160 B in one flow between the two TP groups.
+TEST(Numbers, KimiK3TransferBytesAtDecodeAttentionTpEight) {
+  DeploymentSpec d = test::deployment("kimi-k3", "h200", test::pool(1, 32, 8), test::pool(1, 32, 8));
+  d.prefix_cache.enabled = false;
+  Transfers t;
+  Simulation sim(d, std::make_unique<One>(), std::make_shared<test::ZeroCost>(), t, {});
+  sim.run();
+  ASSERT_EQ(t.bytes.size(), 1u);
+  EXPECT_NEAR(t.bytes[0], 8 * 27648000.0 + 449372160.0, 1.0);
+}
