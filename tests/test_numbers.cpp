@@ -1,6 +1,7 @@
 // Numbers users read, against values worked out by hand (issue #18): percentiles, goodput with each
 // SLO bound missed on its own, K3's KV bytes at attention TP 1, 2 and 8.
 #include "costmodels/memory.hpp"
+#include "costmodels/step_cost.hpp"
 #include "costmodels/percentile.hpp"
 #include "helpers.hpp"
 #include "sim/exporters/metrics.hpp"
@@ -151,4 +152,27 @@ TEST(Numbers, KimiK3TransferBytesAtDecodeAttentionTpEight) {
   sim.run();
   ASSERT_EQ(t.bytes.size(), 1u);
   EXPECT_NEAR(t.bytes[0], 8 * 27648000.0 + 449372160.0, 1.0);
+}
+
+// Direct EP dispatch (DeepEP low-latency): one message per routed expert, experts spread evenly,
+// a GPU's own experts cost no link. DeepSeek-V3 (top-8, hidden 7,168) at EP16 over 2 nodes of 8:
+// per token 8 · 7/16 = 3.5 NVLink and 8 · 8/16 = 4 NIC messages; 128 tokens per GPU in BF16:
+// 128 · 7,168 · 2 = 1,835,008 B per message set → 6,422,528 B NVLink, 7,340,032 B NIC per GPU,
+// the node's uplink 8 × that.
+TEST(Numbers, DirectDispatchLoadsCountOnlyTokensLeavingTheGpu) {
+  const ModelSpec v3 = test::model("deepseek-v3");
+  int fi = -1;
+  for (size_t i = 0; i < v3.ffn_kinds.size(); ++i)
+    if (v3.ffn_kinds[i].op == FfnOp::moe) fi = static_cast<int>(i);
+  ASSERT_GE(fi, 0);
+  ASSERT_EQ(v3.ffn_kinds[static_cast<size_t>(fi)].top_k, 8);
+  ClusterSpec c;
+  c.nodes = 2;
+  InstanceShape shape;
+  shape.ep = 16, shape.attn_tp = 1, shape.dispatch = EpDispatch::direct;
+  const StepCostModel m(v3, std::make_shared<test::ZeroCost>(), fabric_params(c, test::gpu("h200")), shape, 0.0);
+  const AllToAllLoad l = m.moe_alltoall_load(fi, 128, 128 * 16, DType::bf16);
+  EXPECT_NEAR(l.intra_bytes, 3.5 * 1835008, 1e-6);
+  EXPECT_NEAR(l.inter_bytes, 4.0 * 1835008, 1e-6);
+  EXPECT_NEAR(l.node_inter_bytes, 8 * 4.0 * 1835008, 1e-6);
 }
