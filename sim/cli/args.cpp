@@ -3,6 +3,7 @@
 
 #include "sim/cli/commands.hpp"
 #include "sim/cli/costmodel_cmd.hpp"
+#include "sim/cli/validate_cmd.hpp"
 
 #include "scenarios/scenario.hpp"
 
@@ -102,6 +103,13 @@ CLI::App* add_costmodel(CLI::App& app, CostModelArgs& cm, CLI::App*& cm_fit) {
   return costmodel;
 }
 
+CLI::App* add_validate(CLI::App& app, ValidateArgs& v) {
+  auto* validate = app.add_subcommand("validate", "every case of scenarios/validation/ against its published numbers, as one table (exit 1 if a row misses its bound)");
+  validate->add_flag("--quick", v.quick, "only the rows marked quick (the CI subset, a few seconds)");
+  validate->add_option("--dir", v.dir, "folder of validation case files (default: scenarios/validation)");
+  return validate;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -120,6 +128,8 @@ int main(int argc, char** argv) {
   topo->add_option("scenario", topo_file, "scenario JSON file (default: the built-in scenario)");
   auto* step = add_step(app, st);
   auto* costmodel = add_costmodel(app, cm, cm_fit);
+  ValidateArgs va;
+  auto* validate = add_validate(app, va);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -129,6 +139,7 @@ int main(int argc, char** argv) {
   if (*costmodel) return *cm_fit ? costmodel_fit(cm) : costmodel_report(cm);
   if (*run) return cli::run(r);
   if (*step) return cli::step(st);
+  if (*validate) return cli::validate(va);
   if (*plan) return cli::plan(plan_file.empty() ? default_scenario() : plan_file);
   return cli::topology(topo_file.empty() ? default_scenario() : topo_file);
 }

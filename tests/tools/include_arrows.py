@@ -2,7 +2,8 @@
 """The one-way data flow of ARCHITECTURE.md, checked on the #include lines of the simulator:
 
   scenarios ──► workloads, topology, costmodels ──► sim (engine, policies, kvcache, exporters, cli)
-  costmodels/calibration (offline, Eigen) is included only by itself and the `costmodel` command.
+  costmodels/calibration (offline, Eigen) is included only by itself, the `costmodel` command and the
+  `validate` command's kernel checks (sim/cli/validate_kernels.cpp).
 
   python3 tests/tools/include_arrows.py [ROOT] [--table]   # exit 1 on any arrow the wrong way
 """
@@ -17,7 +18,8 @@ ALLOWED = {  # folder → folders its files may include from
     'costmodels/calibration': {'scenarios', 'costmodels', 'costmodels/calibration'},
     'sim': {'scenarios', 'workloads', 'topology', 'costmodels', 'sim'},
 }
-CALIBRATION_USERS = {'sim/cli/costmodel_cmd.cpp', 'sim/cli/costmodel_cmd.hpp'}
+# the `costmodel` command, and the `validate` command's published H800 kernel checks (fit_report.hpp)
+CALIBRATION_USERS = {'sim/cli/costmodel_cmd.cpp', 'sim/cli/costmodel_cmd.hpp', 'sim/cli/validate_kernels.cpp'}
 
 def area(path):
     if path.startswith('costmodels/calibration/'): return 'costmodels/calibration'

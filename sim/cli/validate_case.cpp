@@ -1,0 +1,162 @@
+// servesim validate: reading the case files and printing the table (validate_case.hpp).
+#include "sim/cli/validate_case.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace servesim::cli::validation {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+bool Row::within() const {
+  if (!std::isfinite(simulated)) return false;
+  const double err = bound.relative ? std::abs(simulated / published - 1) : std::abs(simulated - published);
+  return err <= bound.value + 1e-12;
+}
+
+Verdict Row::verdict() const {
+  if (!skipped.empty()) return Verdict::skipped;
+  if (expected_fail.empty()) return within() ? Verdict::pass : Verdict::fail;
+  return within() ? Verdict::unexpected_pass : Verdict::expected_fail;
+}
+
+namespace {
+
+const json& field(const json& j, const std::string& key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) throw CaseError(where + ": missing \"" + key + "\"");
+  return j.at(key);
+}
+
+Bound read_bound(const json& j, const std::string& where) {
+  if (!j.is_object() || j.size() != 1 || !(j.contains("relative") || j.contains("absolute")))
+    throw CaseError(where + ": \"bound\" must be {\"relative\": fraction} or {\"absolute\": value}");
+  Bound b;
+  b.relative = j.contains("relative");
+  b.value = num(j, b.relative ? "relative" : "absolute", where + ".bound");
+  if (b.value < 0) throw CaseError(where + ".bound: must be ≥ 0");
+  return b;
+}
+
+}  // namespace
+
+double num(const json& j, const std::string& key, const std::string& where) {
+  const json& v = field(j, key, where);
+  if (!v.is_number() || !std::isfinite(v.get<double>())) throw CaseError(where + "." + key + ": expected a finite number, got " + v.dump());
+  return v.get<double>();
+}
+
+long long integer(const json& j, const std::string& key, const std::string& where) {
+  const json& v = field(j, key, where);
+  if (!v.is_number_integer()) throw CaseError(where + "." + key + ": expected an integer, got " + v.dump());
+  return v.get<long long>();
+}
+
+std::string str(const json& j, const std::string& key, const std::string& where) {
+  const json& v = field(j, key, where);
+  if (!v.is_string()) throw CaseError(where + "." + key + ": expected a string, got " + v.dump());
+  return v.get<std::string>();
+}
+
+Case load_case(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CaseError(path + ": cannot open the file");
+  std::ostringstream o;
+  o << in.rdbuf();
+  Case c;
+  c.file = path;
+  c.dir = fs::path(path).parent_path().string();
+  try {
+    c.j = json::parse(o.str());
+  } catch (const json::parse_error& e) {
+    throw CaseError(path + ": not valid JSON: " + e.what());
+  }
+  c.name = str(c.j, "name", path);
+  c.kind = str(c.j, "kind", path);
+  c.source = str(c.j, "source", path);
+  str(c.j, "deployment", path);  // what the measured deployment did: required, for the reader
+  c.bound = read_bound(field(c.j, "bound", path), path);
+  if (c.j.contains("expected_fail_reason")) c.expected_fail_reason = str(c.j, "expected_fail_reason", path);
+  if (c.j.contains("quick")) c.quick = field(c.j, "quick", path).get<bool>();
+  if (!field(c.j, "rows", path).is_array() || c.j["rows"].empty()) throw CaseError(path + ": \"rows\" must be a non-empty array");
+  return c;
+}
+
+std::vector<RowSpec> selected_rows(const Case& c, bool quick) {
+  std::vector<RowSpec> out;
+  const json& rows = c.j.at("rows");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const json& r = rows[i];
+    const std::string where = c.file + ": rows[" + std::to_string(i) + "]";
+    if (!r.is_object()) throw CaseError(where + ": expected an object");
+    const json q = r.value("quick", json(c.quick));
+    if (!q.is_boolean()) throw CaseError(where + ".quick: expected true or false");
+    if (quick && !q.get<bool>()) continue;
+    RowSpec s{&r, where, {}};
+    s.row.case_name = c.name;
+    s.row.metric = str(r, "metric", where);
+    s.row.unit = str(r, "unit", where);
+    s.row.published = num(r, "published", where);
+    if (s.row.published == 0) throw CaseError(where + ".published: must not be 0 (the error is simulated/published − 1)");
+    s.row.bound = r.contains("bound") ? read_bound(r.at("bound"), where) : c.bound;
+    if (r.contains("expected_fail")) {
+      const json& x = r.at("expected_fail");
+      if (x.is_string()) s.row.expected_fail = x.get<std::string>();
+      else if (x.is_boolean()) s.row.expected_fail = x.get<bool>() ? c.expected_fail_reason : "";
+      else throw CaseError(where + ".expected_fail: expected true, false or a reason");
+      if (x == true && c.expected_fail_reason.empty()) throw CaseError(where + ".expected_fail: true needs the case's \"expected_fail_reason\"");
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+namespace {
+
+std::string value(double v) {
+  if (!std::isfinite(v)) return "-";
+  const double a = std::abs(v);
+  return a >= 1e5 ? fmt::format("{:.0f}", v) : a >= 10 ? fmt::format("{:.1f}", v) : fmt::format("{:.3f}", v);
+}
+
+std::string bound_text(const Bound& b, const std::string& unit) {
+  if (b.relative) return fmt::format("±{:g}%", 100 * b.value);
+  if (b.value == 0) return "exact";
+  return fmt::format("±{:g}{}", b.value, unit == "%" ? " pt" : "");
+}
+
+}  // namespace
+
+int print_table(const std::vector<Row>& rows) {
+  std::map<std::string, int> reasons;  // reason → footnote number
+  std::vector<std::string> order;
+  fmt::print("{:<24}{:<62}{:>11}{:>11}{:>9}{:>8}  {}\n", "case", "metric (unit)", "published", "simulated", "error", "bound", "result");
+  int failed = 0, counts[5] = {0, 0, 0, 0, 0};
+  for (const auto& r : rows) {
+    const Verdict v = r.verdict();
+    ++counts[static_cast<int>(v)];
+    std::string result = v == Verdict::pass ? "pass" : v == Verdict::fail ? "FAIL" : v == Verdict::skipped ? "skipped: " + r.skipped : "";
+    if (v == Verdict::expected_fail || v == Verdict::unexpected_pass) {
+      auto [it, fresh] = reasons.emplace(r.expected_fail, static_cast<int>(reasons.size()) + 1);
+      if (fresh) order.push_back(r.expected_fail);
+      result = fmt::format("{} [{}]", v == Verdict::expected_fail ? "expected-fail" : "pass (marked expected-fail)", it->second);
+    }
+    failed += v == Verdict::fail;
+    const bool evaluated = v != Verdict::skipped;
+    if (evaluated && !r.bound.relative) result += fmt::format(" (Δ {:+.2f})", r.simulated - r.published);
+    fmt::print("{:<24}{:<62}{:>11}{:>11}{:>9}{:>8}  {}\n", r.case_name, r.metric + " (" + r.unit + ")", value(r.published),
+               evaluated ? value(r.simulated) : "-", evaluated ? fmt::format("{:+.1f}%", 100 * (r.simulated / r.published - 1)) : "-",
+               bound_text(r.bound, r.unit), result);
+  }
+  for (size_t i = 0; i < order.size(); ++i) fmt::print("[{}] {}\n", i + 1, order[i]);
+  fmt::print("{} rows: {} pass, {} fail, {} expected-fail, {} pass though marked expected-fail, {} skipped\n", rows.size(), counts[0], counts[1],
+             counts[2], counts[3], counts[4]);
+  return failed;
+}
+
+}  // namespace servesim::cli::validation

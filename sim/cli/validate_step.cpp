@@ -1,0 +1,80 @@
+// servesim validate, kind "step_throughput": the per-node throughput of one batch step of a
+// deployment's pool for a uniform batch, computed exactly as `servesim step` prints it
+// (sim/cli/step_cmd.cpp; tests/test_validate.cpp checks that the two agree).
+//
+// Case fields: "scenario" (relative to the case file), optional "deployment" (default the first)
+// and "cost_model" (default the scenario's). Row fields: "phase" (prefill | decode),
+// "seqs_per_rank", "tokens" (prefill), "context".
+#include "sim/cli/validate_case.hpp"
+
+#include "costmodels/factory.hpp"
+#include "costmodels/step_cost.hpp"
+#include "scenarios/scenario.hpp"
+#include "sim/validate.hpp"
+
+#include <filesystem>
+
+namespace servesim::cli::validation {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const DeploymentSpec& pick(const Scenario& s, const Case& c) {
+  if (!c.j.contains("deployment_name")) return s.deployments.front();
+  const std::string name = str(c.j, "deployment_name", c.file);
+  for (const auto& d : s.deployments)
+    if (d.name == name) return d;
+  throw CaseError(c.file + ".deployment_name: no deployment \"" + name + "\" in " + s.path);
+}
+
+/// Tokens per second per node of one step: every DP rank runs `seqs` sequences of `tokens` new
+/// tokens over `context` cached ones (step_cmd.cpp's arithmetic).
+double per_node(const DeploymentSpec& d, std::shared_ptr<const CostModel> cost, bool decode, long long seqs, long long tokens,
+                long long context) {
+  const PoolSpec& pool = decode ? d.decode : d.prefill;
+  StepCostModel m(d.model, std::move(cost), fabric_params(d.cluster, d.gpu), instance_shape(pool), pool.step_overhead_s);
+  std::vector<std::vector<SeqWork>> ranks(static_cast<size_t>(pool.dp()),
+                                          std::vector<SeqWork>(static_cast<size_t>(seqs), SeqWork{tokens, context, true}));
+  const StepTime t = m.step(ranks, decode ? Phase::decode : Phase::prefill);
+  const double all_tokens = static_cast<double>(tokens * seqs * pool.dp());
+  const double nodes = std::max(1.0, static_cast<double>(pool.ep) / d.gpu.gpus_per_node);
+  return all_tokens / t.total_s / nodes;
+}
+
+}  // namespace
+
+std::vector<Row> eval_step_throughput(const Case& c, bool quick) {
+  const std::string file = (fs::path(c.dir) / str(c.j, "scenario", c.file)).lexically_normal().string();
+  Scenario s;
+  try {
+    s = load_scenario(file);
+    validate_scenario(s);
+  } catch (const ScenarioError& e) {
+    throw CaseError(c.file + ": scenario: " + e.what());
+  }
+  const DeploymentSpec& d = pick(s, c);
+  const std::string cost_model = c.j.contains("cost_model") ? str(c.j, "cost_model", c.file) : s.cost_model;
+  std::shared_ptr<const CostModel> cost;
+  try {
+    cost = make_cost_model(cost_model, d.gpu);
+  } catch (const std::exception& e) {
+    throw CaseError(c.file + ": cost model \"" + cost_model + "\": " + e.what());
+  }
+  std::vector<Row> out;
+  for (auto& r : selected_rows(c, quick)) {
+    const std::string phase = str(*r.j, "phase", r.where);
+    if (phase != "prefill" && phase != "decode") throw CaseError(r.where + ".phase: prefill or decode, got \"" + phase + "\"");
+    const bool decode = phase == "decode";
+    const long long seqs = integer(*r.j, "seqs_per_rank", r.where);
+    const long long tokens = decode ? 1 : integer(*r.j, "tokens", r.where);
+    const long long context = integer(*r.j, "context", r.where);
+    if (seqs < 1 || seqs > (1 << 20) || tokens < 1 || tokens > kMaxTokens || context < 0 || context > kMaxTokens || seqs * tokens > kMaxTokens)
+      throw CaseError(r.where + ": seqs_per_rank 1-2^20, tokens 1-2^40, context 0-2^40, at most 2^40 tokens per rank");
+    r.row.simulated = per_node(d, cost, decode, seqs, tokens, context);
+    out.push_back(r.row);
+  }
+  return out;
+}
+
+}  // namespace servesim::cli::validation

@@ -1,0 +1,165 @@
+// `servesim validate`: the table of validation cases (scenarios/validation/*.json) against
+// hand-computed values, the exit status (0 / 1 when a row not marked expected-fail misses its
+// bound / 2 on bad input), skipping when a trace is absent, and agreement with `servesim step`.
+#include "helpers.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+namespace fs = std::filesystem;
+using namespace servesim;
+
+namespace {
+
+struct Out {
+  int status = 0;
+  std::string text;  // stdout + stderr
+};
+
+Out sh(const std::string& args, const std::string& env = "") {
+  Out o;
+  const std::string cmd = env + " " + std::string(SERVESIM_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.text.append(buf, n);
+  const int st = pclose(p);
+  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return o;
+}
+
+std::string traces_env() { return "SERVESIM_SHARED_TRACES='" + test::shared_traces() + "'"; }
+
+/// One table row: the line whose metric column is `metric` (with its unit).
+struct TableRow {
+  bool found = false;
+  double published = 0, simulated = 0;
+  std::string result;
+};
+
+TableRow row(const std::string& table, const std::string& metric) {
+  static const std::regex re(R"(^(\S+)\s+(.*?)\s+(-?[0-9.]+)\s+(-?[0-9.]+|-)\s+([+-][0-9.]+%|-)\s+(\S+(?: pt)?)\s+(.*)$)");
+  std::istringstream in(table);
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line))
+    if (std::regex_match(line, m, re) && m[2] == metric) {
+      TableRow r;
+      r.found = true;
+      r.published = std::stod(m[3]);
+      r.simulated = m[4] == "-" ? -1 : std::stod(m[4]);
+      r.result = m[7];
+      return r;
+    }
+  return {};
+}
+
+fs::path tmp(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("servesim_validate_" + name);
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+// A DeepEP case with one low-latency EP8 dispatch row (simulated 75.31 µs, see below) and the
+// given published value and expected_fail field.
+void write_deepep_case(const fs::path& dir, double published, const std::string& extra) {
+  std::ofstream(dir / "one.json") << R"({"name": "one", "kind": "deepep_alltoall", "source": "test", "deployment": "test",
+    "hardware": ")" << test::data("scenarios/hardware/h800.json") << R"(", "layer": {"hidden": 7168, "experts": 256, "top_k": 8},
+    "bound": {"relative": 0.15}, "rows": [{"metric": "ll dispatch EP8", "unit": "µs", "published": )" << published
+                                  << R"(, "mode": "low_latency", "op": "dispatch", "ep": 8, "tokens": 128)" << extra << "}]}";
+}
+
+}  // namespace
+
+TEST(Validate, QuickPassesAndItsRowsMatchHandComputedValues) {
+  const Out o = sh("validate --quick", traces_env());
+  ASSERT_EQ(o.status, 0) << o.text;
+  EXPECT_NE(o.text.find("0 fail"), std::string::npos) << o.text;
+  // DeepEP low-latency dispatch, EP8 on one H800 node, 128 tokens: direct dispatch sends one FP8
+  // message per routed expert on another GPU, top_k·(8−1)/8 = 7 messages of 7168 B per token:
+  // 128 · 7 · 7168 = 6,422,528 B over NVLink at η·BW = 0.662 · 200 GB/s = 132.4 GB/s = 48.51 µs,
+  // plus 2 hops of 1 µs and the per-call cost 24.8 µs (scenarios/hardware/h800.json) = 75.31 µs.
+  const TableRow ll = row(o.text, "low-latency dispatch EP8, 128 tok (µs)");
+  ASSERT_TRUE(ll.found) << o.text;
+  EXPECT_EQ(ll.published, 77.0);
+  EXPECT_NEAR(ll.simulated, 6422528 / 132.4e9 * 1e6 + 2 + 24.8, 0.05);
+  EXPECT_EQ(ll.result, "pass");
+  // the SGLang prefill row is reported with its published figure and marked expected-fail
+  const TableRow pf = row(o.text, "prefill 1K inputs, 16 x 1024 per GPU (input tok/s per node)");
+  ASSERT_TRUE(pf.found) << o.text;
+  EXPECT_EQ(pf.published, 57674.0);
+  EXPECT_EQ(pf.result.rfind("expected-fail", 0) == 0 || pf.result.rfind("pass (marked", 0) == 0, true) << pf.result;
+  // --quick leaves out the 2K / 4K prefill rows
+  EXPECT_FALSE(row(o.text, "prefill 2K inputs, 8 x 2048 per GPU (input tok/s per node)").found);
+}
+
+TEST(Validate, MooncakeConversationStatisticsAreThePapers) {
+  const std::string trace = test::shared_traces() + "/mooncake/conversation_trace.jsonl";
+  if (!fs::exists(trace)) GTEST_SKIP() << trace << " absent (../shared/traces not available)";
+  const Out o = sh("validate --quick", traces_env());
+  ASSERT_EQ(o.status, 0) << o.text;
+  // 12,031 rows; 144,793,823 input and 4,122,048 output tokens: averages 12,035.06 and 342.62
+  // (FAST'25 Table 2: 12,035 and 343); 36.64% of the blocks an earlier request carried
+  // (tests/test_workloads.cpp Mooncake.ConversationTracePrefixReuseClosedForm; the paper: 40%).
+  const TableRow n = row(o.text, "conversation: requests (requests)");
+  const TableRow in = row(o.text, "conversation: average input length (tokens)");
+  const TableRow out = row(o.text, "conversation: average output length (tokens)");
+  const TableRow cr = row(o.text, "conversation: cache ratio (block reuse) (%)");
+  ASSERT_TRUE(n.found && in.found && out.found && cr.found) << o.text;
+  EXPECT_EQ(n.simulated, 12031);
+  EXPECT_EQ(in.published, 12035);
+  EXPECT_NEAR(in.simulated, 12035.06, 0.05);
+  EXPECT_NEAR(out.simulated, 342.6, 0.05);
+  EXPECT_NEAR(cr.simulated, 36.6, 0.05);
+  for (const auto* r : {&n, &in, &out, &cr}) EXPECT_EQ(r->result.rfind("pass", 0), 0u) << r->result;
+}
+
+TEST(Validate, AbsentTracesAreSkippedNotFailed) {
+  const Out o = sh("validate --quick", "SERVESIM_SHARED_TRACES=/nonexistent/servesim-traces");
+  EXPECT_EQ(o.status, 0) << o.text;
+  const TableRow n = row(o.text, "conversation: requests (requests)");
+  ASSERT_TRUE(n.found) << o.text;
+  EXPECT_EQ(n.result.rfind("skipped: trace not found", 0), 0u) << n.result;
+}
+
+TEST(Validate, StepRowsAreWhatServesimStepPrints) {
+  const Out v = sh("validate");
+  const Out s = sh("step " + test::data("scenarios/dsv3-sglang-96xh100.json") + " --phase decode --seqs-per-rank 256 --context 2000");
+  ASSERT_EQ(s.status, 0) << s.text;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(s.text, m, std::regex(R"(throughput\s+([0-9]+) output tokens/s per node)"))) << s.text;
+  const TableRow d = row(v.text, "decode 256 seq/GPU at 2,000 context (output tok/s per node)");
+  ASSERT_TRUE(d.found) << v.text;
+  EXPECT_EQ(d.published, 22282);
+  EXPECT_NEAR(d.simulated, std::stod(m[1]), 0.51);
+}
+
+TEST(Validate, ExitStatusFollowsTheBoundsAndTheMarks) {
+  const fs::path dir = tmp("exit");
+  write_deepep_case(dir, 50.0, "");  // 75.31 µs vs 50: +51%, outside ±15%
+  Out o = sh("validate --dir " + dir.string());
+  EXPECT_EQ(o.status, 1) << o.text;
+  EXPECT_EQ(row(o.text, "ll dispatch EP8 (µs)").result, "FAIL") << o.text;
+  write_deepep_case(dir, 50.0, R"(, "expected_fail": "a reason")");
+  o = sh("validate --dir " + dir.string());
+  EXPECT_EQ(o.status, 0) << o.text;
+  EXPECT_EQ(row(o.text, "ll dispatch EP8 (µs)").result, "expected-fail [1]") << o.text;
+  EXPECT_NE(o.text.find("[1] a reason"), std::string::npos) << o.text;
+  write_deepep_case(dir, 77.0, R"(, "expected_fail": "a reason")");
+  o = sh("validate --dir " + dir.string());
+  EXPECT_EQ(o.status, 0) << o.text;
+  EXPECT_EQ(row(o.text, "ll dispatch EP8 (µs)").result, "pass (marked expected-fail) [1]") << o.text;
+  // bad input: a wrong field, a missing folder
+  write_deepep_case(dir, 77.0, R"(, "op": "scatter")");
+  o = sh("validate --dir " + dir.string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("rows[0].op"), std::string::npos) << o.text;
+  o = sh("validate --dir " + (dir / "absent").string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  fs::remove_all(dir);
+}
