@@ -16,6 +16,8 @@
 #include "common/cuda_check.cuh"
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
+#include <mutex>
 
 #include <algorithm>
 #include <stdexcept>
@@ -652,7 +654,19 @@ CUtensorMap make_map_2d(const void* base, CUtensorMapDataType dt, int esize, uin
   const cuuint32_t box[2] = {box_inner, box_outer};
   const cuuint32_t estr[2] = {1, 1};
   (void)esize;
-  const CUresult r = cuTensorMapEncodeTiled(&m, dt, 2, const_cast<void*>(base), dims, strides, box, estr,
+  // the driver entry point through the runtime (no link against libcuda: the tests must load, and
+  // skip, on machines without a GPU driver)
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    cudaDriverEntryPointQueryResult q;
+    void* fn = nullptr;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess || !fn)
+      throw std::runtime_error("cuTensorMapEncodeTiled not found");
+    encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  });
+  const CUresult r = encode(&m, dt, 2, const_cast<void*>(base), dims, strides, box, estr,
                                             CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) throw std::runtime_error("cuTensorMapEncodeTiled failed: " + std::to_string(static_cast<int>(r)));
