@@ -38,8 +38,10 @@ const char* status_name(RequestStatus s) {
 // printed as ts + dur computed from the same integers, so slices that touch in simulated time touch
 // in the file too (rounding start and duration separately made them overlap by 1 ns, and Perfetto
 // drops overlapping slices that do not nest).
+// (a whole number of ns / 1e3 printed with 3 decimals is that number exactly: the division's error
+// is far below half a thousandth at any simulated time below 10⁹ s)
 long long ns(double s) { return std::llround(s * 1e9); }
-std::string us(long long ns) { return fmt::format("{}{}.{:03d}", ns < 0 ? "-" : "", std::llabs(ns) / 1000, static_cast<int>(std::llabs(ns) % 1000)); }
+double us(long long ns) { return static_cast<double>(ns) / 1e3; }
 
 // A JSON string literal (quotes and escapes) for any name the user chose.
 std::string jstr(const std::string& s) { return nlohmann::json(s).dump(); }
@@ -113,33 +115,33 @@ void TimelineWriter::on_step(const StepEvent& e) {
   if (e.time.comm_total_s > 0)
     name_track(3, (e.role == Phase::prefill ? 0 : 1000) + e.instance, fmt::format("{} instance {} all-to-all", to_string(e.role), e.instance));
   const long long t0 = ns(e.start_s), t1 = ns(e.end_s);
-  write(fmt::format("{{\"ph\":\"X\",\"name\":\"{} step\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},\"args\":{{\"seqs\":{},\"tokens\":{},"
+  write(fmt::format("{{\"ph\":\"X\",\"name\":\"{} step\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"seqs\":{},\"tokens\":{},"
                     "\"attention_ms\":{:.4f},\"ffn_ms\":{:.4f},\"comm_ms\":{:.4f},\"other_ms\":{:.4f}}}}}",
                     to_string(e.role), pid, tid, us(t0), us(t1 - t0), e.seqs, e.tokens, e.time.attention_s * 1e3, e.time.ffn_s * 1e3,
                     e.time.comm_s * 1e3, e.time.other_s * 1e3));
   if (e.time.comm_total_s > 0)  // within its step (with two-batch overlap it runs beside the compute)
-    write(fmt::format("{{\"ph\":\"X\",\"name\":\"{} all-to-all\",\"pid\":3,\"tid\":{},\"ts\":{},\"dur\":{},\"args\":{{\"exposed_ms\":{:.4f}}}}}",
+    write(fmt::format("{{\"ph\":\"X\",\"name\":\"{} all-to-all\",\"pid\":3,\"tid\":{},\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"exposed_ms\":{:.4f}}}}}",
                       to_string(e.role), (e.role == Phase::prefill ? 0 : 1000) + e.instance, us(t0),
                       us(std::min(ns(e.start_s + e.time.comm_total_s), t1) - t0), e.time.comm_s * 1e3));
 }
 
 void TimelineWriter::on_transfer(const TransferEvent& e) {
   const int tid = e.inter_node ? 0 : 1;
-  write(fmt::format("{{\"ph\":\"b\",\"cat\":\"kv\",\"name\":\"KV P{}→D{}\",\"id\":{},\"pid\":4,\"tid\":{},\"ts\":{},\"args\":{{\"bytes\":{:.0f}}}}}",
+  write(fmt::format("{{\"ph\":\"b\",\"cat\":\"kv\",\"name\":\"KV P{}→D{}\",\"id\":{},\"pid\":4,\"tid\":{},\"ts\":{:.3f},\"args\":{{\"bytes\":{:.0f}}}}}",
                     e.prefill_instance, e.decode_instance, e.request, tid, us(ns(e.start_s)), e.bytes));
-  write(fmt::format("{{\"ph\":\"e\",\"cat\":\"kv\",\"name\":\"KV P{}→D{}\",\"id\":{},\"pid\":4,\"tid\":{},\"ts\":{}}}", e.prefill_instance,
+  write(fmt::format("{{\"ph\":\"e\",\"cat\":\"kv\",\"name\":\"KV P{}→D{}\",\"id\":{},\"pid\":4,\"tid\":{},\"ts\":{:.3f}}}", e.prefill_instance,
                     e.decode_instance, e.request, tid, us(ns(e.end_s))));
 }
 
 // Perfetto keys counter tracks by process and name: each instance's counter gets its own name.
 void TimelineWriter::on_memory(const MemoryEvent& e) {
-  write(fmt::format("{{\"ph\":\"C\",\"name\":\"{} instance {} KV GB per GPU\",\"pid\":{},\"tid\":{},\"ts\":{},\"args\":{{\"mean\":{:.4f},\"busiest\":{:.4f}}}}}",
+  write(fmt::format("{{\"ph\":\"C\",\"name\":\"{} instance {} KV GB per GPU\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"args\":{{\"mean\":{:.4f},\"busiest\":{:.4f}}}}}",
                     to_string(e.role), e.instance, e.role == Phase::prefill ? 1 : 2, e.instance, us(ns(e.t_s)), e.kv_bytes_mean / 1e9,
                     e.kv_bytes_max / 1e9));
 }
 
 void TimelineWriter::on_tier(const TierEvent& e) {
-  write(fmt::format("{{\"ph\":\"C\",\"name\":\"KV GB\",\"pid\":5,\"tid\":0,\"ts\":{},\"args\":{{\"L2 host DRAM\":{:.4f},\"L3 storage\":{:.4f}}}}}",
+  write(fmt::format("{{\"ph\":\"C\",\"name\":\"KV GB\",\"pid\":5,\"tid\":0,\"ts\":{:.3f},\"args\":{{\"L2 host DRAM\":{:.4f},\"L3 storage\":{:.4f}}}}}",
                     us(ns(e.t_s)), e.l2_bytes / 1e9, e.l3_bytes / 1e9));
 }
 
