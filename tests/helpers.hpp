@@ -4,10 +4,16 @@
 #include "costmodels/cost_model.hpp"
 #include "scenarios/scenario.hpp"
 #include "scenarios/deployment.hpp"
+#include "sim/events.hpp"
+#include "workloads/request.hpp"
 
 #include <cstdlib>
+#include <deque>
+#include <map>
+#include <optional>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace servesim::test {
 
@@ -65,5 +71,36 @@ inline DeploymentSpec tiny(long long chunk_tokens, bool kv_tiers = false) {
   validate_deployment(d, "tiny");
   return d;
 }
+
+/// The requests of a list, in order (engine tests).
+class ListSource final : public RequestSource {
+ public:
+  explicit ListSource(std::vector<Request> rs) : q_(rs.begin(), rs.end()) {}
+  std::optional<Request> next() override {
+    if (q_.empty()) return std::nullopt;
+    Request r = q_.front();
+    q_.pop_front();
+    return r;
+  }
+  std::string describe() const override { return "list"; }
+
+ private:
+  std::deque<Request> q_;
+};
+
+/// A request arriving at t s with `in` prompt and `out` output tokens.
+inline Request req(std::uint64_t id, double t, long long in, long long out) {
+  Request r;
+  r.id = id, r.arrival_s = t, r.input_tokens = in, r.output_tokens = out;
+  return r;
+}
+
+/// Every request record the engine emits, by id.
+class Records : public EventSink {
+ public:
+  void on_request(const RequestRecord& r) override { by_id[r.id] = r, ++emitted; }
+  std::map<std::uint64_t, RequestRecord> by_id;
+  long long emitted = 0;
+};
 
 }  // namespace servesim::test

@@ -18,33 +18,9 @@ using namespace servesim;
 
 namespace {
 
-class Records final : public EventSink {
- public:
-  void on_request(const RequestRecord& r) override { by_id[r.id] = r, ++emitted; }
-  std::map<std::uint64_t, RequestRecord> by_id;
-  long long emitted = 0;
-};
-
-class ListSource final : public RequestSource {
- public:
-  explicit ListSource(std::vector<Request> rs) : q_(rs.begin(), rs.end()) {}
-  std::optional<Request> next() override {
-    if (q_.empty()) return std::nullopt;
-    Request r = q_.front();
-    q_.pop_front();
-    return r;
-  }
-  std::string describe() const override { return "list"; }
-
- private:
-  std::deque<Request> q_;
-};
-
-Request req(std::uint64_t id, double t, long long in, long long out) {
-  Request r;
-  r.id = id, r.arrival_s = t, r.input_tokens = in, r.output_tokens = out;
-  return r;
-}
+using test::ListSource;
+using test::Records;
+using test::req;
 
 DeploymentSpec tiny() { return test::tiny(1000); }
 

@@ -17,36 +17,16 @@ using namespace servesim;
 
 namespace {
 
-class Records final : public EventSink {
+using test::ListSource;
+using test::req;
+
+class Records final : public test::Records {
  public:
-  void on_request(const RequestRecord& r) override { by_id[r.id] = r; }
   void on_step(const StepEvent& e) override {
     if (e.role == Phase::prefill) prefill_steps.push_back(e);
   }
-  std::map<std::uint64_t, RequestRecord> by_id;
   std::vector<StepEvent> prefill_steps;
 };
-
-class ListSource final : public RequestSource {
- public:
-  explicit ListSource(std::vector<Request> rs) : q_(rs.begin(), rs.end()) {}
-  std::optional<Request> next() override {
-    if (q_.empty()) return std::nullopt;
-    Request r = q_.front();
-    q_.pop_front();
-    return r;
-  }
-  std::string describe() const override { return "list"; }
-
- private:
-  std::deque<Request> q_;
-};
-
-Request req(std::uint64_t id, double t, long long in, long long out) {
-  Request r;
-  r.id = id, r.arrival_s = t, r.input_tokens = in, r.output_tokens = out;
-  return r;
-}
 
 Records simulate(const DeploymentSpec& d, std::vector<Request> rs) {
   Records rec;

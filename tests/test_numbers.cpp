@@ -80,27 +80,6 @@ TEST(Numbers, KimiK3KvBytesAtAttentionTpOneTwoAndEight) {
   }
 }
 
-namespace {
-class Recs final : public EventSink {
- public:
-  void on_request(const RequestRecord& r) override { by_id[r.id] = r; }
-  std::map<std::uint64_t, RequestRecord> by_id;
-};
-class Two final : public RequestSource {
- public:
-  std::optional<Request> next() override {
-    if (n_ == 2) return std::nullopt;
-    Request r;
-    r.id = static_cast<std::uint64_t>(n_), r.arrival_s = 0.001 * n_, r.input_tokens = 1000, r.output_tokens = 1000;
-    ++n_;
-    return r;
-  }
-  std::string describe() const override { return "two"; }
-
- private:
-  int n_ = 0;
-};
-}  // namespace
 
 // Decode admission reserves prompt + output KV. The decode rank's budget is set to 1.5 × one
 // request's whole KV (2,000 tokens): two prompts (1,000 tokens each) would fit, two whole
@@ -111,8 +90,8 @@ TEST(Numbers, DecodeAdmissionReservesPromptPlusOutput) {
   ASSERT_LT(2 * prompt, 1.5 * whole);
   d.reserved_bytes_per_gpu += plan_gpu_memory(d, d.decode).kv_budget - 1.5 * whole;
   ASSERT_NEAR(plan_gpu_memory(d, d.decode).kv_budget, 1.5 * whole, 1.0);
-  Recs rec;
-  Simulation sim(d, std::make_unique<Two>(), std::make_shared<test::ZeroCost>(), rec, {});
+  test::Records rec;
+  Simulation sim(d, std::make_unique<test::ListSource>(std::vector<Request>{test::req(0, 0.0, 1000, 1000), test::req(1, 0.001, 1000, 1000)}), std::make_shared<test::ZeroCost>(), rec, {});
   sim.run();
   const RequestRecord &a = rec.by_id.at(0), &b = rec.by_id.at(1);
   ASSERT_EQ(b.status, RequestStatus::completed);
@@ -126,20 +105,6 @@ class Transfers final : public EventSink {
   void on_transfer(const TransferEvent& e) override { bytes.push_back(e.bytes); }
   std::vector<double> bytes;
 };
-class One final : public RequestSource {
- public:
-  std::optional<Request> next() override {
-    if (done_) return std::nullopt;
-    done_ = true;
-    Request r;
-    r.id = 0, r.arrival_s = 0, r.input_tokens = 1000, r.output_tokens = 4;
-    return r;
-  }
-  std::string describe() const override { return "one"; }
-
- private:
-  bool done_ = false;
-};
 }  // namespace
 
 // P→D transfer of K3 at decode attention TP 8: every TP rank gets the replicated MLA latent
@@ -149,7 +114,7 @@ TEST(Numbers, KimiK3TransferBytesAtDecodeAttentionTpEight) {
   DeploymentSpec d = test::deployment("kimi-k3", "h200", test::pool(1, 32, 8), test::pool(1, 32, 8));
   d.prefix_cache.enabled = false;
   Transfers t;
-  Simulation sim(d, std::make_unique<One>(), std::make_shared<test::ZeroCost>(), t, {});
+  Simulation sim(d, std::make_unique<test::ListSource>(std::vector<Request>{test::req(0, 0, 1000, 4)}), std::make_shared<test::ZeroCost>(), t, {});
   sim.run();
   ASSERT_EQ(t.bytes.size(), 1u);
   EXPECT_NEAR(t.bytes[0], 8 * 27648000.0 + 449372160.0, 1.0);

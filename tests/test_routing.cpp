@@ -24,26 +24,8 @@ using namespace servesim;
 
 namespace {
 
-class Records final : public EventSink {
- public:
-  void on_request(const RequestRecord& r) override { by_id[r.id] = r; }
-  std::map<std::uint64_t, RequestRecord> by_id;
-};
-
-class ListSource final : public RequestSource {
- public:
-  explicit ListSource(std::vector<Request> rs) : q_(rs.begin(), rs.end()) {}
-  std::optional<Request> next() override {
-    if (q_.empty()) return std::nullopt;
-    Request r = q_.front();
-    q_.pop_front();
-    return r;
-  }
-  std::string describe() const override { return "list"; }
-
- private:
-  std::deque<Request> q_;
-};
+using test::ListSource;
+using test::Records;
 
 // {prefill instance, decode instance} of each request, by id
 std::vector<std::pair<int, int>> placements(const std::string& router) {
