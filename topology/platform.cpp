@@ -73,35 +73,44 @@ NodeParts build_node_base(sg4::NetZone* root, int n, const FabricParams& f, doub
   return np;
 }
 
+
+/// One endpoint of node np.n standing for `size` GPUs (a GPU: size 1; an attention-TP group: its
+/// members): its host and its NVLink, NIC and PCIe links at size × one GPU's rate, and its routes
+/// to the NVSwitch, the gateway, host memory and storage. The links' creation order (NVLink, NIC,
+/// PCIe) fixes SimGrid's ids and so the run's determinism.
+struct Endpoint {
+  sg4::Host* host;
+  sg4::SplitDuplexLink* nvl;
+};
+Endpoint add_endpoint(const NodeParts& np, const std::string& name, int size, const FabricParams& f, const GpuSpec& gpu) {
+  auto* z = np.z;
+  auto* host = z->create_host(name, 1.0)->seal();
+  auto* nvl = z->create_split_duplex_link(name + "-nvl", size * f.nvlink_bytes_per_s);
+  nvl->set_latency(f.nvlink_latency_s)->seal();
+  auto* nic = z->create_split_duplex_link(name + "-nic", size * f.nic_bytes_per_s);
+  nic->set_latency(f.nic_latency_s)->seal();
+  auto* pcie = z->create_split_duplex_link(name + "-pcie", size * gpu.pcie_bytes_per_s_per_direction);
+  pcie->set_latency(1e-6)->seal();
+  auto *h = host->get_netpoint(), *sw = np.sw->get_netpoint(), *cpu = np.cpu->get_netpoint(), *ssd = np.ssd->get_netpoint();
+  z->add_route(h, sw, nullptr, nullptr, {sg4::LinkInRoute(nvl, D::UP), sg4::LinkInRoute(np.far_nvl)}, false);
+  z->add_route(sw, h, nullptr, nullptr, {sg4::LinkInRoute(np.far_nvl), sg4::LinkInRoute(nvl, D::DOWN)}, false);
+  z->add_route(h, np.gw, nullptr, nullptr, {sg4::LinkInRoute(nic, D::UP)}, false);
+  z->add_route(np.gw, h, nullptr, nullptr, {sg4::LinkInRoute(nic, D::DOWN)}, false);
+  z->add_route(h, cpu, nullptr, nullptr, {sg4::LinkInRoute(pcie, D::UP)}, false);
+  z->add_route(cpu, h, nullptr, nullptr, {sg4::LinkInRoute(pcie, D::DOWN)}, false);
+  z->add_route(h, ssd, nullptr, nullptr, {sg4::LinkInRoute(pcie, D::UP), sg4::LinkInRoute(np.ssdl)}, false);
+  z->add_route(ssd, h, nullptr, nullptr, {sg4::LinkInRoute(np.ssdl), sg4::LinkInRoute(pcie, D::DOWN)}, false);
+  return {host, nvl};
+}
+
 /// The node's GPU hosts, their NVLink / NIC / PCIe links and routes, and the GPU-to-GPU NVLink routes.
 void add_node_gpus(NodeParts& np, const FabricParams& f, const GpuSpec& gpu, Platform& p) {
   auto* z = np.z;
-  auto* gw = np.gw;
-  auto* sw = np.sw;
-  auto* cpu = np.cpu;
-  auto* ssd = np.ssd;
-  auto* ssdl = np.ssdl;
-  auto* far_nvl = np.far_nvl;
   auto& nvl = np.nvl;
-  std::vector<sg4::SplitDuplexLink*> nic;
   for (int i = 0; i < p.gpus_per_node; ++i) {
-    const std::string gi = np.nn + "g" + std::to_string(i);
-    p.gpus.push_back(z->create_host(gi, 1.0)->seal());
-    nvl.push_back(z->create_split_duplex_link(gi + "-nvl", f.nvlink_bytes_per_s));
-    nvl.back()->set_latency(f.nvlink_latency_s)->seal();
-    nic.push_back(z->create_split_duplex_link(gi + "-nic", f.nic_bytes_per_s));
-    nic.back()->set_latency(f.nic_latency_s)->seal();
-    auto* pcie = z->create_split_duplex_link(gi + "-pcie", gpu.pcie_bytes_per_s_per_direction);
-    pcie->set_latency(1e-6)->seal();
-    auto* h = p.gpus.back()->get_netpoint();
-    z->add_route(h, sw->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(nvl[i], D::UP), sg4::LinkInRoute(far_nvl)}, false);
-    z->add_route(sw->get_netpoint(), h, nullptr, nullptr, {sg4::LinkInRoute(far_nvl), sg4::LinkInRoute(nvl[i], D::DOWN)}, false);
-    z->add_route(h, gw, nullptr, nullptr, {sg4::LinkInRoute(nic[i], D::UP)}, false);
-    z->add_route(gw, h, nullptr, nullptr, {sg4::LinkInRoute(nic[i], D::DOWN)}, false);
-    z->add_route(h, cpu->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(pcie, D::UP)}, false);
-    z->add_route(cpu->get_netpoint(), h, nullptr, nullptr, {sg4::LinkInRoute(pcie, D::DOWN)}, false);
-    z->add_route(h, ssd->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(pcie, D::UP), sg4::LinkInRoute(ssdl)}, false);
-    z->add_route(ssd->get_netpoint(), h, nullptr, nullptr, {sg4::LinkInRoute(ssdl), sg4::LinkInRoute(pcie, D::DOWN)}, false);
+    const Endpoint e = add_endpoint(np, np.nn + "g" + std::to_string(i), 1, f, gpu);
+    p.gpus.push_back(e.host);
+    nvl.push_back(e.nvl);
   }
   const int n = np.n;
   for (int i = 0; i < p.gpus_per_node; ++i)
@@ -112,41 +121,19 @@ void add_node_gpus(NodeParts& np, const FabricParams& f, const GpuSpec& gpu, Pla
 }
 
 /// An aggregate endpoint of a GPU group already placed in this node.
-struct GroupEndpoint {
-  sg4::Host* host;
-  sg4::SplitDuplexLink* nvl;
-};
+using GroupEndpoint = Endpoint;
 
 /// The aggregate endpoint of `grp` (inside node np.n): its host, links of size × a member's and
 /// routes to the gateway, host memory, storage, NVSwitch, the node's GPUs and the groups in `gs`.
 GroupEndpoint add_group_endpoint(const NodeParts& np, const GpuGroup& grp, const FabricParams& f, const GpuSpec& gpu,
                                  const std::vector<GroupEndpoint>& gs, Platform& p) {
   auto* z = np.z;
-  auto* gw = np.gw;
-  auto* sw = np.sw;
-  auto* cpu = np.cpu;
-  auto* ssd = np.ssd;
-  auto* ssdl = np.ssdl;
-  auto* far_nvl = np.far_nvl;
   const auto& nvl = np.nvl;
   const int n = np.n;
   const std::string gn = np.nn + "t" + std::to_string(grp.first_gpu % p.gpus_per_node) + "x" + std::to_string(grp.size);
-  auto* h = z->create_host(gn, 1.0)->seal();
-  auto* gnvl = z->create_split_duplex_link(gn + "-nvl", grp.size * f.nvlink_bytes_per_s);
-  gnvl->set_latency(f.nvlink_latency_s)->seal();
-  auto* gnic = z->create_split_duplex_link(gn + "-nic", grp.size * f.nic_bytes_per_s);
-  gnic->set_latency(f.nic_latency_s)->seal();
-  auto* gpcie = z->create_split_duplex_link(gn + "-pcie", grp.size * gpu.pcie_bytes_per_s_per_direction);
-  gpcie->set_latency(1e-6)->seal();
-  auto* hp = h->get_netpoint();
-  z->add_route(hp, gw, nullptr, nullptr, {sg4::LinkInRoute(gnic, D::UP)}, false);
-  z->add_route(gw, hp, nullptr, nullptr, {sg4::LinkInRoute(gnic, D::DOWN)}, false);
-  z->add_route(hp, cpu->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(gpcie, D::UP)}, false);
-  z->add_route(cpu->get_netpoint(), hp, nullptr, nullptr, {sg4::LinkInRoute(gpcie, D::DOWN)}, false);
-  z->add_route(hp, ssd->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(gpcie, D::UP), sg4::LinkInRoute(ssdl)}, false);
-  z->add_route(ssd->get_netpoint(), hp, nullptr, nullptr, {sg4::LinkInRoute(ssdl), sg4::LinkInRoute(gpcie, D::DOWN)}, false);
-  z->add_route(hp, sw->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(gnvl, D::UP), sg4::LinkInRoute(far_nvl)}, false);
-  z->add_route(sw->get_netpoint(), hp, nullptr, nullptr, {sg4::LinkInRoute(far_nvl), sg4::LinkInRoute(gnvl, D::DOWN)}, false);
+  const Endpoint e = add_endpoint(np, gn, grp.size, f, gpu);
+  auto* gnvl = e.nvl;
+  auto* hp = e.host->get_netpoint();
   for (int j = 0; j < p.gpus_per_node; ++j) {
     z->add_route(hp, p.gpu(n, j)->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(gnvl, D::UP), sg4::LinkInRoute(nvl[j], D::DOWN)}, false);
     z->add_route(p.gpu(n, j)->get_netpoint(), hp, nullptr, nullptr, {sg4::LinkInRoute(nvl[j], D::UP), sg4::LinkInRoute(gnvl, D::DOWN)}, false);
@@ -155,7 +142,7 @@ GroupEndpoint add_group_endpoint(const NodeParts& np, const GpuGroup& grp, const
     z->add_route(hp, o.host->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(gnvl, D::UP), sg4::LinkInRoute(o.nvl, D::DOWN)}, false);
     z->add_route(o.host->get_netpoint(), hp, nullptr, nullptr, {sg4::LinkInRoute(o.nvl, D::UP), sg4::LinkInRoute(gnvl, D::DOWN)}, false);
   }
-  return {h, gnvl};
+  return e;
 }
 
 /// Aggregate endpoints of the GPU groups (size > 1) that start in node np.n.
