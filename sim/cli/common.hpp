@@ -1,12 +1,15 @@
 // servesim cli: what the subcommands share: loading and validating a scenario with errors printed
 // (exit status 2 on bad input), and small formatting helpers.
 #pragma once
+#include "costmodels/step_cost.hpp"
 #include "scenarios/scenario.hpp"
 #include "sim/validate.hpp"
 
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <algorithm>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -45,5 +48,27 @@ inline std::string deployment_names(const Scenario& s) {
 
 /// Bytes as "12.3 GB" (decimal gigabytes).
 inline std::string gb(double bytes, int prec = 1) { return fmt::format("{:.{}f} GB", bytes / 1e9, prec); }
+
+/// One batch step of one instance of a pool (`decode` picks the pool) where every DP rank runs
+/// `seqs` sequences of `tokens` new tokens over `context` cached ones: its time, the tokens it
+/// computes over all ranks and the nodes the instance spans (EP / GPUs per node, at least 1).
+/// `servesim step` prints it; `servesim validate` compares its tokens per second per node.
+struct UniformStep {
+  StepCostModel model;
+  std::vector<std::vector<SeqWork>> ranks;
+  StepTime time;
+  double tokens = 0, nodes = 1;
+  double tokens_per_s_per_node() const { return tokens / time.total_s / nodes; }
+};
+inline UniformStep uniform_step(const DeploymentSpec& d, std::shared_ptr<const CostModel> cost, bool decode, long long seqs,
+                                long long tokens, long long context) {
+  const PoolSpec& pool = decode ? d.decode : d.prefill;
+  UniformStep u{StepCostModel(d.model, std::move(cost), fabric_params(d.cluster, d.gpu), instance_shape(pool), pool.step_overhead_s),
+                std::vector<std::vector<SeqWork>>(static_cast<size_t>(pool.dp()),
+                                                  std::vector<SeqWork>(static_cast<size_t>(seqs), SeqWork{tokens, context, true})),
+                {}, static_cast<double>(tokens * seqs * pool.dp()), std::max(1.0, static_cast<double>(pool.ep) / d.gpu.gpus_per_node)};
+  u.time = u.model.step(u.ranks, decode ? Phase::decode : Phase::prefill);
+  return u;
+}
 
 }  // namespace servesim::cli

@@ -81,22 +81,19 @@ int step(const StepArgs& a) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 2;
   }
-  StepCostModel m(d->model, cost, fabric_params(d->cluster, d->gpu), instance_shape(pool), pool.step_overhead_s);
-  std::vector<std::vector<SeqWork>> ranks(static_cast<size_t>(pool.dp()),
-                                          std::vector<SeqWork>(static_cast<size_t>(a.seqs_per_rank), SeqWork{tokens, context, true}));
-  const StepTime t = m.step(ranks, decode ? Phase::decode : Phase::prefill);
-  const double all_tokens = static_cast<double>(tokens * a.seqs_per_rank * pool.dp());
-  const double nodes = std::max(1.0, static_cast<double>(pool.ep) / d->gpu.gpus_per_node);
+  const UniformStep u = uniform_step(*d, cost, decode, a.seqs_per_rank, tokens, context);
+  const StepTime& t = u.time;
+  const double all_tokens = u.tokens;
   fmt::print("{} {} step of one instance (EP{}, attn TP{}, DP{}): {} sequence{} per DP rank, {} new token{} each, {} cached\n", d->name,
              a.phase, pool.ep, pool.attn_tp, pool.dp(), a.seqs_per_rank, a.seqs_per_rank == 1 ? "" : "s", tokens,
              tokens == 1 ? "" : "s", context);
   fmt::print("  step time      {:10.3f} ms  (attention {:.3f}, FFN {:.3f}, exposed communication {:.3f}, other {:.3f})\n", t.total_s * 1e3,
              t.attention_s * 1e3, t.ffn_s * 1e3, t.comm_s * 1e3, t.other_s * 1e3);
-  fmt::print("  throughput     {:10.0f} {} tokens/s per node, {:.0f} per GPU (cost model {}, answers {})\n", all_tokens / t.total_s / nodes,
+  fmt::print("  throughput     {:10.0f} {} tokens/s per node, {:.0f} per GPU (cost model {}, answers {})\n", u.tokens_per_s_per_node(),
              decode ? "output" : "input", all_tokens / t.total_s / pool.ep, cost->name(), std::string(to_string(t.source)));
   fmt::print("  extrapolated     {:8.1f}% of the step time was answered outside the measured range\n",
              t.total_s > 0 ? 100 * t.extrapolated_s / t.total_s : 0.0);
-  if (a.ops) print_step_ops(m, ranks.front(), decode ? Phase::decode : Phase::prefill, tokens * a.seqs_per_rank,
+  if (a.ops) print_step_ops(u.model, u.ranks.front(), decode ? Phase::decode : Phase::prefill, tokens * a.seqs_per_rank,
                             all_tokens, t.total_s);
   return 0;
 }

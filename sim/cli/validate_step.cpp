@@ -6,6 +6,7 @@
 // and "cost_model" (default the scenario's). Row fields: "phase" (prefill | decode),
 // "seqs_per_rank", "tokens" (prefill), "context".
 #include "sim/cli/validate_case.hpp"
+#include "sim/cli/common.hpp"
 
 #include "costmodels/factory.hpp"
 #include "costmodels/step_cost.hpp"
@@ -26,20 +27,6 @@ const DeploymentSpec& pick(const Scenario& s, const Case& c) {
   for (const auto& d : s.deployments)
     if (d.name == name) return d;
   throw CaseError(c.file + ".deployment_name: no deployment \"" + name + "\" in " + s.path);
-}
-
-/// Tokens per second per node of one step: every DP rank runs `seqs` sequences of `tokens` new
-/// tokens over `context` cached ones (step_cmd.cpp's arithmetic).
-double per_node(const DeploymentSpec& d, std::shared_ptr<const CostModel> cost, bool decode, long long seqs, long long tokens,
-                long long context) {
-  const PoolSpec& pool = decode ? d.decode : d.prefill;
-  StepCostModel m(d.model, std::move(cost), fabric_params(d.cluster, d.gpu), instance_shape(pool), pool.step_overhead_s);
-  std::vector<std::vector<SeqWork>> ranks(static_cast<size_t>(pool.dp()),
-                                          std::vector<SeqWork>(static_cast<size_t>(seqs), SeqWork{tokens, context, true}));
-  const StepTime t = m.step(ranks, decode ? Phase::decode : Phase::prefill);
-  const double all_tokens = static_cast<double>(tokens * seqs * pool.dp());
-  const double nodes = std::max(1.0, static_cast<double>(pool.ep) / d.gpu.gpus_per_node);
-  return all_tokens / t.total_s / nodes;
 }
 
 }  // namespace
@@ -71,7 +58,7 @@ std::vector<Row> eval_step_throughput(const Case& c, bool quick) {
     const long long context = integer(*r.j, "context", r.where);
     if (seqs < 1 || seqs > (1 << 20) || tokens < 1 || tokens > kMaxTokens || context < 0 || context > kMaxTokens || seqs * tokens > kMaxTokens)
       throw CaseError(r.where + ": seqs_per_rank 1-2^20, tokens 1-2^40, context 0-2^40, at most 2^40 tokens per rank");
-    r.row.simulated = per_node(d, cost, decode, seqs, tokens, context);
+    r.row.simulated = uniform_step(d, cost, decode, seqs, tokens, context).tokens_per_s_per_node();
     out.push_back(r.row);
   }
   return out;
