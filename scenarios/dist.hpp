@@ -1,5 +1,5 @@
 // servesim scenarios: distributions of token counts and times, as scenario data. Sampling takes
-// any generator with normal(), exponential(mean) and uniform() (workloads/rng.hpp's Rng).
+// any generator with normal(), exponential(mean) and uniform() (scenarios/rng.hpp's Rng).
 #pragma once
 
 #include <algorithm>

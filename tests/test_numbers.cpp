@@ -6,7 +6,7 @@
 #include "helpers.hpp"
 #include "sim/exporters/metrics.hpp"
 #include "sim/simulation.hpp"
-#include "workloads/rng.hpp"
+#include "scenarios/rng.hpp"
 
 #include <gtest/gtest.h>
 

@@ -11,7 +11,7 @@
 // separate stream. Defaults (scenario loader) and their sources: README.md ("Agent sessions").
 #pragma once
 #include "workloads/request.hpp"
-#include "workloads/rng.hpp"
+#include "scenarios/rng.hpp"
 #include "workloads/session_blocks.hpp"
 #include "scenarios/workload_spec.hpp"
 

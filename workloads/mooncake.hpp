@@ -5,7 +5,7 @@
 // block_tokens = 512 (each id is one 512-token block, chained by prefix; shared/traces/README.md).
 #pragma once
 #include "workloads/request.hpp"
-#include "workloads/rng.hpp"
+#include "scenarios/rng.hpp"
 
 #include <fstream>
 #include <queue>

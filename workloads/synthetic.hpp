@@ -4,7 +4,7 @@
 // get fresh ids, so only the system prompt is ever reused.
 #pragma once
 #include "workloads/request.hpp"
-#include "workloads/rng.hpp"
+#include "scenarios/rng.hpp"
 #include "scenarios/workload_spec.hpp"
 
 namespace servesim {

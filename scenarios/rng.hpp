@@ -1,4 +1,4 @@
-// servesim workloads: a seeded random-number generator whose streams are identical on every
+// servesim scenarios: a seeded random-number generator whose streams are identical on every
 // platform and standard library (std::*_distribution are implementation-defined, so the
 // transforms here are written out). Same seed ⇒ same sequence.
 #pragma once
