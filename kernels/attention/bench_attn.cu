@@ -979,12 +979,13 @@ void bench_indexer() {
               a.q = q->p; a.w = f->p + nkeys; a.kscale = f->p; a.key_begin = ib->p; a.key_len = ib->p + nq;
               a.logits = lg->p; a.nq = nq; a.ld = static_cast<int>(ld);
               a.max_len = *std::max_element(kl.begin(), kl.end());
+              a.nkeys = nkeys;
               return std::function<void(int)>([=](int i) {
                 IndexerArgs b = a;
                 b.keys = (*keys)[i % keys->size()].p;
                 v4_indexer_logits(b);
               });
-            });
+            }, std::make_shared<json>(json{{"kernel", v4_indexer_variant_name()}}));
     keys->clear();
   }
   r.finish();
@@ -1033,10 +1034,11 @@ void bench_topk() {
       for (auto& x : *lg) { x.alloc(static_cast<size_t>(p.rows) * ld); fill_uniform_f32(x.p, x.n, -10, 10, seed()); }
       dl->upload(len);
       idx->alloc(static_cast<size_t>(p.rows) * p.k);
+      const int mx = *std::max_element(len.begin(), len.end());
       return std::function<void(int)>([=](int i) {
-        v4_topk((*lg)[i % lg->size()].p, static_cast<int>(ld), dl->p, p.rows, p.k, idx->p);
+        v4_topk((*lg)[i % lg->size()].p, static_cast<int>(ld), dl->p, p.rows, p.k, idx->p, 0, mx);
       });
-    });
+    }, std::make_shared<json>(json{{"kernel", v4_topk_variant_name()}}));
     lg->clear();
   }
   r.finish();
@@ -1213,6 +1215,7 @@ int main(int argc, char** argv) {
     if (a == "--out" && i + 1 < argc) OUT = argv[++i];
     else if (a == "--budget" && i + 1 < argc) budget = std::atof(argv[++i]);
     else if (a == "--quick") QUICK = true;
+    else if (a == "--v4-legacy") v4_set_variants(1, 1);
     else if (a == "--skip-existing" && i + 1 < argc) SKIP_DIR = argv[++i];
     else if (a == "--share-scale" && i + 1 < argc) share_scale = std::atof(argv[++i]);
     else if (a == "--mla-heads" && i + 1 < argc) MLA_HEADS = int_list(argv[++i]);

@@ -1,8 +1,14 @@
 // servesim attention kernels: DeepSeek V4 compressor, lightning-indexer logits (E4M3 mma.sync)
 // and per-row top-k (radix select). See dsv4.cuh.
 #include "attention/dsv4.cuh"
+#include "attention/hopper.cuh"
 
+#include <cooperative_groups.h>
 #include <cub/block/block_scan.cuh>
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <mutex>
 
 namespace servesim::attn {
 
@@ -247,6 +253,157 @@ __global__ void __launch_bounds__(128) indexer_kernel(IndexerArgs a) {
 }
 
 // ------------------------------------------------------------------------------------------
+// Indexer logits, issue 12 (sm_90a): FP8 wgmma (QGMMA m64n64k32) with TMA loads.
+// CTA = 1 warpgroup = (key chunk, query). Q [64 heads x 128] E4M3 and NS stages of 64 keys x 128
+// E4M3 (+ their 64 fp32 scales) arrive by TMA (128-B swizzle) on one mbarrier per stage; thread 0
+// refills a stage once every thread has finished with it. Per 64-key tile: S[keys, heads] =
+// K Q^T (4 x wgmma m64n64k32, both operands K-major from smem), then per key row
+// s_j * sum_h w_h * relu(S) (16 columns in registers + 2 shuffles) and one fp32 store.
+// ------------------------------------------------------------------------------------------
+namespace ixw {
+constexpr int NS = 5;                       // key stages
+constexpr int kTileB = 64 * 128;            // 8 KB of E4M3 keys per stage
+constexpr int kOffK = kTileB;               // Q at [0, 8 KB)
+constexpr int kOffS = kOffK + NS * kTileB;  // NS x 64 fp32 scales
+constexpr int kOffBar = kOffS + NS * 256;
+constexpr int kSmem = kOffBar + (NS + 1) * 8 + 1024;  // + slack for 1024-B alignment
+}  // namespace ixw
+
+__device__ __forceinline__ void tma_load_1d(void* dst, const void* tmap, uint64_t* bar, int c0) {
+  asm volatile(
+      "cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3}], [%2];\n" ::"r"(
+          sm90::saddr(dst)),
+      "l"(reinterpret_cast<uint64_t>(tmap)), "r"(sm90::saddr(bar)), "r"(c0)
+      : "memory");
+}
+// D[64 x 64] (+)= A[64 x 32] * B[32 x 64], E4M3 operands from shared memory (descriptors), both K-major.
+__device__ __forceinline__ void wgmma_m64n64k32_e4m3(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+
+__global__ void __launch_bounds__(128) indexer_wgmma_kernel(const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmQ,
+                                                            const __grid_constant__ CUtensorMap tmS, IndexerArgs a, int chunk) {
+  using namespace sm90;
+  using namespace ixw;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  const uint32_t sb = saddr(smem);
+  const float* sS = reinterpret_cast<const float*>(smem + kOffS);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kOffBar);
+  uint64_t* qbar = full + NS;
+  const int qi = blockIdx.y;
+  const int len = a.key_len[qi];
+  const int kb0 = blockIdx.x * chunk;
+  if (kb0 >= len) return;
+  const int kend = min(len, kb0 + chunk);
+  const int ntiles = (kend - kb0 + 63) / 64;
+  const int row0 = a.key_begin[qi] + kb0;
+  const int tid = threadIdx.x, lane = tid & 31, w4 = tid >> 5, g = lane >> 2, t4 = lane & 3;
+  auto issue = [&](int j, int st) {
+    mbar_expect_tx(&full[st], kTileB + 256);
+    tma_load_2d(smem + kOffK + st * kTileB, &tmK, &full[st], 0, row0 + 64 * j);
+    tma_load_1d(smem + kOffS + st * 256, &tmS, &full[st], row0 + 64 * j);
+  };
+  if (tid == 0) {
+    for (int i = 0; i <= NS; ++i) mbar_init(&full[i], 1);
+    mbar_fence_init();
+  }
+  __syncthreads();
+  if (tid == 0) {
+    mbar_expect_tx(qbar, kTileB);
+    tma_load_2d(smem, &tmQ, qbar, 0, qi * 64);
+    for (int j = 0; j < NS && j < ntiles; ++j) issue(j, j);
+  }
+  float w[16];  // head weights of this thread's accumulator columns 8c + 2 t4 + e
+  const float* wq = a.w + static_cast<size_t>(qi) * 64;
+#pragma unroll
+  for (int c = 0; c < 8; ++c) {
+    w[2 * c] = wq[8 * c + 2 * t4];
+    w[2 * c + 1] = wq[8 * c + 2 * t4 + 1];
+  }
+  mbar_wait(qbar, 0);
+  float* out = a.logits + static_cast<size_t>(qi) * a.ld;
+  const int rA = 16 * w4 + g;
+  for (int j = 0; j < ntiles; ++j) {
+    const int st = j % NS;
+    mbar_wait(&full[st], (j / NS) & 1);
+    float d[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) d[i] = 0.f;
+    fence_regs(d);
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+      wgmma_m64n64k32_e4m3(d, sw128_desc(sb + kOffK + st * kTileB + ks * 32, 16, 1024), sw128_desc(sb + ks * 32, 16, 1024), ks > 0);
+    wg_commit();
+    wg_wait<0>();
+    fence_regs(d);
+    float vA = 0.f, vB = 0.f;
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        vA = fmaf(fmaxf(d[4 * c + e], 0.f), w[2 * c + e], vA);
+        vB = fmaf(fmaxf(d[4 * c + 2 + e], 0.f), w[2 * c + e], vB);
+      }
+    vA += __shfl_xor_sync(0xffffffffu, vA, 1);
+    vB += __shfl_xor_sync(0xffffffffu, vB, 1);
+    vA += __shfl_xor_sync(0xffffffffu, vA, 2);
+    vB += __shfl_xor_sync(0xffffffffu, vB, 2);
+    const int r = rA + (t4 & 1) * 8;  // lanes t4 = 0 / 1 store rows rA / rA + 8
+    const int k = kb0 + 64 * j + r;
+    const float sc = sS[st * 64 + r];
+    if (t4 < 2 && k < kend) out[k] = sc * (t4 ? vB : vA);
+    __syncthreads();  // every thread is done with stage st (keys via wgmma, scales)
+    if (tid == 0 && j + NS < ntiles) issue(j + NS, st);
+  }
+}
+
+// Tensor maps of the indexer: keys [rows, 128] E4M3 and q [nq*64, 128] (box 64 x 128 B, 128-B
+// swizzle), scales [rows] fp32 (box 64).
+PFN_cuTensorMapEncodeTiled_v12000 tmap_encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    cudaDriverEntryPointQueryResult q;
+    void* fn = nullptr;
+    SS_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || !fn) throw std::runtime_error("v4_indexer: cuTensorMapEncodeTiled not found");
+    encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  });
+  return encode;
+}
+CUtensorMap rows128_map(const uint8_t* p, long rows) {
+  CUtensorMap m;
+  const cuuint64_t dims[2] = {128, static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {128};
+  const cuuint32_t box[2] = {128, 64};
+  const cuuint32_t estr[2] = {1, 1};
+  const CUresult r = tmap_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(p), dims, strides, box, estr,
+                                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) throw std::runtime_error("v4_indexer: cuTensorMapEncodeTiled (rows) failed (" + std::to_string(r) + ")");
+  return m;
+}
+CUtensorMap vec_map(const float* p, long n) {
+  CUtensorMap m;
+  const cuuint64_t dims[1] = {static_cast<cuuint64_t>(n)};
+  const cuuint64_t strides[1] = {4};
+  const cuuint32_t box[1] = {64};
+  const cuuint32_t estr[1] = {1};
+  const CUresult r = tmap_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, const_cast<float*>(p), dims, strides, box, estr,
+                                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) throw std::runtime_error("v4_indexer: cuTensorMapEncodeTiled (scales) failed (" + std::to_string(r) + ")");
+  return m;
+}
+
+// ------------------------------------------------------------------------------------------
 // Top-k: one block per row, radix select on order-preserving uint32 keys (12 + 10 + 10 bits).
 // ------------------------------------------------------------------------------------------
 __device__ __forceinline__ uint32_t ord_key(float f) {
@@ -314,6 +471,128 @@ __global__ void __launch_bounds__(TKT) topk_kernel(const float* __restrict__ log
     }
   }
 }
+
+// ------------------------------------------------------------------------------------------
+// Top-k, issue 12: one read of the row from device memory. A row is cut into `cs` chunks (a
+// thread-block cluster of cs <= 8 CTAs, one chunk each, held in shared memory); radix select
+// over 11 + 11 + 10 bits of the order-preserving key: each CTA histograms its chunk (smem
+// atomics, aggregated per warp with match_any), the cluster's histograms are summed through
+// distributed shared memory, every CTA picks the same bin; passes stop early once the chosen bin
+// is taken whole. Output slots come from two counters in CTA 0's shared memory (one atomic per
+// warp).
+// ------------------------------------------------------------------------------------------
+constexpr int TK2 = 512, TK2_BINS = 2048, TK2_MAXC = 32768;
+__global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restrict__ logits, int ld, const int* __restrict__ lens,
+                                                           int K, int* __restrict__ idx, int chunk) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  using Scan = cub::BlockScan<int, TK2>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  __shared__ int hist[2][TK2_BINS];
+  __shared__ int sel_bin, sel_rem, sel_all, cnt[2];
+  extern __shared__ __align__(16) float xs[];
+  const int cs = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
+  const int qi = blockIdx.y, tid = threadIdx.x, lane = tid & 31;
+  const int n = lens[qi];
+  int* out = idx + static_cast<size_t>(qi) * K;
+  if (n <= K) {  // uniform over the cluster: no CTA of it reaches a cluster barrier
+    if (rank == 0)
+      for (int i = tid; i < K; i += TK2) out[i] = i < n ? i : -1;
+    return;
+  }
+  const int c0 = rank * chunk, m = max(0, min(n, c0 + chunk) - c0);
+  const float* x = logits + static_cast<size_t>(qi) * ld + c0;
+  if ((reinterpret_cast<uintptr_t>(x) & 15) == 0) {
+    const int m4 = m >> 2;
+    for (int i = tid; i < m4; i += TK2) cp_async16(xs + 4 * i, x + 4 * i);
+    cp_async_commit();
+    for (int i = 4 * m4 + tid; i < m; i += TK2) xs[i] = x[i];
+    cp_async_wait<0>();
+  } else {
+    for (int i = tid; i < m; i += TK2) xs[i] = x[i];
+  }
+  if (rank == 0 && tid == 0) { cnt[0] = 0; cnt[1] = 0; }
+  uint32_t prefix = 0, mask = 0;
+  int rem = K;
+  const int shifts[3] = {21, 10, 0}, bitsv[3] = {11, 11, 10};
+  int pass = 0;
+#pragma unroll 1
+  for (; pass < 3; ++pass) {
+    const int shift = shifts[pass], nb = 1 << bitsv[pass];
+    int* h = hist[pass & 1];
+    for (int i = tid; i < nb; i += TK2) h[i] = 0;
+    __syncthreads();
+    for (int i0 = 0; i0 < m; i0 += TK2) {
+      const int i = i0 + tid;
+      const uint32_t u = i < m ? ord_key(xs[i]) : 0u;
+      const bool in = i < m && (u & mask) == prefix;
+      const unsigned act = __ballot_sync(0xffffffffu, in);
+      if (in) {
+        const int bin = static_cast<int>((u >> shift) & (nb - 1));
+        const unsigned peers = __match_any_sync(act, bin);
+        if (lane == __ffs(peers) - 1) atomicAdd(&h[bin], __popc(peers));
+      }
+    }
+    cluster.sync();  // every CTA's histogram of this pass is complete
+    // Bins in descending order: thread t owns bins nb-1-(bpt*t) .. nb-bpt*(t+1).
+    const int bpt = nb / TK2;
+    int tot[TK2_BINS / TK2];
+    int local = 0;
+#pragma unroll
+    for (int k = 0; k < TK2_BINS / TK2; ++k) {
+      tot[k] = 0;
+      if (k < bpt) {
+        const int bin = nb - 1 - (tid * bpt + k);
+        for (int r = 0; r < cs; ++r) tot[k] += cluster.map_shared_rank(h, r)[bin];
+        local += tot[k];
+      }
+    }
+    int before;
+    Scan(scan_tmp).ExclusiveSum(local, before);
+    int run = before;
+#pragma unroll
+    for (int k = 0; k < TK2_BINS / TK2; ++k) {
+      if (k < bpt) {
+        const int bin = nb - 1 - (tid * bpt + k);
+        if (run < rem && run + tot[k] >= rem) {
+          sel_bin = bin;
+          sel_rem = rem - run;
+          sel_all = (run + tot[k] == rem);
+        }
+        run += tot[k];
+      }
+    }
+    __syncthreads();
+    prefix |= static_cast<uint32_t>(sel_bin) << shift;
+    mask |= static_cast<uint32_t>(nb - 1) << shift;
+    rem = sel_rem;
+    const bool done = sel_all;
+    __syncthreads();
+    if (done) break;
+  }
+  // Keys above the prefix (in the masked order) are in; rem of those equal to it fill the rest.
+  int* gcnt = cluster.map_shared_rank(cnt, 0);
+  for (int i0 = 0; i0 < m; i0 += TK2) {
+    const int i = i0 + tid;
+    const uint32_t u = i < m ? ord_key(xs[i]) & mask : 0u;
+    const bool gt = i < m && u > prefix, eq = i < m && u == prefix;
+    const unsigned bg = __ballot_sync(0xffffffffu, gt), be = __ballot_sync(0xffffffffu, eq);
+    int baseg = 0, basee = 0;
+    if (lane == 0) {
+      if (bg) baseg = atomicAdd(gcnt, __popc(bg));
+      if (be) basee = atomicAdd(gcnt + 1, __popc(be));
+    }
+    baseg = __shfl_sync(0xffffffffu, baseg, 0);
+    basee = __shfl_sync(0xffffffffu, basee, 0);
+    const unsigned below = (1u << lane) - 1u;
+    if (gt) out[baseg + __popc(bg & below)] = c0 + i;
+    if (eq) {
+      const int e = basee + __popc(be & below);
+      if (e < rem) out[K - rem + e] = c0 + i;
+    }
+  }
+  cluster.sync();  // CTA 0's counters and every histogram stay alive until the cluster is done
+}
 }  // namespace
 
 void v4_compress(const CompressorArgs& a, int ratio, int head_dim, cudaStream_t s) {
@@ -333,18 +612,91 @@ void v4_compress(const CompressorArgs& a, int ratio, int head_dim, cudaStream_t 
   SS_LAUNCH_CHECK();
 }
 
+namespace {
+int g_indexer_variant = 0, g_topk_variant = 0;
+int sm_count() {
+  static int n = 0;
+  if (!n) {
+    int dev = 0;
+    SS_CUDA(cudaGetDevice(&dev));
+    SS_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  }
+  return n;
+}
+}  // namespace
+
+void v4_set_variants(int indexer_variant, int topk_variant) {
+  g_indexer_variant = indexer_variant;
+  g_topk_variant = topk_variant;
+}
+const char* v4_indexer_variant_name() { return g_indexer_variant == 1 ? "mma_sync_v2" : "wgmma_fp8_tma"; }
+const char* v4_topk_variant_name() { return g_topk_variant == 1 ? "radix_1cta" : "radix_cluster_smem"; }
+
+int v4_indexer_chunk(int nq, int max_len) {
+  // Tiles per CTA: enough CTAs for ~4 per SM over the whole problem, 2..64 tiles each.
+  const long tiles = static_cast<long>(nq) * ((max_len + 63) / 64);
+  const long want = 4L * sm_count();
+  const long per = std::min<long>(64, std::max<long>(2, (tiles + want - 1) / want));
+  return static_cast<int>(per * 64);
+}
+
 void v4_indexer_logits(const IndexerArgs& a, cudaStream_t s) {
   if (a.nq <= 0 || a.max_len <= 0) return;
   if (!a.q || !a.w || !a.keys || !a.kscale || !a.key_begin || !a.key_len || !a.logits)
     throw std::invalid_argument("v4_indexer_logits: null pointer");
-  indexer_kernel<<<dim3((a.max_len + IKB - 1) / IKB, a.nq), 128, 0, s>>>(a);
+  if (g_indexer_variant == 1 || a.nkeys <= 0) {
+    indexer_kernel<<<dim3((a.max_len + IKB - 1) / IKB, a.nq), 128, 0, s>>>(a);
+    SS_LAUNCH_CHECK();
+    return;
+  }
+  static bool attr = false;
+  if (!attr) {
+    SS_CUDA(cudaFuncSetAttribute(indexer_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ixw::kSmem));
+    attr = true;
+  }
+  const CUtensorMap tk = rows128_map(a.keys, a.nkeys), tq = rows128_map(a.q, static_cast<long>(a.nq) * 64),
+                    ts = vec_map(a.kscale, a.nkeys);
+  const int chunk = v4_indexer_chunk(a.nq, a.max_len);
+  indexer_wgmma_kernel<<<dim3((a.max_len + chunk - 1) / chunk, a.nq), 128, ixw::kSmem, s>>>(tk, tq, ts, a, chunk);
   SS_LAUNCH_CHECK();
 }
 
-void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int* idx, cudaStream_t s) {
+int v4_topk_cluster_size(int nq, int n) {
+  int cs = 1;
+  while (cs <= 8 && (n + cs - 1) / cs > TK2_MAXC) cs *= 2;
+  if (cs > 8) return 0;  // rows too long for 8 x 32768 logits in shared memory: the one-CTA kernel
+  while (cs < 8 && static_cast<long>(nq) * cs < 2L * sm_count() && (n + 2 * cs - 1) / (2 * cs) >= 2048) cs *= 2;
+  return cs;
+}
+
+void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int* idx, cudaStream_t s, int max_len) {
   if (nq <= 0) return;
   if (topk <= 0) throw std::invalid_argument("v4_topk: topk must be positive");
-  topk_kernel<<<nq, TKT, 0, s>>>(logits, ld, len, topk, idx);
+  const int cs = max_len > 0 ? v4_topk_cluster_size(nq, max_len) : 0;
+  if (g_topk_variant == 1 || cs == 0) {
+    topk_kernel<<<nq, TKT, 0, s>>>(logits, ld, len, topk, idx);
+    SS_LAUNCH_CHECK();
+    return;
+  }
+  static bool attr = false;
+  if (!attr) {
+    SS_CUDA(cudaFuncSetAttribute(topk_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TK2_MAXC * 4));
+    attr = true;
+  }
+  const int chunk = ((max_len + cs - 1) / cs + 3) & ~3;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(cs, nq);
+  cfg.blockDim = dim3(TK2);
+  cfg.dynamicSmemBytes = static_cast<size_t>(chunk) * 4;
+  cfg.stream = s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = cs;
+  at[0].val.clusterDim.y = 1;
+  at[0].val.clusterDim.z = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  SS_CUDA(cudaLaunchKernelEx(&cfg, topk_cluster_kernel, logits, ld, len, topk, idx, chunk));
   SS_LAUNCH_CHECK();
 }
 

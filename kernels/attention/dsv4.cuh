@@ -46,10 +46,22 @@ struct IndexerArgs {
   const int* key_len = nullptr;    // [nq] keys seen by query i
   float* logits = nullptr;         // [nq, ld]; columns >= key_len[i] are not written
   int nq = 0, ld = 0, max_len = 0;
+  long nkeys = 0;                  // rows of keys / kscale (> 0 selects the sm_90a wgmma kernel)
 };
+/// Default (issue 12): FP8 wgmma + TMA kernel, CTA = (chunk of v4_indexer_chunk keys, query); with
+/// nkeys == 0 or variant 1 the issue-3 mma.sync kernel.
 void v4_indexer_logits(const IndexerArgs& a, cudaStream_t s = 0);
+int v4_indexer_chunk(int nq, int max_len);
 
-/// idx [nq, topk] int32 from logits [nq, ld] with row lengths len [nq].
-void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int* idx, cudaStream_t s = 0);
+/// idx [nq, topk] int32 from logits [nq, ld] with row lengths len [nq] (each <= max_len).
+/// max_len > 0 and <= 8 x 32768 (and variant 0): one device-memory read per row through a cluster
+/// of v4_topk_cluster_size CTAs holding the row in shared memory; else the issue-3 one-CTA kernel.
+void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int* idx, cudaStream_t s = 0, int max_len = 0);
+int v4_topk_cluster_size(int nq, int max_len);
+
+/// Kernel choice (bench, tests): 0 = issue-12 kernels (default), 1 = the issue-3 kernels.
+void v4_set_variants(int indexer_variant, int topk_variant);
+const char* v4_indexer_variant_name();
+const char* v4_topk_variant_name();
 
 }  // namespace servesim::attn

@@ -13,6 +13,8 @@ mla_prefill: the MHA-form MLA prefill core (causal chunk of N queries over a cac
   checked bottom-right aligned (against an fp32 reference at start-up), one call is timed (variant
   torch_sdpa_cudnn); otherwise two cuDNN calls (prefix keys without mask, chunk keys causal) merged
   by their log-sum-exp (variant torch_sdpa_cudnn_split, the merge's elementwise kernels included).
+v4_indexer / v4_topk: torch.bmm / torch._scaled_mm (FP8) and torch.topk at the V4 decode shapes of
+  csa_indexer / csa_topk (see bench_v4_indexer / bench_v4_topk).
 absorb: the K3 MLA absorption GEMMs (w_uk_absorb: per head q_nope[M,h,0:128] @ W[h,128,512];
   w_uv: o_lat[M,h,0:512] @ W[h,512,128]) through torch.bmm on the same strided views, M as in
   dense_proj_k3_mla, 96 heads.
@@ -299,6 +301,82 @@ def bench_absorb(args, gi, commit, out):
     print(f"absorb torch.bmm: {len(tab.j['rows'])} rows", flush=True)
 
 
+# ------------------------------------------------------------------------------------------------
+# V4 indexer logits and top-k (issue 12): library kernels at the decode shapes of csa_indexer /
+# csa_topk (B queries, each over its own L/4 keys / logits).
+def v4_decode_points(args):
+    Bs = [32, 128, 512] if not args.quick else [32, 512]
+    Ls = [8192, 32768, 131072, 524288, 1048576] if not args.quick else [8192, 131072]
+    return [(B, L) for L in Ls for B in Bs if B * L // 4 <= 64 * 1024 * 1024]
+
+
+def bench_v4_indexer(args, gi, commit, out):
+    tab = Table("csa_indexer", "deepseek-v4",
+                "library references beside servesim's indexer logits (decode: B queries, each over its own L/4 keys of "
+                "128): torch_bmm_bf16 = torch.bmm(keys[B,n,128] bf16, q^T[B,128,64]) -> [B,n,64] bf16 (the head GEMM "
+                "alone, BF16 operands); torch_scaled_mm_fp8 = torch._scaled_mm(keys[B*n,128] e4m3, q[64,128]^T e4m3, "
+                "tensor scales) -> [B*n,64] bf16 (one q for all keys: the FP8 GEMM of the same key bytes, no ReLU / "
+                "weighted head sum)", "2*64*128*B*n", "bytes of the library call's operands and output", gi, commit)
+    t_end = time.time() + args.budget * 0.5
+    for B, L in v4_decode_points(args):
+        if time.time() > t_end:
+            break
+        n = L // 4
+        shape = {"batch": B, "ctx": L, "keys_per_query": n, "heads": 64, "dim": 128}
+        fl = 2.0 * 64 * 128 * B * n
+        try:
+            nb = B * n * 128 * 2 + B * 64 * 128 * 2 + B * n * 64 * 2
+            ns = nsets(nb, 4)
+            sets = [(torch.empty(B, n, 128, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1),
+                     torch.empty(B, 64, 128, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1).transpose(1, 2))
+                    for _ in range(ns)]
+            t = time_fn(lambda i: torch.bmm(*sets[i % ns]), ns, 0.1)
+            tab.add("torch_bmm_bf16", shape, {"keys": "bf16", "q": "bf16", "out": "bf16"}, t, fl, nb)
+            del sets
+            nb = B * n * 128 + 64 * 128 + B * n * 64 * 2
+            ns = nsets(nb, 4)
+            one = torch.tensor(1.0, device="cuda")
+            sets = []
+            for _ in range(ns):
+                k = torch.empty(B * n, 128, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1).to(torch.float8_e4m3fn)
+                q = torch.empty(64, 128, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1).to(torch.float8_e4m3fn)
+                sets.append((k, q.t()))
+            t = time_fn(lambda i: torch._scaled_mm(sets[i % ns][0], sets[i % ns][1], scale_a=one, scale_b=one,
+                                                   out_dtype=torch.bfloat16), ns, 0.1)
+            tab.add("torch_scaled_mm_fp8", shape, {"keys": "fp8_e4m3", "q": "fp8_e4m3", "out": "bf16"}, t, fl, nb)
+            del sets
+        except Exception as e:
+            print(f"indexer torch B={B} L={L}: {str(e)[:200]}", flush=True)
+        torch.cuda.empty_cache()
+    tab.write(os.path.join(out, "csa_indexer_torch.json"))
+    print(f"csa_indexer torch: {len(tab.j['rows'])} rows", flush=True)
+
+
+def bench_v4_topk(args, gi, commit, out):
+    tab = Table("csa_topk", "deepseek-v4",
+                "library reference beside servesim's top-k: torch.topk(logits[B, L/4] fp32, k, dim=-1, sorted=False) "
+                "(values and int64 indices out)", "0", "sum of row lengths*4 + rows*k*(4+8)", gi, commit)
+    t_end = time.time() + args.budget * 0.5
+    for k in (512, 1024):
+        for B, L in v4_decode_points(args):
+            if time.time() > t_end:
+                break
+            n = L // 4
+            nb = B * n * 4 + B * k * 12
+            ns = nsets(nb, 8)
+            try:
+                sets = [torch.empty(B, n, device="cuda", dtype=torch.float32).uniform_(-10, 10) for _ in range(ns)]
+                t = time_fn(lambda i: torch.topk(sets[i % ns], k, dim=-1, sorted=False), ns, 0.1)
+                tab.add("torch_topk", {"batch": B, "ctx": L, "row_len": n, "topk": k}, {"logits": "fp32", "idx": "int64"},
+                        t, 0.0, nb)
+                del sets
+            except Exception as e:
+                print(f"topk torch B={B} L={L}: {str(e)[:200]}", flush=True)
+            torch.cuda.empty_cache()
+    tab.write(os.path.join(out, "csa_topk_torch.json"))
+    print(f"csa_topk torch: {len(tab.j['rows'])} rows", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -318,6 +396,10 @@ def main():
         bench_absorb(args, gi, commit, args.out)
     if "mla_prefill" in ops:
         bench_prefill(args, gi, commit, args.out)
+    if "v4_indexer" in ops:
+        bench_v4_indexer(args, gi, commit, args.out)
+    if "v4_topk" in ops:
+        bench_v4_topk(args, gi, commit, args.out)
 
 
 if __name__ == "__main__":
