@@ -264,8 +264,9 @@ namespace ixw {
 constexpr int NS = 5;                       // key stages
 constexpr int kTileB = 64 * 128;            // 8 KB of E4M3 keys per stage
 constexpr int kOffK = kTileB;               // Q at [0, 8 KB)
-constexpr int kOffS = kOffK + NS * kTileB;  // NS x 64 fp32 scales
-constexpr int kOffBar = kOffS + NS * 256;
+constexpr int kSBox = 68;                   // scales per TMA box: 64 + up to 3 before, box start 16-B aligned
+constexpr int kOffS = kOffK + NS * kTileB;  // NS x 512 B of fp32 scales
+constexpr int kOffBar = kOffS + NS * 512;
 constexpr int kSmem = kOffBar + (NS + 1) * 8 + 1024;  // + slack for 1024-B alignment
 }  // namespace ixw
 
@@ -305,9 +306,11 @@ __global__ void __launch_bounds__(128) indexer_wgmma_kernel(const __grid_constan
   const int row0 = a.key_begin[qi] + kb0;
   const int tid = threadIdx.x, lane = tid & 31, w4 = tid >> 5, g = lane >> 2, t4 = lane & 3;
   auto issue = [&](int j, int st) {
-    mbar_expect_tx(&full[st], kTileB + 256);
+    // a TMA box must start 16-B aligned in its inner dimension: the scale box starts at the 4-aligned
+    // row below the tile (the tile's first scale is then at index (row0 + 64 j) % 4)
+    mbar_expect_tx(&full[st], kTileB + kSBox * 4);
     tma_load_2d(smem + kOffK + st * kTileB, &tmK, &full[st], 0, row0 + 64 * j);
-    tma_load_1d(smem + kOffS + st * 256, &tmS, &full[st], row0 + 64 * j);
+    tma_load_1d(smem + kOffS + st * 512, &tmS, &full[st], (row0 + 64 * j) & ~3);
   };
   if (tid == 0) {
     for (int i = 0; i <= NS; ++i) mbar_init(&full[i], 1);
@@ -357,7 +360,7 @@ __global__ void __launch_bounds__(128) indexer_wgmma_kernel(const __grid_constan
     vB += __shfl_xor_sync(0xffffffffu, vB, 2);
     const int r = rA + (t4 & 1) * 8;  // lanes t4 = 0 / 1 store rows rA / rA + 8
     const int k = kb0 + 64 * j + r;
-    const float sc = sS[st * 64 + r];
+    const float sc = sS[st * 128 + ((row0 + 64 * j) & 3) + r];
     if (t4 < 2 && k < kend) out[k] = sc * (t4 ? vB : vA);
     __syncthreads();  // every thread is done with stage st (keys via wgmma, scales)
     if (tid == 0 && j + NS < ntiles) issue(j + NS, st);
@@ -394,7 +397,7 @@ CUtensorMap vec_map(const float* p, long n) {
   CUtensorMap m;
   const cuuint64_t dims[1] = {static_cast<cuuint64_t>(n)};
   const cuuint64_t strides[1] = {4};
-  const cuuint32_t box[1] = {64};
+  const cuuint32_t box[1] = {ixw::kSBox};
   const cuuint32_t estr[1] = {1};
   const CUresult r = tmap_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, const_cast<float*>(p), dims, strides, box, estr,
                                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
