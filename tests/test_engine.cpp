@@ -24,8 +24,12 @@ using test::req;
 
 DeploymentSpec tiny() { return test::tiny(1000); }
 
+// tiny-moe's KV: 4 MLA layers × (128 + 16) BF16 latent values = 1,152 B per token (by hand from
+// tests/data/tiny-moe.json, not through kv_bytes)
+constexpr double kTinyKvPerToken = 4 * (128 + 16) * 2;
+
 // one KV flow from node 0's GPU 0 to node 1's GPU 0: NIC up + NIC down latency, 50 GB/s NIC
-double transfer_s(const DeploymentSpec& d, long long input) { return 2 * 3e-6 + kv_bytes(d.model, input, 1) / 50e9; }
+double transfer_s(const DeploymentSpec&, long long input) { return 2 * 3e-6 + kTinyKvPerToken * static_cast<double>(input) / 50e9; }
 
 }  // namespace
 
@@ -45,7 +49,7 @@ TEST(Engine, OneRequestTimesAreStepOverheadsPlusTheKvFlow) {
   EXPECT_NEAR(r.tpot_s(), 0.002, 1e-9);
   EXPECT_EQ(t.prefill_steps, 1);
   EXPECT_EQ(t.decode_steps, 4);
-  EXPECT_DOUBLE_EQ(t.transfer_bytes, kv_bytes(d.model, 1000, 1));
+  EXPECT_DOUBLE_EQ(t.transfer_bytes, 1152000.0);  // 1,000 tokens × 1,152 B
 }
 
 TEST(Engine, ChunkedPrefillAndFcfsQueueing) {
@@ -65,7 +69,7 @@ TEST(Engine, ChunkedPrefillAndFcfsQueueing) {
 
 TEST(Engine, RequestWaitsForDecodeKvAndTheWaitIsInItsTtft) {
   DeploymentSpec d = tiny();
-  const double need = kv_bytes(d.model, 1000 + 50, 1);
+  const double need = kTinyKvPerToken * (1000 + 50);
   // shrink the decode KV budget to 1.5 requests
   d.reserved_bytes_per_gpu += plan_gpu_memory(d, d.decode).kv_budget - 1.5 * need;
   ASSERT_NEAR(plan_gpu_memory(d, d.decode).kv_budget, 1.5 * need, 1.0);

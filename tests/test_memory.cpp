@@ -48,8 +48,9 @@ TEST(Kv, K3PerTokenAndPerSequence) {
   // states are split by heads over attention TP, the latent is replicated
   const KvFootprint f8 = kv_footprint(k3, 8);
   EXPECT_DOUBLE_EQ(f8.per_token_bytes, f.per_token_bytes);
-  EXPECT_DOUBLE_EQ(f8.per_seq_bytes, f.per_seq_bytes / 8);
-  EXPECT_DOUBLE_EQ(kv_bytes(k3, 1000, 1), 1000 * f.per_token_bytes + f.per_seq_bytes);
+  EXPECT_DOUBLE_EQ(f8.per_seq_bytes, 56171520.0);  // 449,372,160 / 8
+  EXPECT_DOUBLE_EQ(kv_bytes(k3, 1000, 1), 477020160.0);  // 1,000 × 27,648 + 449,372,160
+  EXPECT_DOUBLE_EQ(kv_bytes(k3, 1000, 8), 83819520.0);   // 27,648,000 + 56,171,520
 }
 
 TEST(Kv, V4ProCompressedEntriesWindowsAndCompressorState) {
@@ -59,16 +60,18 @@ TEST(Kv, V4ProCompressedEntriesWindowsAndCompressorState) {
   EXPECT_DOUBLE_EQ(f.per_token_bytes, 30 * 716.0 / 4 + 31 * 584.0 / 128);
   // windows 61 × 128 × 584 B + compressor state 30 × (32,768 + 8,192) + 31 × 524,288 (≈ 17.5 MB)
   const double compressor = 30 * (32768.0 + 8192.0) + 31 * 524288.0;
-  EXPECT_NEAR(compressor / 1e6, 17.5, 0.05);
   EXPECT_DOUBLE_EQ(f.per_seq_bytes, 61 * 128 * 584.0 + compressor);
   // exact entry counting: 1,000 tokens → 250 CSA entries and 7 HCA entries per layer
-  EXPECT_DOUBLE_EQ(kv_bytes(pro, 1000, 1), 30 * 250 * 716.0 + 31 * 7 * 584.0 + f.per_seq_bytes);
+  // (windows and compressor state are per sequence and not split over attention TP)
+  EXPECT_DOUBLE_EQ(kv_bytes(pro, 1000, 1), 30 * 250 * 716.0 + 31 * 7 * 584.0 + 61 * 128 * 584.0 + compressor);
+  EXPECT_DOUBLE_EQ(kv_bytes(pro, 1000, 4), 27538328.0);  // 5,370,000 + 126,728 + 4,559,872 + 17,481,728
+  EXPECT_DOUBLE_EQ(kv_bytes(pro, 1023, 1), kv_bytes(pro, 1000, 1) + 5 * 30 * 716.0);  // 255 CSA entries, still 7 HCA
 }
 
 TEST(Kv, ResumeStateAtBlockBoundaries) {
   // K3 needs its recurrent + conv states; V4 needs only its windows at 512-token boundaries (the
   // compressors are empty there); V3 (pure MLA) resumes anywhere
-  EXPECT_DOUBLE_EQ(resume_state_bytes(test::model("kimi-k3"), 2, 512), kv_footprint(test::model("kimi-k3"), 2).per_seq_bytes);
+  EXPECT_DOUBLE_EQ(resume_state_bytes(test::model("kimi-k3"), 2, 512), 224686080.0);  // 449,372,160 B of KDA + conv state / TP 2
   EXPECT_DOUBLE_EQ(resume_state_bytes(test::model("deepseek-v4-pro"), 1, 512), 61 * 128 * 584.0);
   EXPECT_DOUBLE_EQ(resume_state_bytes(test::model("deepseek-v3"), 1, 512), 0.0);
 }
@@ -86,7 +89,10 @@ TEST(MemoryPlan, K3PureDpAttentionAtEp32DoesNotFitAnH200ButAttentionTp8Does) {
   const DeploymentSpec tp8 = test::deployment("kimi-k3", "h200", test::pool(1, 32, 8), test::pool(1, 32, 8));
   EXPECT_NO_THROW(validate_deployment(tp8, "d"));
   const GpuMemoryPlan m = plan_gpu_memory(tp8, tp8.decode);
-  EXPECT_DOUBLE_EQ(m.kv_budget, m.usable - m.expert_weights - m.other_weights - m.workspace - m.reserved);
+  // every reserved byte comes off the KV budget (not restating the sum: one more GB reserved, one GB less KV)
+  DeploymentSpec more = tp8;
+  more.reserved_bytes_per_gpu += 1e9;
+  EXPECT_NEAR(plan_gpu_memory(more, more.decode).kv_budget, m.kv_budget - 1e9, 1.0);
   EXPECT_GT(m.kv_budget, 50e9);
 }
 

@@ -67,7 +67,6 @@ DeploymentSpec tiny_with_tiers() { return test::tiny(4096, true); }
 
 TEST(Sessions, ThreeRoundsWithOffloadAndLoadBackByHand) {
   const DeploymentSpec d = tiny_with_tiers();
-  const ModelSpec& m = d.model;
   Records rec;
   Simulation sim(d, std::make_unique<SessionList>(0.0, std::vector<Round>{{1000, 10, 1.0}, {100, 10, 1.0}, {100, 10, 0.0}}),
                  std::make_shared<test::ZeroCost>(), rec, {});
@@ -76,7 +75,7 @@ TEST(Sessions, ThreeRoundsWithOffloadAndLoadBackByHand) {
   ASSERT_EQ(rec.ses.size(), 1u);
   // link figures (H200 file): NIC 50 GB/s, 3 µs per NIC hop; PCIe 64 GB/s, 1 µs; the host NIC
   // (8 × 50 GB/s) is not the bottleneck of a load-back into one GPU
-  auto kv = [&](long long L) { return kv_bytes(m, L, 1); };
+  auto kv = [](long long L) { return 1152.0 * static_cast<double>(L); };  // tiny-moe: 4 MLA layers × 144 values × 2 B
   auto xfer = [&](long long L) { return 6e-6 + kv(L) / 50e9; };      // prefill GPU → decode GPU, other node
   auto offload = [&](long long L) { return 1e-6 + kv(L) / 64e9; };   // decode GPU → its host DRAM
   auto load = [&](long long L) { return 6e-6 + kv(L) / 50e9; };      // decode node's DRAM → prefill GPU
@@ -213,7 +212,7 @@ TEST(Sessions, ResidencyAtTheHorizonCountsTheRoundInProgress) {
   const DeploymentSpec d = tiny_with_tiers();
   Records rec;
   RunOptions o;
-  const double first = 0.010 + 6e-6 + kv_bytes(d.model, 1000, 1) / 50e9;
+  const double first = 0.010 + 6e-6 + 1152.0 * 1000 / 50e9;  // tiny-moe: 1,152 B per token
   o.horizon_s = first + 0.0101;  // 5 of its 99 decode steps done
   Simulation sim(d, std::make_unique<SessionList>(0.0, std::vector<Round>{{1000, 100, 1.0}, {100, 10, 0.0}}), std::make_shared<test::ZeroCost>(), rec, o);
   sim.run();

@@ -73,7 +73,8 @@ TEST(Ops, V4ProCsaAndHcaKeyCountsMatchModelFacts) {
   // HCA at L = 2^20: n = 8,192 + 128 = 8,320 → 2.18 GFLOP, 4.9 MB (§2.4)
   f.step->attention_ops(attention_kind(f.m, AttentionOp::hca), {{1, (1 << 20) - 1, true}}, Phase::decode, ops);
   EXPECT_DOUBLE_EQ(find(ops, OpKind::hca_attn).flops, 2.0 * 128 * 8320 * 1024);
-  EXPECT_NEAR(8320 * 584.0 / 1e6, 4.9, 0.05);
+  // 4.9 MB: the 8,320 entries of 584 B (+ q and o, 128 heads × 512 BF16 each)
+  EXPECT_DOUBLE_EQ(find(ops, OpKind::hca_attn).bytes, 8320 * 584.0 + 128 * 512 * 2 * 2.0);
 }
 
 TEST(Roofline, TimeIsFixedPlusTheLargerOfComputeAndMemory) {
