@@ -1,5 +1,5 @@
 // Benchmark driver for the MoE family: writes one servesim.kernel-table/1 JSON per op into --out.
-// Usage: bench_moe --out DIR [--deadline-s S] [--quick] [--only op1,op2,...] [--lut]
+// Usage: bench_moe --out DIR [--deadline-s S] [--quick] [--only op1,op2,...] [--w4-max-m M]
 //                  [--models K3,DSV4-Pro,...] [--w4-experts 8,32] [--w4-max-rows 32768] [--shared-tp 8,4,2]
 //                  [--w4-variants 0,1,...]
 // Sections run in priority order; each checks the wall-clock deadline between measurements and
@@ -56,6 +56,7 @@ struct Ctx {
   std::set<std::string> models;           // --models (empty: all)
   std::vector<int> w4_experts = {8, 32};  // --w4-experts
   long long w4_max_rows = 32768;          // --w4-max-rows
+  long long w4_max_m = 1 << 30;           // --w4-max-m: largest tokens per expert of the W4A16 sweep
   std::vector<int> shared_tp;             // --shared-tp (empty: the unsplit shapes of every model)
   int fp8_variant = 0;                    // --fp8-variant (own FP8 grouped GEMM sweep)
 };
@@ -247,8 +248,8 @@ void bench_w4a16(Ctx& c) {
       DevBuf<bf16> x(size_t(mmax) * G * s.K), y(size_t(mmax) * G * s.N);
       fill_bf16(x.p, x.n, 3, 1.f, c.s);
       DevBuf<int> droff(G + 1), dtoff(G + 1);
-      for (long long m : pick(c, grid(1, mmax), {1, 8, 64, 256, 1024})) {
-        if (m > mmax || !time_left(c)) continue;
+      for (long long m : pick(c, grid(1, std::min(mmax, c.w4_max_m)), {1, 8, 64, 256, 1024})) {
+        if (m > mmax || m > c.w4_max_m || !time_left(c)) continue;
         std::vector<int> bts = {w4a16_pick_bt(double(m))};
         if (c.quick || m == 16 || m == 128 || m == 1024)  // tile-width exploration rows
           for (int b : kW4A16TileWidths)
@@ -825,12 +826,16 @@ void bench_routers(Ctx& c) {
 // ---- permute / combine -----------------------------------------------------------------------------
 void bench_dispatch(Ctx& c) {
   Table tp("moe_permute", "K3, DSV4-Pro, DSV4-Flash",
-           "Token permutation: histogram + scan (row and GEMM-tile offsets) + one CTA per token copying its row to k "
-           "expert-contiguous slots. Uniform random routing. D = 3584 for K3 (latent dispatch), hidden for DSV4",
+           "Token permutation, one fused launch (kernels/moe/dispatch.cu permute_fused_kernel): every CTA histograms the "
+           "ids and scans them (row and GEMM-tile offsets), then copies its token chunk / column split to the k "
+           "expert-contiguous rows (token-ordered, deterministic). Variant permute_3launch = the previous memset + "
+           "histogram + scan + scatter form (not a fit input). Uniform random routing. D = 3584 for K3 (latent "
+           "dispatch), hidden for DSV4",
            "0", "2*T*D + 2*T*k*D + 12*T*k", c.gpu);
   Table tc("moe_combine", "K3, DSV4-Pro, DSV4-Flash",
            "Combine = weighted sum of the k expert outputs per token, written as a gather (deterministic, fp32 accumulate, "
-           "bf16 out). Variant rmsnorm_fused adds K3's LatentMoE RMSNorm over the combined latent",
+           "bf16 out), one launch: CTAs of 128 16-byte columns of one token (dispatch.cu combine_split_kernel). Variant "
+           "rmsnorm_fused adds K3's LatentMoE RMSNorm over the combined latent (one CTA per token)",
            "2*T*k*D (+ ~4*T*D for the norm)", "2*T*k*D + 2*T*D + 8*T*k", c.gpu);
   struct M { std::string model; int D, E, k; };
   std::vector<M> ms = {{"K3", kK3Latent, kK3Experts, kK3TopK}, {"DSV4-Pro", kV4ProHidden, kV4ProExperts, kV4TopK},
@@ -854,9 +859,25 @@ void bench_dispatch(Ctx& c) {
                     {"active_experts", rt.active}, {"skew", 0.0}};
       const Timing t = timed(c, [&](int) { moe_permute(x.p, ids.p, int(T), m.k, m.D, 16, d, xp.p, c.s); });
       tp.add("permute", shape, {{"x", "bf16"}}, t, 0, 2.0 * T * m.D + 2.0 * T * m.k * m.D + 12.0 * T * m.k);
+      const Timing t0 = timed(c, [&](int) { moe_permute_3launch(x.p, ids.p, int(T), m.k, m.D, 16, d, xp.p, c.s); });
+      tp.add("permute_3launch", shape, {{"x", "bf16"}}, t0, 0, 2.0 * T * m.D + 2.0 * T * m.k * m.D + 12.0 * T * m.k);
+      moe_permute(x.p, ids.p, int(T), m.k, m.D, 16, d, xp.p, c.s);  // pos for the combine below
+      if (T == 1 || T == 64 || T == 1024 || T == 16384) {
+        char nb[256];
+        std::snprintf(nb, sizeof nb, "dispatch %s T=%lld: permute %.1f us (%.2f TB/s; 3-launch %.1f us)",
+                      m.model.c_str(), T, t.us_median, (2.0 * T * m.D + 2.0 * T * m.k * m.D) / t.us_median / 1e6,
+                      t0.us_median);
+        note(c, nb);
+      }
       const Timing t2 = timed(c, [&](int) { moe_combine(xp.p, d.pos, w.p, int(T), m.k, m.D, nullptr, 0.f, out.p, c.s); });
       tc.add("combine", shape, {{"y", "bf16"}, {"w", "fp32"}, {"out", "bf16"}}, t2, 2.0 * T * m.k * m.D,
              2.0 * T * m.k * m.D + 2.0 * T * m.D + 8.0 * T * m.k);
+      if (T == 1 || T == 64 || T == 1024 || T == 16384) {
+        char nb[256];
+        std::snprintf(nb, sizeof nb, "dispatch %s T=%lld: combine %.1f us (%.2f TB/s)", m.model.c_str(), T, t2.us_median,
+                      (2.0 * T * m.k * m.D + 2.0 * T * m.D) / t2.us_median / 1e6);
+        note(c, nb);
+      }
       if (m.model == "K3") {
         const Timing t3 = timed(c, [&](int) { moe_combine(xp.p, d.pos, w.p, int(T), m.k, m.D, gam.p, 1e-6f, out.p, c.s); });
         tc.add("combine_rmsnorm_fused", shape, {{"y", "bf16"}, {"w", "fp32"}, {"out", "bf16"}}, t3,
@@ -1036,13 +1057,13 @@ void bench_mhc(Ctx& c) {
 int main(int argc, char** argv) {
   Ctx c;
   std::string only;
-  bool lut = false, probe = false, fp8_probe = false;
+  bool probe = false, fp8_probe = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) c.out = argv[++i];
     else if (a == "--deadline-s" && i + 1 < argc) c.deadline_s = std::atof(argv[++i]);
     else if (a == "--quick") c.quick = true;
-    else if (a == "--lut") lut = true;
+    else if (a == "--w4-max-m" && i + 1 < argc) c.w4_max_m = std::atoll(argv[++i]);
     else if (a == "--probe") probe = true;
     else if (a == "--fp8-probe") fp8_probe = true;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
@@ -1057,7 +1078,7 @@ int main(int argc, char** argv) {
         if (!t.empty()) c.models.insert(t);
     }
     else {
-      std::fprintf(stderr, "usage: bench_moe --out DIR [--deadline-s S] [--quick] [--only a,b] [--lut] [--w4-variants 0,2] "
+      std::fprintf(stderr, "usage: bench_moe --out DIR [--deadline-s S] [--quick] [--only a,b] [--w4-max-m 64] [--w4-variants 0,2] "
                            "[--models K3,DSV4-Pro] [--w4-experts 8,32] [--w4-max-rows 32768] [--shared-tp 8,4,2]\n");
       return 2;
     }
@@ -1074,7 +1095,6 @@ int main(int argc, char** argv) {
     SS_CUDA(cudaMalloc(&c.cublas_ws, 64u << 20));
     SS_CUBLAS(cublasSetWorkspace(c.h, c.cublas_ws, 64u << 20));
     c.lt = lt_fp8_create();
-    w4a16_set_lut_dequant(lut);
     if (c.w4_variants.empty()) {
       c.w4_label = "w4a16_UNVERIFIED";
       note(c, "WARNING: no W4A16 kernel variant passed test_moe here; timing variant 0, rows labelled w4a16_UNVERIFIED");

@@ -55,6 +55,173 @@ __global__ void scan_kernel(const int* __restrict__ counts, int E, int bt, int* 
   if (e == 0) { row_offsets[0] = 0; tile_offsets[0] = 0; }
 }
 
+/// Block-wide exclusive scan of v[0..n) in place (shared memory), n <= 4 * blockDim.x * 8; returns the
+/// total. `red` is shared scratch of >= 33 ints. All threads must call it.
+__device__ int block_exclusive_scan(int* v, int n, int* red) {
+  const int per = (n + blockDim.x - 1) / blockDim.x;
+  const int b0 = min(n, static_cast<int>(threadIdx.x) * per), b1 = min(n, b0 + per);
+  int s = 0;
+  for (int i = b0; i < b1; ++i) s += v[i];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  int incl = s;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int x = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += x;
+  }
+  if (lane == 31) red[w] = incl;
+  __syncthreads();
+  if (w == 0) {
+    int a = lane < nw ? red[lane] : 0;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int x = __shfl_up_sync(0xffffffffu, a, o);
+      if (lane >= o) a += x;
+    }
+    red[lane] = a;  // inclusive over warps
+  }
+  __syncthreads();
+  int run = incl - s + (w > 0 ? red[w - 1] : 0);
+  const int total = red[31];
+  __syncthreads();  // red is reused by the caller
+  for (int i = b0; i < b1; ++i) {
+    const int c = v[i];
+    v[i] = run;
+    run += c;
+  }
+  __syncthreads();
+  return total;
+}
+
+constexpr int kPermThreads = 512;
+constexpr int kPermMaxChunkEntries = 4096;  // (tokens of one CTA) * k
+
+/// Fused permutation, one launch: CTA b = (token chunk b / splits, column split b % splits).
+/// Every CTA histograms ALL ids (cheap next to the copy; no grid-wide dependency, so no second
+/// launch, no atomics in global memory and no memset), scans them (row offsets), adds the counts
+/// of the ids before its chunk, then assigns its chunk's rows in (token, slot) order with a warp
+/// match (deterministic: expert rows are token-ordered, and every split of a chunk computes the
+/// same rows) and copies its columns of each token to the k rows. CTA 0 writes counts, row and
+/// tile offsets; split 0 of each chunk writes pos and row_token.
+__global__ void __launch_bounds__(kPermThreads) permute_fused_kernel(
+    const bf16* __restrict__ x, const int* __restrict__ ids, int T, int k, int D, int E, int bt, int chunk_tokens,
+    int splits, int* __restrict__ counts, int* __restrict__ row_offsets, int* __restrict__ tile_offsets,
+    int* __restrict__ pos, int* __restrict__ row_token, bf16* __restrict__ x_perm) {
+  extern __shared__ int sm[];
+  int* hist = sm;             // [E] counts, then row offsets, then cursors
+  int* before = sm + E;       // [E] ids of this expert before the chunk
+  int* tiles = sm + 2 * E;    // [E] (CTA 0) tile counts -> offsets
+  int* spos = sm + 3 * E;     // [chunk_tokens * k]
+  __shared__ int red[33];
+  const int chunk = blockIdx.x / splits, split = blockIdx.x % splits;
+  const int t0 = chunk * chunk_tokens, t1 = min(T, t0 + chunk_tokens);
+  const int n = T * k, i0 = t0 * k, i1 = t1 * k;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) { hist[e] = 0; before[e] = 0; }
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const int e = __ldg(ids + i);
+    atomicAdd(&hist[e], 1);
+    if (i < i0) atomicAdd(&before[e], 1);
+  }
+  __syncthreads();
+  if (blockIdx.x == 0) {
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+      counts[e] = hist[e];
+      tiles[e] = (hist[e] + bt - 1) / bt;
+    }
+    __syncthreads();
+    const int ttot = block_exclusive_scan(tiles, E, red);
+    for (int e = threadIdx.x; e < E; e += blockDim.x) tile_offsets[e] = tiles[e];
+    if (threadIdx.x == 0) tile_offsets[E] = ttot;
+  }
+  const int rtot = block_exclusive_scan(hist, E, red);
+  if (blockIdx.x == 0) {
+    for (int e = threadIdx.x; e < E; e += blockDim.x) row_offsets[e] = hist[e];
+    if (threadIdx.x == 0) row_offsets[E] = rtot;
+  }
+  for (int e = threadIdx.x; e < E; e += blockDim.x) hist[e] += before[e];  // cursor at the chunk start
+  __syncthreads();
+  if (threadIdx.x < 32) {  // rows of the chunk's entries in (token, slot) order
+    const int lane = threadIdx.x;
+    for (int base = i0; base < i1; base += 32) {
+      const int i = base + lane;
+      const bool act = i < i1;
+      const unsigned am = __ballot_sync(0xffffffffu, act);
+      if (act) {
+        const int e = __ldg(ids + i);
+        const unsigned peers = __match_any_sync(am, e);
+        const int rank = __popc(peers & ((1u << lane) - 1u));
+        const int p = hist[e] + rank;
+        spos[i - i0] = p;
+        if (split == 0) {
+          pos[i] = p;
+          row_token[p] = i / k;
+        }
+        __syncwarp(am);
+        if (rank == 0) hist[e] += __popc(peers);
+      }
+      __syncwarp();
+    }
+  }
+  __syncthreads();
+  const int V = D / 8, cper = (V + splits - 1) / splits, c0 = split * cper, c1 = min(V, c0 + cper), nc = c1 - c0;
+  if (nc <= 0) return;
+  const int ntok = t1 - t0;
+  for (int idx = threadIdx.x; idx < ntok * nc; idx += blockDim.x) {
+    const int tl = idx / nc, c = c0 + idx % nc;
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(x + static_cast<size_t>(t0 + tl) * D) + c);
+    const int* sp = spos + tl * k;
+    for (int j = 0; j < k; ++j) reinterpret_cast<uint4*>(x_perm + static_cast<size_t>(sp[j]) * D)[c] = v;
+  }
+}
+
+constexpr int kCombThreads = 128;
+/// Combine without the norm: CTA (split, token) sums its 128 16-byte columns of the token's k rows
+/// (loads issued 4 rows at a time), fp32, bf16 out. Splitting columns over CTAs keeps a decode
+/// step (a few tokens) spread over several SMs.
+__global__ void __launch_bounds__(kCombThreads) combine_split_kernel(const bf16* __restrict__ y,
+                                                                    const int* __restrict__ pos,
+                                                                    const float* __restrict__ w, int T, int k, int D,
+                                                                    bf16* __restrict__ out) {
+  __shared__ int sp[32];
+  __shared__ float sw[32];
+  const int c = blockIdx.x * kCombThreads + threadIdx.x;
+  for (int t = blockIdx.y; t < T; t += gridDim.y) {
+  __syncthreads();
+  if (threadIdx.x < k) {
+    sp[threadIdx.x] = pos[static_cast<size_t>(t) * k + threadIdx.x];
+    sw[threadIdx.x] = w[static_cast<size_t>(t) * k + threadIdx.x];
+  }
+  __syncthreads();
+  if (c >= D / 8) continue;
+  float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int j = 0;
+  for (; j + 4 <= k; j += 4) {
+    uint4 u[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) u[q] = __ldg(reinterpret_cast<const uint4*>(y + static_cast<size_t>(sp[j + q]) * D) + c);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u[q]);
+      const float wq = sw[j + q];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 f = __bfloat1622float2(h[i]);
+        a[2 * i] = fmaf(wq, f.x, a[2 * i]);
+        a[2 * i + 1] = fmaf(wq, f.y, a[2 * i + 1]);
+      }
+    }
+  }
+  for (; j < k; ++j) {
+    float v[8];
+    load8(y + static_cast<size_t>(sp[j]) * D + c * 8, v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) a[i] = fmaf(sw[j], v[i], a[i]);
+  }
+  store8(out + static_cast<size_t>(t) * D + c * 8, a);
+  }
+}
+
 /// One CTA per token: claim k rows, then copy the token's row to each.
 __global__ void scatter_kernel(const bf16* __restrict__ x, const int* __restrict__ ids, int k, int D,
                                int* __restrict__ cursor, int* __restrict__ pos, int* __restrict__ row_token,
@@ -141,6 +308,40 @@ void moe_permute(const bf16* x, const int* ids, int T, int k, int D, int bt, Dis
                  cudaStream_t stream) {
   if (D % 8 != 0 || k < 1 || k > 32 || d.E > 1024 || static_cast<long long>(T) * k > d.max_rows || bt < 1)
     throw std::invalid_argument("moe_permute: need D % 8 == 0, 1 <= k <= 32, E <= 1024, T*k <= max_rows");
+  if (T <= 0) {
+    SS_CUDA(cudaMemsetAsync(d.counts, 0, sizeof(int) * d.E, stream));
+    SS_CUDA(cudaMemsetAsync(d.row_offsets, 0, sizeof(int) * (d.E + 1), stream));
+    SS_CUDA(cudaMemsetAsync(d.tile_offsets, 0, sizeof(int) * (d.E + 1), stream));
+    return;
+  }
+  // ~2 CTAs per SM: columns split over CTAs when there are few tokens (decode), token chunks of at
+  // most kPermMaxChunkEntries / k tokens otherwise; at most 132 CTAs once every CTA re-reads many ids.
+  const int V = D / 8;
+  const long long n = static_cast<long long>(T) * k;
+  const int target = n > 16384 ? 132 : 264;
+  int splits = std::max(1, std::min(V / 32, target / T));
+  int chunks = std::max((target + splits - 1) / splits, static_cast<int>((n + kPermMaxChunkEntries - 1) / kPermMaxChunkEntries));
+  chunks = std::min(chunks, T);
+  const int chunk_tokens = (T + chunks - 1) / chunks;
+  chunks = (T + chunk_tokens - 1) / chunk_tokens;
+  const size_t smem = sizeof(int) * (3 * static_cast<size_t>(d.E) + static_cast<size_t>(chunk_tokens) * k);
+  static bool configured = false;
+  if (!configured) {
+    SS_CUDA(cudaFuncSetAttribute(permute_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024));
+    configured = true;
+  }
+  permute_fused_kernel<<<chunks * splits, kPermThreads, smem, stream>>>(x, ids, T, k, D, d.E, bt, chunk_tokens, splits,
+                                                                        d.counts, d.row_offsets, d.tile_offsets, d.pos,
+                                                                        d.row_token, x_perm);
+  SS_LAUNCH_CHECK();
+}
+
+/// The previous three-launch permutation (histogram with global atomics, one-block scan, one CTA per
+/// token claiming rows atomically): kept as the benchmark's "before" row.
+void moe_permute_3launch(const bf16* x, const int* ids, int T, int k, int D, int bt, Dispatch& d, bf16* x_perm,
+                         cudaStream_t stream) {
+  if (D % 8 != 0 || k < 1 || k > 32 || d.E > 1024 || static_cast<long long>(T) * k > d.max_rows || bt < 1)
+    throw std::invalid_argument("moe_permute: need D % 8 == 0, 1 <= k <= 32, E <= 1024, T*k <= max_rows");
   SS_CUDA(cudaMemsetAsync(d.counts, 0, sizeof(int) * d.E, stream));
   if (T <= 0) {
     SS_CUDA(cudaMemsetAsync(d.row_offsets, 0, sizeof(int) * (d.E + 1), stream));
@@ -162,8 +363,14 @@ void moe_combine(const bf16* y_perm, const int* pos, const float* weights, int T
                  float eps, bf16* out, cudaStream_t stream) {
   if (D % 8 != 0 || k < 1 || k > 32) throw std::invalid_argument("moe_combine: need D % 8 == 0, 1 <= k <= 32");
   if (T <= 0) return;
+  if (!gamma) {
+    const dim3 grid((D / 8 + kCombThreads - 1) / kCombThreads, std::min(T, 65535));
+    combine_split_kernel<<<grid, kCombThreads, 0, stream>>>(y_perm, pos, weights, T, k, D, out);
+    SS_LAUNCH_CHECK();
+    return;
+  }
   const int threads = std::min(256, std::max(32, ((D / 8 + 31) / 32) * 32));
-  const size_t smem = gamma ? sizeof(float) * D : 0;
+  const size_t smem = sizeof(float) * D;
   if (smem > 48 * 1024) {
     SS_CUDA(cudaFuncSetAttribute(combine_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   }

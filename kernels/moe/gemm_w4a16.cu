@@ -49,38 +49,20 @@ __device__ __forceinline__ uint32_t scale_factor_fast(uint32_t s) {
   const uint32_t b = (s + 126u) << 7;
   return b | (b << 16);
 }
-/// bf16x2 factor 2^(s-127) for the table path (s >= 1).
-__device__ __forceinline__ uint32_t scale_factor_lut(uint32_t s) {
-  const uint32_t b = s << 7;
-  return b | (b << 16);
-}
 __device__ __forceinline__ uint32_t hmul2_u32(uint32_t a, uint32_t b) {
   __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&a), *reinterpret_cast<__nv_bfloat162*>(&b));
   return *reinterpret_cast<uint32_t*>(&r);
 }
 
-/// One 32-bit word of 8 E2M1 codes -> the 4 A-fragment registers of one k16 step. Register j
-/// holds {low: nibble 3-j, high: nibble 7-j}; j even uses row g (factor f0), j odd row g+8 (f1).
-template <bool LUT>
-__device__ __forceinline__ void dequant_word(uint32_t q, uint32_t f0, uint32_t f1, uint32_t (&a)[4]) {
+/// One 32-bit word of 8 E2M1 codes -> the 4 A-fragment registers of one k16 step (decode-friendly
+/// prepack, NOTES.md §8): register j = {low: element (g or g+8, k), high: (same row, k+1)} is
+/// w4a16_reg_bits(w, j) (sign at bf16 bit 15/31, E2M1 exponent+mantissa at bits 8..6 / 24..22) =
+/// code * 2^-126 as bf16 (subnormal for exponent 0); times 2^(s-1) it is code * 2^(s-127).
+/// j even uses row g (factor f0), j odd row g+8 (f1). 11 integer ops + 4 HMUL2 per word (the
+/// previous nibble order needed 15 + 4).
+__device__ __forceinline__ void dequant_word(uint32_t w, uint32_t f0, uint32_t f1, uint32_t (&a)[4]) {
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    uint32_t v;
-    if constexpr (!LUT) {
-      const uint32_t qj = q << (4 * j);
-      v = (qj & 0x80008000u) | ((qj & 0x70007000u) >> 6);  // sign | E2M1 bits at bf16 [8:6]
-    } else {
-      // E2M1 magnitudes as bf16 {0,.5,1,1.5,2,3,4,6}: low bytes and high bytes, by byte_perm.
-      const uint32_t lo_idx = (q >> (4 * (3 - j))) & 7u, hi_idx = (q >> (4 * (7 - j))) & 7u;
-      const uint32_t sel = lo_idx | (hi_idx << 4);
-      const uint32_t lob = __byte_perm(0xC0800000u, 0xC0804000u, sel);  // low bytes 00,00,80,C0,00,40,80,C0
-      const uint32_t hib = __byte_perm(0x3F3F3F00u, 0x40404040u, sel);  // high bytes 00,3F,3F,3F,40,40,40,40
-      v = __byte_perm(lob, hib, 0x5140);
-      v |= ((q >> (4 * (3 - j) + 3)) & 1u) << 15;
-      v |= ((q >> (4 * (7 - j) + 3)) & 1u) << 31;
-    }
-    a[j] = hmul2_u32(v, (j & 1) ? f1 : f0);
-  }
+  for (int j = 0; j < 4; ++j) a[j] = hmul2_u32(w4a16_reg_bits(w, j), (j & 1) ? f1 : f0);
 }
 
 /// V selects the MMA issue pattern (kept to diagnose and compare; see NOTES.md):
@@ -89,7 +71,7 @@ __device__ __forceinline__ void dequant_word(uint32_t q, uint32_t f0, uint32_t f
 ///   2: BT/8 m64n8k16 wgmmas per k16 step (each on one 8-token swizzle atom), wait_group 1
 ///   3: as 2 with wait_group 0
 ///   4: as 0 with two 64-wide k-blocks per stage (KS = 2) at BT <= 64 (halves per-stage overhead)
-template <int BT, bool LUT, int V, int KS>
+template <int BT, int V, int KS>
 __global__ void __launch_bounds__(kThreads, 1) w4a16_kernel(const Params p) {
   using C = Cfg<BT, KS>;
   extern __shared__ uint8_t smem_raw[];
@@ -161,18 +143,13 @@ __global__ void __launch_bounds__(kThreads, 1) w4a16_kernel(const Params p) {
       const uint8_t* wb = ws + slot * C::kWBytes + ks * kWBlockBytes;
       const uint4 q = *reinterpret_cast<const uint4*>(wb + warp * 512 + lane * 16);
       const uint32_t sc = *reinterpret_cast<const uint32_t*>(wb + 4096 + warp * 32 + gq * 4);
-      uint32_t f00, f01, f10, f11;  // f<group><row half>
-      if constexpr (!LUT) {
-        f00 = scale_factor_fast(sc & 0xFF); f01 = scale_factor_fast((sc >> 16) & 0xFF);
-        f10 = scale_factor_fast((sc >> 8) & 0xFF); f11 = scale_factor_fast(sc >> 24);
-      } else {
-        f00 = scale_factor_lut(sc & 0xFF); f01 = scale_factor_lut((sc >> 16) & 0xFF);
-        f10 = scale_factor_lut((sc >> 8) & 0xFF); f11 = scale_factor_lut(sc >> 24);
-      }
-      dequant_word<LUT>(q.x, f00, f01, af[ks][0]);
-      dequant_word<LUT>(q.y, f00, f01, af[ks][1]);
-      dequant_word<LUT>(q.z, f10, f11, af[ks][2]);
-      dequant_word<LUT>(q.w, f10, f11, af[ks][3]);
+      // f<group><row half>
+      const uint32_t f00 = scale_factor_fast(sc & 0xFF), f01 = scale_factor_fast((sc >> 16) & 0xFF);
+      const uint32_t f10 = scale_factor_fast((sc >> 8) & 0xFF), f11 = scale_factor_fast(sc >> 24);
+      dequant_word(q.x, f00, f01, af[ks][0]);
+      dequant_word(q.y, f00, f01, af[ks][1]);
+      dequant_word(q.z, f10, f11, af[ks][2]);
+      dequant_word(q.w, f10, f11, af[ks][3]);
     }
     const uint32_t xb = smem_u32(xs + slot * C::kXBytes);
 #pragma unroll
@@ -246,54 +223,255 @@ __global__ void __launch_bounds__(kThreads, 1) w4a16_kernel(const Params p) {
   }
 }
 
-template <int BT, bool LUT, int V, int KS = 1>
+template <int BT, int V, int KS = 1>
 void launch(const Params& p, int max_tiles, cudaStream_t stream) {
   static bool configured = false;
   if (!configured) {
-    SS_CUDA(cudaFuncSetAttribute(w4a16_kernel<BT, LUT, V, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    SS_CUDA(cudaFuncSetAttribute(w4a16_kernel<BT, V, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  Cfg<BT, KS>::kSmem));
     configured = true;
   }
   dim3 grid(p.N / kRowsPerCta, max_tiles);
-  w4a16_kernel<BT, LUT, V, KS><<<grid, kThreads, Cfg<BT, KS>::kSmem, stream>>>(p);
+  w4a16_kernel<BT, V, KS><<<grid, kThreads, Cfg<BT, KS>::kSmem, stream>>>(p);
   SS_LAUNCH_CHECK();
 }
 
-bool g_use_lut = false;
-int g_variant = 0;
+// ================================================================================================
+// Variant 5: warp-specialised decode kernel (BT <= 64). 9 warps: warps 0-7 = 2 consumer warpgroups
+// (m64 each, as above), warp 8 = producer. Per stage (two 64-wide k-blocks) the producer's lane 0
+// issues ONE 1-D bulk copy (cp.async.bulk) of the 8704 contiguous prepacked weight bytes, completing
+// on the stage's "full" mbarrier, and its 32 lanes load the BT x 128 token tile (128-byte swizzle,
+// rows past the group's count zero-filled) with 16-byte cp.async + cp.async.mbarrier.arrive. The
+// consumers never touch global memory or a CTA barrier in the main loop: wait full -> LDS codes and
+// scales -> dequant -> 8 wgmma -> commit -> wait_group 1 -> release the previous stage ("empty").
+// ================================================================================================
+template <int BT>
+struct DCfg {
+  static constexpr int KS = 2;                    // 64-wide k-blocks per stage
+  static constexpr int kW = kWBlockBytes * KS;    // 8704 B, contiguous in the prepacked matrix
+  static constexpr int kXSub = BT * 128;          // one BT x 64 bf16 sub-tile
+  static constexpr int kX = kXSub * KS;
+  static constexpr int kStages = BT <= 16 ? 8 : 6;
+  static constexpr int kSmem = kStages * (kX + kW) + 2 * kStages * 8 + 1024;
+  static constexpr int kMinBlocks = 2;
+};
+constexpr int kDecThreads = 288;
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred p;\nWAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_u32(dst)),
+      "l"(src), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
+}
+__device__ __forceinline__ void named_bar(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+template <int BT>
+__global__ void __launch_bounds__(kDecThreads, DCfg<BT>::kMinBlocks) w4a16_decode_kernel(const Params p) {
+  using C = DCfg<BT>;
+  constexpr int S = C::kStages, KS = 2;
+  static_assert(C::KS == 2, "the consumer loop is written for two k-blocks per stage");
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  uint8_t* xs = smem;                    // [S][KS][BT*128], 1024-aligned sub-tiles
+  uint8_t* ws = smem + S * C::kX;        // [S][8704]
+  uint64_t* full = reinterpret_cast<uint64_t*>(ws + S * C::kW);
+  uint64_t* empty = full + S;
+
+  const int tile = blockIdx.y;
+  const int total_tiles = p.tile_offsets[p.G];
+  if (tile >= total_tiles) return;
+  int lo = 0, hi = p.G;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) >> 1;
+    if (p.tile_offsets[mid] <= tile) lo = mid; else hi = mid;
+  }
+  const int g = lo;
+  const int row0 = p.row_offsets[g] + (tile - p.tile_offsets[g]) * BT;
+  const int rows = min(BT, p.row_offsets[g + 1] - row0);
+  const int e = p.expert_ids ? p.expert_ids[g] : g;
+  const int KB = p.K / (kKBlock * KS);  // stages (even: K % 256 == 0)
+  const uint8_t* wmat = p.w + static_cast<size_t>(e) * p.matrix_bytes +
+                        static_cast<size_t>(blockIdx.x) * (p.K / kKBlock) * kWBlockBytes;
+  const bf16* xrow0 = p.x + static_cast<size_t>(row0) * p.K;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
+
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s) {
+      mbar_init(&full[s], 1 + 32);  // expect_tx arrival of lane 0 + 32 cp.async arrivals
+      mbar_init(&empty[s], 8);      // lane 0 of each consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp == 8) {  // ---- producer warp ----
+    for (int kb = 0; kb < KB; ++kb) {
+      const int slot = kb % S;
+      mbar_wait(&empty[slot], ((kb / S) & 1) ^ 1);
+      if (lane == 0) {
+        mbar_expect_tx(&full[slot], C::kW);
+        bulk_g2s(ws + slot * C::kW, wmat + static_cast<size_t>(kb) * C::kW, C::kW, &full[slot]);
+      }
+      uint8_t* xd = xs + slot * C::kX;
+#pragma unroll
+      for (int c = lane; c < BT * 8 * KS; c += 32) {
+        const int ks = c / (BT * 8), cc = c % (BT * 8), r = cc >> 3, ch = cc & 7;
+        const bool ok = r < rows;
+        const bf16* src = ok ? xrow0 + static_cast<size_t>(r) * p.K + (kb * KS + ks) * kKBlock + ch * 8 : p.x;
+        cp_async16(xd + ks * C::kXSub + r * 128 + ((ch ^ (r & 7)) << 4), src, ok ? 16 : 0);
+      }
+      asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(&full[slot])) : "memory");
+    }
+    cp_async_wait<0>();
+    return;
+  }
+
+  // ---- consumers (warps 0-7) ----
+  float acc[BT / 8][4];
+#pragma unroll
+  for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) acc[i][q] = 0.f;
+  uint32_t afrag[2][2][4][4];
+
+  auto body = [&](int kb, uint32_t(&af)[2][4][4], auto last) {
+    const int slot = kb % S;
+    mbar_wait(&full[slot], (kb / S) & 1);
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      const uint8_t* wb = ws + slot * C::kW + ks * kWBlockBytes;
+      const uint4 q = *reinterpret_cast<const uint4*>(wb + warp * 512 + lane * 16);
+      const uint32_t sc = *reinterpret_cast<const uint32_t*>(wb + 4096 + warp * 32 + gq * 4);
+      const uint32_t f00 = scale_factor_fast(sc & 0xFF), f01 = scale_factor_fast((sc >> 16) & 0xFF);
+      const uint32_t f10 = scale_factor_fast((sc >> 8) & 0xFF), f11 = scale_factor_fast(sc >> 24);
+      dequant_word(q.x, f00, f01, af[ks][0]);
+      dequant_word(q.y, f00, f01, af[ks][1]);
+      dequant_word(q.z, f10, f11, af[ks][2]);
+      dequant_word(q.w, f10, f11, af[ks][3]);
+    }
+    const uint32_t xb = smem_u32(xs + slot * C::kX);
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+      for (int s = 0; s < 4; ++s)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) fence_operand(af[ks][s][j]);
+#pragma unroll
+    for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) fence_operand(acc[i][q]);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+      for (int s = 0; s < 4; ++s) WgmmaRS<BT>::mma(&acc[0][0], af[ks][s], desc_sw128(xb + ks * C::kXSub + s * 32));
+    wgmma_commit();
+#pragma unroll
+    for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) fence_operand(acc[i][q]);
+    if constexpr (decltype(last)::value) wgmma_wait<0>();
+    else wgmma_wait<1>();
+    // the wgmmas of stage kb-1 (which read its token tile) are complete: release that stage
+    __syncwarp();
+    if (lane == 0 && kb > 0) mbar_arrive(&empty[(kb - 1) % S]);
+  };
+
+  using NotLast = std::integral_constant<bool, false>;
+  using Last = std::integral_constant<bool, true>;
+  for (int kb = 0; kb < KB - 2; kb += 2) {
+    body(kb, afrag[0], NotLast{});
+    body(kb + 1, afrag[1], NotLast{});
+  }
+  body(KB - 2, afrag[0], NotLast{});
+  body(KB - 1, afrag[1], Last{});
+#pragma unroll
+  for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) fence_operand(acc[i][q]);
+
+  // Epilogue (consumers only; every stage was consumed, so no load is in flight): stage
+  // [BT tokens][128 outputs] bf16 in the token ring, then 16-byte stores.
+  named_bar(1, 256);
+  constexpr int kLd = 136;
+  bf16* st = reinterpret_cast<bf16*>(smem);
+  const int n0 = warp * 16 + gq, n1 = n0 + 8;
+#pragma unroll
+  for (int j = 0; j < BT / 8; ++j) {
+    const int c0 = 8 * j + 2 * tq;
+    st[c0 * kLd + n0] = __float2bfloat16_rn(acc[j][0]);
+    st[(c0 + 1) * kLd + n0] = __float2bfloat16_rn(acc[j][1]);
+    st[c0 * kLd + n1] = __float2bfloat16_rn(acc[j][2]);
+    st[(c0 + 1) * kLd + n1] = __float2bfloat16_rn(acc[j][3]);
+  }
+  named_bar(1, 256);
+  bf16* yb = p.y + static_cast<size_t>(row0) * p.N + static_cast<size_t>(blockIdx.x) * kRowsPerCta;
+  for (int c = tid; c < rows * 16; c += 256) {
+    const int r = c >> 4, ch = c & 15;
+    *reinterpret_cast<uint4*>(yb + static_cast<size_t>(r) * p.N + ch * 8) =
+        *reinterpret_cast<const uint4*>(st + r * kLd + ch * 8);
+  }
+}
+
+template <int BT>
+void launch_decode(const Params& p, int max_tiles, cudaStream_t stream) {
+  static bool configured = false;
+  if (!configured) {
+    SS_CUDA(cudaFuncSetAttribute(w4a16_decode_kernel<BT>, cudaFuncAttributeMaxDynamicSharedMemorySize, DCfg<BT>::kSmem));
+    configured = true;
+  }
+  dim3 grid(p.N / kRowsPerCta, max_tiles);
+  w4a16_decode_kernel<BT><<<grid, kDecThreads, DCfg<BT>::kSmem, stream>>>(p);
+  SS_LAUNCH_CHECK();
+}
+
+int g_variant = 5;
 
 template <int BT>
 void launch_bt(const Params& p, int max_tiles, cudaStream_t stream) {
-  if (g_variant == 4) {
+  if (g_variant == 5 || g_variant == 4) {
     if constexpr (BT <= 64) {
       if (p.K % 256 == 0) {
-        if (g_use_lut) launch<BT, true, 4, 2>(p, max_tiles, stream);
-        else launch<BT, false, 4, 2>(p, max_tiles, stream);
+        // variant 5 at BT <= 32; at BT = 64 its 8 x 4-register A fragments spill (ptxas), so 4
+        if constexpr (BT <= 32) {
+          if (g_variant == 5) { launch_decode<BT>(p, max_tiles, stream); return; }
+        }
+        launch<BT, 4, 2>(p, max_tiles, stream);
         return;
       }
     }
-    if (g_use_lut) launch<BT, true, 0>(p, max_tiles, stream);
-    else launch<BT, false, 0>(p, max_tiles, stream);
+    launch<BT, 0>(p, max_tiles, stream);
     return;
   }
-  switch (g_variant * 2 + (g_use_lut ? 1 : 0)) {
-    case 0: launch<BT, false, 0>(p, max_tiles, stream); return;
-    case 1: launch<BT, true, 0>(p, max_tiles, stream); return;
-    case 2: launch<BT, false, 1>(p, max_tiles, stream); return;
-    case 3: launch<BT, true, 1>(p, max_tiles, stream); return;
-    case 4: launch<BT, false, 2>(p, max_tiles, stream); return;
-    case 5: launch<BT, true, 2>(p, max_tiles, stream); return;
-    case 6: launch<BT, false, 3>(p, max_tiles, stream); return;
-    default: launch<BT, true, 3>(p, max_tiles, stream); return;
+  switch (g_variant) {
+    case 0: launch<BT, 0>(p, max_tiles, stream); return;
+    case 1: launch<BT, 1>(p, max_tiles, stream); return;
+    case 2: launch<BT, 2>(p, max_tiles, stream); return;
+    default: launch<BT, 3>(p, max_tiles, stream); return;
   }
 }
 
 }  // namespace
 
-/// Selects the table-based E2M1 decode (true) or the bit-placement decode (false, default).
-void w4a16_set_lut_dequant(bool lut) { g_use_lut = lut; }
 void w4a16_set_variant(int v) {
-  if (v < 0 || v > 4) throw std::invalid_argument("w4a16_set_variant: 0..4");
+  if (v < 0 || v > 5) throw std::invalid_argument("w4a16_set_variant: 0..5");
   g_variant = v;
 }
 int w4a16_variant() { return g_variant; }
@@ -334,7 +512,7 @@ double e8m0_value(uint8_t s) { return std::ldexp(1.0, static_cast<int>(s) - 127)
 namespace {
 struct Slot {
   size_t word_byte;   // byte offset of the 32-bit word holding the code
-  int nibble;         // nibble index within the word
+  int bit[4];         // bit positions of the code's m, e0, e1, s in that word
   size_t scale_byte;  // byte offset of the E8M0 scale
 };
 /// Where element W[n, k] lives in the prepacked layout (the kernel's fragment mapping).
@@ -346,7 +524,7 @@ Slot slot_of(int K, int n, int k) {
   const size_t block = (static_cast<size_t>(nt) * (K / 64) + kb) * kWBlockBytes;
   Slot sl;
   sl.word_byte = block + rg * 512 + lane * 16 + s * 4;
-  sl.nibble = hi ? 7 - j : 3 - j;
+  for (int b = 0; b < 4; ++b) sl.bit[b] = kW4A16CodeBit[j][b] + 16 * hi;
   sl.scale_byte = block + 4096 + rg * 32 + g * 4 + half * 2 + (s >= 2 ? 1 : 0);
   return sl;
 }
@@ -365,7 +543,8 @@ void w4a16_prepack(const uint8_t* codes, const uint8_t* scales, int N, int K, ui
       const Slot sl = slot_of(K, n, k);
       uint32_t word;
       std::memcpy(&word, out + sl.word_byte, 4);
-      word |= static_cast<uint32_t>(codes[static_cast<size_t>(n) * K + k] & 0xF) << (4 * sl.nibble);
+      const uint32_t code = codes[static_cast<size_t>(n) * K + k] & 0xF;
+      for (int b = 0; b < 4; ++b) word |= ((code >> b) & 1u) << sl.bit[b];
       std::memcpy(out + sl.word_byte, &word, 4);
       out[sl.scale_byte] = scales[static_cast<size_t>(n) * (K / 32) + k / 32];
     }
@@ -375,7 +554,8 @@ double w4a16_packed_value(const uint8_t* packed, int /*N*/, int K, int n, int k)
   const Slot sl = slot_of(K, n, k);
   uint32_t word;
   std::memcpy(&word, packed + sl.word_byte, 4);
-  const uint8_t code = (word >> (4 * sl.nibble)) & 0xF;
+  uint8_t code = 0;
+  for (int b = 0; b < 4; ++b) code |= ((word >> sl.bit[b]) & 1u) << b;
   return e2m1_value(code) * e8m0_value(packed[sl.scale_byte]);
 }
 

@@ -70,16 +70,23 @@ struct Dispatch {
 Dispatch alloc_dispatch(int E, int max_rows);
 void free_dispatch(Dispatch& d);
 
-/// Gather tokens by expert. x [T, D] bf16 -> x_perm [T*k, D] bf16, rows of expert e contiguous at
-/// row_offsets[e] (order inside an expert is not deterministic). Also fills counts, row_offsets,
-/// tile_offsets (for GEMM token tile `bt`), pos and row_token. D % 8 == 0 required.
-/// Bytes moved: 2*T*D read + 2*T*k*D written (+ index traffic).
+/// Gather tokens by expert, ONE kernel launch (no memset, no global atomics; graph-capturable).
+/// x [T, D] bf16 -> x_perm [T*k, D] bf16, rows of expert e contiguous at row_offsets[e], in (token,
+/// slot) order (deterministic). Also fills counts, row_offsets, tile_offsets (for GEMM token tile
+/// `bt`), pos and row_token (Dispatch::cursor is not used). D % 8 == 0 required.
+/// Bytes moved: 2*T*D read + 2*T*k*D written (+ index traffic; every CTA reads all T*k ids).
 void moe_permute(const bf16* x, const int* ids, int T, int k, int D, int bt, Dispatch& d, bf16* x_perm,
                  cudaStream_t stream);
+/// The previous form (memset + histogram + scan + scatter launches; row order inside an expert not
+/// deterministic): same outputs, kept for the benchmark's before/after rows.
+void moe_permute_3launch(const bf16* x, const int* ids, int T, int k, int D, int bt, Dispatch& d, bf16* x_perm,
+                         cudaStream_t stream);
 
-/// Combine (the weighted scatter-add written as a gather, deterministic): out[t] =
-/// sum_j weights[t, j] * y_perm[pos[t, j]] in fp32, stored bf16. If gamma != nullptr the fp32 sum
-/// is RMS-normalised (K3 LatentMoE norm after combine, eps) and multiplied by gamma [D].
+/// Combine (the weighted scatter-add written as a gather, deterministic), one launch: out[t] =
+/// sum_j weights[t, j] * y_perm[pos[t, j]] in fp32, stored bf16 (CTAs of 128 16-byte columns of one
+/// token, so a decode step spreads over D/1024 CTAs per token). If gamma != nullptr the fp32 sum
+/// is RMS-normalised (K3 LatentMoE norm after combine, eps) and multiplied by gamma [D] (one CTA
+/// per token).
 void moe_combine(const bf16* y_perm, const int* pos, const float* weights, int T, int k, int D,
                  const bf16* gamma, float eps, bf16* out, cudaStream_t stream);
 
@@ -122,15 +129,28 @@ void w4a16_prepack(const uint8_t* host_codes, const uint8_t* host_scales, int N,
 /// prepacked buffer through the exact fragment mapping the kernel uses (test helper).
 double w4a16_packed_value(const uint8_t* host_packed, int N, int K, int n, int k);
 
-/// Selects the E2M1 decode inside the W4A16 kernel: false (default) places the code bits in a
-/// bf16 (subnormal for E2M1 exponent 0) and multiplies by 2^(s-1); true decodes through a byte
-/// permutation table (no subnormals) and multiplies by 2^(s-127). Both are exact.
-void w4a16_set_lut_dequant(bool lut);
+/// Decode-friendly prepack (NOTES.md §8): each 32-bit word holds the 8 E2M1 codes of the 4 bf16x2
+/// A-fragment registers j = 0..3 of one k16 step; code bit b (0 = mantissa, 1-2 = exponent,
+/// 3 = sign) of register j's low element sits at bit kW4A16CodeBit[j][b], its high element 16 above.
+/// The placement makes register j cheap to extract: w4a16_reg_bits(w, j) puts sign and E2M1 bits
+/// where a bf16 has them (exponent 8..7, mantissa 6), i.e. code * 2^-126 in each half.
+constexpr int kW4A16CodeBit[4][4] = {{6, 7, 8, 15}, {3, 4, 5, 12}, {0, 1, 2, 9}, {10, 13, 14, 11}};
+__host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
+  constexpr uint32_t M = 0x81C081C0u;
+  switch (j) {
+    case 0: return w & M;
+    case 1: return (w << 3) & M;
+    case 2: return (w << 6) & M;
+    default: return ((w >> 6) & 0x01800180u) | ((w >> 4) & 0x00400040u) | ((w << 4) & 0x80008000u);
+  }
+}
 
-/// Selects the MMA issue pattern of the W4A16 kernel (0..4, see gemm_w4a16.cu; 0 = default):
+/// Selects the kernel of the W4A16 GEMM (0..5, see gemm_w4a16.cu; 5 = default):
 /// 0 one m64nBT wgmma per k16 step overlapped with the next stage, 1 the same without overlap,
 /// 2 BT/8 m64n8 wgmmas per k16 step, 3 that without overlap, 4 = 0 with two k-blocks per
-/// pipeline stage at BT <= 64 when K % 256 == 0. Throws std::invalid_argument.
+/// pipeline stage at BT <= 64 when K % 256 == 0, 5 = warp-specialised decode kernel (producer warp
+/// with one bulk copy per stage, mbarriers, two k-blocks per stage) at BT <= 32 when K % 256 == 0
+/// (variant 4 at BT = 64, else 0). Throws std::invalid_argument.
 void w4a16_set_variant(int v);
 int w4a16_variant();
 

@@ -47,13 +47,32 @@ TEST(MoeHost, PrepackRoundTripAndDequantTrick) {
       const double want = e2m1_value(codes[n * K + k]) * e8m0_value(scales[n * (K / 32) + k / 32]);
       ASSERT_EQ(w4a16_packed_value(packed.data(), N, K, n, k), want) << n << "," << k;
     }
-  // The kernel's bit placement: (q & 0x80008000) | ((q & 0x70007000) >> 6) is code * 2^-126 as
-  // bf16 (subnormal for exponent 0); times 2^(s-1) it is code * 2^(s-127).
-  for (uint32_t c = 0; c < 16; ++c) {
-    const uint32_t q = c << 12;
-    const uint32_t v = (q & 0x80008000u) | ((q & 0x70007000u) >> 6);
-    EXPECT_EQ(bf16_bits_value(static_cast<uint16_t>(v)) * std::ldexp(1.0, 126), e2m1_value(c)) << c;
-  }
+  // The kernel's extraction w4a16_reg_bits(w, j) of the decode-friendly prepack: for every register
+  // j, both halves and every pair of codes, the bits land as code * 2^-126 in a bf16 (subnormal for
+  // exponent 0; times 2^(s-1) in the kernel it is code * 2^(s-127)), and no other code leaks in.
+  for (int j = 0; j < 4; ++j)
+    for (uint32_t lo = 0; lo < 16; ++lo)
+      for (uint32_t hi = 0; hi < 16; ++hi) {
+        uint32_t w = static_cast<uint32_t>(rng());  // other registers' codes: random
+        for (int b = 0; b < 4; ++b) {
+          w &= ~(1u << kW4A16CodeBit[j][b]) & ~(1u << (kW4A16CodeBit[j][b] + 16));
+          w |= ((lo >> b) & 1u) << kW4A16CodeBit[j][b];
+          w |= ((hi >> b) & 1u) << (kW4A16CodeBit[j][b] + 16);
+        }
+        const uint32_t v = w4a16_reg_bits(w, j);
+        ASSERT_EQ(bf16_bits_value(static_cast<uint16_t>(v & 0xFFFF)) * std::ldexp(1.0, 126), e2m1_value(lo)) << j << " " << lo;
+        ASSERT_EQ(bf16_bits_value(static_cast<uint16_t>(v >> 16)) * std::ldexp(1.0, 126), e2m1_value(hi)) << j << " " << hi;
+      }
+  // the 4 registers' bit sets partition the word
+  uint32_t seen = 0;
+  for (int j = 0; j < 4; ++j)
+    for (int b = 0; b < 4; ++b)
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t bit = 1u << (kW4A16CodeBit[j][b] + 16 * h);
+        ASSERT_EQ(seen & bit, 0u);
+        seen |= bit;
+      }
+  ASSERT_EQ(seen, 0xFFFFFFFFu);
   std::vector<uint8_t> bad = scales;
   bad[3] = 129;
   EXPECT_THROW(w4a16_prepack(codes.data(), bad.data(), N, K, packed.data()), std::invalid_argument);
@@ -219,6 +238,11 @@ void check_dispatch(int T, int E, int k, int D, int bt) {
       ASSERT_EQ(std::memcmp(&xp[static_cast<size_t>(p) * D], &x[static_cast<size_t>(t) * D], 2 * D), 0);
     }
   for (int v : seen) ASSERT_EQ(v, 1);
+  // the fused kernel assigns an expert's rows in (token, slot) order
+  for (int p = 0; p + 1 < T * k; ++p) {
+    const int e = static_cast<int>(std::upper_bound(roff.begin(), roff.end(), p) - roff.begin()) - 1;
+    if (p + 1 < roff[e + 1]) ASSERT_LT(rtok[p], rtok[p + 1]) << "row " << p;
+  }
 
   // combine: random expert outputs and weights, with and without the RMSNorm
   std::vector<double> yd, gd;
@@ -266,6 +290,14 @@ TEST(MoeDispatch, PermuteCombineK3Like) {
 TEST(MoeDispatch, PermuteCombineDsv4Like) {
   SKIP_NO_GPU();
   check_dispatch(1000, 64, 6, 1024, 64);
+}
+// decode sizes (columns split over CTAs) and a size where every CTA holds a chunk of many tokens
+TEST(MoeDispatch, PermuteCombineDecodeAndLarge) {
+  SKIP_NO_GPU();
+  check_dispatch(1, kK3Experts, kK3TopK, kK3Latent, 8);
+  check_dispatch(3, kV4ProExperts, kV4TopK, kV4ProHidden, 8);
+  check_dispatch(64, kK3Experts, kK3TopK, kK3Latent, 8);
+  check_dispatch(3000, kV4FlashExperts, kV4TopK, 256, 128);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -334,7 +366,7 @@ TEST(MoeNorm, RmsNorm3584) {
 // ------------------------------------------------------------------------------------------------
 // W4A16 grouped GEMM
 
-double check_w4a16(int bt, bool lut, const std::vector<int>& counts, int N, int K, bool permuted_ids, int variant = 0,
+double check_w4a16(int bt, const std::vector<int>& counts, int N, int K, bool permuted_ids, int variant = 0,
                    bool expect = true, const std::vector<int>* only_kblock = nullptr) {
   auto rng = make_rng();
   const int G = static_cast<int>(counts.size());
@@ -377,12 +409,11 @@ double check_w4a16(int bt, bool lut, const std::vector<int>& counts, int N, int 
   dto.upload(toff);
   dei.upload(expert_ids);
   poison_bf16(dy.p, dy.n);
-  w4a16_set_lut_dequant(lut);
+  const int default_variant = w4a16_variant();
   w4a16_set_variant(variant);
   w4a16_grouped_gemm(dx.p, dpool.p, dei.p, dro.p, dto.p, G, N, K, bt, w4a16_max_tiles(rows, G, bt), dy.p, 0);
   SS_CUDA(cudaDeviceSynchronize());
-  w4a16_set_lut_dequant(false);
-  w4a16_set_variant(0);
+  w4a16_set_variant(default_variant);
   const auto y = to_double(dy.download());
   std::vector<double> ref(y.size());
   for (int g = 0; g < G; ++g)
@@ -407,31 +438,32 @@ double check_w4a16(int bt, bool lut, const std::vector<int>& counts, int N, int 
     return err;
   }
   EXPECT_EQ(nans, 0u) << "unwritten (poisoned) outputs";
-  std::printf("w4a16 v=%d bt=%d lut=%d N=%d K=%d rows=%d: rel L2 %.2e\n", variant, bt, lut ? 1 : 0, N, K, rows, err);
+  std::printf("w4a16 v=%d bt=%d N=%d K=%d rows=%d: rel L2 %.2e\n", variant, bt, N, K, rows, err);
   EXPECT_LT(err, 1e-2);
   return err;
 }
 
-class W4A16Test : public ::testing::TestWithParam<std::tuple<int, bool, int>> {};
+class W4A16Test : public ::testing::TestWithParam<std::tuple<int, int>> {};
 TEST_P(W4A16Test, MatchesDoubleReference) {
   SKIP_NO_GPU();
-  const auto [bt, lut, variant] = GetParam();
-  // partial tiles, an empty group, several tiles in one group
-  check_w4a16(bt, lut, {2 * bt + 3, 0, bt - 1 > 0 ? bt - 1 : 1, 1, bt}, 256, 512, true, variant);
+  const auto [bt, variant] = GetParam();
+  // partial tiles, an empty group, several tiles in one group; K = 512 (4 stages of variants 4/5)
+  // and K = 1536 (12 stages: the stage ring of variant 5 wraps)
+  check_w4a16(bt, {2 * bt + 3, 0, bt - 1 > 0 ? bt - 1 : 1, 1, bt}, 256, 512, true, variant);
+  if (variant >= 4) check_w4a16(bt, {1, bt, 3 * bt - 1, 0, 2}, 384, 1536, true, variant);
 }
 INSTANTIATE_TEST_SUITE_P(AllTiles, W4A16Test,
-                         ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Bool(),
-                                            ::testing::Values(0, 1, 2, 3, 4)));
+                         ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Values(0, 1, 2, 3, 4, 5)));
 
 // Diagnostic (always passes): error per token row of a 16-token tile and per k-block, per variant.
 TEST(MoeW4A16Diag, ErrorProfile) {
   SKIP_NO_GPU();
   for (int v = 0; v < 4; ++v) {
-    check_w4a16(16, false, {16}, 128, 512, false, v, false);
-    check_w4a16(16, false, {16}, 128, 128, false, v, false);
+    check_w4a16(16, {16}, 128, 512, false, v, false);
+    check_w4a16(16, {16}, 128, 128, false, v, false);
     for (int b = 0; b < 8; ++b) {
       const std::vector<int> kb = {b};
-      check_w4a16(16, false, {16}, 128, 512, false, v, false, &kb);
+      check_w4a16(16, {16}, 128, 512, false, v, false, &kb);
     }
   }
 }
@@ -472,11 +504,12 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
   poison_bf16(dy.p, dy.n);
   Dispatch d = alloc_dispatch(E, T * k);
   moe_permute(dx.p, di.p, T, k, K, bt, d, dxp.p, 0);
+  const int default_variant = w4a16_variant();
   w4a16_set_variant(variant);
   w4a16_grouped_gemm(dxp.p, dpool.p, nullptr, d.row_offsets, d.tile_offsets, E, N, K, bt,
                      w4a16_max_tiles(T * k, E, bt), dy.p, 0);
   SS_CUDA(cudaDeviceSynchronize());
-  w4a16_set_variant(0);
+  w4a16_set_variant(default_variant);
   std::vector<int> pos(T * k);
   SS_CUDA(cudaMemcpy(pos.data(), d.pos, 4 * T * k, cudaMemcpyDeviceToHost));
   const auto y = to_double(dy.download());
@@ -495,7 +528,7 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
   EXPECT_LT(err, 1e-2);
   free_dispatch(d);
 }
-INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4));
+INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5));
 
 // ------------------------------------------------------------------------------------------------
 // Library GEMMs
