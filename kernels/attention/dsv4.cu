@@ -477,14 +477,17 @@ __global__ void __launch_bounds__(TKT) topk_kernel(const float* __restrict__ log
 
 // ------------------------------------------------------------------------------------------
 // Top-k, issue 12: one read of the row from device memory. A row is cut into `cs` chunks (a
-// thread-block cluster of cs <= 8 CTAs, one chunk each, held in shared memory); radix select
-// over 11 + 11 + 10 bits of the order-preserving key: each CTA histograms its chunk (smem
-// atomics, aggregated per warp with match_any), the cluster's histograms are summed through
-// distributed shared memory, every CTA picks the same bin; passes stop early once the chosen bin
-// is taken whole. Output slots come from two counters in CTA 0's shared memory (one atomic per
-// warp).
+// thread-block cluster of cs <= 8 CTAs, one chunk each, held in shared memory); radix select on
+// the order-preserving key, 11 + 11 + 10 bits. Scan 1 (whole chunk): histogram of the top 11
+// bits; the cluster's histograms are summed through distributed shared memory and every CTA picks
+// the same bin b1. Scan 2 (whole chunk): keys above b1 are written out at once, keys in b1 become
+// candidates (local index list, up to TK2_CAP per CTA, else that CTA rescans its chunk) and feed
+// the histogram of the next 11 bits; pass 3 and the final pick run over the candidates only.
+// Output slots come from two counters in CTA 0's shared memory (one atomic per warp).
+// (First version, call 7: warp-aggregated atomics through __match_any_sync and four full scans
+// made it 1.5-5x slower than the one-CTA kernel; see NOTES.md.)
 // ------------------------------------------------------------------------------------------
-constexpr int TK2 = 512, TK2_BINS = 2048, TK2_MAXC = 32768;
+constexpr int TK2 = 512, TK2_BINS = 2048, TK2_MAXC = 32768, TK2_CAP = 4096;
 __global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restrict__ logits, int ld, const int* __restrict__ lens,
                                                            int K, int* __restrict__ idx, int chunk) {
   namespace cg = cooperative_groups;
@@ -492,8 +495,9 @@ __global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restri
   using Scan = cub::BlockScan<int, TK2>;
   __shared__ typename Scan::TempStorage scan_tmp;
   __shared__ int hist[2][TK2_BINS];
-  __shared__ int sel_bin, sel_rem, sel_all, cnt[2];
+  __shared__ int sel_bin, sel_rem, sel_all, ncand, cnt[2];
   extern __shared__ __align__(16) float xs[];
+  int* cand = reinterpret_cast<int*>(xs + chunk);  // [TK2_CAP] local indices
   const int cs = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
   const int qi = blockIdx.y, tid = threadIdx.x, lane = tid & 31;
   const int n = lens[qi];
@@ -510,34 +514,17 @@ __global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restri
     for (int i = tid; i < m4; i += TK2) cp_async16(xs + 4 * i, x + 4 * i);
     cp_async_commit();
     for (int i = 4 * m4 + tid; i < m; i += TK2) xs[i] = x[i];
-    cp_async_wait<0>();
   } else {
     for (int i = tid; i < m; i += TK2) xs[i] = x[i];
   }
-  if (rank == 0 && tid == 0) { cnt[0] = 0; cnt[1] = 0; }
-  uint32_t prefix = 0, mask = 0;
-  int rem = K;
-  const int shifts[3] = {21, 10, 0}, bitsv[3] = {11, 11, 10};
-  int pass = 0;
-#pragma unroll 1
-  for (; pass < 3; ++pass) {
-    const int shift = shifts[pass], nb = 1 << bitsv[pass];
-    int* h = hist[pass & 1];
-    for (int i = tid; i < nb; i += TK2) h[i] = 0;
-    __syncthreads();
-    for (int i0 = 0; i0 < m; i0 += TK2) {
-      const int i = i0 + tid;
-      const uint32_t u = i < m ? ord_key(xs[i]) : 0u;
-      const bool in = i < m && (u & mask) == prefix;
-      const unsigned act = __ballot_sync(0xffffffffu, in);
-      if (in) {
-        const int bin = static_cast<int>((u >> shift) & (nb - 1));
-        const unsigned peers = __match_any_sync(act, bin);
-        if (lane == __ffs(peers) - 1) atomicAdd(&h[bin], __popc(peers));
-      }
-    }
-    cluster.sync();  // every CTA's histogram of this pass is complete
-    // Bins in descending order: thread t owns bins nb-1-(bpt*t) .. nb-bpt*(t+1).
+  for (int i = tid; i < 2 * TK2_BINS; i += TK2) (&hist[0][0])[i] = 0;
+  if (tid == 0) { ncand = 0; if (rank == 0) { cnt[0] = 0; cnt[1] = 0; } }
+  cp_async_wait<0>();
+  __syncthreads();
+  int* gcnt = cluster.map_shared_rank(cnt, 0);
+  // Sums histogram h over the cluster (bins nb-1.. in descending order, bpt per thread) and picks the
+  // bin holding the rem-th largest key: sel_bin, sel_rem (rank inside it), sel_all (bin taken whole).
+  auto select = [&](int* h, int nb, int rem) {
     const int bpt = nb / TK2;
     int tot[TK2_BINS / TK2];
     int local = 0;
@@ -546,7 +533,11 @@ __global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restri
       tot[k] = 0;
       if (k < bpt) {
         const int bin = nb - 1 - (tid * bpt + k);
-        for (int r = 0; r < cs; ++r) tot[k] += cluster.map_shared_rank(h, r)[bin];
+        int v[8];
+#pragma unroll
+        for (int r = 0; r < 8; ++r) v[r] = r < cs ? cluster.map_shared_rank(h, r)[bin] : 0;
+#pragma unroll
+        for (int r = 0; r < 8; ++r) tot[k] += v[r];
         local += tot[k];
       }
     }
@@ -566,32 +557,78 @@ __global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restri
       }
     }
     __syncthreads();
-    prefix |= static_cast<uint32_t>(sel_bin) << shift;
-    mask |= static_cast<uint32_t>(nb - 1) << shift;
-    rem = sel_rem;
-    const bool done = sel_all;
-    __syncthreads();
-    if (done) break;
-  }
-  // Keys above the prefix (in the masked order) are in; rem of those equal to it fill the rest.
-  int* gcnt = cluster.map_shared_rank(cnt, 0);
+  };
+  // Writes the keys flagged `win` of this warp's 32 elements to consecutive slots of the output.
+  auto emit = [&](bool win, int i) {
+    const unsigned bw = __ballot_sync(0xffffffffu, win);
+    if (!bw) return;
+    int base = 0;
+    if (lane == 0) base = atomicAdd(gcnt, __popc(bw));
+    base = __shfl_sync(0xffffffffu, base, 0);
+    if (win) out[base + __popc(bw & ((1u << lane) - 1u))] = c0 + i;
+  };
+  // Scan 1: histogram of bits 31..21.
   for (int i0 = 0; i0 < m; i0 += TK2) {
     const int i = i0 + tid;
-    const uint32_t u = i < m ? ord_key(xs[i]) & mask : 0u;
-    const bool gt = i < m && u > prefix, eq = i < m && u == prefix;
-    const unsigned bg = __ballot_sync(0xffffffffu, gt), be = __ballot_sync(0xffffffffu, eq);
-    int baseg = 0, basee = 0;
-    if (lane == 0) {
-      if (bg) baseg = atomicAdd(gcnt, __popc(bg));
-      if (be) basee = atomicAdd(gcnt + 1, __popc(be));
+    if (i < m) atomicAdd(&hist[0][ord_key(xs[i]) >> 21], 1);
+  }
+  cluster.sync();
+  select(hist[0], 2048, K);
+  const uint32_t b1 = static_cast<uint32_t>(sel_bin);
+  int rem = sel_rem;
+  const bool all1 = sel_all;
+  // Scan 2: keys above b1 are in; keys in b1 are candidates (histogram of bits 20..10).
+  for (int i0 = 0; i0 < m; i0 += TK2) {
+    const int i = i0 + tid;
+    const uint32_t u = i < m ? ord_key(xs[i]) : 0u;
+    const uint32_t top = u >> 21;
+    const bool in = i < m && (top > b1 || (all1 && top == b1));
+    emit(in, i);
+    if (!all1 && i < m && top == b1) {
+      atomicAdd(&hist[1][(u >> 10) & 2047], 1);
+      const int c = atomicAdd(&ncand, 1);
+      if (c < TK2_CAP) cand[c] = i;
     }
-    baseg = __shfl_sync(0xffffffffu, baseg, 0);
-    basee = __shfl_sync(0xffffffffu, basee, 0);
-    const unsigned below = (1u << lane) - 1u;
-    if (gt) out[baseg + __popc(bg & below)] = c0 + i;
-    if (eq) {
-      const int e = basee + __popc(be & below);
-      if (e < rem) out[K - rem + e] = c0 + i;
+  }
+  if (!all1) {  // uniform over the cluster
+    __syncthreads();
+    const bool ovf = ncand > TK2_CAP;  // this CTA rescans its chunk instead of the list
+    const int nc = ovf ? m : ncand;
+    uint32_t prefix = b1 << 21, mask = 0xFFE00000u;
+    cluster.sync();
+    select(hist[1], 2048, rem);
+    prefix |= static_cast<uint32_t>(sel_bin) << 10;
+    mask |= 0x001FFC00u;
+    rem = sel_rem;
+    if (!sel_all) {
+      for (int i = tid; i < 1024; i += TK2) hist[0][i] = 0;
+      __syncthreads();
+      for (int j = tid; j < nc; j += TK2) {
+        const uint32_t u = ord_key(xs[ovf ? j : cand[j]]);
+        if ((u & mask) == prefix) atomicAdd(&hist[0][u & 1023], 1);
+      }
+      cluster.sync();
+      select(hist[0], 1024, rem);
+      prefix |= static_cast<uint32_t>(sel_bin);
+      mask = 0xFFFFFFFFu;
+      rem = sel_rem;
+    }
+    // Final pick among the candidates (keys in b1): above the prefix in; rem of those equal to it.
+    for (int j0 = 0; j0 < nc; j0 += TK2) {
+      const int j = j0 + tid;
+      const int i = j < nc ? (ovf ? j : cand[j]) : 0;
+      const uint32_t u = j < nc ? ord_key(xs[i]) : 0u;
+      const bool c1 = j < nc && (u >> 21) == b1;
+      const bool gt = c1 && (u & mask) > prefix, eq = c1 && (u & mask) == prefix;
+      emit(gt, i);
+      const unsigned be = __ballot_sync(0xffffffffu, eq);
+      if (be) {
+        int base = 0;
+        if (lane == 0) base = atomicAdd(gcnt + 1, __popc(be));
+        base = __shfl_sync(0xffffffffu, base, 0);
+        const int e = base + __popc(be & ((1u << lane) - 1u));
+        if (eq && e < rem) out[K - rem + e] = c0 + i;
+      }
     }
   }
   cluster.sync();  // CTA 0's counters and every histogram stay alive until the cluster is done
@@ -668,7 +705,8 @@ int v4_topk_cluster_size(int nq, int n) {
   int cs = 1;
   while (cs <= 8 && (n + cs - 1) / cs > TK2_MAXC) cs *= 2;
   if (cs > 8) return 0;  // rows too long for 8 x 32768 logits in shared memory: the one-CTA kernel
-  while (cs < 8 && static_cast<long>(nq) * cs < 2L * sm_count() && (n + 2 * cs - 1) / (2 * cs) >= 2048) cs *= 2;
+  // more CTAs per row only while the batch leaves SMs idle and each chunk stays >= 8192 logits
+  while (cs < 8 && static_cast<long>(nq) * cs < sm_count() && (n + 2 * cs - 1) / (2 * cs) >= 8192) cs *= 2;
   return cs;
 }
 
@@ -683,14 +721,14 @@ void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int*
   }
   static bool attr = false;
   if (!attr) {
-    SS_CUDA(cudaFuncSetAttribute(topk_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TK2_MAXC * 4));
+    SS_CUDA(cudaFuncSetAttribute(topk_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TK2_MAXC * 4 + TK2_CAP * 4));
     attr = true;
   }
   const int chunk = ((max_len + cs - 1) / cs + 3) & ~3;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(cs, nq);
   cfg.blockDim = dim3(TK2);
-  cfg.dynamicSmemBytes = static_cast<size_t>(chunk) * 4;
+  cfg.dynamicSmemBytes = static_cast<size_t>(chunk) * 4 + TK2_CAP * 4;
   cfg.stream = s;
   cudaLaunchAttribute at[1];
   at[0].id = cudaLaunchAttributeClusterDimension;
