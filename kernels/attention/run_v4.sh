@@ -24,7 +24,7 @@ Q=""
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu --format=csv
   echo "=== test_dsv4"
   RC=0
-  for f in "V4Indexer.*" "V4TopK.*" "V4Compressor.*"; do  # separate processes: a device fault stays in its suite
+  for f in ${TEST_SUITES:-"V4Indexer.*" "V4TopK.*" "V4Compressor.*"}; do  # separate processes: a device fault stays in its suite
     timeout 150 "$BIN/test_dsv4" --gtest_filter="$f" >> "$W/test_dsv4.log" 2>&1 || RC=1
   done
   grep -E "attn-test|OK \]|FAILED|PASSED|Failure|Expected|Which is|error|row " "$W/test_dsv4.log" | head -60
@@ -42,10 +42,12 @@ Q=""
     echo "SASS indexer_wgmma:"; cat "$W/sass_indexer.txt"
   fi
   if [ "$RC" = 0 ]; then
+    if [ "${IDX_S:-120}" != 0 ]; then
     echo "=== csa_indexer sweep (${IDX_S:-120} s)"
     timeout -k 5 $(( ${IDX_S:-120} + 40 )) "$BIN/bench_attn" --out "$W/tables" --only csa_indexer \
       --budget $(( ${IDX_S:-120} + 10 )) --share-scale $(awk "BEGIN{print ${IDX_S:-120} / 26}") $Q > "$W/bench_indexer.log" 2>&1
     echo "bench exit $? after $(( $(date +%s) - T0 )) s"; grep -E "ratio|done|skipped|failed" "$W/bench_indexer.log" | head -10
+    fi
     echo "=== csa_topk sweep (${TOPK_S:-100} s)"
     timeout -k 5 $(( ${TOPK_S:-100} + 40 )) "$BIN/bench_attn" --out "$W/tables" --only csa_topk \
       --budget $(( ${TOPK_S:-100} + 10 )) --share-scale $(awk "BEGIN{print ${TOPK_S:-100} / 14}") $Q > "$W/bench_topk.log" 2>&1
