@@ -1,8 +1,10 @@
 #include "costmodels/fitted.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -163,6 +165,27 @@ FittedCostModel::FittedCostModel(std::shared_ptr<const FitSet> fit, GpuSpec gpu)
   target_ = datasheet_ceilings(gpu_);
   scaled_ = gpu_.name != fit_->measured_on;
   name_ = scaled_ ? "fitted (extrapolated from " + upper(fit_->measured_on) + ")" : "fitted";
+  memo_.assign(kMemoSlots, MemoEntry{{}, 0.0, -1, false});
+}
+
+double FittedCostModel::memo_seconds(Family f, const double* x, bool* extrapolated) const {
+  std::uint64_t h = static_cast<std::uint64_t>(f) * 0x9E3779B97F4A7C15ull;
+  for (int a = 0; a < kMaxGridDims; ++a) {
+    h = (h ^ std::bit_cast<std::uint64_t>(x[a])) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+  }
+  MemoEntry& m = memo_[h & (kMemoSlots - 1)];
+  bool same = m.family == static_cast<int>(f);
+  for (int a = 0; a < kMaxGridDims && same; ++a) same = std::bit_cast<std::uint64_t>(m.x[a]) == std::bit_cast<std::uint64_t>(x[a]);
+  if (!same) {
+    bool ex = false;
+    m.t = kernel_seconds(f, x, &ex);
+    m.extrapolated = ex;
+    m.family = static_cast<int>(f);
+    std::memcpy(m.x, x, sizeof m.x);
+  }
+  if (m.extrapolated && extrapolated) *extrapolated = true;
+  return m.t;
 }
 
 double FittedCostModel::kernel_seconds(Family f, const double* x, bool* extrapolated) const {
@@ -183,7 +206,7 @@ OpLatency FittedCostModel::latency(const Op& op) const {
   map_op(op, b);
   double s = 0;
   bool ex = false;
-  for (int i = 0; i < b.n; ++i) s += b.c[i].count * kernel_seconds(b.c[i].family, b.c[i].x.data(), &ex);
+  for (int i = 0; i < b.n; ++i) s += b.c[i].count * memo_seconds(b.c[i].family, b.c[i].x.data(), &ex);
   return {s, b.n == 0 ? Provenance::fitted : ex ? Provenance::extrapolated : Provenance::fitted};
 }
 

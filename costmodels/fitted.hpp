@@ -68,6 +68,17 @@ class FittedCostModel final : public CostModel {
   double kernel_seconds(Family f, const double* x, bool* extrapolated) const;
 
  private:
+  /// kernel_seconds answers by exact (family, features): a direct-mapped table (a pure function of
+  /// its key, so a hit returns the bits a recomputation would). Not thread-safe: one model per thread.
+  struct MemoEntry {
+    double x[kMaxGridDims];
+    double t;
+    int family;  // -1: empty
+    bool extrapolated;
+  };
+  static constexpr std::size_t kMemoSlots = 1u << 14;
+  double memo_seconds(Family f, const double* x, bool* extrapolated) const;
+  mutable std::vector<MemoEntry> memo_;
   std::shared_ptr<const FitSet> fit_;
   GpuSpec gpu_;
   Ceilings target_;

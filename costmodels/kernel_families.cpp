@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <set>
 #include <stdexcept>
 
@@ -125,18 +126,37 @@ void t_waves(double* f) { f[0] = f[0] <= 132 ? f[0] : 132 * std::ceil(f[0] / 132
 // t = ⌈L/64⌉ tiles is cut into ⌈t/per⌉ items of `per` tiles, per = max(4, ⌈t/s⌉) over s = 1, 2, …
 // minimising ⌈items/W⌉·(per + 2); each item then covers ⌈⌈L/ns⌉/64⌉·64 rows. Feature 1 becomes the
 // rows of the busiest SM: ⌈B·ns/W⌉ waves × rows per item.
-void t_mqa_plan(double* f) {
-  const double B = std::max(1.0, std::round(f[0])), L = std::max(1.0, f[1]), H = f[2];
-  const double G = std::max(1.0, std::ceil(H / 64)), W = std::max(1.0, std::floor(132 / G));
-  const double tmax = std::max(1.0, std::ceil(L / 64));
+// The per minimising the cost (a pure function of B, tmax, W, remembered per thread: the decode
+// context moves every step but tmax only every 64 tokens).
+double mqa_best_per(double B, double tmax, double W) {
+  struct Slot {
+    double B = -1, tmax = -1, W = -1, per = 0;
+  };
+  thread_local std::vector<Slot> memo(1u << 12);
+  const auto key = static_cast<std::uint64_t>(B) * 0x9E3779B97F4A7C15ull ^ static_cast<std::uint64_t>(tmax) * 0xBF58476D1CE4E5B9ull ^
+                   static_cast<std::uint64_t>(W);
+  Slot& m = memo[(key ^ (key >> 29)) & (memo.size() - 1)];
+  if (m.B == B && m.tmax == tmax && m.W == W) return m.per;
   double best_per = tmax, best_cost = 1e300;
-  for (double s = 1; s <= std::min(tmax, 1024.0); ++s) {
-    const double per = std::max(4.0, std::ceil(tmax / s));
+  // s = 1, 2, ... visiting only the first s of each run of equal ⌈tmax/s⌉ (the others repeat its
+  // cost, which never strictly improves): after q = ⌈tmax/s⌉ > 4 the next new value is at
+  // s = ⌈tmax/(q−1)⌉ (all integers below 2^53: the double quotients round to the exact ceilings)
+  for (double s = 1; s <= std::min(tmax, 1024.0);) {
+    const double q = std::ceil(tmax / s), per = std::max(4.0, q);
     const double items = B * std::max(1.0, std::ceil(tmax / per));
     const double cost = std::ceil(items / W) * (per + 2);
     if (cost < best_cost - 1e-9) best_cost = cost, best_per = per;
     if (per == 4) break;
+    s = std::ceil(tmax / (q - 1));
   }
+  m = {B, tmax, W, best_per};
+  return best_per;
+}
+void t_mqa_plan(double* f) {
+  const double B = std::max(1.0, std::round(f[0])), L = std::max(1.0, f[1]), H = f[2];
+  const double G = std::max(1.0, std::ceil(H / 64)), W = std::max(1.0, std::floor(132 / G));
+  const double tmax = std::max(1.0, std::ceil(L / 64));
+  const double best_per = mqa_best_per(B, tmax, W);
   const double ns = std::max(1.0, std::ceil(L / (best_per * 64)));
   const double len = 64 * std::ceil(std::ceil(L / ns) / 64);
   f[1] = std::ceil(B * ns / W) * len;
