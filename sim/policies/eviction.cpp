@@ -3,10 +3,14 @@
 namespace servesim {
 
 void LruEviction::make_evictable(std::uint64_t key, int depth, double t_s) {
-  forget(key);
   const auto k = std::make_tuple(t_s, -depth, key);
+  auto [it, fresh] = pos_.try_emplace(key, k);
+  if (!fresh) {
+    if (it->second == k) return;  // already a candidate at this place (refreshes repeat often)
+    order_.erase(it->second);
+    it->second = k;
+  }
   order_.insert(k);
-  pos_.emplace(key, k);
 }
 
 void LruEviction::forget(std::uint64_t key) {
