@@ -44,7 +44,9 @@ AllToAllLoad busiest_load(const FabricParams& f, const std::vector<std::vector<d
 
 double allreduce_time(const FabricParams& f, int tp, double bytes) {
   if (tp <= 1) return 0.0;
-  return 2.0 * (tp - 1) / tp * bytes / (f.nvlink_efficiency * f.nvlink_bytes_per_s) + 2.0 * (tp - 1) * f.nvlink_latency_s;
+  const double ring = 2.0 * (tp - 1) / tp * bytes / (f.nvlink_efficiency * f.nvlink_bytes_per_s) + 2.0 * (tp - 1) * f.nvlink_latency_s;
+  if (f.allreduce_bytes_per_s <= 0) return ring + f.allreduce_call_s;
+  return std::min(f.allreduce_call_s + bytes / f.allreduce_bytes_per_s, ring + f.allreduce_call_s);
 }
 
 double expected_destination_gpus(int experts, int top_k, int group) {

@@ -39,8 +39,11 @@ AllToAllLoad uniform_alltoall_load(const FabricParams& f, int group, double byte
 /// receives, and the largest NIC volume any GPU sends or receives.
 AllToAllLoad busiest_load(const FabricParams& f, const std::vector<std::vector<double>>& bytes);
 
-/// Ring all-reduce of `bytes` among `tp` GPUs of one node over NVLink:
-///   t = 2·(tp−1)/tp · bytes / (η_nvl·BW_nvl) + 2·(tp−1)·lat_nvl   (0 when tp == 1). Seconds.
+/// All-reduce of `bytes` among `tp` GPUs of one node over NVLink: the ring
+///   t = 2·(tp−1)/tp · bytes / (η_nvl·BW_nvl) + 2·(tp−1)·lat_nvl
+/// plus the per-call cost c = f.allreduce_call_s, or the one-shot custom all-reduce
+/// c + bytes / f.allreduce_bytes_per_s where that is faster (small messages): the minimum of the
+/// two (fitted in the hardware file to SGLang's custom all-reduce, TP8 H100). 0 when tp == 1. Seconds.
 double allreduce_time(const FabricParams& f, int tp, double bytes);
 
 /// Expected number of distinct GPUs that one token's top_k experts land on, when `experts`

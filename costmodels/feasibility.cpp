@@ -56,7 +56,7 @@ void validate_deployment(const DeploymentSpec& d, const std::string& where) {
     if (p.max_batch_tokens < 1) fail(pool + ".max_batch_tokens", "must be ≥ 1");
     if (p.chunk_tokens < 1) fail(pool + ".chunk_tokens", "must be ≥ 1");
     if (p.max_running < 1) fail(pool + ".max_running", "must be ≥ 1");
-    if (p.expert_imbalance < 1.0) fail(pool + ".expert_imbalance", "must be ≥ 1 (busiest GPU / mean)");
+    if (p.expert_imbalance != 0 && p.expert_imbalance < 1.0) fail(pool + ".expert_imbalance", "must be 0 (sampled) or ≥ 1 (busiest GPU / mean)");
     const GpuMemoryPlan m = plan_gpu_memory(d, p);
     if (!m.fits()) {
       std::ostringstream o;

@@ -192,9 +192,12 @@ double FittedCostModel::kernel_seconds(Family f, const double* x, bool* extrapol
   const FamilyInfo& info = family_info(f);
   double t = family_seconds(info, fit_->families[static_cast<int>(f)], x, fit_->reference, extrapolated);
   if (scaled_) {
+    // only the part above the kernel's fixed cost (launch, ramp, tail: the target GPU's
+    // kernel_fixed_s, capped at t) scales with the roofline-bound ratio (issue 11 item 4)
     const Work w = info.work(x);
     const double r = fit_->reference.bound(w);
-    if (r > 0) t *= target_.bound(w) / r;
+    const double fixed = std::min(t, gpu_.kernel_fixed_s);
+    if (r > 0) t = fixed + (t - fixed) * (target_.bound(w) / r);
     if (extrapolated) *extrapolated = true;
   }
   return t;

@@ -12,8 +12,6 @@ namespace {
 
 constexpr double kAct = 2.0;  // activations are BF16 (bytes per element)
 
-Provenance worse(Provenance a, Provenance b) { return static_cast<int>(a) > static_cast<int>(b) ? a : b; }
-
 Op make(OpKind k, OpClass c, DType math, double flops, double bytes, double tokens, double seqs, double ctx_sum,
         double ctx_max, double heads) {
   Op o;
@@ -232,6 +230,12 @@ StepCostModel::StepCostModel(const ModelSpec& model, std::shared_ptr<const CostM
     ffn_gemms_.push_back(std::move(g));
   }
   lm_head_gemm_ = {model_.vocab / t, D, 1, model_.embedding_dtype};
+  // routed-expert loads per MoE kind (costmodels/expert_load.hpp), unless fixed or balanced
+  for (const auto& f : model_.ffn_kinds)
+    loads_.push_back(shape_.expert_skew && shape_.expert_imbalance == 0 && f.op == FfnOp::moe
+                         ? std::make_unique<ExpertLoad>(f, shape_.ep, shape_.redundant_experts)
+                         : nullptr);
+  if (const FfnSpec* m = model_.main_moe()) main_moe_ = static_cast<int>(m - model_.ffn_kinds.data());
 }
 
 void StepCostModel::attention_ops(int ai, const std::vector<SeqWork>& seqs, Phase phase, std::vector<Op>& out) const {
@@ -276,7 +280,7 @@ void StepCostModel::attention_ops(int ai, const std::vector<SeqWork>& seqs, Phas
   }
 }
 
-void StepCostModel::ffn_ops(int fi, double Tr, double Tt, std::vector<Op>& out) const {
+void StepCostModel::ffn_ops(int fi, double Tr, double Tt, std::vector<Op>& out, double load) const {
   const FfnSpec& f = model_.ffn_kinds[fi];
   const double t = shape_.attn_tp, hidden = model_.hidden;
   if (Tt <= 0) return;
@@ -310,10 +314,10 @@ void StepCostModel::ffn_ops(int fi, double Tr, double Tt, std::vector<Op>& out) 
     set_gemms(out.back(), g_tok, ffn_gemms_[fi].latent);
     out.back().width = f.latent_dim, out.back().hidden = hidden;
   }
-  // Routed experts on the busiest GPU (§2.5): M = T·k/N·imbalance expert-tokens; the experts it
+  // Routed experts on the busiest GPU (§2.5): M = T·k/N·load expert-tokens; the experts it
   // holds that at least one of the T tokens touched are read once (uniform routing:
   // 1 − (1 − k/E)^T of them).
-  const double M = Tt * k / N * shape_.expert_imbalance;
+  const double M = Tt * k / N * load;
   const double local = std::ceil((E + shape_.redundant_experts) / N);
   const double touched = local * (1 - std::pow(1 - k / E, Tt));
   const double ep = expert_params(f, model_.hidden);
@@ -327,7 +331,7 @@ void StepCostModel::ffn_ops(int fi, double Tr, double Tt, std::vector<Op>& out) 
   out.back().top_k = k, out.back().hidden = d;
 }
 
-AllToAllLoad StepCostModel::moe_alltoall_load(int fi, double Tr, double Tt, DType message) const {
+AllToAllLoad StepCostModel::moe_alltoall_load(int fi, double Tr, double Tt, DType message, double load) const {
   const FfnSpec& f = model_.ffn_kinds[fi];
   const int N = shape_.ep;
   if (f.op != FfnOp::moe || N <= 1 || Tt <= 0) return {};
@@ -347,92 +351,19 @@ AllToAllLoad StepCostModel::moe_alltoall_load(int fi, double Tr, double Tt, DTyp
     inter_msgs = nodes > 1 ? expected_destination_gpus(f.experts, f.top_k, nodes) * (nodes - 1.0) / nodes : 0.0;
     intra_msgs = gpus;
   }
-  // busiest sender dispatches its Tr/t tokens; busiest receiver gets (Tt/N)·imbalance tokens' worth
-  const double tokens = std::max(Tr / shape_.attn_tp, Tt / N * shape_.expert_imbalance);
+  // busiest sender dispatches its Tr/t tokens; busiest receiver gets (Tt/N)·load tokens' worth
+  const double tokens = std::max(Tr / shape_.attn_tp, Tt / N * load);
   const double b = tokens * d * bytes_per_element(message);
   return {intra_msgs * b, inter_msgs * b, inter_msgs * b * local};
 }
 
-double StepCostModel::moe_comm_s(int fi, double Tr, double Tt) const {
+double StepCostModel::moe_comm_s(int fi, double Tr, double Tt, double load) const {
   const FfnSpec& f = model_.ffn_kinds[fi];
   if (f.op != FfnOp::moe || shape_.ep <= 1 || Tt <= 0) return 0.0;
   double total = 0;
-  for (DType m : {f.dispatch_dtype, f.combine_dtype}) total += alltoall_time(fabric_, moe_alltoall_load(fi, Tr, Tt, m));
+  for (DType m : {f.dispatch_dtype, f.combine_dtype}) total += alltoall_time(fabric_, moe_alltoall_load(fi, Tr, Tt, m, load));
   return total;
 }
 
-StepTime StepCostModel::step(const std::vector<std::vector<SeqWork>>& per_rank, Phase phase) const {
-  StepTime st;
-  const int dp = shape_.dp();
-  if (static_cast<int>(per_rank.size()) != dp)
-    throw std::invalid_argument("StepCostModel::step: expected " + std::to_string(dp) + " DP ranks");
-  double Tmax = 0, Ttot = 0;
-  std::vector<double> Tr(dp, 0.0);
-  double logits_max = 0;
-  for (int r = 0; r < dp; ++r) {
-    double lg = 0;
-    for (const auto& s : per_rank[r]) Tr[r] += s.new_tokens, lg += s.emits_logits;
-    Tmax = std::max(Tmax, Tr[r]);
-    Ttot += Tr[r];
-    logits_max = std::max(logits_max, lg);
-  }
-  if (Ttot <= 0) return st;
-  double extra = 0;  // latency of extrapolated answers in the last sum_ops call
-  auto sum_ops = [&](const std::vector<Op>& ops) {
-    double s = 0;
-    extra = 0;
-    for (const auto& o : ops) {
-      const OpLatency l = cost_->latency(o);
-      s += l.seconds;
-      st.source = worse(st.source, l.source);
-      if (l.source == Provenance::extrapolated) extra += l.seconds, st.extrapolated_ops |= 1u << static_cast<unsigned>(o.kind);
-    }
-    return s;
-  };
-  // attention time of each kind = slowest DP rank (the MoE layer after it synchronises the group)
-  std::vector<double> attn(model_.attention_kinds.size(), 0.0), attn_extra(attn.size(), 0.0);
-  for (size_t a = 0; a < attn.size(); ++a) {
-    if (model_.count_attention(static_cast<int>(a)) == 0) continue;
-    for (int r = 0; r < dp; ++r) {
-      scratch_.clear();
-      attention_ops(static_cast<int>(a), per_rank[r], phase, scratch_);
-      const double tr = sum_ops(scratch_) + allreduce_time(fabric_, shape_.attn_tp, Tr[r] * model_.hidden * kAct);
-      if (tr > attn[a]) attn[a] = tr, attn_extra[a] = extra;
-    }
-  }
-  const bool overlap = shape_.two_batch_overlap && (phase == Phase::prefill || Tmax >= 2);
-  for (const auto& p : pairs_) {
-    scratch_.clear();
-    ffn_ops(p.ffn, Tmax, Ttot, scratch_);
-    double ffn = sum_ops(scratch_);
-    const double ffn_extra = extra;
-    if (model_.ffn_kinds[p.ffn].op == FfnOp::dense || model_.ffn_kinds[p.ffn].shared_experts > 0)
-      ffn += allreduce_time(fabric_, shape_.attn_tp, Tmax * model_.hidden * kAct);
-    const double comm = moe_comm_s(p.ffn, Tmax, Ttot);
-    if (comm > 0)
-      for (DType m : {model_.ffn_kinds[p.ffn].dispatch_dtype, model_.ffn_kinds[p.ffn].combine_dtype})
-        st.a2a_inter_bytes_gpu += p.count * moe_alltoall_load(p.ffn, Tmax, Ttot, m).inter_bytes;
-    const double compute = attn[p.attention] + ffn;
-    const double layer = overlap ? std::max(compute, comm) : compute + comm;
-    st.attention_s += p.count * attn[p.attention];
-    st.ffn_s += p.count * ffn;
-    st.comm_s += p.count * (layer - compute);
-    st.comm_total_s += p.count * comm;
-    st.total_s += p.count * layer;
-    st.extrapolated_s += p.count * (attn_extra[p.attention] + ffn_extra);
-  }
-  // logits of the busiest rank
-  scratch_.clear();
-  const double t = shape_.attn_tp;
-  const double vocab = model_.vocab, hidden = model_.hidden;
-  scratch_.push_back(make(OpKind::lm_head, OpClass::gemm, DType::bf16, 2 * logits_max * hidden * vocab / t,
-                          vocab * hidden * bytes_per_element(model_.embedding_dtype) / t + logits_max * vocab / t * 4, logits_max, logits_max,
-                          0, 0, 0));
-  scratch_.back().gemm_m = logits_max, scratch_.back().gemms = &lm_head_gemm_, scratch_.back().gemm_count = 1;
-  st.other_s = (logits_max > 0 ? sum_ops(scratch_) : 0.0) + step_overhead_s_;
-  if (logits_max > 0) st.extrapolated_s += extra;
-  st.total_s += st.other_s;
-  return st;
-}
 
 }  // namespace servesim

@@ -5,6 +5,7 @@
 #pragma once
 #include "costmodels/comm.hpp"
 #include "costmodels/cost_model.hpp"
+#include "costmodels/expert_load.hpp"
 #include "scenarios/deployment.hpp"
 #include "scenarios/model_spec.hpp"
 
@@ -20,15 +21,40 @@ struct InstanceShape {
   int ep = 8;
   int attn_tp = 1;
   int redundant_experts = 0;       ///< extra expert copies per MoE layer (EPLB)
-  double expert_imbalance = 1.0;   ///< busiest GPU's routed tokens / mean (1 = perfectly balanced)
+  /// Busiest GPU's routed token-expert assignments / mean. > 0: fixed at this value; 0: from the
+  /// model's expert popularity (ExpertLoad) when `expert_skew`, else 1 (perfectly balanced).
+  double expert_imbalance = 0;
   bool two_batch_overlap = false;  ///< overlap each layer's all-to-all with compute (SGLang TBO)
   EpDispatch dispatch = EpDispatch::hierarchical;
+  bool expert_skew = false;        ///< sample routed-expert loads from the model's ExpertPopularity
+  // What the step spends outside its kernels (issue 11; sources in the hardware files):
+  bool cuda_graph = false;         ///< the step replays a captured CUDA graph (one launch per step)
+  double kernel_launch_s = 0;      ///< eager: host launch gap per kernel (seconds)
+  double graph_launch_s = 0;       ///< graph: one launch per step (seconds)
+  /// Fraction of the SMs that hierarchical (DeepEP normal) dispatch/combine kernels occupy while
+  /// they run; compute overlapped with them (two-batch overlap) runs on the rest. 0 = none.
+  double comm_sm_fraction = 0;
   int dp() const { return ep / attn_tp; }
 };
 
-/// The shape of an instance of `pool`. No errors.
+/// The shape of an instance of `pool`, balanced routing and no host costs (unit tests). No errors.
 inline InstanceShape instance_shape(const PoolSpec& pool) {
-  return {pool.ep, pool.attn_tp, pool.redundant_experts, pool.expert_imbalance, pool.two_batch_overlap, pool.ep_dispatch};
+  InstanceShape s;
+  s.ep = pool.ep, s.attn_tp = pool.attn_tp, s.redundant_experts = pool.redundant_experts;
+  s.expert_imbalance = pool.expert_imbalance, s.two_batch_overlap = pool.two_batch_overlap, s.dispatch = pool.ep_dispatch;
+  return s;
+}
+
+/// The shape of an instance of `pool` in deployment `d` as the engine runs it: expert loads from
+/// the model's popularity, the pool's CUDA-graph setting and the GPU's launch and SM figures.
+/// No errors.
+inline InstanceShape instance_shape(const DeploymentSpec& d, const PoolSpec& pool) {
+  InstanceShape s = instance_shape(pool);
+  s.expert_skew = true;
+  s.cuda_graph = pool.cuda_graph;
+  s.kernel_launch_s = d.gpu.kernel_launch_s, s.graph_launch_s = d.gpu.graph_launch_s;
+  s.comm_sm_fraction = d.gpu.sm_count > 0 ? static_cast<double>(d.gpu.ep_normal_comm_sms) / d.gpu.sm_count : 0.0;
+  return s;
 }
 
 /// One sequence's work in a step: `new_tokens` tokens (decode: 1) appended after
@@ -51,11 +77,23 @@ struct StepTime {
   double ffn_s = 0;
   double comm_s = 0;        ///< exposed communication (not hidden by two-batch overlap)
   double comm_total_s = 0;  ///< all all-to-all time of the step, hidden or not
-  double other_s = 0;       ///< lm_head + fixed step overhead
+  double other_s = 0;       ///< lm_head + host time (host_s)
+  double host_s = 0;        ///< exposed host time: scheduler (step_overhead_s) + launch gaps or the graph launch
+  double expert_load = 1;   ///< busiest/mean routed load the step was priced at (main MoE kind)
   Provenance source = Provenance::roofline;  ///< worst provenance among the ops answered
   double a2a_inter_bytes_gpu = 0;   ///< NIC bytes the busiest GPU sends (and receives) in the step's all-to-alls
   double extrapolated_s = 0;        ///< latency of the ops answered `extrapolated` (outside measurements)
   std::uint32_t extrapolated_ops = 0;  ///< bit (1 << OpKind) for each op kind answered `extrapolated`
+};
+
+/// The per-rank part of a step (attention of every kind on the slowest DP rank, token totals):
+/// the expensive half of pricing, independent of the step's expert loads (StepCostModel::finish).
+struct StepParts {
+  std::vector<double> attn, attn_extra;  ///< per attention kind: slowest rank's seconds, extrapolated seconds
+  std::vector<int> attn_kernels;         ///< per attention kind: kernels of one layer
+  double Tmax = 0, Ttot = 0, logits_max = 0;
+  Provenance source = Provenance::roofline;
+  std::uint32_t extrapolated_ops = 0;
 };
 
 class StepCostModel {
@@ -65,19 +103,30 @@ class StepCostModel {
   StepCostModel(const ModelSpec& model, std::shared_ptr<const CostModel> cost, FabricParams fabric, InstanceShape shape,
                 double step_overhead_s);
 
-  /// Time of one step. per_rank[r]: the sequences DP rank r processes (size must be shape.dp()).
+  /// Time of one step at the expected expert load. per_rank[r]: the sequences DP rank r processes
+  /// (size must be shape.dp(), else std::invalid_argument).
   StepTime step(const std::vector<std::vector<SeqWork>>& per_rank, Phase phase) const;
+  /// The same at expert-load sample `sample` of ExpertLoad (0 ≤ sample < ExpertLoad::kSamples;
+  /// −1 = the expected load). The engine draws `sample` per step with draw_sample().
+  StepTime step(const std::vector<std::vector<SeqWork>>& per_rank, Phase phase, int sample) const;
+  StepParts attention_part(const std::vector<std::vector<SeqWork>>& per_rank, Phase phase) const;
+  StepTime finish(const StepParts& parts, Phase phase, int sample) const;
+  /// A uniform sample index for one step (0 when routing is balanced: no draw is taken).
+  int draw_sample(Rng& rng) const;
+  /// Busiest/mean routed load of MoE kind f for `tokens` tokens at `sample` (−1: expected).
+  double expert_load(int f, double tokens, int sample) const;
 
   /// Ops of one attention layer of kind `a` for one rank's sequences (on one GPU of its TP group).
   void attention_ops(int a, const std::vector<SeqWork>& seqs, Phase phase, std::vector<Op>& out) const;
   /// Ops of one FFN layer of kind `f` on one GPU: `rank_tokens` tokens of the busiest DP rank,
   /// `total_tokens` tokens over the whole instance (routed experts see all of them).
-  void ffn_ops(int f, double rank_tokens, double total_tokens, std::vector<Op>& out) const;
+  /// `load`: busiest/mean routed load (1 = balanced).
+  void ffn_ops(int f, double rank_tokens, double total_tokens, std::vector<Op>& out, double load = 1) const;
   /// EP all-to-all time (dispatch + combine) of one MoE layer of kind f, seconds.
-  double moe_comm_s(int f, double rank_tokens, double total_tokens) const;
+  double moe_comm_s(int f, double rank_tokens, double total_tokens, double load = 1) const;
   /// Busiest GPU's / node's bytes of one EP all-to-all of one MoE layer of kind f whose messages
   /// carry `message` elements (dispatch_dtype or combine_dtype); alltoall_time() of it is the time.
-  AllToAllLoad moe_alltoall_load(int f, double rank_tokens, double total_tokens, DType message) const;
+  AllToAllLoad moe_alltoall_load(int f, double rank_tokens, double total_tokens, DType message, double load = 1) const;
 
   const ModelSpec& model() const { return model_; }
   const InstanceShape& shape() const { return shape_; }
@@ -106,7 +155,11 @@ class StepCostModel {
   std::vector<KindGemms> attn_gemms_;
   std::vector<FfnGemms> ffn_gemms_;
   GemmShape lm_head_gemm_;
+  std::vector<std::unique_ptr<ExpertLoad>> loads_;  // per ffn kind (null: dense)
+  int main_moe_ = -1;                              // ffn kind whose load StepTime reports
   mutable std::vector<Op> scratch_;
+  double sum_ops(const std::vector<Op>& ops, StepTime& st, double& extra) const;
+  double host_seconds(int kernels, double gpu_s, int syncs) const;
 };
 
 }  // namespace servesim

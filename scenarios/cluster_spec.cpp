@@ -13,6 +13,8 @@ FabricParams fabric_of(const GpuSpec& g) {
   f.nic_efficiency = g.nic_efficiency;
   f.nvlink_call_s = g.nvlink_call_overhead_s;
   f.nic_call_s = g.nic_call_overhead_s;
+  f.allreduce_call_s = g.allreduce_call_s;
+  f.allreduce_bytes_per_s = g.allreduce_bytes_per_s;
   return f;
 }
 

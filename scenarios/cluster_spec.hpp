@@ -34,6 +34,10 @@ struct FabricParams {
   /// 0 = the fluid model alone; calibrated values live in the hardware files (issue #5).
   double nvlink_call_s = 0;
   double nic_call_s = 0;
+  /// Small-message all-reduce floor (custom one-shot/two-shot kernels): call + bytes / rate.
+  /// 0 = the ring formula alone (costmodels/comm.hpp allreduce_time).
+  double allreduce_call_s = 0;
+  double allreduce_bytes_per_s = 0;
 };
 
 /// The fabric of a node of GPU `g` on a non-blocking network (oversubscription 1): bandwidths,

@@ -98,6 +98,14 @@ FfnSpec read_ffn(Obj o, const std::string& name) {
     f.dispatch_dtype = o.dtype("dispatch_dtype", DType::bf16);
     f.combine_dtype = o.dtype("combine_dtype", DType::bf16);
     o.num("routed_scaling_factor", 1.0);  // accepted for completeness; no cost effect
+    if (o.has("expert_popularity")) {
+      Obj q = o.child("expert_popularity");
+      f.popularity.alpha = q.num("alpha", 0.0, 0, 10);
+      f.popularity.range = q.num("range", f.popularity.range, 1.0 + 1e-9, 1e12);
+      f.popularity.drift_sigma = q.num("drift_sigma", f.popularity.drift_sigma, 0, 5);
+      q.str("source", std::string());
+      q.done();
+    }
   }
   o.done();
   return f;
@@ -176,6 +184,14 @@ GpuSpec parse_hardware(const json& j, const std::string& origin) {
   g.nvlink_efficiency = o.num("nvlink_efficiency", 1.0, 1e-3, 1.0);
   g.nic_efficiency = o.num("nic_efficiency", 1.0, 1e-3, 1.0);
   g.nvlink_call_overhead_s = o.num("nvlink_call_overhead_s", 0.0, 0);
+  g.allreduce_call_s = o.num("allreduce_call_s", 0.0, 0, 1.0);
+  g.allreduce_bytes_per_s = o.num("allreduce_bytes_per_s", 0.0, 0);
+  g.kernel_launch_s = o.num("kernel_launch_s", 0.0, 0, 1.0);
+  g.graph_launch_s = o.num("graph_launch_s", 0.0, 0, 1.0);
+  g.sm_count = o.int32("sm_count", 0, 0);
+  g.ep_normal_comm_sms = o.int32("ep_normal_comm_sms", 0, 0);
+  if (g.ep_normal_comm_sms >= g.sm_count && g.ep_normal_comm_sms > 0) o.fail("ep_normal_comm_sms", "must be below sm_count");
+  g.kernel_fixed_s = o.num("kernel_fixed_s", 0.0, 0, 1.0);
   g.nic_call_overhead_s = o.num("nic_call_overhead_s", 0.0, 0);
   g.pcie_bytes_per_s_per_direction = o.num("pcie_bytes_per_s_per_direction", std::nullopt, 1);
   g.host_dram_bytes_per_node = o.num("host_dram_bytes_per_node", 0.0, 0);

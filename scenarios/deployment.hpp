@@ -39,9 +39,15 @@ struct PoolSpec {
   long long chunk_tokens = 8192;       ///< prefill: most tokens of one request per step (chunked prefill)
   int max_running = 128;               ///< decode: most sequences per DP rank per step (continuous batching)
   int redundant_experts = 0;           ///< EPLB extra expert copies per MoE layer
-  double expert_imbalance = 1.0;       ///< busiest GPU's routed load / mean (1 = balanced)
+  /// Busiest GPU's routed load / mean: 0 (default) = sampled per step from the model's expert
+  /// popularity and the EPLB placement (costmodels/expert_load.hpp); ≥ 1 = fixed at this value.
+  double expert_imbalance = 0;
   bool two_batch_overlap = false;      ///< overlap all-to-all with compute (SGLang TBO)
-  double step_overhead_s = 5e-4;       ///< per-step time outside kernels (scheduler, sampling, launch)
+  double step_overhead_s = 5e-4;       ///< per-step host time of the scheduler (batch formation, sampling), seconds
+  /// The step replays a captured CUDA graph (one launch per step) instead of launching each kernel
+  /// (a host gap per kernel). Default: decode yes, prefill no (SGLang: DeepEP normal dispatch has
+  /// dynamic shapes, so prefill runs eagerly; serving-overheads.md §2).
+  bool cuda_graph = false;
   EpDispatch ep_dispatch = EpDispatch::hierarchical;  ///< prefill default; decode default: direct
   /// Put each step's inter-node all-to-all bytes on the fabric as background flows (one per
   /// attention-TP group and direction, rate-capped to last the step's all-to-all time), so that KV
@@ -62,7 +68,7 @@ inline PoolSpec default_prefill_pool() {
 }
 inline PoolSpec default_decode_pool() {
   PoolSpec p;
-  p.max_batch_tokens = 256, p.chunk_tokens = 1, p.max_running = 128, p.ep_dispatch = EpDispatch::direct;
+  p.max_batch_tokens = 256, p.chunk_tokens = 1, p.max_running = 128, p.ep_dispatch = EpDispatch::direct, p.cuda_graph = true;
   return p;
 }
 

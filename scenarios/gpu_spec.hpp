@@ -45,6 +45,18 @@ struct GpuSpec {
   double nic_efficiency = 1.0;     ///< achievable fraction of NIC bandwidth in all-to-alls
   double nvlink_call_overhead_s = 0;  ///< fixed cost of one intra-node all-to-all call (calibrated)
   double nic_call_overhead_s = 0;     ///< fixed cost of one inter-node all-to-all call (calibrated)
+  // Small intra-node all-reduce (one-shot/two-shot custom kernels): t = call + bytes / rate, the
+  // floor under the ring formula (costmodels/comm.hpp allreduce_time). 0 = ring only.
+  double allreduce_call_s = 0;
+  double allreduce_bytes_per_s = 0;
+  // Host and launch figures (issue 11; serving-overheads.md §2):
+  double kernel_launch_s = 0;  ///< eager launch gap per kernel (seconds)
+  double graph_launch_s = 0;   ///< launch of one captured CUDA graph (seconds)
+  int sm_count = 0;            ///< streaming multiprocessors
+  int ep_normal_comm_sms = 0;  ///< SMs DeepEP normal dispatch/combine kernels take while running
+  /// Part of each kernel's time that a faster GPU does not shrink (launch, ramp, tail): scaling a
+  /// measured latency to this GPU scales only the rest (costmodels/fitted.cpp). Seconds.
+  double kernel_fixed_s = 0;
   double pcie_bytes_per_s_per_direction = 0;
   double host_dram_bytes_per_node = 0;
   std::array<OpEfficiency, kOpClassCount> efficiency{};

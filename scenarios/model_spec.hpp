@@ -52,6 +52,16 @@ enum class FfnOp { dense, moe };
 /// router (sim/policies/router.hpp).
 enum class GateKind { softmax, sigmoid_bias, sqrt_softplus_bias, hash };
 
+/// How unevenly a MoE kind's experts are chosen (costmodels/expert_load.hpp says how it is used):
+/// long-run per-expert popularity from a bounded power law x^−alpha on [1, range], jittered every
+/// step by exp(drift_sigma·N(0,1)). alpha = 0: perfectly balanced routing. Model file key
+/// "expert_popularity" (with its "source").
+struct ExpertPopularity {
+  double alpha = 0;           ///< power-law exponent (DeepSeek-V3/R1: 1.01, aiconfigurator)
+  double range = 1e4;         ///< x_max / x_min of the bounded power law
+  double drift_sigma = 0.09;  ///< per-step log-normal jitter of each expert's popularity
+};
+
 /// One FFN layer kind. For moe, `intermediate` is unused and expert fields apply.
 struct FfnSpec {
   std::string name;
@@ -67,6 +77,7 @@ struct FfnSpec {
         gate_dtype = DType::bf16;  ///< gate weights (model file key "router_dtype")
   DType dispatch_dtype = DType::bf16, combine_dtype = DType::bf16;  ///< EP message formats
   std::string activation;
+  ExpertPopularity popularity;  ///< moe: routing skew (default: balanced)
 };
 
 /// One decoder layer: indexes into ModelSpec::attention_kinds / ffn_kinds.

@@ -28,6 +28,7 @@ namespace servesim {
 struct RunOptions {
   double horizon_s = 0;                  ///< stop at this simulated time (0: run until every request ends)
   std::vector<std::string> simgrid_cfg;  ///< extra SimGrid arguments, e.g. "--cfg=network/model:LV08"
+  std::uint64_t seed = 0;                ///< the scenario's seed: the engine's own random streams (per-step expert loads)
 };
 
 /// Totals the engine itself keeps (the metrics collector derives everything else from events).

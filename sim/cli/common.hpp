@@ -63,7 +63,7 @@ struct UniformStep {
 inline UniformStep uniform_step(const DeploymentSpec& d, std::shared_ptr<const CostModel> cost, bool decode, long long seqs,
                                 long long tokens, long long context) {
   const PoolSpec& pool = decode ? d.decode : d.prefill;
-  UniformStep u{StepCostModel(d.model, std::move(cost), fabric_params(d.cluster, d.gpu), instance_shape(pool), pool.step_overhead_s),
+  UniformStep u{StepCostModel(d.model, std::move(cost), fabric_params(d.cluster, d.gpu), instance_shape(d, pool), pool.step_overhead_s),
                 std::vector<std::vector<SeqWork>>(static_cast<size_t>(pool.dp()),
                                                   std::vector<SeqWork>(static_cast<size_t>(seqs), SeqWork{tokens, context, true})),
                 {}, static_cast<double>(tokens * seqs * pool.dp()), std::max(1.0, static_cast<double>(pool.ep) / d.gpu.gpus_per_node)};

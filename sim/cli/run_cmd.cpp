@@ -47,6 +47,7 @@ int run_one(const Scenario& s, const DeploymentSpec& d, const fs::path& dir, con
     }
     RunOptions opt;
     opt.horizon_s = s.horizon_s;
+    opt.seed = s.seed;
     for (const auto& c : simgrid_cfg) opt.simgrid_cfg.push_back("--cfg=" + c);
     auto source = make_source(workload_for(s.workload, d.prefix_cache), s.seed);
     const std::string workload = source->describe();

@@ -93,6 +93,11 @@ int step(const StepArgs& a) {
              decode ? "output" : "input", all_tokens / t.total_s / pool.ep, cost->name(), std::string(to_string(t.source)));
   fmt::print("  extrapolated     {:8.1f}% of the step time was answered outside the measured range\n",
              t.total_s > 0 ? 100 * t.extrapolated_s / t.total_s : 0.0);
+  fmt::print("  between kernels  expert load {:.3f} busiest/mean GPU ({}), host {:.3f} ms ({}), all-to-all {:.3f} ms of which {:.3f} exposed\n",
+             t.expert_load,
+             pool.expert_imbalance > 0 ? "fixed in the scenario"
+                                       : fmt::format("expected, {} redundant experts", pool.redundant_experts),
+             t.host_s * 1e3, pool.cuda_graph ? "CUDA graph" : "eager launches", t.comm_total_s * 1e3, t.comm_s * 1e3);
   if (a.ops) print_step_ops(u.model, u.ranks.front(), decode ? Phase::decode : Phase::prefill, tokens * a.seqs_per_rank,
                             all_tokens, t.total_s);
   return 0;

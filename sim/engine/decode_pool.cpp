@@ -12,6 +12,9 @@ bool later(const std::tuple<long long, std::uint64_t, ReqState*>& a, const std::
 }
 }  // namespace
 
+// the pool's own stream of expert-load draws: "decode" mixed into the scenario's seed
+DecodePool::DecodePool(Engine& e) : e_(e), load_rng_(e.opt.seed ^ 0x6465636f6465ULL) {}
+
 void DecodePool::build(const std::vector<int>& first_gpus) {
   batcher_ = make_decode_batcher(e_.d.decode_batcher);
   for (size_t i = 0; i < first_gpus.size(); ++i) {
@@ -139,16 +142,27 @@ void DecodePool::join_batch(Instance& q) {
     }
 }
 
+// The attention half is re-priced when the batch moved (kStepReuse); each step then draws its
+// expert-load sample and takes finish() at that sample, computed once per evaluation.
 void DecodePool::evaluate_step(Instance& q) {
   const bool moved = std::abs(static_cast<double>(q.active - q.active_at_eval)) > kStepReuse * static_cast<double>(q.active_at_eval) ||
                      std::abs(q.ctx - q.ctx_at_eval) > kStepReuse * q.ctx_at_eval;
-  if (q.evaluated && !moved) return;
-  for (size_t k = 0; k < q.ranks.size(); ++k) {
-    work_[k].clear();
-    for (ReqState* r : q.ranks[k].active) work_[k].push_back({1, r->req.input_tokens + r->rec.generated_tokens - 1 + (q.step - r->start_step), true});
+  if (!q.evaluated || moved) {
+    for (size_t k = 0; k < q.ranks.size(); ++k) {
+      work_[k].clear();
+      for (ReqState* r : q.ranks[k].active) work_[k].push_back({1, r->req.input_tokens + r->rec.generated_tokens - 1 + (q.step - r->start_step), true});
+    }
+    q.parts = e_.dstep->attention_part(work_, Phase::decode);
+    q.ctx_at_eval = q.ctx, q.active_at_eval = q.active, q.evaluated = true;
+    q.sample_valid = 0;
   }
-  q.last = e_.dstep->step(work_, Phase::decode);
-  q.ctx_at_eval = q.ctx, q.active_at_eval = q.active, q.evaluated = true;
+  const int sample = e_.dstep->draw_sample(load_rng_);
+  const size_t slot = static_cast<size_t>(sample + 1);
+  if (!((q.sample_valid >> slot) & 1u)) {
+    q.at_sample[slot] = e_.dstep->finish(q.parts, Phase::decode, sample);
+    q.sample_valid |= std::uint64_t{1} << slot;
+  }
+  q.last = q.at_sample[slot];
 }
 
 void DecodePool::finish_sequences(Instance& q) {

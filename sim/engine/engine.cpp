@@ -11,8 +11,8 @@ Engine::Engine(DeploymentSpec dd, std::unique_ptr<RequestSource> src, std::share
   pmem = plan_gpu_memory(d, d.prefill);
   dmem = plan_gpu_memory(d, d.decode);
   const FabricParams fabric = fabric_params(d.cluster, d.gpu);
-  pstep = std::make_unique<StepCostModel>(d.model, cost, fabric, instance_shape(d.prefill), d.prefill.step_overhead_s);
-  dstep = std::make_unique<StepCostModel>(d.model, cost, fabric, instance_shape(d.decode), d.decode.step_overhead_s);
+  pstep = std::make_unique<StepCostModel>(d.model, cost, fabric, instance_shape(d, d.prefill), d.prefill.step_overhead_s);
+  dstep = std::make_unique<StepCostModel>(d.model, cost, fabric, instance_shape(d, d.decode), d.decode.step_overhead_s);
   prefill_router = make_router(d.router);
   decode_router = make_router(d.decode_router);
   block_bytes = kv_footprint(d.model, d.prefill.attn_tp).per_token_bytes * d.prefix_cache.block_tokens;

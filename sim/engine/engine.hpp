@@ -32,6 +32,7 @@
 
 #include <simgrid/s4u.hpp>
 
+#include <array>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -111,7 +112,7 @@ class PrefillPool {
     bool queued = false;  // got requests since the last wake_queued()
     std::vector<sg4::CommPtr> a2a_flows;  // this step's all-to-all on the fabric (all_to_all_on_fabric)
   };
-  explicit PrefillPool(Engine& e) : e_(e) {}
+  explicit PrefillPool(Engine& e);
   void build(const std::vector<int>& first_gpus);
   void start();  ///< creates the instances' actors
   std::vector<Instance>& instances() { return inst_; }
@@ -139,6 +140,7 @@ class PrefillPool {
   std::vector<Instance> inst_;
   std::unique_ptr<BatchScheduler> scheduler_;
   std::vector<std::vector<SeqWork>> work_;
+  Rng load_rng_;  // per-step expert-load draws (seeded from the scenario's seed)
 };
 
 /// Decode instances: KV admission on a rank (FIFO), continuous batching steps.
@@ -164,12 +166,15 @@ class DecodePool {
     // incrementally) has moved by more than kStepReuse since the last evaluation: decode step times
     // change slowly with both
     bool evaluated = false;
-    StepTime last;
+    StepParts parts;  // the attention half of the last evaluation
+    StepTime last;    // the step priced at this step's expert-load sample
+    std::array<StepTime, ExpertLoad::kSamples + 1> at_sample;  // finish(parts) at sample i − 1 (−1: expected), valid where bit i is set
+    std::uint64_t sample_valid = 0;
     double ctx = 0, ctx_at_eval = 0;  // Σ context of the next step's tokens
     long long active_at_eval = 0;
   };
   static constexpr double kStepReuse = 0.01;
-  explicit DecodePool(Engine& e) : e_(e) {}
+  explicit DecodePool(Engine& e);
   void build(const std::vector<int>& first_gpus);
   void start();  ///< creates the instances' actors
   std::vector<Instance>& instances() { return inst_; }
@@ -197,6 +202,7 @@ class DecodePool {
   std::deque<ReqState*> pending_;  // prefilled, waiting for KV room on a decode rank
   std::unique_ptr<DecodeBatcher> batcher_;
   std::vector<std::vector<SeqWork>> work_;
+  Rng load_rng_;  // per-step expert-load draws (seeded from the scenario's seed)
 };
 
 /// Every KV movement over the platform's links.

@@ -4,6 +4,9 @@
 
 namespace servesim {
 
+// the pool's own stream of expert-load draws: "prefill" mixed into the scenario's seed
+PrefillPool::PrefillPool(Engine& e) : e_(e), load_rng_(e.opt.seed ^ 0x70726566696c6cULL) {}
+
 void PrefillPool::build(const std::vector<int>& first_gpus) {
   const DeploymentSpec& d = e_.d;
   scheduler_ = make_batch_scheduler(d.batch_scheduler);
@@ -146,7 +149,7 @@ void PrefillPool::loop(Instance& p) {
         ++seqs, tokens += it.tokens;
       }
     }
-    const StepTime st = e_.pstep->step(work_, Phase::prefill);
+    const StepTime st = e_.pstep->step(work_, Phase::prefill, e_.pstep->draw_sample(load_rng_));
     e_.mover.inject_all_to_all(e_.d.prefill, p.first_gpu, st, p.a2a_flows);
     sg4::this_actor::sleep_for(st.total_s);
     ++e_.totals.prefill_steps;

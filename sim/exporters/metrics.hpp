@@ -39,6 +39,9 @@ struct Summary {
   double decode_batch_mean = 0;  ///< sequences per decode step
   double comm_s = 0;             ///< Σ exposed all-to-all time inside steps
   double comm_total_s = 0;       ///< Σ all-to-all time inside steps, hidden by two-batch overlap or not
+  double host_s = 0;             ///< Σ exposed host time inside steps (scheduler, launches)
+  /// Busiest/mean routed expert load per pool (StepTime::expert_load): mean and largest over steps.
+  double prefill_expert_load_sum = 0, prefill_expert_load_max = 0, decode_expert_load_sum = 0, decode_expert_load_max = 0;
   Provenance worst_source = Provenance::roofline;
   double extrapolated_s = 0;           ///< Σ step time answered by extrapolated op latencies
   std::uint32_t extrapolated_ops = 0;  ///< OpKinds answered `extrapolated` at least once

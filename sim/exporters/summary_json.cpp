@@ -205,7 +205,12 @@ void sessions_json(const RunReport& r, nlohmann::json& j) {
                  {"mean_decode_batch", r3(s.decode_batch_mean)},
                  {"prefill_busy_fraction", r6(s.prefill_busy_s / dur / d.prefill.instances)},
                  {"decode_busy_fraction", r6(s.decode_busy_s / dur / d.decode.instances)},
-                 {"comm_s", r6(s.comm_s)}};
+                 {"comm_s", r6(s.comm_s)},
+                 {"host_s", r6(s.host_s)},
+                 {"expert_load_busiest_over_mean",
+                  {{"prefill", {{"mean", r6(s.prefill_steps ? s.prefill_expert_load_sum / s.prefill_steps : 0.0)}, {"max", r6(s.prefill_expert_load_max)}}},
+                   {"decode", {{"mean", r6(s.decode_steps ? s.decode_expert_load_sum / s.decode_steps : 0.0)}, {"max", r6(s.decode_expert_load_max)}}},
+                   {"note", "routed token-expert assignments of the busiest GPU / the mean, per step (costmodels/expert_load.hpp: the model's expert popularity, EPLB placement of the pool's redundant experts, routing noise); mean and largest over steps"}}}};
   }
 
 }  // namespace

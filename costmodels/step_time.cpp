@@ -1,0 +1,160 @@
+// servesim costmodels: assembling one step's time from its ops (StepCostModel::step). The
+// per-rank attention half (attention_part) is independent of the step's expert loads; finish()
+// adds the FFN/MoE layers at a sampled load, the EP all-to-alls with two-batch overlap, the logits
+// and the host time. Sources of the serving behaviours: ../shared/reference/serving-overheads.md.
+#include "costmodels/step_cost.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace servesim {
+namespace {
+
+constexpr double kAct = 2.0;  // activations are BF16 (bytes per element)
+// Kernels of one layer outside the priced ops: two RMSNorms fused with the residual adds, RoPE and
+// the activation quantisation before the FP8 GEMMs (an assumption: SGLang's DeepSeek layer).
+constexpr int kLayerElementwiseKernels = 4;
+
+Provenance worse(Provenance a, Provenance b) { return static_cast<int>(a) > static_cast<int>(b) ? a : b; }
+int kernels_of(const Op& o) { return std::max(1, o.gemm_count); }
+
+}  // namespace
+
+double StepCostModel::sum_ops(const std::vector<Op>& ops, StepTime& st, double& extra) const {
+  double s = 0;
+  extra = 0;
+  for (const auto& o : ops) {
+    const OpLatency l = cost_->latency(o);
+    s += l.seconds;
+    st.source = worse(st.source, l.source);
+    if (l.source == Provenance::extrapolated) extra += l.seconds, st.extrapolated_ops |= 1u << static_cast<unsigned>(o.kind);
+  }
+  return s;
+}
+
+int StepCostModel::draw_sample(Rng& rng) const {
+  for (const auto& l : loads_)
+    if (l && !l->balanced()) return std::min(ExpertLoad::kSamples - 1, static_cast<int>(rng.uniform() * ExpertLoad::kSamples));
+  return -1;
+}
+
+double StepCostModel::expert_load(int f, double tokens, int sample) const {
+  if (shape_.expert_imbalance > 0) return shape_.expert_imbalance;
+  const auto& l = loads_[static_cast<size_t>(f)];
+  if (!l || l->balanced()) return 1.0;
+  return sample < 0 ? l->expected(tokens) : l->samples(tokens)[static_cast<size_t>(sample)];
+}
+
+StepParts StepCostModel::attention_part(const std::vector<std::vector<SeqWork>>& per_rank, Phase phase) const {
+  const int dp = shape_.dp();
+  if (static_cast<int>(per_rank.size()) != dp)
+    throw std::invalid_argument("StepCostModel::step: expected " + std::to_string(dp) + " DP ranks");
+  StepParts p;
+  const size_t kinds = model_.attention_kinds.size();
+  p.attn.assign(kinds, 0.0), p.attn_extra.assign(kinds, 0.0), p.attn_kernels.assign(kinds, 0);
+  std::vector<double> Tr(static_cast<size_t>(dp), 0.0);
+  for (int r = 0; r < dp; ++r) {
+    double lg = 0;
+    for (const auto& s : per_rank[static_cast<size_t>(r)]) Tr[static_cast<size_t>(r)] += s.new_tokens, lg += s.emits_logits;
+    p.Tmax = std::max(p.Tmax, Tr[static_cast<size_t>(r)]);
+    p.Ttot += Tr[static_cast<size_t>(r)];
+    p.logits_max = std::max(p.logits_max, lg);
+  }
+  if (p.Ttot <= 0) return p;
+  StepTime st;
+  double extra = 0;
+  // attention time of each kind = slowest DP rank (the MoE layer after it synchronises the group)
+  for (size_t a = 0; a < kinds; ++a) {
+    if (model_.count_attention(static_cast<int>(a)) == 0) continue;
+    for (int r = 0; r < dp; ++r) {
+      scratch_.clear();
+      attention_ops(static_cast<int>(a), per_rank[static_cast<size_t>(r)], phase, scratch_);
+      const double tr = sum_ops(scratch_, st, extra) + allreduce_time(fabric_, shape_.attn_tp, Tr[static_cast<size_t>(r)] * model_.hidden * kAct);
+      int k = 0;
+      for (const auto& o : scratch_) k += kernels_of(o);
+      p.attn_kernels[a] = std::max(p.attn_kernels[a], k);
+      if (tr > p.attn[a]) p.attn[a] = tr, p.attn_extra[a] = extra;
+    }
+  }
+  p.source = st.source, p.extrapolated_ops = st.extrapolated_ops;
+  return p;
+}
+
+// Host time the GPU waits for (serving-overheads.md §2): the scheduler's per-step time; then a
+// captured graph's one launch, or eager launches, which hide behind the GPU work except where
+// they outrun it and after each host synchronisation (DeepEP normal dispatch blocks the host until
+// its peers' counts arrive, so the GPU idles one launch gap per hierarchical dispatch).
+double StepCostModel::host_seconds(int kernels, double gpu_s, int syncs) const {
+  double h = step_overhead_s_;
+  if (shape_.cuda_graph) return h + shape_.graph_launch_s;
+  return h + std::max(0.0, kernels * shape_.kernel_launch_s - gpu_s) + syncs * shape_.kernel_launch_s;
+}
+
+StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) const {
+  StepTime st;
+  st.source = parts.source, st.extrapolated_ops = parts.extrapolated_ops;
+  if (parts.Ttot <= 0) return st;
+  const double Tmax = parts.Tmax, Ttot = parts.Ttot;
+  // two-batch overlap: two micro-batches, each priced at half the tokens; a decode step whose
+  // busiest DP rank has a single sequence cannot be split
+  const bool overlap = shape_.two_batch_overlap && (phase == Phase::prefill || Tmax >= 2);
+  const double mb = overlap ? 2.0 : 1.0;
+  const bool normal = shape_.dispatch == EpDispatch::hierarchical;
+  st.expert_load = main_moe_ >= 0 ? expert_load(main_moe_, Ttot, sample) : 1.0;
+  double extra = 0;
+  int kernels = 0, syncs = 0;
+  for (const auto& p : pairs_) {
+    const FfnSpec& f = model_.ffn_kinds[static_cast<size_t>(p.ffn)];
+    const double load = expert_load(p.ffn, Ttot, sample);
+    scratch_.clear();
+    ffn_ops(p.ffn, Tmax / mb, Ttot / mb, scratch_, load);
+    double ffn = mb * sum_ops(scratch_, st, extra);
+    const double ffn_extra = mb * extra;
+    int k = 0;
+    for (const auto& o : scratch_) k += kernels_of(o);
+    if (f.op == FfnOp::dense || f.shared_experts > 0) ffn += allreduce_time(fabric_, shape_.attn_tp, Tmax * model_.hidden * kAct);
+    const double comm = moe_comm_s(p.ffn, Tmax, Ttot, load);
+    if (comm > 0) {
+      for (DType m : {f.dispatch_dtype, f.combine_dtype}) st.a2a_inter_bytes_gpu += p.count * moe_alltoall_load(p.ffn, Tmax, Ttot, m, load).inter_bytes;
+      if (normal) syncs += p.count * static_cast<int>(mb);
+    }
+    const double compute = parts.attn[static_cast<size_t>(p.attention)] + ffn;
+    // with overlap, the dispatch/combine kernels of one micro-batch run beside the other's compute;
+    // DeepEP normal kernels hold a share s of the SMs meanwhile, so compute C beside comm M takes
+    // max(M, C + s·M) (low-latency kernels use no SMs: s = 0); without overlap they add up
+    const double s = normal ? shape_.comm_sm_fraction : 0.0;
+    const double layer = overlap ? std::max(comm, compute + s * comm) : compute + comm;
+    st.attention_s += p.count * parts.attn[static_cast<size_t>(p.attention)];
+    st.ffn_s += p.count * ffn;
+    st.comm_s += p.count * (layer - compute);
+    st.comm_total_s += p.count * comm;
+    st.total_s += p.count * layer;
+    st.extrapolated_s += p.count * (parts.attn_extra[static_cast<size_t>(p.attention)] + ffn_extra);
+    kernels += p.count * (parts.attn_kernels[static_cast<size_t>(p.attention)] + static_cast<int>(mb) * k + kLayerElementwiseKernels);
+  }
+  // logits of the busiest rank
+  scratch_.clear();
+  const double t = shape_.attn_tp, vocab = model_.vocab, hidden = model_.hidden, L = parts.logits_max;
+  Op lm;
+  lm.kind = OpKind::lm_head, lm.cls = OpClass::gemm, lm.math = DType::bf16;
+  lm.flops = 2 * L * hidden * vocab / t;
+  lm.bytes = vocab * hidden * bytes_per_element(model_.embedding_dtype) / t + L * vocab / t * 4;
+  lm.tokens = L, lm.seqs = L;
+  lm.gemm_m = L, lm.gemms = &lm_head_gemm_, lm.gemm_count = 1;
+  scratch_.push_back(lm);
+  const double logits = L > 0 ? sum_ops(scratch_, st, extra) : 0.0;
+  if (L > 0) st.extrapolated_s += extra, kernels += 1;
+  st.host_s = host_seconds(kernels, st.total_s + logits, syncs);
+  st.other_s = logits + st.host_s;
+  st.total_s += st.other_s;
+  return st;
+}
+
+StepTime StepCostModel::step(const std::vector<std::vector<SeqWork>>& per_rank, Phase phase, int sample) const {
+  return finish(attention_part(per_rank, phase), phase, sample);
+}
+
+StepTime StepCostModel::step(const std::vector<std::vector<SeqWork>>& per_rank, Phase phase) const { return step(per_rank, phase, -1); }
+
+}  // namespace servesim

@@ -1,0 +1,156 @@
+// What serving spends between kernels (issue 11): expert-load imbalance, two-batch overlap with
+// DeepEP's SM share, host time, small all-reduces. Expected values are hand arithmetic or
+// published figures (../shared/reference/serving-overheads.md), never the code's own sums.
+#include "costmodels/comm.hpp"
+#include "costmodels/expert_load.hpp"
+#include "costmodels/step_cost.hpp"
+#include "helpers.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+
+using namespace servesim;
+
+namespace {
+
+// 1 ms per attention core, 3 ms per routed-expert GEMM, 0 for everything else.
+class KindCost final : public CostModel {
+ public:
+  std::string name() const override { return "kind"; }
+  OpLatency latency(const Op& o) const override {
+    if (o.kind == OpKind::mla_decode || o.kind == OpKind::mla_prefill) return {1e-3, Provenance::roofline};
+    if (o.kind == OpKind::moe_experts) return {3e-3, Provenance::roofline};
+    return {0.0, Provenance::roofline};
+  }
+};
+
+FfnSpec dsv3_moe() { return *test::model("deepseek-v3").main_moe(); }
+
+}  // namespace
+
+TEST(ExpertLoad, PowerLawDrawsByHand) {
+  // α = 1: log-uniform, the median of [1, 1e4] is 100; α = 0: uniform; α = 2: 1 / (1 − u·(1 − 1e-4))
+  EXPECT_NEAR(power_law_draw(0.5, 1.0, 1, 1e4), 100.0, 1e-9);
+  EXPECT_NEAR(power_law_draw(0.5, 0.0, 1, 1e4), 5000.5, 1e-9);
+  EXPECT_NEAR(power_law_draw(0.5, 2.0, 1, 1e4), 1.0 / (1 - 0.5 * (1 - 1e-4)), 1e-9);
+  EXPECT_NEAR(power_law_draw(0.0, 1.01, 1, 1e4), 1.0, 1e-12);
+}
+
+TEST(ExpertLoad, EplbReplicatesThenPacksByHand) {
+  // loads 8, 4, 2, 2 on 2 GPUs with 2 redundant slots: expert 0 gets both replicas (8/2 = 4 ties
+  // expert 1's 4: lowest id), so slots 4 | 8/3 ×3 | 2 | 2, three per GPU; packing heaviest first onto
+  // the lighter GPU: g0 = e1 (4), g1 = e0, g1 = e0 (5.33), g0 = e0 (6.67), g1 = e2 (7.33), g0 = e3 (8.67)
+  const auto p = eplb_placement({8, 4, 2, 2}, 2, 2);
+  ASSERT_EQ(p.size(), 2u);
+  ASSERT_EQ(p[0].size(), 3u);
+  ASSERT_EQ(p[1].size(), 3u);
+  EXPECT_EQ(p[0][0].first, 1);
+  EXPECT_EQ(p[0][1].first, 0);
+  EXPECT_NEAR(p[0][1].second, 1.0 / 3, 1e-12);
+  EXPECT_EQ(p[0][2].first, 3);
+  EXPECT_EQ(p[1][0].first, 0);
+  EXPECT_EQ(p[1][1].first, 0);
+  EXPECT_EQ(p[1][2].first, 2);
+}
+
+TEST(ExpertLoad, BalancedRoutingIsExactlyOneAndDrawsNothing) {
+  FfnSpec f = dsv3_moe();
+  f.popularity.alpha = 0;
+  const ExpertLoad l(f, 32, 32);
+  EXPECT_TRUE(l.balanced());
+  Rng a(7), b(7);
+  EXPECT_EQ(l.draw(8192, a).load, 1.0);
+  EXPECT_EQ(l.expected(8192), 1.0);
+  EXPECT_EQ(a.next_u64(), b.next_u64());  // no draw was taken
+}
+
+// TensorRT-LLM measured busiest/mean 2.56 without EPLB and 1.109 with 32 redundant experts on
+// DeepSeek-R1 decode, EP32, 256 local batch per rank (8,192 tokens), top-8 (serving-overheads §1).
+TEST(ExpertLoad, DeepSeekPopularityReproducesTheMeasuredImbalance) {
+  const FfnSpec f = dsv3_moe();
+  EXPECT_NEAR(f.popularity.alpha, 1.01, 1e-12);
+  const double none = ExpertLoad(f, 32, 0).expected(8192), eplb = ExpertLoad(f, 32, 32).expected(8192);
+  EXPECT_NEAR(none, 2.56, 0.35);
+  EXPECT_NEAR(eplb, 1.109, 0.04);
+  // more tokens average the routing noise out
+  EXPECT_LT(ExpertLoad(f, 32, 32).expected(524288), eplb);
+}
+
+TEST(ExpertLoad, SamplesAreAFixedTableAndTheDrawPicksOne) {
+  const FfnSpec f = dsv3_moe();
+  const ExpertLoad a(f, 72, 32), b(f, 72, 32);
+  EXPECT_EQ(a.samples(18432), b.samples(18432));  // fixed seeds: same table in every run
+  Rng r(3);
+  const auto d = a.draw(18432, r);
+  EXPECT_EQ(d.load, a.samples(18432)[static_cast<size_t>(d.index)]);
+  double mean = 0;
+  for (double x : a.samples(18432)) mean += x / ExpertLoad::kSamples;
+  EXPECT_NEAR(a.expected(18432), mean, 1e-12);
+}
+
+TEST(StepOverheads, FixedLoadScalesTheRoutedExpertTokens) {
+  const ModelSpec m = test::model("deepseek-v3");
+  InstanceShape s;
+  s.ep = 32, s.expert_imbalance = 2.0;
+  const StepCostModel sc(m, std::make_shared<test::ZeroCost>(), FabricParams{}, s, 0.0);
+  const int moe = static_cast<int>(m.main_moe() - m.ffn_kinds.data());
+  std::vector<Op> ops;
+  sc.ffn_ops(moe, 1000, 32000, ops, sc.expert_load(moe, 32000, -1));
+  for (const auto& o : ops)
+    if (o.kind == OpKind::moe_experts) EXPECT_NEAR(o.tokens, 32000.0 * 8 / 32 * 2.0, 1e-9);  // T·k/N·load
+}
+
+TEST(StepOverheads, TwoBatchOverlapPaysDeepEpsSmShare) {
+  // tiny-moe (1 dense + 3 MoE layers), EP 8 on one node: per MoE layer C = 1 ms attention + 2
+  // micro-batches × 3 ms experts = 7 ms; with overlap the layer takes max(M, C + s·M).
+  const ModelSpec m = load_model(test::data("tests/data/tiny-moe.json"));
+  const FabricParams fab = fabric_of(test::gpu("h200"));
+  InstanceShape s;
+  s.ep = 8, s.two_batch_overlap = true, s.comm_sm_fraction = 24.0 / 132, s.dispatch = EpDispatch::hierarchical;
+  const StepCostModel sc(m, std::make_shared<KindCost>(), fab, s, 0.0);
+  std::vector<std::vector<SeqWork>> ranks(8, std::vector<SeqWork>{{512, 0, true}});
+  const StepTime t = sc.step(ranks, Phase::prefill);
+  const double M = sc.moe_comm_s(1, 512, 4096);
+  ASSERT_GT(M, 0);
+  ASSERT_LT(M, 7e-3);
+  const double dense_layer = 1e-3, moe_layer = 7e-3 + 24.0 / 132 * M;
+  EXPECT_NEAR(t.total_s, dense_layer + 3 * moe_layer, 1e-12);
+  EXPECT_NEAR(t.comm_s, 3 * 24.0 / 132 * M, 1e-12);
+  // low-latency (direct) kernels take no SMs: the comm hides entirely
+  s.dispatch = EpDispatch::direct;
+  const StepCostModel ll(m, std::make_shared<KindCost>(), fab, s, 0.0);
+  EXPECT_NEAR(ll.step(ranks, Phase::prefill).total_s, dense_layer + 3 * 7e-3, 1e-12);
+}
+
+TEST(StepOverheads, GraphStepsPayOneLaunchEagerStepsPayWhatTheGpuDoesNotHide) {
+  const ModelSpec m = load_model(test::data("tests/data/tiny-moe.json"));
+  InstanceShape s;
+  s.ep = 1, s.cuda_graph = true, s.graph_launch_s = 10e-6, s.kernel_launch_s = 6.4e-6;
+  std::vector<std::vector<SeqWork>> ranks(1, std::vector<SeqWork>{{1, 100, true}});
+  const StepCostModel g(m, std::make_shared<test::ZeroCost>(), FabricParams{}, s, 5e-4);
+  EXPECT_NEAR(g.step(ranks, Phase::decode).host_s, 5e-4 + 10e-6, 1e-15);
+  // eager with zero GPU time: every launch is exposed, at least one per op of each of the 4 layers
+  s.cuda_graph = false;
+  const StepCostModel e(m, std::make_shared<test::ZeroCost>(), FabricParams{}, s, 5e-4);
+  const double host = e.step(ranks, Phase::decode).host_s;
+  const double launches = (host - 5e-4) / 6.4e-6;
+  EXPECT_NEAR(launches, std::round(launches), 1e-6);  // a whole number of launch gaps
+  EXPECT_GE(launches, 4 * 4);
+  // with GPU time longer than the launches, eager launches hide (no host sync on EP 1)
+  const StepCostModel busy(m, std::make_shared<KindCost>(), FabricParams{}, s, 5e-4);
+  EXPECT_NEAR(busy.step(ranks, Phase::decode).host_s, 5e-4, 1e-15);
+}
+
+TEST(StepOverheads, SmallAllReducesFollowTheMeasuredCustomKernel) {
+  // SGLang custom all-reduce TP8 H100: 5.9 / 16.7 / 33.8 us at 512 B / 256 KB / 1 MB (PR #2904)
+  const FabricParams f = fabric_of(test::gpu("h100"));
+  EXPECT_NEAR(allreduce_time(f, 8, 512) * 1e6, 5.9, 1.7);
+  EXPECT_NEAR(allreduce_time(f, 8, 262144) * 1e6, 16.7, 2.5);
+  EXPECT_NEAR(allreduce_time(f, 8, 1048576) * 1e6, 33.8, 7.0);
+  EXPECT_EQ(allreduce_time(f, 1, 1048576), 0.0);
+  // large messages take the ring: 2·7/8·64 MB / (0.662 · 450 GB/s) + 14 us + call
+  const double ring = 2.0 * 7 / 8 * 64e6 / (0.662 * 450e9) + 14e-6 + 7.53e-6;
+  EXPECT_NEAR(allreduce_time(f, 8, 64e6), ring, 1e-9);
+}
