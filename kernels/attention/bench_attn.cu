@@ -1010,6 +1010,17 @@ void bench_topk() {
         if (1.0 * N * (P + N) / 4 * 4 <= 8e9) pts.push_back({static_cast<int>(N), P, k, false});
   }
   std::stable_sort(pts.begin(), pts.end(), [](const Pt& a, const Pt& b) { return 1.0 * a.rows * a.L < 1.0 * b.rows * b.L; });
+  if (const char* only = std::getenv("TOPK_POINTS")) {  // "B:L:K,..." decode points only (ncu runs)
+    std::vector<Pt> keep;
+    std::stringstream ss(only);
+    std::string tok;
+    while (std::getline(ss, tok, ',')) {
+      int b = 0, k = 0;
+      long l = 0;
+      if (std::sscanf(tok.c_str(), "%d:%ld:%d", &b, &l, &k) == 3) keep.push_back({b, l, k, true});
+    }
+    pts = keep;
+  }
   for (const auto& p : pts) {
     std::vector<int> len(p.rows);
     long ld;

@@ -495,7 +495,7 @@ __global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restri
   using Scan = cub::BlockScan<int, TK2>;
   __shared__ typename Scan::TempStorage scan_tmp;
   __shared__ int hist[2][TK2_BINS];
-  __shared__ int sel_bin, sel_rem, sel_all, ncand, cnt[2];
+  __shared__ int sel_bin, sel_rem, sel_all, sel_tot, ncand, cnt[2];
   extern __shared__ __align__(16) float xs[];
   int* cand = reinterpret_cast<int*>(xs + chunk);  // [TK2_CAP] local indices
   const int cs = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
@@ -543,6 +543,7 @@ __global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restri
     }
     int before;
     Scan(scan_tmp).ExclusiveSum(local, before);
+    if (tid == TK2 - 1) sel_tot = before + local;
     int run = before;
 #pragma unroll
     for (int k = 0; k < TK2_BINS / TK2; ++k) {
@@ -567,16 +568,58 @@ __global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restri
     base = __shfl_sync(0xffffffffu, base, 0);
     if (win) out[base + __popc(bw & ((1u << lane) - 1u))] = c0 + i;
   };
-  // Scan 1: histogram of bits 31..21.
+  // Histogram buffers alternate: hist[hb] is being filled / read by the cluster; the other one was
+  // last read remotely before the latest cluster barrier, so it may be cleared.
+  int hb = 0;
+  auto next_buf = [&](int nb) {
+    hb ^= 1;
+    for (int i = tid; i < nb; i += TK2) hist[hb][i] = 0;
+    __syncthreads();
+  };
+  // Sample (rows >= 16 K): every (m/1024)-th key of each chunk; the cluster's sample histogram gives
+  // the bin `lo` above which about 2K (+32) keys of the row are expected, and scan 1 counts only
+  // keys in or above it (a compare instead of an atomic for the rest). If fewer than K keys turn out
+  // to lie there, scan 1 is repeated over all keys.
+  uint32_t lo = 0;
+  if (n >= 16 * K) {
+    const int step = max(1, m / 1024);
+    for (int j = tid; j * step < m; j += TK2) atomicAdd(&hist[0][ord_key(xs[j * step]) >> 21], 1);
+    long stot = 0;
+    for (int r = 0; r < cs; ++r) {
+      const int mr = max(0, min(n, (r + 1) * chunk) - r * chunk), sr = max(1, mr / 1024);
+      stot += (mr + sr - 1) / sr;
+    }
+    const long target = 2L * K * stot / n + 32;
+    cluster.sync();
+    if (target < stot) {
+      select(hist[0], 2048, static_cast<int>(target));
+      lo = static_cast<uint32_t>(sel_bin);
+    }
+    next_buf(2048);
+  }
+  // Scan 1: histogram of bits 31..21 (keys with those bits >= lo).
   for (int i0 = 0; i0 < m; i0 += TK2) {
     const int i = i0 + tid;
-    if (i < m) atomicAdd(&hist[0][ord_key(xs[i]) >> 21], 1);
+    if (i < m) {
+      const uint32_t top = ord_key(xs[i]) >> 21;
+      if (top >= lo) atomicAdd(&hist[hb][top], 1);
+    }
   }
   cluster.sync();
-  select(hist[0], 2048, K);
+  select(hist[hb], 2048, K);
+  if (sel_tot < K) {  // the sample's bin was too high: count every key
+    next_buf(2048);
+    for (int i0 = 0; i0 < m; i0 += TK2) {
+      const int i = i0 + tid;
+      if (i < m) atomicAdd(&hist[hb][ord_key(xs[i]) >> 21], 1);
+    }
+    cluster.sync();
+    select(hist[hb], 2048, K);
+  }
   const uint32_t b1 = static_cast<uint32_t>(sel_bin);
   int rem = sel_rem;
   const bool all1 = sel_all;
+  next_buf(2048);
   // Scan 2: keys above b1 are in; keys in b1 are candidates (histogram of bits 20..10).
   for (int i0 = 0; i0 < m; i0 += TK2) {
     const int i = i0 + tid;
@@ -585,7 +628,7 @@ __global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restri
     const bool in = i < m && (top > b1 || (all1 && top == b1));
     emit(in, i);
     if (!all1 && i < m && top == b1) {
-      atomicAdd(&hist[1][(u >> 10) & 2047], 1);
+      atomicAdd(&hist[hb][(u >> 10) & 2047], 1);
       const int c = atomicAdd(&ncand, 1);
       if (c < TK2_CAP) cand[c] = i;
     }
@@ -596,19 +639,18 @@ __global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restri
     const int nc = ovf ? m : ncand;
     uint32_t prefix = b1 << 21, mask = 0xFFE00000u;
     cluster.sync();
-    select(hist[1], 2048, rem);
+    select(hist[hb], 2048, rem);
     prefix |= static_cast<uint32_t>(sel_bin) << 10;
     mask |= 0x001FFC00u;
     rem = sel_rem;
     if (!sel_all) {
-      for (int i = tid; i < 1024; i += TK2) hist[0][i] = 0;
-      __syncthreads();
+      next_buf(1024);
       for (int j = tid; j < nc; j += TK2) {
         const uint32_t u = ord_key(xs[ovf ? j : cand[j]]);
-        if ((u & mask) == prefix) atomicAdd(&hist[0][u & 1023], 1);
+        if ((u & mask) == prefix) atomicAdd(&hist[hb][u & 1023], 1);
       }
       cluster.sync();
-      select(hist[0], 1024, rem);
+      select(hist[hb], 1024, rem);
       prefix |= static_cast<uint32_t>(sel_bin);
       mask = 0xFFFFFFFFu;
       rem = sel_rem;

@@ -63,6 +63,18 @@ Q=""
         --section Occupancy --section LaunchStats "$BIN/bench_attn" --out "$W/ncu_tables" --only csa_indexer,csa_topk --quick --budget 30 > "$W/ncu.log" 2>&1
       echo "ncu exit $?"; grep -E "indexer_wgmma|topk_cluster|Duration|Throughput|Registers|Achieved Occ|Block Limit" "$W/ncu.log" | head -60
     fi
+    if [ -n "${NCU_TOPK:-}" ] && command -v ncu > /dev/null; then  # "B:L:K ..." one ncu run per point, new kernel then legacy
+      for pt in $NCU_TOPK; do
+        for leg in "" "--v4-legacy"; do
+          TOPK_POINTS=$pt timeout 60 ncu --clock-control none -k regex:topk -c 1 --section SpeedOfLight --section WarpStateStats \
+            --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats "$BIN/bench_attn" --out "$W/ncu_t" --only csa_topk \
+            --budget 15 $leg > "$W/ncu_topk_${pt//:/_}${leg:+_legacy}.log" 2>&1
+          echo "ncu topk $pt $leg exit $?"
+          grep -E "topk|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)|Achieved Occupancy|Registers Per|Shared Memory Config|Stall|Warp Cycles Per Issued" \
+            "$W/ncu_topk_${pt//:/_}${leg:+_legacy}.log" | head -16
+        done
+      done
+    fi
   else
     echo "test_dsv4 failed: no sweep"
     tail -80 "$W/test_dsv4.log"
