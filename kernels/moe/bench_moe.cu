@@ -95,6 +95,36 @@ void note(Ctx& c, const std::string& s) {
 
 Timing timed(Ctx& c, const std::function<void(int)>& f) { return time_op(f, c.s, 3, 20, 10.0); }
 
+/// Per-call time inside a CUDA graph of n back-to-back calls (launch gaps as an engine's captured
+/// step has them): median over 7 replays of (graph time / n), microseconds.
+double graph_us(Ctx& c, const std::function<void(int)>& f, int n = 20) {
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  SS_CUDA(cudaStreamBeginCapture(c.s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < n; ++i) f(i);
+  SS_CUDA(cudaStreamEndCapture(c.s, &g));
+  SS_CUDA(cudaGraphInstantiate(&ge, g, 0));
+  cudaEvent_t a, b;
+  SS_CUDA(cudaEventCreate(&a));
+  SS_CUDA(cudaEventCreate(&b));
+  std::vector<double> v;
+  for (int r = 0; r < 9; ++r) {
+    SS_CUDA(cudaEventRecord(a, c.s));
+    SS_CUDA(cudaGraphLaunch(ge, c.s));
+    SS_CUDA(cudaEventRecord(b, c.s));
+    SS_CUDA(cudaEventSynchronize(b));
+    float ms = 0;
+    SS_CUDA(cudaEventElapsedTime(&ms, a, b));
+    if (r >= 2) v.push_back(1000.0 * ms / n);
+  }
+  SS_CUDA(cudaEventDestroy(a));
+  SS_CUDA(cudaEventDestroy(b));
+  SS_CUDA(cudaGraphExecDestroy(ge));
+  SS_CUDA(cudaGraphDestroy(g));
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 // ---- routing generation (host) -------------------------------------------------------------------
 struct Routing {
   std::vector<int> ids;
@@ -270,12 +300,24 @@ void bench_w4a16(Ctx& c) {
                   {{"w", "mxfp4_e2m1_e8m0_g32"}, {"a", "bf16"}, {"out", "bf16"}, {"acc", "fp32"}}, t, fl, by);
           if (bt == bts[0])
             c.w4_tflops[s.model + "/" + s.matrix + "/" + std::to_string(G) + "/" + std::to_string(m)] = fl / t.us_median / 1e6;
+          double gus = 0;
+          if (bt == bts[0] && m <= 8) {
+            gus = graph_us(c, [&](int i) {
+              w4a16_grouped_gemm(x.p, pool.p, deids.p + (i % sets) * G, droff.p, dtoff.p, G, s.N, s.K, bt, mt, y.p, c.s);
+            });
+            json sg = shp;
+            sg["timing"] = "cuda_graph_replay";
+            tab.add(c.w4_label + "_graph", sg, {{"w", "mxfp4_e2m1_e8m0_g32"}, {"a", "bf16"}, {"out", "bf16"}, {"acc", "fp32"}},
+                    Timing{gus, gus, gus, 20}, fl, by);
+          }
           if (bt == bts[0] && (m <= 64 || m >= 1024)) {
-            char b[256];
-            std::snprintf(b, sizeof b, "w4a16 %s %s G=%d m=%lld bt=%d: %.1f us, %.0f TFLOP/s, weights %.2f TB/s (%.0f%% of copy%s)",
+            char b[320];
+            std::snprintf(b, sizeof b, "w4a16 %s %s G=%d m=%lld bt=%d: %.1f us, %.0f TFLOP/s, weights %.2f TB/s (%.0f%% of copy%s)%s",
                           s.model.c_str(), s.matrix.c_str(), G, m, bt, t.us_median, fl / t.us_median / 1e6,
                           wb / t.us_median / 1e6, 100.0 * wb / t.us_median / 1e6 / (c.hbm_tbps > 0 ? c.hbm_tbps : 4.23),
-                          c.hbm_tbps > 0 ? "" : " at 4.23 TB/s");
+                          c.hbm_tbps > 0 ? "" : " at 4.23 TB/s",
+                          gus > 0 ? (" | graph " + std::to_string(gus).substr(0, 6) + " us, " +
+                                     std::to_string(wb / gus / 1e6).substr(0, 4) + " TB/s").c_str() : "");
             note(c, b);
           }
         }
@@ -862,7 +904,7 @@ void bench_dispatch(Ctx& c) {
       const Timing t0 = timed(c, [&](int) { moe_permute_3launch(x.p, ids.p, int(T), m.k, m.D, 16, d, xp.p, c.s); });
       tp.add("permute_3launch", shape, {{"x", "bf16"}}, t0, 0, 2.0 * T * m.D + 2.0 * T * m.k * m.D + 12.0 * T * m.k);
       moe_permute(x.p, ids.p, int(T), m.k, m.D, 16, d, xp.p, c.s);  // pos for the combine below
-      if (T == 1 || T == 64 || T == 1024 || T == 16384) {
+      if (T == 1 || T == 8 || T == 64 || T == 1024 || T == 16384) {
         char nb[256];
         std::snprintf(nb, sizeof nb, "dispatch %s T=%lld: permute %.1f us (%.2f TB/s; 3-launch %.1f us)",
                       m.model.c_str(), T, t.us_median, (2.0 * T * m.D + 2.0 * T * m.k * m.D) / t.us_median / 1e6,
@@ -872,10 +914,21 @@ void bench_dispatch(Ctx& c) {
       const Timing t2 = timed(c, [&](int) { moe_combine(xp.p, d.pos, w.p, int(T), m.k, m.D, nullptr, 0.f, out.p, c.s); });
       tc.add("combine", shape, {{"y", "bf16"}, {"w", "fp32"}, {"out", "bf16"}}, t2, 2.0 * T * m.k * m.D,
              2.0 * T * m.k * m.D + 2.0 * T * m.D + 8.0 * T * m.k);
-      if (T == 1 || T == 64 || T == 1024 || T == 16384) {
+      double gp = 0, gc = 0;
+      if (T <= 64) {  // decode sizes: per-call time inside a CUDA graph (rows not used by the fit)
+        gp = graph_us(c, [&](int) { moe_permute(x.p, ids.p, int(T), m.k, m.D, 16, d, xp.p, c.s); });
+        gc = graph_us(c, [&](int) { moe_combine(xp.p, d.pos, w.p, int(T), m.k, m.D, nullptr, 0.f, out.p, c.s); });
+        const Timing tg{gp, gp, gp, 20}, tg2{gc, gc, gc, 20};
+        json sg = shape;
+        sg["timing"] = "cuda_graph_replay";
+        tp.add("permute_graph", sg, {{"x", "bf16"}}, tg, 0, 2.0 * T * m.D + 2.0 * T * m.k * m.D + 12.0 * T * m.k);
+        tc.add("combine_graph", sg, {{"y", "bf16"}, {"w", "fp32"}, {"out", "bf16"}}, tg2, 2.0 * T * m.k * m.D,
+               2.0 * T * m.k * m.D + 2.0 * T * m.D + 8.0 * T * m.k);
+      }
+      if (T == 1 || T == 8 || T == 64 || T == 1024 || T == 16384) {
         char nb[256];
-        std::snprintf(nb, sizeof nb, "dispatch %s T=%lld: combine %.1f us (%.2f TB/s)", m.model.c_str(), T, t2.us_median,
-                      (2.0 * T * m.k * m.D + 2.0 * T * m.D) / t2.us_median / 1e6);
+        std::snprintf(nb, sizeof nb, "dispatch %s T=%lld: combine %.1f us (%.2f TB/s); in a graph: permute %.1f us, combine %.1f us",
+                      m.model.c_str(), T, t2.us_median, (2.0 * T * m.k * m.D + 2.0 * T * m.D) / t2.us_median / 1e6, gp, gc);
         note(c, nb);
       }
       if (m.model == "K3") {

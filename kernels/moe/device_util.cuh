@@ -34,7 +34,7 @@ __device__ __forceinline__ void fence_operand(uint32_t& r) { asm volatile("" : "
 
 /// wgmma shared-memory matrix descriptor for a K-major operand tile with 128-byte swizzle:
 /// rows of 128 B (64 bf16), 8-row groups 1024 B apart (SBO), tile base 1024-byte aligned.
-__device__ __forceinline__ uint64_t desc_sw128(uint32_t smem_addr) {
+__host__ __device__ constexpr __forceinline__ uint64_t desc_sw128(uint32_t smem_addr) {
   uint64_t d = 0;
   d |= static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4);
   d |= static_cast<uint64_t>(1) << 16;           // LBO (unused for swizzled K-major), encoded 16 B

@@ -93,7 +93,7 @@ __device__ int block_exclusive_scan(int* v, int n, int* red) {
   return total;
 }
 
-constexpr int kPermThreads = 512;
+constexpr int kPermThreads = 1024;
 constexpr int kPermMaxChunkEntries = 4096;  // (tokens of one CTA) * k
 
 /// Fused permutation, one launch: CTA b = (token chunk b / splits, column split b % splits).
@@ -118,11 +118,31 @@ __global__ void __launch_bounds__(kPermThreads) permute_fused_kernel(
   const int n = T * k, i0 = t0 * k, i1 = t1 * k;
   for (int e = threadIdx.x; e < E; e += blockDim.x) { hist[e] = 0; before[e] = 0; }
   __syncthreads();
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const int e = __ldg(ids + i);
-    atomicAdd(&hist[e], 1);
-    if (i < i0) atomicAdd(&before[e], 1);
+  // two histograms, one atomic per id: ids before the chunk -> before, the rest -> hist (total =
+  // hist + before). 16-byte loads, 4 in flight per thread (ids are read from L2 by every CTA).
+  {
+    auto add = [&](int i, int e) { atomicAdd(i < i0 ? &before[e] : &hist[e], 1); };
+    const int n4 = ((reinterpret_cast<uintptr_t>(ids) & 15) == 0) ? n / 4 : 0;
+    const int4* ids4 = reinterpret_cast<const int4*>(ids);
+    int q = threadIdx.x;
+    for (; q + 3 * static_cast<int>(blockDim.x) < n4; q += 4 * blockDim.x) {
+      int4 v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) v[u] = __ldg(ids4 + q + u * blockDim.x);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int i = 4 * (q + u * blockDim.x);
+        add(i, v[u].x); add(i + 1, v[u].y); add(i + 2, v[u].z); add(i + 3, v[u].w);
+      }
+    }
+    for (; q < n4; q += blockDim.x) {
+      const int4 v = __ldg(ids4 + q);
+      add(4 * q, v.x); add(4 * q + 1, v.y); add(4 * q + 2, v.z); add(4 * q + 3, v.w);
+    }
+    for (int i = 4 * n4 + threadIdx.x; i < n; i += blockDim.x) add(i, __ldg(ids + i));
   }
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) hist[e] += before[e];
   __syncthreads();
   if (blockIdx.x == 0) {
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
@@ -166,12 +186,23 @@ __global__ void __launch_bounds__(kPermThreads) permute_fused_kernel(
   __syncthreads();
   const int V = D / 8, cper = (V + splits - 1) / splits, c0 = split * cper, c1 = min(V, c0 + cper), nc = c1 - c0;
   if (nc <= 0) return;
-  const int ntok = t1 - t0;
-  for (int idx = threadIdx.x; idx < ntok * nc; idx += blockDim.x) {
-    const int tl = idx / nc, c = c0 + idx % nc;
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(x + static_cast<size_t>(t0 + tl) * D) + c);
-    const int* sp = spos + tl * k;
-    for (int j = 0; j < k; ++j) reinterpret_cast<uint4*>(x_perm + static_cast<size_t>(sp[j]) * D)[c] = v;
+  const int ntok = t1 - t0, tot = ntok * nc, B = blockDim.x;
+  // 4 rows' 16-byte vectors loaded before their k stores each (memory-level parallelism)
+  for (int base = threadIdx.x; base < tot; base += 4 * B) {
+    uint4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int idx = base + u * B;
+      if (idx < tot) v[u] = __ldg(reinterpret_cast<const uint4*>(x + static_cast<size_t>(t0 + idx / nc) * D) + c0 + idx % nc);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int idx = base + u * B;
+      if (idx >= tot) break;
+      const int tl = idx / nc, c = c0 + idx % nc;
+      const int* sp = spos + tl * k;
+      for (int j = 0; j < k; ++j) reinterpret_cast<uint4*>(x_perm + static_cast<size_t>(sp[j]) * D)[c] = v[u];
+    }
   }
 }
 

@@ -43,11 +43,12 @@ struct Cfg {
   static constexpr int kSmem = kStages * (kXBytes + kWBytes) + 1024;
 };
 
-/// bf16x2 factor 2^(s-1) in both halves: multiplies the raw (2^-126-scaled) E2M1 bit pattern to
-/// the exact value code * 2^(s-127). Requires s <= 128 (checked at prepack).
-__device__ __forceinline__ uint32_t scale_factor_fast(uint32_t s) {
-  const uint32_t b = (s + 126u) << 7;
-  return b | (b << 16);
+/// bf16x2 factor 2^(s-1) in both halves, s = byte B of the 4 scale bytes `sc`: multiplies the raw
+/// (2^-126-scaled) E2M1 bit pattern to the exact value code * 2^(s-127). Requires s <= 128 (checked
+/// at prepack). One PRMT ([s, 0, s, 0]) + one IMAD (s*128 + 126*128 in each half).
+template <int B>
+__device__ __forceinline__ uint32_t scale_factor(uint32_t sc) {
+  return __byte_perm(sc, 0u, 0x4040 | (B << 8) | B) * 128u + 0x3F003F00u;
 }
 __device__ __forceinline__ uint32_t hmul2_u32(uint32_t a, uint32_t b) {
   __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&a), *reinterpret_cast<__nv_bfloat162*>(&b));
@@ -144,8 +145,8 @@ __global__ void __launch_bounds__(kThreads, 1) w4a16_kernel(const Params p) {
       const uint4 q = *reinterpret_cast<const uint4*>(wb + warp * 512 + lane * 16);
       const uint32_t sc = *reinterpret_cast<const uint32_t*>(wb + 4096 + warp * 32 + gq * 4);
       // f<group><row half>
-      const uint32_t f00 = scale_factor_fast(sc & 0xFF), f01 = scale_factor_fast((sc >> 16) & 0xFF);
-      const uint32_t f10 = scale_factor_fast((sc >> 8) & 0xFF), f11 = scale_factor_fast(sc >> 24);
+      const uint32_t f00 = scale_factor<0>(sc), f01 = scale_factor<2>(sc);
+      const uint32_t f10 = scale_factor<1>(sc), f11 = scale_factor<3>(sc);
       dequant_word(q.x, f00, f01, af[ks][0]);
       dequant_word(q.y, f00, f01, af[ks][1]);
       dequant_word(q.z, f10, f11, af[ks][2]);
@@ -359,14 +360,17 @@ __global__ void __launch_bounds__(kDecThreads, DCfg<BT>::kMinBlocks) w4a16_decod
       const uint8_t* wb = ws + slot * C::kW + ks * kWBlockBytes;
       const uint4 q = *reinterpret_cast<const uint4*>(wb + warp * 512 + lane * 16);
       const uint32_t sc = *reinterpret_cast<const uint32_t*>(wb + 4096 + warp * 32 + gq * 4);
-      const uint32_t f00 = scale_factor_fast(sc & 0xFF), f01 = scale_factor_fast((sc >> 16) & 0xFF);
-      const uint32_t f10 = scale_factor_fast((sc >> 8) & 0xFF), f11 = scale_factor_fast(sc >> 24);
+      const uint32_t f00 = scale_factor<0>(sc), f01 = scale_factor<2>(sc);
+      const uint32_t f10 = scale_factor<1>(sc), f11 = scale_factor<3>(sc);
       dequant_word(q.x, f00, f01, af[ks][0]);
       dequant_word(q.y, f00, f01, af[ks][1]);
       dequant_word(q.z, f10, f11, af[ks][2]);
       dequant_word(q.w, f10, f11, af[ks][3]);
     }
-    const uint32_t xb = smem_u32(xs + slot * C::kX);
+    // descriptor of the stage's token tile once; the 8 wgmmas add their 32-byte k offsets to its
+    // low word (the tile lies below 256 KB of shared memory: no carry into the high word)
+    const uint32_t dlo = static_cast<uint32_t>(desc_sw128(smem_u32(xs + slot * C::kX)));
+    constexpr uint64_t kDescHi = desc_sw128(0) & 0xFFFFFFFF00000000ull;
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks)
 #pragma unroll
@@ -381,7 +385,8 @@ __global__ void __launch_bounds__(kDecThreads, DCfg<BT>::kMinBlocks) w4a16_decod
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks)
 #pragma unroll
-      for (int s = 0; s < 4; ++s) WgmmaRS<BT>::mma(&acc[0][0], af[ks][s], desc_sw128(xb + ks * C::kXSub + s * 32));
+      for (int s = 0; s < 4; ++s)
+        WgmmaRS<BT>::mma(&acc[0][0], af[ks][s], kDescHi | (dlo + static_cast<uint32_t>((ks * C::kXSub + s * 32) >> 4)));
     wgmma_commit();
 #pragma unroll
     for (int i = 0; i < BT / 8; ++i)
@@ -449,11 +454,13 @@ void launch_bt(const Params& p, int max_tiles, cudaStream_t stream) {
   if (g_variant == 5 || g_variant == 4) {
     if constexpr (BT <= 64) {
       if (p.K % 256 == 0) {
-        // variant 5 at BT <= 32; at BT = 64 its 8 x 4-register A fragments spill (ptxas), so 4
+        // variant 5 at BT <= 32; at BT = 64 its A fragments spill (ptxas) and variant 0 was faster
+        // than 4 there (81.5 vs 89.9 us, K3 w13 G=8 m=64, call 1 of this session), so 0
         if constexpr (BT <= 32) {
           if (g_variant == 5) { launch_decode<BT>(p, max_tiles, stream); return; }
         }
-        launch<BT, 4, 2>(p, max_tiles, stream);
+        if (g_variant == 5) launch<BT, 0>(p, max_tiles, stream);
+        else launch<BT, 4, 2>(p, max_tiles, stream);
         return;
       }
     }

@@ -150,7 +150,7 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
 /// 2 BT/8 m64n8 wgmmas per k16 step, 3 that without overlap, 4 = 0 with two k-blocks per
 /// pipeline stage at BT <= 64 when K % 256 == 0, 5 = warp-specialised decode kernel (producer warp
 /// with one bulk copy per stage, mbarriers, two k-blocks per stage) at BT <= 32 when K % 256 == 0
-/// (variant 4 at BT = 64, else 0). Throws std::invalid_argument.
+/// (else 0). Throws std::invalid_argument.
 void w4a16_set_variant(int v);
 int w4a16_variant();
 
