@@ -1049,7 +1049,8 @@ void bench_topk() {
       return std::function<void(int)>([=](int i) {
         v4_topk((*lg)[i % lg->size()].p, static_cast<int>(ld), dl->p, p.rows, p.k, idx->p, 0, mx);
       });
-    }, std::make_shared<json>(json{{"kernel", v4_topk_variant_name()}}));
+    }, std::make_shared<json>(json{{"kernel", v4_topk_uses_cluster(p.rows, *std::max_element(len.begin(), len.end()))
+                                                   ? "radix_cluster_smem" : "radix_1cta"}}));
     lg->clear();
   }
   r.finish();

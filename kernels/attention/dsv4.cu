@@ -712,7 +712,7 @@ void v4_set_variants(int indexer_variant, int topk_variant) {
   g_topk_variant = topk_variant;
 }
 const char* v4_indexer_variant_name() { return g_indexer_variant == 1 ? "mma_sync_v2" : "wgmma_fp8_tma"; }
-const char* v4_topk_variant_name() { return g_topk_variant == 1 ? "radix_1cta" : "radix_cluster_smem"; }
+const char* v4_topk_variant_name() { return g_topk_variant == 1 ? "radix_1cta" : g_topk_variant == 2 ? "radix_cluster_smem" : "radix_1cta_or_cluster"; }
 
 int v4_indexer_chunk(int nq, int max_len) {
   // Tiles per CTA: enough CTAs for ~4 per SM over the whole problem, 2..64 tiles each.
@@ -752,11 +752,19 @@ int v4_topk_cluster_size(int nq, int n) {
   return cs;
 }
 
+bool v4_topk_uses_cluster(int nq, int max_len) {
+  if (max_len <= 0 || g_topk_variant == 1 || v4_topk_cluster_size(nq, max_len) == 0) return false;
+  return g_topk_variant == 2 || (nq <= 16 && max_len >= 98304) || (nq >= 256 && max_len <= 12288);
+}
+
 void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int* idx, cudaStream_t s, int max_len) {
   if (nq <= 0) return;
   if (topk <= 0) throw std::invalid_argument("v4_topk: topk must be positive");
   const int cs = max_len > 0 ? v4_topk_cluster_size(nq, max_len) : 0;
-  if (g_topk_variant == 1 || cs == 0) {
+  // (v4_topk_uses_cluster) Variant 0 runs the cluster kernel only where it measured faster than the one-CTA kernel (call 9
+  // sweep: batches <= 16 with rows >= 98304 logits, 1.3-2.5x; batches >= 256 with rows <= 12288,
+  // 1.1-1.4x); elsewhere it was 0.4-0.9x. Variant 2 always runs it (tests).
+  if (!v4_topk_uses_cluster(nq, max_len)) {
     topk_kernel<<<nq, TKT, 0, s>>>(logits, ld, len, topk, idx);
     SS_LAUNCH_CHECK();
     return;

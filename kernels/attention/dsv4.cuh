@@ -54,12 +54,15 @@ void v4_indexer_logits(const IndexerArgs& a, cudaStream_t s = 0);
 int v4_indexer_chunk(int nq, int max_len);
 
 /// idx [nq, topk] int32 from logits [nq, ld] with row lengths len [nq] (each <= max_len).
-/// max_len > 0 and <= 8 x 32768 (and variant 0): one device-memory read per row through a cluster
-/// of v4_topk_cluster_size CTAs holding the row in shared memory; else the issue-3 one-CTA kernel.
+/// With max_len > 0 (<= 8 x 32768) the cluster kernel may run: one device-memory read per row through
+/// a cluster of v4_topk_cluster_size CTAs holding the row in shared memory (see v4_set_variants).
 void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int* idx, cudaStream_t s = 0, int max_len = 0);
 int v4_topk_cluster_size(int nq, int max_len);
+bool v4_topk_uses_cluster(int nq, int max_len);
 
-/// Kernel choice (bench, tests): 0 = issue-12 kernels (default), 1 = the issue-3 kernels.
+/// Kernel choice (bench, tests): indexer 0 = wgmma (default), 1 = the issue-3 kernel; top-k 0 =
+/// the cluster kernel where it measured faster, else the issue-3 one-CTA kernel (default), 1 = always
+/// the one-CTA kernel, 2 = always the cluster kernel (where max_len allows).
 void v4_set_variants(int indexer_variant, int topk_variant);
 const char* v4_indexer_variant_name();
 const char* v4_topk_variant_name();

@@ -294,7 +294,9 @@ TEST(V4TopK, ClusterSmemAllSizes) {
       dl.upload(lg); dlen.upload(c.lens);
       SS_CUDA(cudaMemset(didx.p, 0x7F, didx.bytes()));
       const int mx = *std::max_element(c.lens.begin(), c.lens.end());
+      v4_set_variants(0, 2);  // the cluster kernel whatever the shape
       v4_topk(dl.p, c.ld, dlen.p, nq, K, didx.p, 0, mx);
+      v4_set_variants(0, 0);
       SS_CUDA(cudaDeviceSynchronize());
       const auto hi = didx.download();
       for (int i = 0; i < nq; ++i)
@@ -313,7 +315,9 @@ TEST(V4TopK, ClusterWideBatch) {
   DevBuf<int> dlen, didx(static_cast<size_t>(nq) * K);
   dl.upload(lg); dlen.upload(lens);
   SS_CUDA(cudaMemset(didx.p, 0x7F, didx.bytes()));
+  v4_set_variants(0, 2);
   v4_topk(dl.p, n, dlen.p, nq, K, didx.p, 0, n);
+  v4_set_variants(0, 0);
   SS_CUDA(cudaDeviceSynchronize());
   const auto hi = didx.download();
   for (int i = 0; i < nq; ++i) check_topk_row(lg.data() + static_cast<size_t>(i) * n, n, K, hi.data() + static_cast<size_t>(i) * K, "wide", i);
