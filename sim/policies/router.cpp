@@ -8,15 +8,18 @@ namespace {
 // Ties: among the candidates that share the best key, the choice rotates (round-robin among the
 // tied, one cursor per router and phase). Deterministic, and tied instances share the work instead
 // of the first one taking it all. `better(a, b)`: a strictly better than b; `tied(a, b)`: equal.
+// One pass finds the best and counts its ties (a better one restarts the count); only a tie of
+// several walks again to the chosen one. No allocation: this runs at every arrival and dispatch.
 template <class C, class Better, class Tied>
 std::size_t pick(const std::vector<C>& c, std::size_t& cursor, Better better, Tied tied) {
-  std::size_t best = 0;
+  std::size_t best = 0, ties = 1;
   for (std::size_t i = 1; i < c.size(); ++i)
-    if (better(c[i], c[best])) best = i;
-  std::vector<std::size_t> ties;
-  for (std::size_t i = 0; i < c.size(); ++i)
-    if (tied(c[i], c[best])) ties.push_back(i);
-  return ties.size() == 1 ? ties.front() : ties[cursor++ % ties.size()];
+    if (better(c[i], c[best])) best = i, ties = 1;
+    else if (tied(c[i], c[best])) ++ties;
+  if (ties == 1) return best;
+  std::size_t k = cursor++ % ties;
+  for (std::size_t i = best;; ++i)
+    if (tied(c[i], c[best]) && k-- == 0) return i;
 }
 
 // decode: fewest running sequences, then most free KV
