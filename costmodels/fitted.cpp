@@ -4,6 +4,7 @@
 #include <bit>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -102,12 +103,29 @@ void add_csa_indexer(const Op& op, Buf& b) {
   }
 }
 
+/// expected_padded_rows remembered per thread by its exact arguments (a pure function; the same
+/// batch shapes recur step after step).
+double padded_rows_memo(Family f, double T, double held, double G) {
+  struct Slot {
+    double T = -1, held = -1, G = -1, rows = 0;
+    int f = -1;
+  };
+  thread_local std::vector<Slot> memo(1u << 12);
+  std::uint64_t h = static_cast<std::uint64_t>(f) * 0x9E3779B97F4A7C15ull;
+  for (double v : {T, held, G}) h = (h ^ std::bit_cast<std::uint64_t>(v)) * 0xBF58476D1CE4E5B9ull, h ^= h >> 31;
+  Slot& m = memo[h & (memo.size() - 1)];
+  if (m.f != static_cast<int>(f) || std::bit_cast<std::uint64_t>(m.T) != std::bit_cast<std::uint64_t>(T) ||
+      std::bit_cast<std::uint64_t>(m.held) != std::bit_cast<std::uint64_t>(held) || std::bit_cast<std::uint64_t>(m.G) != std::bit_cast<std::uint64_t>(G))
+    m = {T, held, G, expected_padded_rows(f, T, held, G), static_cast<int>(f)};
+  return m.rows;
+}
+
 void add_moe_experts(const Op& op, Buf& b) {
   const double T = op.tokens;
   const DType w = op.gemm_count > 0 ? op.gemms[0].dtype : DType::mxfp4;
   const Family f = w == DType::mxfp4 ? Family::grouped_w4a16 : w == DType::fp8 ? Family::grouped_fp8 : Family::grouped_bf16;
   const double G = std::max(op.experts, 1e-9);
-  const double rows = expected_padded_rows(f, T, std::max(op.heads, G), G);
+  const double rows = padded_rows_memo(f, T, std::max(op.heads, G), G);
   for (int i = 0; i < op.gemm_count; ++i) b.add(f, G, rows, op.gemms[i].n, op.gemms[i].k);
   add_act(op, T, b);
 }
