@@ -136,9 +136,9 @@ void TimelineWriter::on_step(const StepEvent& e) {
     name_track(3, a2a_tid, fmt::format("{} instance {} all-to-all", to_string(e.role), e.instance));
   const long long t0 = ns(e.start_s), t1 = ns(e.end_s);
   write(fmt::format("{{\"ph\":\"X\",\"name\":\"{} step\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"seqs\":{},\"tokens\":{},"
-                    "\"attention_ms\":{:.4f},\"ffn_ms\":{:.4f},\"comm_ms\":{:.4f},\"other_ms\":{:.4f}}}}}",
+                    "\"attention_ms\":{:.4f},\"ffn_ms\":{:.4f},\"comm_ms\":{:.4f},\"other_ms\":{:.4f},\"host_ms\":{:.4f},\"expert_load\":{:.4f}}}}}",
                     to_string(e.role), pid, tid, us(t0), us(t1 - t0), e.seqs, e.tokens, e.time.attention_s * 1e3, e.time.ffn_s * 1e3,
-                    e.time.comm_s * 1e3, e.time.other_s * 1e3));
+                    e.time.comm_s * 1e3, e.time.other_s * 1e3, e.time.host_s * 1e3, e.time.expert_load));
   if (e.time.comm_total_s > 0)  // within its step (with two-batch overlap it runs beside the compute)
     write(fmt::format("{{\"ph\":\"X\",\"name\":\"{} all-to-all\",\"pid\":3,\"tid\":{},\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"exposed_ms\":{:.4f}}}}}",
                       to_string(e.role), (e.role == Phase::prefill ? 0 : 1000) + e.instance, us(t0),
