@@ -56,6 +56,9 @@ void validate_deployment(const DeploymentSpec& d, const std::string& where) {
     if (p.max_batch_tokens < 1) fail(pool + ".max_batch_tokens", "must be ≥ 1");
     if (p.chunk_tokens < 1) fail(pool + ".chunk_tokens", "must be ≥ 1");
     if (p.max_running < 1) fail(pool + ".max_running", "must be ≥ 1");
+    if (p.mtp_draft_tokens > 0 && &p == &d.prefill) fail(pool + ".mtp", "multi-token prediction is a decode setting");
+    if (p.mtp_draft_tokens > 0 && d.model.mtp_layers < 1)
+      fail(pool + ".mtp", "model \"" + d.model.name + "\" ships no MTP draft head (mtp_layers 0)");
     if (p.expert_imbalance != 0 && p.expert_imbalance < 1.0) fail(pool + ".expert_imbalance", "must be 0 (sampled) or ≥ 1 (busiest GPU / mean)");
     const GpuMemoryPlan m = plan_gpu_memory(d, p);
     if (!m.fits()) {

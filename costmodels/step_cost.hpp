@@ -34,6 +34,7 @@ struct InstanceShape {
   /// Fraction of the SMs that hierarchical (DeepEP normal) dispatch/combine kernels occupy while
   /// they run; compute overlapped with them (two-batch overlap) runs on the rest. 0 = none.
   double comm_sm_fraction = 0;
+  int mtp_draft_tokens = 0;  ///< decode: MTP drafts per step (the draft passes are priced in the step)
   int dp() const { return ep / attn_tp; }
 };
 
@@ -42,6 +43,7 @@ inline InstanceShape instance_shape(const PoolSpec& pool) {
   InstanceShape s;
   s.ep = pool.ep, s.attn_tp = pool.attn_tp, s.redundant_experts = pool.redundant_experts;
   s.expert_imbalance = pool.expert_imbalance, s.two_batch_overlap = pool.two_batch_overlap, s.dispatch = pool.ep_dispatch;
+  s.mtp_draft_tokens = pool.mtp_draft_tokens;
   return s;
 }
 

@@ -56,7 +56,9 @@ StepParts StepCostModel::attention_part(const std::vector<std::vector<SeqWork>>&
   std::vector<double> Tr(static_cast<size_t>(dp), 0.0);
   for (int r = 0; r < dp; ++r) {
     double lg = 0;
-    for (const auto& s : per_rank[static_cast<size_t>(r)]) Tr[static_cast<size_t>(r)] += s.new_tokens, lg += s.emits_logits;
+    // decode: every new token (with MTP, each verified one) has logits; prefill: the last chunk's
+    for (const auto& s : per_rank[static_cast<size_t>(r)])
+      Tr[static_cast<size_t>(r)] += s.new_tokens, lg += phase == Phase::decode ? (s.emits_logits ? s.new_tokens : 0) : s.emits_logits;
     p.Tmax = std::max(p.Tmax, Tr[static_cast<size_t>(r)]);
     p.Ttot += Tr[static_cast<size_t>(r)];
     p.logits_max = std::max(p.logits_max, lg);
@@ -104,20 +106,21 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
   st.expert_load = main_moe_ >= 0 ? expert_load(main_moe_, Ttot, sample) : 1.0;
   double extra = 0;
   int kernels = 0, syncs = 0;
-  for (const auto& p : pairs_) {
+  // `count` layers of pair p with Tm / Tt tokens (busiest rank / instance) in their FFN
+  auto add_layers = [&](const LayerPair& p, double Tm, double Tt, int count) {
     const FfnSpec& f = model_.ffn_kinds[static_cast<size_t>(p.ffn)];
-    const double load = expert_load(p.ffn, Ttot, sample);
+    const double load = expert_load(p.ffn, Tt, sample);
     scratch_.clear();
-    ffn_ops(p.ffn, Tmax / mb, Ttot / mb, scratch_, load);
+    ffn_ops(p.ffn, Tm / mb, Tt / mb, scratch_, load);
     double ffn = mb * sum_ops(scratch_, st, extra);
     const double ffn_extra = mb * extra;
     int k = 0;
     for (const auto& o : scratch_) k += kernels_of(o);
-    if (f.op == FfnOp::dense || f.shared_experts > 0) ffn += allreduce_time(fabric_, shape_.attn_tp, Tmax * model_.hidden * kAct);
-    const double comm = moe_comm_s(p.ffn, Tmax, Ttot, load);
+    if (f.op == FfnOp::dense || f.shared_experts > 0) ffn += allreduce_time(fabric_, shape_.attn_tp, Tm * model_.hidden * kAct);
+    const double comm = moe_comm_s(p.ffn, Tm, Tt, load);
     if (comm > 0) {
-      for (DType m : {f.dispatch_dtype, f.combine_dtype}) st.a2a_inter_bytes_gpu += p.count * moe_alltoall_load(p.ffn, Tmax, Ttot, m, load).inter_bytes;
-      if (normal) syncs += p.count * static_cast<int>(mb);
+      for (DType m : {f.dispatch_dtype, f.combine_dtype}) st.a2a_inter_bytes_gpu += count * moe_alltoall_load(p.ffn, Tm, Tt, m, load).inter_bytes;
+      if (normal) syncs += count * static_cast<int>(mb);
     }
     const double compute = parts.attn[static_cast<size_t>(p.attention)] + ffn;
     // with overlap, the dispatch/combine kernels of one micro-batch run beside the other's compute;
@@ -125,13 +128,24 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
     // max(M, C + s·M) (low-latency kernels use no SMs: s = 0); without overlap they add up
     const double s = normal ? shape_.comm_sm_fraction : 0.0;
     const double layer = overlap ? std::max(comm, compute + s * comm) : compute + comm;
-    st.attention_s += p.count * parts.attn[static_cast<size_t>(p.attention)];
-    st.ffn_s += p.count * ffn;
-    st.comm_s += p.count * (layer - compute);
-    st.comm_total_s += p.count * comm;
-    st.total_s += p.count * layer;
-    st.extrapolated_s += p.count * (parts.attn_extra[static_cast<size_t>(p.attention)] + ffn_extra);
-    kernels += p.count * (parts.attn_kernels[static_cast<size_t>(p.attention)] + static_cast<int>(mb) * k + kLayerElementwiseKernels);
+    st.attention_s += count * parts.attn[static_cast<size_t>(p.attention)];
+    st.ffn_s += count * ffn;
+    st.comm_s += count * (layer - compute);
+    st.comm_total_s += count * comm;
+    st.total_s += count * layer;
+    st.extrapolated_s += count * (parts.attn_extra[static_cast<size_t>(p.attention)] + ffn_extra);
+    kernels += count * (parts.attn_kernels[static_cast<size_t>(p.attention)] + static_cast<int>(mb) * k + kLayerElementwiseKernels);
+  };
+  for (const auto& p : pairs_) add_layers(p, Tmax, Ttot, p.count);
+  // multi-token prediction: the MTP head (one more layer of the model's main kind) drafts k tokens,
+  // one pass per draft at one token per sequence; its attention is priced as the verifying layer's
+  // (decode attention is bound by the context read, not by the new tokens)
+  const int k = phase == Phase::decode ? shape_.mtp_draft_tokens : 0;
+  if (k > 0 && !pairs_.empty()) {
+    const LayerPair* main = &pairs_.back();
+    for (const auto& p : pairs_)
+      if (p.ffn == main_moe_) main = &p;
+    add_layers(*main, Tmax / (k + 1), Ttot / (k + 1), k);
   }
   // logits of the busiest rank
   scratch_.clear();

@@ -48,6 +48,18 @@ struct PoolSpec {
   /// (a host gap per kernel). Default: decode yes, prefill no (SGLang: DeepEP normal dispatch has
   /// dynamic shapes, so prefill runs eagerly; serving-overheads.md §2).
   bool cuda_graph = false;
+  /// Decode only: multi-token prediction (speculative decoding with the model's MTP head). Each step
+  /// verifies 1 + mtp_draft_tokens tokens per sequence; draft i is accepted with probability
+  /// mtp_acceptance if draft i − 1 was (DeepSeek-V3 report §5.4.3: 85-90% for the 2nd token), so a
+  /// step yields 1 + a + … + a^k tokens on average. 0 = off (default).
+  int mtp_draft_tokens = 0;
+  double mtp_acceptance = 0;
+  /// Expected tokens a sequence gains per decode step: 1 + a + a² + … + a^k.
+  double tokens_per_step() const {
+    double t = 1, p = 1;
+    for (int i = 0; i < mtp_draft_tokens; ++i) t += p *= mtp_acceptance;
+    return t;
+  }
   EpDispatch ep_dispatch = EpDispatch::hierarchical;  ///< prefill default; decode default: direct
   /// Put each step's inter-node all-to-all bytes on the fabric as background flows (one per
   /// attention-TP group and direction, rate-capped to last the step's all-to-all time), so that KV

@@ -98,6 +98,13 @@ PoolSpec read_pool(Obj o, const PoolSpec& def) {
   p.expert_imbalance = o.num("expert_imbalance", def.expert_imbalance, 0.0, 1e6);
   if (p.expert_imbalance > 0 && p.expert_imbalance < 1) o.fail("expert_imbalance", "must be 0 (sampled from the model) or >= 1 (busiest GPU / mean)");
   p.cuda_graph = o.boolean("cuda_graph", def.cuda_graph);
+  if (o.has("mtp")) {
+    Obj m = o.child("mtp");
+    p.mtp_draft_tokens = m.int32("draft_tokens", 1, 0, 8);
+    p.mtp_acceptance = m.num("acceptance", std::nullopt, 0.0, 1.0);
+    m.str("source", std::string());
+    m.done();
+  }
   p.two_batch_overlap = o.boolean("two_batch_overlap", def.two_batch_overlap);
   p.step_overhead_s = o.num("step_overhead_s", def.step_overhead_s, 0, kMaxSeconds);
   p.ep_dispatch = o.choice<EpDispatch>("ep_dispatch", def.ep_dispatch, {{"hierarchical", EpDispatch::hierarchical}, {"direct", EpDispatch::direct}});

@@ -5,6 +5,7 @@
 #include "costmodels/expert_load.hpp"
 #include "costmodels/step_cost.hpp"
 #include "helpers.hpp"
+#include "sim/simulation.hpp"
 
 #include <gtest/gtest.h>
 
@@ -153,4 +154,68 @@ TEST(StepOverheads, SmallAllReducesFollowTheMeasuredCustomKernel) {
   // large messages take the ring: 2·7/8·64 MB / (0.662 · 450 GB/s) + 14 us + call
   const double ring = 2.0 * 7 / 8 * 64e6 / (0.662 * 450e9) + 14e-6 + 7.53e-6;
   EXPECT_NEAR(allreduce_time(f, 8, 64e6), ring, 1e-9);
+}
+
+namespace {
+// One 1,000-token prompt with `out` output tokens on the tiny deployment with MTP (ZeroCost: a
+// decode step is its 2 ms host overhead). Returns decode time (E2E − TTFT) and decode steps.
+std::pair<double, long long> mtp_run(int drafts, double acceptance, long long out) {
+  DeploymentSpec d = test::tiny(1000);
+  d.model.mtp_layers = 1;
+  d.decode.mtp_draft_tokens = drafts, d.decode.mtp_acceptance = acceptance;
+  test::Records rec;
+  Simulation sim(d, std::make_unique<test::ListSource>(std::vector<Request>{test::req(0, 0, 1000, out)}), std::make_shared<test::ZeroCost>(), rec, {});
+  const RunTotals t = sim.run();
+  const RequestRecord& r = rec.by_id.at(0);
+  EXPECT_EQ(r.status, RequestStatus::completed);
+  EXPECT_EQ(r.generated_tokens, out);
+  return {r.e2e_s() - r.ttft_s(), t.decode_steps};
+}
+}  // namespace
+
+// 100 output tokens: the prefill makes the first, 99 remain (one simulation per test: SimGrid
+// allows one engine per process, and ctest runs each test in its own).
+TEST(Mtp, WithoutDraftsEveryStepMakesOneToken) {
+  const auto r = mtp_run(0, 0, 100);
+  EXPECT_EQ(r.second, 99);
+  EXPECT_NEAR(r.first, 99 * 0.002, 1e-9);
+}
+TEST(Mtp, OneAlwaysAcceptedDraftHalvesTheSteps) {
+  const auto r = mtp_run(1, 1.0, 100);  // 2 tokens per step: ceil(99 / 2) = 50 steps of 2 ms
+  EXPECT_EQ(r.second, 50);
+  EXPECT_NEAR(r.first, 50 * 0.002, 1e-9);
+}
+TEST(Mtp, NeverAcceptedDraftsGainNothing) { EXPECT_EQ(mtp_run(1, 0.0, 100).second, 99); }
+TEST(Mtp, ThreeAlwaysAcceptedDraftsMakeFourTokensAStep) { EXPECT_EQ(mtp_run(3, 1.0, 100).second, 25); }  // ceil(99 / 4)
+TEST(Mtp, AcceptanceRateSetsTheMeanTokensPerStep) {
+  // acceptance 0.85 (DeepSeek-V3 §5.4.3), one draft: 1.85 tokens per step on average; over 2,999
+  // tokens about 1,621 steps (noise: sd 0.357 tokens per step, ≈ 0.5% of the steps)
+  EXPECT_NEAR(static_cast<double>(mtp_run(1, 0.85, 3000).second), 2999 / 1.85, 2999 / 1.85 * 0.03);
+}
+
+TEST(Mtp, ADecodeStepVerifiesEveryDraftAndRunsTheDraftHead) {
+  // KindCost: 1 ms per attention core. tiny-moe has 4 layers; with MTP k = 2 the step also runs k
+  // draft passes of one MoE layer (attention priced as the verifying layer's): 4 + 2 = 6 ms of
+  // attention, and routed experts 3 ms × (3 + 2) layers.
+  ModelSpec m = load_model(test::data("tests/data/tiny-moe.json"));
+  InstanceShape s;
+  s.ep = 1, s.mtp_draft_tokens = 2;
+  const StepCostModel sc(m, std::make_shared<KindCost>(), FabricParams{}, s, 0.0);
+  std::vector<std::vector<SeqWork>> ranks(1, std::vector<SeqWork>{{3, 100, true}});
+  const StepTime t = sc.step(ranks, Phase::decode);
+  EXPECT_NEAR(t.attention_s, 6e-3, 1e-12);
+  EXPECT_NEAR(t.ffn_s, 5 * 3e-3, 1e-12);
+}
+
+TEST(Mtp, OnlyDecodeAndOnlyModelsWithADraftHead) {
+  DeploymentSpec d = test::tiny(1000);
+  d.decode.mtp_draft_tokens = 1, d.decode.mtp_acceptance = 0.8;
+  EXPECT_THROW(validate_deployment(d, "tiny"), std::invalid_argument);  // tiny-moe: mtp_layers 0
+  d.model.mtp_layers = 1;
+  EXPECT_NO_THROW(validate_deployment(d, "tiny"));
+  d.prefill.mtp_draft_tokens = 1;
+  EXPECT_THROW(validate_deployment(d, "tiny"), std::invalid_argument);
+  EXPECT_NEAR(d.decode.tokens_per_step(), 1.8, 1e-12);
+  d.decode.mtp_draft_tokens = 3;
+  EXPECT_NEAR(d.decode.tokens_per_step(), 1 + 0.8 + 0.64 + 0.512, 1e-12);
 }

@@ -13,7 +13,23 @@ bool later(const std::tuple<long long, std::uint64_t, ReqState*>& a, const std::
 }  // namespace
 
 // the pool's own stream of expert-load draws: "decode" mixed into the scenario's seed
-DecodePool::DecodePool(Engine& e) : e_(e), load_rng_(e.opt.seed ^ 0x6465636f6465ULL) {}
+DecodePool::DecodePool(Engine& e)
+    : e_(e), load_rng_(e.opt.seed ^ 0x6465636f6465ULL), mtp_rng_(e.opt.seed ^ 0x6d7470ULL), tokens_per_step_(e.d.decode.tokens_per_step()) {}
+
+// Decode steps a sequence needs for `tokens` more tokens: 1 without MTP; with k drafts each step
+// yields 1 + the run of accepted drafts (draft i accepted with probability a if i − 1 was).
+long long DecodePool::steps_for(long long tokens) {
+  const int k = e_.d.decode.mtp_draft_tokens;
+  if (k == 0) return tokens;
+  const double a = e_.d.decode.mtp_acceptance;
+  long long steps = 0;
+  for (long long made = 0; made < tokens; ++steps) {
+    int t = 1;
+    while (t <= k && mtp_rng_.uniform() < a) ++t;
+    made += t;
+  }
+  return steps;
+}
 
 void DecodePool::build(const std::vector<int>& first_gpus) {
   batcher_ = make_decode_batcher(e_.d.decode_batcher);
@@ -135,7 +151,7 @@ void DecodePool::join_batch(Instance& q) {
       r->phase = ReqPhase::decode;
       r->rec.first_token_s = e_.now();  // its first decode step starts now: the first token is out
       dr.active.push_back(r);
-      q.finish.emplace_back(q.step + r->req.output_tokens - r->rec.generated_tokens - 1, r->req.id, r);
+      q.finish.emplace_back(q.step + steps_for(r->req.output_tokens - r->rec.generated_tokens) - 1, r->req.id, r);
       std::push_heap(q.finish.begin(), q.finish.end(), later);
       ++q.active;
       q.ctx += static_cast<double>(r->req.input_tokens + r->rec.generated_tokens);
@@ -150,7 +166,8 @@ void DecodePool::evaluate_step(Instance& q) {
   if (!q.evaluated || moved) {
     for (size_t k = 0; k < q.ranks.size(); ++k) {
       work_[k].clear();
-      for (ReqState* r : q.ranks[k].active) work_[k].push_back({1, r->req.input_tokens + r->rec.generated_tokens - 1 + (q.step - r->start_step), true});
+      for (ReqState* r : q.ranks[k].active)
+        work_[k].push_back({1 + e_.d.decode.mtp_draft_tokens, r->req.input_tokens + r->rec.generated_tokens - 1 + made(q, r), true});
     }
     q.parts = e_.dstep->attention_part(work_, Phase::decode);
     q.ctx_at_eval = q.ctx, q.active_at_eval = q.active, q.evaluated = true;
@@ -176,7 +193,7 @@ void DecodePool::finish_sequences(Instance& q) {
     moved->active_index = r->active_index;
     dr.active.pop_back();
     --q.active;
-    q.ctx -= static_cast<double>(r->req.input_tokens + r->rec.generated_tokens + (q.step - r->start_step));
+    q.ctx -= static_cast<double>(r->req.input_tokens + r->rec.generated_tokens) + static_cast<double>(q.step - r->start_step) * tokens_per_step_;
     r->rec.generated_tokens = r->req.output_tokens;
     finish_round(r);
   }
@@ -197,15 +214,22 @@ void DecodePool::loop(Instance& q) {
     ++e_.totals.decode_steps;
     e_.sink.on_step({Phase::decode, q.id, start, e_.now(), q.active, q.active, q.last});
     ++q.step;
-    q.ctx += static_cast<double>(q.active);
+    q.ctx += static_cast<double>(q.active) * tokens_per_step_;
     finish_sequences(q);
   }
+}
+
+// Tokens r has made since it joined (expected, with MTP: steps × tokens per step, rounded).
+long long DecodePool::made(const Instance& q, const ReqState* r) const {
+  const long long steps = q.step - r->start_step;
+  return tokens_per_step_ == 1.0 ? steps : std::llround(static_cast<double>(steps) * tokens_per_step_);
 }
 
 void DecodePool::settle_counters() {
   for (auto& q : inst_)
     for (auto& dr : q.ranks)
-      for (ReqState* r : dr.active) r->rec.generated_tokens += q.step - r->start_step;
+      for (ReqState* r : dr.active)
+        r->rec.generated_tokens = std::min(r->req.output_tokens, r->rec.generated_tokens + made(q, r));
 }
 
 }  // namespace servesim

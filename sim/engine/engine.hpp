@@ -200,9 +200,13 @@ class DecodePool {
   Engine& e_;
   std::vector<Instance> inst_;
   std::deque<ReqState*> pending_;  // prefilled, waiting for KV room on a decode rank
+  long long steps_for(long long tokens);
+  long long made(const Instance& q, const ReqState* r) const;
   std::unique_ptr<DecodeBatcher> batcher_;
   std::vector<std::vector<SeqWork>> work_;
   Rng load_rng_;  // per-step expert-load draws (seeded from the scenario's seed)
+  Rng mtp_rng_;   // MTP draft acceptances (seeded from the scenario's seed)
+  double tokens_per_step_ = 1;  // expected tokens per sequence per step (MTP)
 };
 
 /// Every KV movement over the platform's links.
