@@ -719,7 +719,7 @@ std::function<void(int)> v4_setup(const V4Problem& pr, int H, double bytes, std:
   out->alloc(static_cast<size_t>(nq) * H * 512);
   sink->alloc(H);
   fill_uniform_f32(sink->p, H, -2, 2, seed());
-  *plan = mqa_make_plan(pr.nrows);
+  *plan = v4_attn_uses_wgmma(H) ? mla_decode_plan(pr.nrows, H) : mqa_make_plan(pr.nrows);
   op->alloc(std::max<size_t>(1, mqa_part_floats(*plan, H)));
   lp->alloc(std::max<size_t>(1, mqa_lse_floats(*plan, H)));
   MqaArgs a;
@@ -821,6 +821,10 @@ void bench_v4_attn(const std::string& op, int ratio, bool decode, double budget)
     };
     return cost(a) < cost(b);
   });
+  if (const char* mh = std::getenv("V4_ATTN_MIN_HEADS")) {  // re-measure only the head counts a kernel change touched
+    const int h = std::atoi(mh);
+    pts.erase(std::remove_if(pts.begin(), pts.end(), [&](const Pt& p) { return p.m.H < h; }), pts.end());
+  }
   for (const auto& p : pts) {
     const V4Problem pr = decode ? v4_decode_problem(p.B, p.L, ratio, p.m.topk) : v4_prefill_problem(p.B, p.L, ratio, p.m.topk);
     double nsum = 0;
@@ -1228,6 +1232,7 @@ int main(int argc, char** argv) {
     else if (a == "--budget" && i + 1 < argc) budget = std::atof(argv[++i]);
     else if (a == "--quick") QUICK = true;
     else if (a == "--v4-legacy") v4_set_variants(1, 1);
+    else if (a == "--v4-attn-legacy") v4_attn_set_variant(1);
     else if (a == "--skip-existing" && i + 1 < argc) SKIP_DIR = argv[++i];
     else if (a == "--share-scale" && i + 1 < argc) share_scale = std::atof(argv[++i]);
     else if (a == "--mla-heads" && i + 1 < argc) MLA_HEADS = int_list(argv[++i]);

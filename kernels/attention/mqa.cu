@@ -569,6 +569,247 @@ __global__ void __launch_bounds__(256, 1)
 }
 
 // ---------------------------------------------------------------------------------------------
+// V4 attention on Hopper (issue 12; the port of mla_decode_wgmma_kernel to gathered FP8 rows).
+// Block = (64-head group, work item), 256 threads = two warpgroups. Shared memory (1024-B aligned):
+// Q [64 x 512] bf16 (64 KB, swizzled, loaded once), one BF16 KV tile [64 x 512] (64 KB, swizzled),
+// two raw stages of 64 gathered 584-B rows (cp.async 8-B copies, zero-filled for index -1), P
+// [64 x 64] bf16, flags, alpha / m / l. Per 64-row tile j: all threads gather tile j+1 into the
+// other raw stage, wait for tile j, dequantise it (E4M3 x UE8M0 -> BF16, RoPE part copied) into the
+// KV tile; warpgroup 0 computes S = Q K^T (32 x wgmma m64n64k16), masks rows with index -1, online
+// softmax, P; both warpgroups rescale and O[:, 256 wg ..] += P V (4 x wgmma m64n256k16, V = K).
+// ---------------------------------------------------------------------------------------------
+namespace v4k {
+constexpr int kQ = 64 * 512 * 2;              // 65536
+constexpr int kOffKV = kQ;
+constexpr int kOffRaw = kOffKV + 64 * 512 * 2;  // 131072
+constexpr int kRaw = 64 * kV4RowBytes;         // 37376
+constexpr int kOffP = kOffRaw + 2 * kRaw;      // 205824 (1024-aligned)
+constexpr int kOffF = kOffP + 64 * 64 * 2;     // alpha[64], m[64], l[64]
+constexpr int kOffFlag = kOffF + 1024;         // [2][64] int
+constexpr int kSmem = kOffFlag + 512 + 1024;   // + slack for 1024-B alignment
+static_assert(kOffP % 1024 == 0, "P tile alignment");
+static_assert(kSmem <= 232448, "shared memory per block");
+}  // namespace v4k
+
+__global__ void __launch_bounds__(256, 1) v4_attn_wgmma_kernel(MqaArgs a, const int4* __restrict__ work) {
+  using namespace sm90;
+  using namespace v4k;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  const uint32_t sb = saddr(smem);
+  uint8_t* sKV = smem + kOffKV;
+  uint8_t* sRaw = smem + kOffRaw;
+  uint8_t* sP = smem + kOffP;
+  float* sAlpha = reinterpret_cast<float*>(smem + kOffF);
+  float* sM = sAlpha + 64;
+  float* sL = sM + 64;
+  int* sFlag = reinterpret_cast<int*>(smem + kOffFlag);
+
+  const int4 wk = work[blockIdx.y];
+  const int qi = wk.x, rb = wk.y, re = wk.z, slot = wk.w;
+  const int head0 = blockIdx.x * 64, H = a.H;
+  const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, w4 = (tid >> 5) & 3, g = lane >> 2, t4 = lane & 3;
+  const int rA = 16 * w4 + g, rB = rA + 8;
+  const int ntiles = (re - rb + 63) / 64;
+  const int* idx = a.indices + static_cast<size_t>(qi) * a.idx_ld;
+
+  auto gather = [&](int j, int st) {
+    constexpr int CH = kV4RowBytes / 8;  // 73
+    uint8_t* dst = sRaw + st * kRaw;
+    const int r0 = rb + 64 * j;
+    for (int u = tid; u < 64 * CH; u += 256) {
+      const int row = u / CH, ch = u - row * CH;
+      const int r = r0 + row;
+      const int id = r < re ? __ldg(idx + r) : -1;
+      const bool ok = id >= 0;
+      cp_async8(dst + row * kV4RowBytes + ch * 8, a.pool + static_cast<size_t>(ok ? id : 0) * kV4RowBytes + ch * 8, ok);
+      if (ch == 0) sFlag[st * 64 + row] = ok;
+    }
+  };
+  {  // Q tile (padded heads read as zeros), swizzled
+    const bf16* qsrc = a.q + (static_cast<size_t>(qi) * H + head0) * 512;
+    for (int u = tid; u < 64 * 64; u += 256) {
+      const int r = u >> 6, ch = u & 63;
+      const bool ok = head0 + r < H;
+      cp_async16(smem + (ch >> 3) * 8192 + r * 128 + (((ch & 7) ^ (r & 7)) << 4),
+                 qsrc + static_cast<size_t>(ok ? r : 0) * 512 + ch * 8, ok);
+    }
+  }
+  if (ntiles > 0) gather(0, 0);
+  cp_async_commit();
+
+  float o[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) o[i] = 0.f;
+  float m0 = kNegInf, m1 = kNegInf, l0 = 0.f, l1 = 0.f;
+  const float sl2 = a.sm_scale * kLog2e;
+
+  for (int j = 0; j < ntiles; ++j) {
+    const int st = j & 1;
+    if (j + 1 < ntiles) gather(j + 1, st ^ 1);  // raw stage st^1 was dequantised in iteration j-1
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();  // tile j's raw rows and flags (and Q) are in; the KV tile is free (end of j-1)
+    {
+      const uint8_t* rs = sRaw + st * kRaw;
+      for (int u = tid; u < 64 * 64; u += 256) {
+        const int row = u >> 6, c = u & 63;
+        const uint8_t* rr = rs + row * kV4RowBytes;
+        uint4 v;
+        if (c < 56) {
+          const uint2 x = *reinterpret_cast<const uint2*>(rr + c * 8);
+          const float sc = ue8m0_to_float(rr[kV4Nope + 2 * kV4Rope + (c >> 3)]);
+          const float2 f0 = e4m3x2_to_float2(static_cast<uint16_t>(x.x & 0xffff));
+          const float2 f1 = e4m3x2_to_float2(static_cast<uint16_t>(x.x >> 16));
+          const float2 f2 = e4m3x2_to_float2(static_cast<uint16_t>(x.y & 0xffff));
+          const float2 f3 = e4m3x2_to_float2(static_cast<uint16_t>(x.y >> 16));
+          v.x = pack_bf16(f0.x * sc, f0.y * sc);
+          v.y = pack_bf16(f1.x * sc, f1.y * sc);
+          v.z = pack_bf16(f2.x * sc, f2.y * sc);
+          v.w = pack_bf16(f3.x * sc, f3.y * sc);
+        } else {
+          const uint2 v0 = *reinterpret_cast<const uint2*>(rr + kV4Nope + (c - 56) * 16);
+          const uint2 v1 = *reinterpret_cast<const uint2*>(rr + kV4Nope + (c - 56) * 16 + 8);
+          v = make_uint4(v0.x, v0.y, v1.x, v1.y);
+        }
+        *reinterpret_cast<uint4*>(sKV + (c >> 3) * 8192 + row * 128 + (((c & 7) ^ (row & 7)) << 4)) = v;
+      }
+    }
+    fence_proxy_async();
+    __syncthreads();
+    const uint32_t kv = sb + kOffKV;
+    float alA, alB;
+    if (wg == 0) {
+      float s[32];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) s[i] = 0.f;
+      fence_regs(s);
+      wg_fence();
+#pragma unroll
+      for (int ks = 0; ks < 32; ++ks) {
+        const uint32_t off = (ks >> 2) * 8192 + (ks & 3) * 32;
+        wgmma_m64n64k16_ss(s, sw128_desc(sb + off, 16, 1024), sw128_desc(kv + off, 16, 1024), ks > 0);
+      }
+      wg_commit();
+      wg_wait<0>();
+      fence_regs(s);
+      float mxA = kNegInf, mxB = kNegInf;
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const bool v = sFlag[st * 64 + 8 * jj + 2 * t4 + e] != 0;
+          s[4 * jj + e] = v ? s[4 * jj + e] * sl2 : kNegInf;
+          s[4 * jj + 2 + e] = v ? s[4 * jj + 2 + e] * sl2 : kNegInf;
+          mxA = fmaxf(mxA, s[4 * jj + e]);
+          mxB = fmaxf(mxB, s[4 * jj + 2 + e]);
+        }
+      mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1));
+      mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
+      mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1));
+      mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
+      const float mnA = fmaxf(m0, mxA), mnB = fmaxf(m1, mxB);
+      // a tile of only -1 rows keeps m = -inf: its p are exp2(-inf - -inf) -> guard with the max
+      const float bA = mnA == kNegInf ? 0.f : mnA, bB = mnB == kNegInf ? 0.f : mnB;
+      alA = (m0 == kNegInf) ? 0.f : fast_exp2(m0 - mnA);
+      alB = (m1 == kNegInf) ? 0.f : fast_exp2(m1 - mnB);
+      float sumA = 0.f, sumB = 0.f;
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj) {
+        const float p0 = fast_exp2(s[4 * jj] - bA), p1 = fast_exp2(s[4 * jj + 1] - bA);
+        const float p2 = fast_exp2(s[4 * jj + 2] - bB), p3 = fast_exp2(s[4 * jj + 3] - bB);
+        sumA += p0 + p1;
+        sumB += p2 + p3;
+        *reinterpret_cast<uint32_t*>(sP + rA * 128 + ((jj ^ (rA & 7)) << 4) + 4 * t4) = pack_bf16(p0, p1);
+        *reinterpret_cast<uint32_t*>(sP + rB * 128 + ((jj ^ (rB & 7)) << 4) + 4 * t4) = pack_bf16(p2, p3);
+      }
+      l0 = l0 * alA + sumA;
+      l1 = l1 * alB + sumB;
+      m0 = mnA;
+      m1 = mnB;
+      if (t4 == 0) {
+        sAlpha[rA] = alA;
+        sAlpha[rB] = alB;
+      }
+      fence_proxy_async();
+      named_bar_sync(1, 256);
+    } else {
+      named_bar_sync(1, 256);
+      alA = sAlpha[rA];
+      alB = sAlpha[rB];
+    }
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      o[4 * i] *= alA;
+      o[4 * i + 1] *= alA;
+      o[4 * i + 2] *= alB;
+      o[4 * i + 3] *= alB;
+    }
+    fence_regs(o);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_m64n256k16_ss_tb(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024),
+                             sw128_desc(kv + wg * 4 * 8192 + kk * 2048, 8192, 1024), 1);
+    wg_commit();
+    wg_wait<0>();
+    fence_regs(o);
+    named_bar_sync(2, 256);  // both halves of P V done: the KV tile, P and alpha may be overwritten
+  }
+  cp_async_wait<0>();
+
+  if (wg == 0) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    if (t4 == 0) {
+      sM[rA] = m0; sM[rB] = m1;
+      sL[rA] = l0; sL[rB] = l1;
+    }
+  }
+  __syncthreads();
+  m0 = sM[rA]; m1 = sM[rB];
+  l0 = sL[rA]; l1 = sL[rB];
+  const int hA = head0 + rA, hB = head0 + rB;
+  const bool okA = hA < H, okB = hB < H;
+  const int c0 = wg * 256 + 2 * t4;
+  if (slot < 0) {
+    const float sA = (a.sink && okA) ? a.sink[hA] * kLog2e : kNegInf;
+    const float sB = (a.sink && okB) ? a.sink[hB] * kLog2e : kNegInf;
+    const float MA = fmaxf(m0, sA), MB = fmaxf(m1, sB);
+    const float wA = (m0 == kNegInf) ? 0.f : exp2f(m0 - MA), wB = (m1 == kNegInf) ? 0.f : exp2f(m1 - MB);
+    const float dA = l0 * wA + (sA == kNegInf ? 0.f : exp2f(sA - MA));
+    const float dB = l1 * wB + (sB == kNegInf ? 0.f : exp2f(sB - MB));
+    const float fA = dA > 0.f ? wA / dA : 0.f, fB = dB > 0.f ? wB / dB : 0.f;
+    bf16* oA = a.out + (static_cast<size_t>(qi) * H + hA) * 512 + c0;
+    bf16* oB = a.out + (static_cast<size_t>(qi) * H + hB) * 512 + c0;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      if (okA) *reinterpret_cast<uint32_t*>(oA + 8 * i) = pack_bf16(o[4 * i] * fA, o[4 * i + 1] * fA);
+      if (okB) *reinterpret_cast<uint32_t*>(oB + 8 * i) = pack_bf16(o[4 * i + 2] * fB, o[4 * i + 3] * fB);
+    }
+    if (a.lse && wg == 0 && t4 == 0) {
+      if (okA) a.lse[static_cast<size_t>(qi) * H + hA] = dA > 0.f ? (MA + log2f(dA)) / kLog2e : kNegInf;
+      if (okB) a.lse[static_cast<size_t>(qi) * H + hB] = dB > 0.f ? (MB + log2f(dB)) / kLog2e : kNegInf;
+    }
+  } else {
+    const float fA = l0 > 0.f ? 1.f / l0 : 0.f, fB = l1 > 0.f ? 1.f / l1 : 0.f;
+    float* oA = a.o_part + (static_cast<size_t>(slot) * H + hA) * 512 + c0;
+    float* oB = a.o_part + (static_cast<size_t>(slot) * H + hB) * 512 + c0;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      if (okA) *reinterpret_cast<float2*>(oA + 8 * i) = make_float2(o[4 * i] * fA, o[4 * i + 1] * fA);
+      if (okB) *reinterpret_cast<float2*>(oB + 8 * i) = make_float2(o[4 * i + 2] * fB, o[4 * i + 3] * fB);
+    }
+    if (wg == 0 && t4 == 0) {
+      if (okA) a.lse_part[static_cast<size_t>(slot) * H + hA] = l0 > 0.f ? m0 + log2f(l0) : kNegInf;
+      if (okB) a.lse_part[static_cast<size_t>(slot) * H + hB] = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // MLA decode on Hopper, variant 3: 32-token tiles, 4 KV stages (36 KB each), so that warpgroup 0
 // can issue S(j+1) = Q K(j+1)^T before P V(j) and run the softmax of tile j+1 while both
 // warpgroups' P V(j) are on the tensor pipe (tile j+1 was loaded three tiles earlier).
@@ -1044,11 +1285,37 @@ void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, int varia
   }
 }
 const char* v4_attn_config(int H) {
+  if (v4_attn_uses_wgmma(H)) return "wgmma_m64_tn64";
   if (H % 64 == 0) return "mt4_tn64_ns2";
   return H > 16 ? "mt2_tn32_ns3" : "mt1_tn32_ns3";
 }
+namespace {
+int g_v4_attn_variant = 0;
+}
+void v4_attn_set_variant(int v) { g_v4_attn_variant = v; }
+bool v4_attn_uses_wgmma(int H) { return g_v4_attn_variant == 0 && H % 64 == 0; }
+
 void v4_attn(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   if (!a.pool || !a.indices) throw std::invalid_argument("v4_attn: pool and indices required");
+  if (v4_attn_uses_wgmma(a.H)) {
+    if (!a.q || !a.out) throw std::invalid_argument("v4_attn: q and out are required");
+    if (plan.n_slots > 0 && (!a.o_part || !a.lse_part)) throw std::invalid_argument("v4_attn: split plan needs o_part/lse_part");
+    if (plan.nq != a.nq) throw std::invalid_argument("v4_attn: plan built for another query count");
+    static bool attr = false;
+    if (!attr) {
+      SS_CUDA(cudaFuncSetAttribute(v4_attn_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v4k::kSmem));
+      attr = true;
+    }
+    if (plan.n_work > 0) {
+      v4_attn_wgmma_kernel<<<dim3(a.H / 64, plan.n_work), 256, v4k::kSmem, s>>>(a, plan.work.p);
+      SS_LAUNCH_CHECK();
+    }
+    if (plan.n_slots > 0) {
+      mla_combine_kernel<<<dim3(a.nq, a.H), 128, 0, s>>>(a, plan.q_slot_begin.p);
+      SS_LAUNCH_CHECK();
+    }
+    return;
+  }
   if (a.H % 64 == 0) launch_mqa<512, 4, 64, 2, true>(a, plan, s);
   else if (a.H > 16) launch_mqa<512, 2, 32, 3, true>(a, plan, s);
   else launch_mqa<512, 1, 32, 3, true>(a, plan, s);

@@ -69,7 +69,13 @@ struct MqaArgs {
 ///   32 or 16; variant 1 needs H % 48 == 0, else it runs variant 2's configuration).
 void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0, int variant = 0);
 /// V4 attention over FP8 rows chosen by `indices`, any H (groups of 64, 32 or 16, last padded).
+/// H % 64 == 0 and variant 0 (default, issue 12): sm_90a kernel (the MLA decode wgmma structure:
+/// 64-head groups, S and P V on wgmma) with the rows gathered by cp.async and dequantised into the
+/// swizzled BF16 tile; mla_decode_plan(rows, H) is its wave-balanced plan (any plan works).
+/// Otherwise (or variant 1) the mma.sync kernel.
 void v4_attn(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0);
+void v4_attn_set_variant(int v);
+bool v4_attn_uses_wgmma(int H);
 /// Name of the kernel configuration the two calls above use for H heads (for the tables).
 const char* mla_decode_config(int H, int variant = 0);
 const char* v4_attn_config(int H);

@@ -102,7 +102,10 @@ void mla_case(const std::vector<int>& ctx, int force_split, int variant, int H =
   EXPECT_LT(el, 1e-3);
 }
 
-void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_sink) {
+// mode 0: mqa_make_plan (forced split if force_split > 0); 1: mla_decode_plan (the wgmma kernel's
+// own plan); 2: the mma.sync kernel (variant 1) at any H. Rows 128..191 of lists of >= 256 rows are
+// all -1 (a whole masked 64-row tile).
+void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_sink, int mode = 0) {
   const int D = 512, pool_rows = 6000;
   const int nq = static_cast<int>(nrows.size());
   const int ld = *std::max_element(nrows.begin(), nrows.end());
@@ -117,7 +120,8 @@ void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_si
   std::uniform_int_distribution<int> pick(0, pool_rows - 1);
   std::vector<int> idx(static_cast<size_t>(nq) * ld, -1);
   for (int i = 0; i < nq; ++i)
-    for (int r = 0; r < nrows[i]; ++r) idx[static_cast<size_t>(i) * ld + r] = (r % 37 == 5) ? -1 : pick(rng());
+    for (int r = 0; r < nrows[i]; ++r)
+      idx[static_cast<size_t>(i) * ld + r] = (r % 37 == 5 || (nrows[i] >= 256 && r >= 128 && r < 192)) ? -1 : pick(rng());
   auto sink = rand_f32(H, -2, 2);
   DevBuf<bf16> dq, dout;
   DevBuf<int> didx;
@@ -126,14 +130,16 @@ void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_si
   dout.alloc(static_cast<size_t>(nq) * H * D);
   dlse.alloc(static_cast<size_t>(nq) * H);
   poison(dout.p, dout.n);
-  MqaPlan plan = mqa_make_plan(nrows, 0, 256, force_split);
+  MqaPlan plan = mode == 1 ? mla_decode_plan(nrows, H) : mqa_make_plan(nrows, 0, 256, force_split);
   opart.alloc(std::max<size_t>(1, mqa_part_floats(plan, H)));
   lpart.alloc(std::max<size_t>(1, mqa_lse_floats(plan, H)));
   MqaArgs a;
   a.q = dq.p; a.nq = nq; a.H = H; a.pool = pool.p; a.indices = didx.p; a.idx_ld = ld;
   a.sink = with_sink ? dsink.p : nullptr; a.sm_scale = 1.0f / std::sqrt(512.0f);
   a.out = dout.p; a.lse = dlse.p; a.o_part = opart.p; a.lse_part = lpart.p;
+  if (mode == 2) v4_attn_set_variant(1);
   v4_attn(a, plan);
+  v4_attn_set_variant(0);
   SS_CUDA(cudaDeviceSynchronize());
   auto got = to_double(dout.download());
   std::vector<double> ref(got.size());
@@ -148,8 +154,10 @@ void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_si
   }
   const double e = rel_err(got, ref);
   char name[128];
-  std::snprintf(name, sizeof name, "v4_attn out (H=%d nq=%d split=%d sink=%d %s)", H, nq, force_split, with_sink,
-                v4_attn_config(H));
+  if (mode == 2) v4_attn_set_variant(1);
+  std::snprintf(name, sizeof name, "v4_attn out (H=%d nq=%d split=%d sink=%d mode=%d %s)", H, nq, force_split, with_sink,
+                mode, v4_attn_config(H));
+  v4_attn_set_variant(0);
   report(name, e, 1e-2);
   EXPECT_LT(e, 1e-2);
 }
@@ -190,6 +198,12 @@ TEST(V4Attn, ProHeadsSparseWithSink) {
 TEST(V4Attn, FlashHeadsSplitWithSink) {
   SKIP_WITHOUT_GPU();
   v4_case(64, {640, 3000, 128, 1}, 256, true);
+}
+TEST(V4Attn, WgmmaOwnPlanAndLegacy) {
+  SKIP_WITHOUT_GPU();
+  v4_case(128, {1152, 1152, 300, 65, 1}, 0, true, 1);
+  v4_case(64, {8320, 640, 129}, 0, true, 1);
+  v4_case(128, {1152, 200, 64}, 0, true, 2);
 }
 TEST(V4Attn, NoSink) {
   SKIP_WITHOUT_GPU();
