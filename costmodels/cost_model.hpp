@@ -72,6 +72,7 @@ struct Op {
   double width = 0;           ///< GLU intermediate width per GPU (activation) or LatentMoE latent width
   double compress_ratio = 0;  ///< V4 compressor ratio (4 CSA, 128 HCA)
   double state_bytes = 0;     ///< bytes per element of a recurrent state (KDA decode: 4 fp32, 2 bf16)
+  double kv_elem_bytes = 0;   ///< MLA decode: bytes per cached latent element (2 bf16, 1 fp8; 0 = bf16)
   Activation act = Activation::none;
   double gemm_m = 0;                   ///< M of every GEMM in `gemms`
   const GemmShape* gemms = nullptr;    ///< GEMMs of the op (owned by the StepCostModel that built it)

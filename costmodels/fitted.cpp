@@ -221,13 +221,29 @@ double FittedCostModel::kernel_seconds(Family f, const double* x, bool* extrapol
   return t;
 }
 
+// MLA decode over an FP8 latent cache (issue 11 item 6; FlashMLA supports it): measured only in
+// BF16, so the BF16 time is scaled by the roofline bound with the FP8 cache read over the bound
+// with the BF16 one (max(FLOP / peak, bytes / bandwidth) at this GPU's datasheet ceilings) and
+// answered `extrapolated`.
+double FittedCostModel::fp8_kv_ratio(const Op& op) const {
+  const double lat = op.head_dim > 0 ? op.head_dim : 576.0;  // latent values per cached token
+  const double extra = op.ctx_sum * lat * (2.0 - op.kv_elem_bytes);  // the same latent in BF16
+  const double fp8 = std::max(op.flops / target_.bf16, op.bytes / target_.hbm);
+  const double bf16 = std::max(op.flops / target_.bf16, (op.bytes + extra) / target_.hbm);
+  return bf16 > 0 ? fp8 / bf16 : 1.0;
+}
+
 OpLatency FittedCostModel::latency(const Op& op) const {
   if (op.flops <= 0 && op.bytes <= 0) return {0.0, Provenance::fitted};
   Buf b;
   map_op(op, b);
   double s = 0;
   bool ex = false;
-  for (int i = 0; i < b.n; ++i) s += b.c[i].count * memo_seconds(b.c[i].family, b.c[i].x.data(), &ex);
+  for (int i = 0; i < b.n; ++i) {
+    double t = b.c[i].count * memo_seconds(b.c[i].family, b.c[i].x.data(), &ex);
+    if (b.c[i].family == Family::mla_decode && op.kv_elem_bytes > 0 && op.kv_elem_bytes < 2) t *= fp8_kv_ratio(op), ex = true;
+    s += t;
+  }
   return {s, b.n == 0 ? Provenance::fitted : ex ? Provenance::extrapolated : Provenance::fitted};
 }
 

@@ -82,6 +82,7 @@ class FittedCostModel final : public CostModel {
   std::shared_ptr<const FitSet> fit_;
   GpuSpec gpu_;
   Ceilings target_;
+  double fp8_kv_ratio(const Op& op) const;
   bool scaled_ = false;
   std::string name_;
 };

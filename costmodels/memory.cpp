@@ -4,6 +4,11 @@
 #include <stdexcept>
 
 namespace servesim {
+
+double mla_latent_bytes(const AttentionSpec& a) {
+  if (a.kv_dtype == DType::fp8) return a.kv_lora_rank + 4.0 * std::ceil(a.kv_lora_rank / 128.0) + 2.0 * a.qk_rope_dim;
+  return (a.kv_lora_rank + a.qk_rope_dim) * bytes_per_element(a.kv_dtype);
+}
 namespace {
 
 // Weight elements of one attention layer of kind `a` (model-facts §1 tensor shapes).
@@ -206,7 +211,7 @@ KvLayerRow kv_layer(const AttentionSpec& a, int hidden) {
       break;
     }
     case AttentionOp::mla:
-      r.per_token_bytes_per_layer = (a.kv_lora_rank + a.qk_rope_dim) * bytes_per_element(a.kv_dtype);
+      r.per_token_bytes_per_layer = mla_latent_bytes(a);
       r.note = std::to_string(a.kv_lora_rank + a.qk_rope_dim) + "-value latent, " + std::string(to_string(a.kv_dtype));
       break;
     case AttentionOp::csa:

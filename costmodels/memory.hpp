@@ -15,6 +15,12 @@ double expert_params(const FfnSpec& f, int hidden);
 /// projections; excl. norms and small fp32 tensors). model-facts §2.1-2.4 "Projections".
 double attention_projection_params(const AttentionSpec& a, int hidden);
 
+/// Bytes one token's MLA latent takes in the KV cache: BF16 (kv_lora + rope) × 2 (DeepSeek-V3:
+/// 576 × 2 = 1,152); FP8 as FlashMLA stores it: kv_lora e4m3 values, one fp32 scale per 128 of
+/// them, and the RoPE part in BF16 (512 + 16 + 128 = 656 B; FlashMLA README, FP8 KV cache).
+/// Other dtypes: (kv_lora + rope) × their size. No errors.
+double mla_latent_bytes(const AttentionSpec& a);
+
 /// Parameters (element counts) by tensor group, whole model (all layers), and the bytes they take
 /// in the model's precisions. `*_bytes` = params × bytes_per_element(dtype of that group).
 struct ParamGroup {

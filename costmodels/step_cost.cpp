@@ -116,7 +116,7 @@ void mla_ops(const AttnBatch& c, const std::vector<GemmShape>& absorb, const std
   const AttentionSpec& a = c.a;
   const double T = c.T, S = c.S, H = c.H, ctx_sum = c.ctx_sum, ctx_max = c.ctx_max;
   const double lat = a.kv_lora_rank + a.qk_rope_dim;  // 576
-  const double kvb = bytes_per_element(a.kv_dtype);
+  const double kvb = mla_latent_bytes(a) / lat;  // bytes per latent value (FP8: 656 / 576)
   const double qk = a.qk_nope_dim + a.qk_rope_dim, v = a.v_head_dim;
   const double kv_b_w = a.kv_lora_rank * H * (a.qk_nope_dim + v) * bytes_per_element(a.proj_dtype);
   if (c.decode) {
@@ -126,7 +126,7 @@ void mla_ops(const AttnBatch& c, const std::vector<GemmShape>& absorb, const std
     const double bytes = ctx_sum * lat * kvb + kv_b_w + T * H * (lat + a.kv_lora_rank) * kAct;
     out.push_back(make(OpKind::mla_decode, OpClass::attention_decode, DType::bf16, flops, bytes, T, S, ctx_sum, ctx_max, H));
     set_gemms(out.back(), T, absorb);
-    out.back().decode = true;
+    out.back().decode = true, out.back().kv_elem_bytes = kvb, out.back().head_dim = lat;
   } else {
     // §2.2 prefill (MHA mode): up-project P+N latents through kv_b, then causal attention
     // 2·H·N·(P+N/2)·(qk+v) FLOP.

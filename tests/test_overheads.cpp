@@ -3,6 +3,8 @@
 // published figures (../shared/reference/serving-overheads.md), never the code's own sums.
 #include "costmodels/comm.hpp"
 #include "costmodels/expert_load.hpp"
+#include "costmodels/fitted.hpp"
+#include "costmodels/memory.hpp"
 #include "costmodels/step_cost.hpp"
 #include "helpers.hpp"
 #include "sim/simulation.hpp"
@@ -218,4 +220,35 @@ TEST(Mtp, OnlyDecodeAndOnlyModelsWithADraftHead) {
   EXPECT_NEAR(d.decode.tokens_per_step(), 1.8, 1e-12);
   d.decode.mtp_draft_tokens = 3;
   EXPECT_NEAR(d.decode.tokens_per_step(), 1 + 0.8 + 0.64 + 0.512, 1e-12);
+}
+
+TEST(FP8KvCache, HalvesTheLatentReadOfMemoryBoundMlaDecode) {
+  // DeepSeek-V3 MLA decode, 16 heads on the GPU, 64 sequences × 32K context: the 576-value latent
+  // read (64 × 32768 × 576 × 2 B = 2.4 GB in BF16) dominates, so FP8 (1 B) takes about half the
+  // time; the KV budget per token halves too (memory.cpp).
+  const GpuSpec g = test::gpu("h200");
+  const FittedCostModel fit(load_fit_cached(g.fitted_models_path), g);
+  ModelSpec m = test::model("deepseek-v3");
+  InstanceShape s;
+  s.ep = 8, s.attn_tp = 8;  // 128 / 8 = 16 heads per GPU
+  const StepCostModel bf(m, std::make_shared<FittedCostModel>(fit), FabricParams{}, s, 0.0);
+  ModelSpec m8 = m;
+  for (auto& a : m8.attention_kinds) a.kv_dtype = DType::fp8;
+  const StepCostModel f8(m8, std::make_shared<FittedCostModel>(fit), FabricParams{}, s, 0.0);
+  const std::vector<SeqWork> seqs(64, SeqWork{1, 32767, true});
+  std::vector<Op> a, b;
+  bf.attention_ops(0, seqs, Phase::decode, a);
+  f8.attention_ops(0, seqs, Phase::decode, b);
+  auto core = [&](const std::vector<Op>& ops) {
+    for (const auto& o : ops)
+      if (o.kind == OpKind::mla_decode) return fit.latency(o);
+    return OpLatency{};
+  };
+  const OpLatency lb = core(a), l8 = core(b);
+  EXPECT_EQ(l8.source, Provenance::extrapolated);  // FP8 KV was not measured
+  EXPECT_NEAR(l8.seconds / lb.seconds, 656.0 / 1152, 0.05);
+  // FlashMLA's FP8 layout: 512 e4m3 + 4 fp32 scales + 64 BF16 RoPE values = 656 B per token per layer
+  EXPECT_DOUBLE_EQ(mla_latent_bytes(m8.attention_kinds[0]), 656.0);
+  EXPECT_DOUBLE_EQ(mla_latent_bytes(m.attention_kinds[0]), 1152.0);
+  EXPECT_NEAR(kv_footprint(m8, 1).per_token_bytes / kv_footprint(m, 1).per_token_bytes, 656.0 / 1152, 1e-3);
 }
