@@ -31,6 +31,7 @@ enum class OpKind {
   moe_experts,        ///< grouped routed-expert GEMMs (+ activation)
   moe_permute,        ///< token permutation / weighted combine
   lm_head,            ///< logits
+  layer_norm,         ///< a layer's two RMSNorms (each with its residual add), outside attention and FFN
   count_
 };
 std::string_view to_string(OpKind k);

@@ -167,6 +167,10 @@ void map_op(const Op& op, Buf& b) {
       break;
     case OpKind::moe_experts: add_moe_experts(op, b); break;
     case OpKind::moe_permute: add_moe_permute(op, b); break;
+    // two fused residual-add + RMSNorms over the hidden width, each moving twice the bytes of the
+    // plain RMSNorm we measured (K3's 3,584-wide LatentMoE norm; other widths are answered by its
+    // fitted surface): four of it
+    case OpKind::layer_norm: b.add(Family::latent_rmsnorm, T, op.hidden, 1, 1, 4); break;
     case OpKind::count_: throw std::invalid_argument("FittedCostModel: OpKind::count_ is not an op");
   }
 }

@@ -270,6 +270,10 @@ void StepCostModel::attention_ops(int ai, const std::vector<SeqWork>& seqs, Phas
     case AttentionOp::hca:
     case AttentionOp::swa: v4_attention_ops(c, out); break;
   }
+  // the layer's two RMSNorms with their residual adds (every decoder layer has them; memory-bound:
+  // read x and the residual, write both, per norm: 8·D bytes per token)
+  out.push_back(make(OpKind::layer_norm, OpClass::elementwise, DType::bf16, T * 2 * 4 * hidden, T * 2 * 4 * hidden * kAct, T, S, ctx_sum, ctx_max, 0));
+  out.back().decode = decode, out.back().hidden = hidden;
   if (model_.residual_streams > 1) {
     // §2.4 mHC: per sublayer two [S·D → (2+S)·S] mixes, Sinkhorn on S×S, and a read+write of the
     // S-stream residual (memory-bound). Two sublayers per layer; charged with the attention sublayer.
