@@ -35,6 +35,7 @@ struct InstanceShape {
   /// they run; compute overlapped with them (two-batch overlap) runs on the rest. 0 = none.
   double comm_sm_fraction = 0;
   int mtp_draft_tokens = 0;  ///< decode: MTP drafts per step (the draft passes are priced in the step)
+  double overlap_exposed_fraction = 0;  ///< two-batch overlap: share of the all-to-all left on the critical path
   int dp() const { return ep / attn_tp; }
 };
 
@@ -44,6 +45,7 @@ inline InstanceShape instance_shape(const PoolSpec& pool) {
   s.ep = pool.ep, s.attn_tp = pool.attn_tp, s.redundant_experts = pool.redundant_experts;
   s.expert_imbalance = pool.expert_imbalance, s.two_batch_overlap = pool.two_batch_overlap, s.dispatch = pool.ep_dispatch;
   s.mtp_draft_tokens = pool.mtp_draft_tokens;
+  s.overlap_exposed_fraction = pool.overlap_exposed_fraction;
   return s;
 }
 

@@ -124,9 +124,10 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
     }
     const double compute = parts.attn[static_cast<size_t>(p.attention)] + ffn;
     // with overlap, the dispatch/combine kernels of one micro-batch run beside the other's compute;
-    // DeepEP normal kernels hold a share s of the SMs meanwhile, so compute C beside comm M takes
-    // max(M, C + s·M) (low-latency kernels use no SMs: s = 0); without overlap they add up
-    const double s = normal ? shape_.comm_sm_fraction : 0.0;
+    // DeepEP normal kernels hold a share s of the SMs meanwhile and a share e of the comm stays
+    // exposed (host syncs, slowest peer), so compute C beside comm M takes max(M, C + (s + e)·M)
+    // (low-latency kernels use no SMs: s = 0); without overlap they add up
+    const double s = (normal ? shape_.comm_sm_fraction : 0.0) + shape_.overlap_exposed_fraction;
     const double layer = overlap ? std::max(comm, compute + s * comm) : compute + comm;
     st.attention_s += count * parts.attn[static_cast<size_t>(p.attention)];
     st.ffn_s += count * ffn;

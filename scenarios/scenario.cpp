@@ -98,6 +98,7 @@ PoolSpec read_pool(Obj o, const PoolSpec& def) {
   p.expert_imbalance = o.num("expert_imbalance", def.expert_imbalance, 0.0, 1e6);
   if (p.expert_imbalance > 0 && p.expert_imbalance < 1) o.fail("expert_imbalance", "must be 0 (sampled from the model) or >= 1 (busiest GPU / mean)");
   p.cuda_graph = o.boolean("cuda_graph", def.cuda_graph);
+  p.overlap_exposed_fraction = o.num("overlap_exposed_fraction", def.overlap_exposed_fraction, 0.0, 1.0);
   if (o.has("mtp")) {
     Obj m = o.child("mtp");
     p.mtp_draft_tokens = m.int32("draft_tokens", 1, 0, 8);
