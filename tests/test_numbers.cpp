@@ -271,3 +271,99 @@ TEST(Numbers, V4FlashAndV3KvBytesAtAttentionTpOneTwoAndEight) {
     EXPECT_DOUBLE_EQ(kv_bytes(v3, 10000, tp), 702720000.0) << "tp " << tp;
   }
 }
+
+// The model's context limit is inclusive: tiny-moe's 4,096 tokens as 4,000 prompt + 96 output are
+// served; 4,001 + 96 = 4,097 are rejected, the reason naming both numbers.
+TEST(Numbers, AContextOfExactlyTheModelsMaximumIsServed) {
+  const DeploymentSpec d = test::tiny(1000);
+  test::Records rec;
+  Simulation sim(d, std::make_unique<test::ListSource>(std::vector<Request>{test::req(0, 0.0, 4000, 96), test::req(1, 0.0, 4001, 96)}),
+                 std::make_shared<test::ZeroCost>(), rec, {});
+  const RunTotals t = sim.run();
+  EXPECT_EQ(rec.by_id.at(0).status, RequestStatus::completed);
+  EXPECT_EQ(rec.by_id.at(1).status, RequestStatus::rejected);
+  EXPECT_EQ(rec.by_id.at(1).reason, "context 4097 tokens exceeds the model's 4096");
+  EXPECT_EQ(t.completed, 1);
+  EXPECT_EQ(t.rejected, 1);
+}
+
+// A request still decoding at the horizon reports the tokens it has: the prefill's one plus one per
+// finished decode step. tiny: prefill 10 ms, KV flow 6 µs + 1,000 × 1,152 B / 50 GB/s = 29.04 µs,
+// decode steps of 2 ms; a horizon 10.1 ms after the first token leaves 5 steps done: 6 tokens.
+TEST(Numbers, AnInFlightRequestReportsTheTokensGeneratedByTheHorizon) {
+  const DeploymentSpec d = test::tiny(1000);
+  test::Records rec;
+  RunOptions o;
+  const double first = 0.010 + 6e-6 + 1000 * 1152.0 / 50e9;
+  o.horizon_s = first + 0.0101;
+  Simulation sim(d, std::make_unique<test::ListSource>(std::vector<Request>{test::req(0, 0.0, 1000, 100)}), std::make_shared<test::ZeroCost>(), rec, o);
+  const RunTotals t = sim.run();
+  EXPECT_EQ(t.in_flight, 1);
+  const RequestRecord& r = rec.by_id.at(0);
+  EXPECT_EQ(r.status, RequestStatus::in_flight);
+  EXPECT_NEAR(r.first_token_s, first, 1e-9);
+  EXPECT_EQ(r.generated_tokens, 6);
+}
+
+// The summary's hit-rate split: a request that found 100 tokens cached, 60 of them loaded back
+// from host DRAM (L2), counts 40 for L1 and 60 for L2.
+TEST(Numbers, CachedTokensSplitIntoGpuAndHostHits) {
+  MetricsCollector m({2.0, 0.1}, 1, 1);
+  RequestRecord r;
+  r.status = RequestStatus::completed, r.arrival_s = 0, r.admit_s = 0, r.prefill_end_s = 1, r.first_token_s = 1, r.done_s = 1;
+  r.input_tokens = 500, r.cached_tokens = 100, r.loaded_tokens = 60, r.load_tier = 2, r.output_tokens = r.generated_tokens = 1;
+  m.on_request(r);
+  m.on_end(10);
+  EXPECT_EQ(m.summary().tokens_l1, 40);
+  EXPECT_EQ(m.summary().tokens_l2, 60);
+  EXPECT_EQ(m.summary().tokens_l3, 0);
+}
+
+// The KV peak a pool reports is its busiest rank's, not the ranks' mean: ranks holding 1 and 3 GB
+// (mean 2 GB) peak at 3 GB.
+TEST(Numbers, KvPeakIsTheBusiestRanks) {
+  MetricsCollector m({2.0, 0.1}, 1, 1);
+  MemoryEvent e;
+  e.role = Phase::decode, e.instance = 0, e.t_s = 0, e.kv_bytes_mean = 2e9, e.kv_bytes_max = 3e9;
+  m.on_memory(e);
+  e.role = Phase::prefill, e.kv_bytes_mean = 1e9, e.kv_bytes_max = 1.5e9;
+  m.on_memory(e);
+  m.on_end(10);
+  EXPECT_DOUBLE_EQ(m.summary().decode_kv_peak, 3e9);
+  EXPECT_DOUBLE_EQ(m.summary().prefill_kv_peak, 1.5e9);
+}
+
+// A decode rank runs at most max_running sequences: with max_running = 1 the second request's
+// first decode step waits for the first request's last. tiny: request 0's first token at
+// 10 ms + 29.04 µs (6 µs + 1,000 × 1,152 B / 50 GB/s), then 49 steps of 2 ms; request 1 (arrived
+// at 1 ms) is prefilled by 20 ms and transferred by 20.029 ms but joins only at request 0's end.
+TEST(Numbers, DecodeRunsAtMostMaxRunningSequences) {
+  DeploymentSpec d = test::tiny(1000);
+  d.decode.max_running = 1;
+  test::Records rec;
+  Simulation sim(d, std::make_unique<test::ListSource>(std::vector<Request>{test::req(0, 0.0, 1000, 50), test::req(1, 0.001, 1000, 50)}),
+                 std::make_shared<test::ZeroCost>(), rec, {});
+  sim.run();
+  const RequestRecord &a = rec.by_id.at(0), &b = rec.by_id.at(1);
+  const double first = 0.010 + 6e-6 + 1000 * 1152.0 / 50e9;
+  EXPECT_NEAR(a.first_token_s, first, 1e-9);
+  EXPECT_NEAR(a.done_s, first + 49 * 0.002, 1e-9);
+  EXPECT_NEAR(b.transfer_end_s, 0.020 + 6e-6 + 1000 * 1152.0 / 50e9, 1e-9);
+  EXPECT_NEAR(b.first_token_s, a.done_s, 1e-9);
+  EXPECT_NEAR(b.done_s, a.done_s + 49 * 0.002, 1e-9);
+}
+
+// Shortest-first prefill: prompts of 900, 300 and 600 tokens queued at t = 0 with a 1,000-token
+// budget: the first step takes 300 + 600 and 100 of the 900 (all three end or advance in it); the
+// 300 and 600 finish at 10 ms, the 900 at 20 ms (FCFS would finish the 900 first).
+TEST(Numbers, ShortestFirstPrefillTakesTheShortPromptsFirst) {
+  DeploymentSpec d = test::tiny(1000);
+  d.batch_scheduler = "shortest_first";
+  test::Records rec;
+  Simulation sim(d, std::make_unique<test::ListSource>(std::vector<Request>{test::req(0, 0.0, 900, 2), test::req(1, 0.0, 300, 2), test::req(2, 0.0, 600, 2)}),
+                 std::make_shared<test::ZeroCost>(), rec, {});
+  sim.run();
+  EXPECT_NEAR(rec.by_id.at(1).prefill_end_s, 0.010, 1e-9);
+  EXPECT_NEAR(rec.by_id.at(2).prefill_end_s, 0.010, 1e-9);
+  EXPECT_NEAR(rec.by_id.at(0).prefill_end_s, 0.020, 1e-9);
+}

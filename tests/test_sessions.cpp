@@ -281,3 +281,20 @@ TEST(AllToAllOnFabric, OnTheKvTransferSharesTheNicsWithEpTraffic) {
   std::printf("transfer at line rate %.6f s, with EP traffic %.6f s\n", hand, busy);
   EXPECT_GT(busy, hand * 1.01) << "line rate " << hand << " s, with EP traffic on the NICs " << busy << " s";
 }
+
+// A round that appends nothing (its prompt is exactly the stored history) still computes its last
+// prompt token: 1,009 of the 1,010 stored tokens come back (1,009 × 1,152 B from host DRAM), one is
+// prefilled, and the round completes.
+TEST(Sessions, ARoundAppendingNothingReloadsAllButTheLastToken) {
+  const DeploymentSpec d = tiny_with_tiers();
+  Records rec;
+  Simulation sim(d, std::make_unique<SessionList>(0.0, std::vector<Round>{{1000, 10, 1.0}, {0, 10, 0.0}}), std::make_shared<test::ZeroCost>(), rec, {});
+  const RunTotals t = sim.run();
+  ASSERT_EQ(rec.req.size(), 2u);
+  const RequestRecord& r = rec.req.at(1);
+  EXPECT_EQ(r.input_tokens, 1010);
+  EXPECT_EQ(r.status, RequestStatus::completed);
+  EXPECT_EQ(r.loaded_tokens, 1009);
+  EXPECT_EQ(r.cached_tokens, 1009);
+  EXPECT_NEAR(t.load_l2_bytes, 1009 * 1152.0, 1e-6);
+}

@@ -150,3 +150,14 @@ TEST(StepCost, TwoBatchOverlapHidesCommunicationUpToCompute) {
   EXPECT_LT(b.total_s, a.total_s);
   EXPECT_GE(b.total_s, a.total_s - a.comm_s - 1e-12);
 }
+
+// Two-batch overlap splits a rank's tokens into two micro-batches: a decode step with one token per
+// rank cannot be split, so it costs exactly what it costs without overlap.
+TEST(StepCost, TwoBatchOverlapNeedsTwoTokensPerRankInDecode) {
+  const ModelSpec m = test::model("deepseek-v4-pro");
+  auto cost = std::make_shared<RooflineCostModel>(test::gpu("h200"));
+  StepCostModel plain(m, cost, FabricParams{}, {16, 1, 0, 1.0, false}, 0.0), tbo(m, cost, FabricParams{}, {16, 1, 0, 1.0, true}, 0.0);
+  const std::vector<std::vector<SeqWork>> one(16, {{1, 4000, true}});
+  EXPECT_GT(plain.step(one, Phase::decode).comm_s, 0);
+  EXPECT_DOUBLE_EQ(tbo.step(one, Phase::decode).total_s, plain.step(one, Phase::decode).total_s);
+}
