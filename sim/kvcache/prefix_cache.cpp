@@ -15,10 +15,18 @@ double PrefixCache::node_bytes(const Node& n) const {
   return blocks * block_bytes_ + (n.checkpoint ? checkpoint_bytes_ : 0.0);
 }
 
+// The policy hears only of changes (what it holds is mirrored in offered / offered_s): a request's
+// path refreshes every node on it, most of them inner nodes it never held or leaves it holds as they were.
 void PrefixCache::refresh(Node* n) {
   if (n == &root_) return;
-  if (n->pins == 0 && n->children.empty()) eviction_->make_evictable(n->key, n->end, n->last_use);
-  else eviction_->forget(n->key);
+  if (n->pins == 0 && n->children.empty()) {
+    if (n->offered && n->offered_s == n->last_use) return;
+    eviction_->make_evictable(n->key, n->end, n->last_use);
+    n->offered = true, n->offered_s = n->last_use;
+  } else if (n->offered) {
+    eviction_->forget(n->key);
+    n->offered = false;
+  }
 }
 
 PrefixCache::Node* PrefixCache::split(Node* n, int k) {

@@ -64,6 +64,8 @@ class PrefixCache {
     bool checkpoint = false;         ///< a state checkpoint at this node's end
     int pins = 0;
     double last_use = 0;
+    bool offered = false;    ///< the eviction policy holds it as a candidate, at time offered_s
+    double offered_s = 0;
     std::unordered_map<std::uint64_t, Node*> children;  ///< by first block id
   };
   bool usable(const Request& r) const { return r.block_tokens == block_tokens_ && !r.block_hashes.empty(); }
