@@ -37,4 +37,43 @@ void remap_blocks(Request& r, int to) {
   r.block_tokens = to;
 }
 
+namespace {
+std::uint64_t mix(std::uint64_t x) {  // splitmix64's finaliser
+  x ^= x >> 30, x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27, x *= 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+bool BlockIdSet::insert(std::uint64_t id) {
+  if (id == 0) {
+    const bool fresh = !zero_;
+    zero_ = true;
+    return fresh;
+  }
+  if (2 * (n_ + 1) > slots_.size()) grow();
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = mix(id) & mask;; i = (i + 1) & mask) {
+    if (slots_[i] == id) return false;
+    if (slots_[i] == 0) {
+      slots_[i] = id;
+      ++n_;
+      return true;
+    }
+  }
+}
+
+void BlockIdSet::grow() {
+  std::vector<std::uint64_t> old(slots_.empty() ? 1024 : 2 * slots_.size(), 0);
+  old.swap(slots_);  // slots_: the empty larger table; old: the ids to re-insert
+  const std::size_t mask = slots_.size() - 1;
+  for (std::uint64_t id : old)
+    if (id != 0)
+      for (std::size_t i = mix(id) & mask;; i = (i + 1) & mask)
+        if (slots_[i] == 0) {
+          slots_[i] = id;
+          break;
+        }
+}
+
 }  // namespace servesim

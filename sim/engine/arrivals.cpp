@@ -83,7 +83,7 @@ void Arrivals::admit(Request req) {
   ++e_.totals.arrivals;
   // the workload's own reuse: blocks an earlier arrival carried (unlimited cache, arrival order)
   if (r->req.session < 0) {  // (sessions reuse their history by construction; not tracked per block)
-    for (auto h : r->req.block_hashes) e_.totals.trace_reuse_blocks += !seen_blocks_.insert(h).second;
+    for (auto h : r->req.block_hashes) e_.totals.trace_reuse_blocks += !seen_blocks_.insert(h);
     e_.totals.trace_blocks += static_cast<long long>(r->req.block_hashes.size());
   }
   if (r->req.session >= 0) e_.sessions.round_arrived(r->req.session);

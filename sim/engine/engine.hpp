@@ -29,6 +29,7 @@
 #include "sim/request_state.hpp"
 #include "sim/simulation.hpp"
 #include "topology/platform.hpp"
+#include "workloads/blocks.hpp"
 
 #include <simgrid/s4u.hpp>
 
@@ -257,7 +258,7 @@ class Arrivals {
   };
   Engine& e_;
   std::vector<Request> followups_;  // next rounds of sessions: a min-heap on (arrival, id) via Later
-  std::unordered_set<std::uint64_t> seen_blocks_;  // trace-level reuse
+  BlockIdSet seen_blocks_;  // trace-level reuse
   sg4::MutexPtr mutex_;
   sg4::ConditionVariablePtr cv_;
 };
