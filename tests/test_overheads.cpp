@@ -273,3 +273,30 @@ TEST(StepOverheads, TwoBatchOverlapGainMatchesSglangsAblation) {
   EXPECT_GE(gain, 1.27);
   EXPECT_LE(gain, 1.35);
 }
+
+// Mutation-campaign survivors M35, M38, M41 (tests/mutation/last-results.md).
+TEST(MemorySurvivors, RedundantExpertsTakeTheirSlots) {
+  // DeepSeek-V3 EP32: 256 experts = 8 per GPU; with 32 redundant, ceil(288 / 32) = 9 per GPU
+  const ModelSpec m = test::model("deepseek-v3");
+  EXPECT_NEAR(weights_per_gpu(m, 32, 1, 32).expert_bytes / weights_per_gpu(m, 32, 1, 0).expert_bytes, 9.0 / 8.0, 1e-12);
+}
+TEST(MemorySurvivors, OnlyKdaStateSplitsOverAttentionTp) {
+  // KDA heads split over attention TP (state /8); V4's windows and compressor state are per
+  // sequence on every TP rank (one KV head): unchanged
+  const ModelSpec k3 = test::model("kimi-k3"), v4 = test::model("deepseek-v4-pro");
+  EXPECT_NEAR(kv_footprint(k3, 8).per_seq_bytes * 8, kv_footprint(k3, 1).per_seq_bytes, 1e-3);
+  EXPECT_GT(kv_footprint(v4, 1).per_seq_bytes, 0);
+  EXPECT_DOUBLE_EQ(kv_footprint(v4, 8).per_seq_bytes, kv_footprint(v4, 1).per_seq_bytes);
+}
+TEST(MemorySurvivors, WorkspaceCoversTheRunningSequencesWhenTheyOutnumberBatchTokens) {
+  // a decode pool of 1,024 running sequences at 256 batch tokens holds 1,024 rows of activations,
+  // as one with 1,024 batch tokens does
+  DeploymentSpec d = test::deployment("deepseek-v3", "h200", default_prefill_pool(), default_decode_pool());
+  PoolSpec a = d.decode, b = d.decode;
+  a.max_batch_tokens = 256, a.max_running = 1024;
+  b.max_batch_tokens = 1024, b.max_running = 1024;
+  EXPECT_DOUBLE_EQ(plan_gpu_memory(d, a).workspace, plan_gpu_memory(d, b).workspace);
+  PoolSpec c = a;
+  c.max_running = 128;
+  EXPECT_LT(plan_gpu_memory(d, c).workspace, plan_gpu_memory(d, a).workspace);
+}
