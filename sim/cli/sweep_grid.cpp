@@ -1,0 +1,207 @@
+// servesim sweep: grid expansion (dotted JSON paths into the base scenario) and the results table.
+#include "sim/cli/sweep_grid.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace fs = std::filesystem;
+
+namespace servesim::cli {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& file, const std::string& what) { throw std::runtime_error(file + ": " + what); }
+
+ojson read_json(const std::string& path, const std::string& who) {
+  std::ifstream in(path);
+  if (!in) fail(who, "cannot read " + path);
+  try {
+    return ojson::parse(in);
+  } catch (const std::exception& e) {
+    fail(path, std::string("not valid JSON: ") + e.what());
+  }
+}
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> parts;
+  std::stringstream ss(path);
+  for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
+  return parts;
+}
+
+bool is_index(const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; }
+
+// The field at a dotted path (array elements by index), or nullptr when it does not exist.
+ojson* find_field(ojson& root, const std::string& path) {
+  ojson* cur = &root;
+  for (const auto& part : split_path(path)) {
+    if (cur->is_array() && is_index(part)) {
+      const size_t i = std::stoul(part);
+      if (i >= cur->size()) return nullptr;
+      cur = &(*cur)[i];
+    } else if (cur->is_object() && cur->contains(part)) {
+      cur = &(*cur)[part];
+    } else {
+      return nullptr;
+    }
+  }
+  return cur;
+}
+
+bool same_kind(const ojson& a, const ojson& b) {
+  if (a.is_number() && b.is_number()) return !(a.is_number_integer() && b.is_number_float());
+  return a.type() == b.type();
+}
+
+// Paths in the scenario that are read relative to its folder: made absolute in every point, whose
+// file lives elsewhere (the trace; a model or hardware given as a .json file).
+void absolutize(ojson& s, const fs::path& base_dir) {
+  auto fix = [&](ojson& v) {
+    if (!v.is_string()) return;
+    const std::string t = v.get<std::string>();
+    if (fs::path(t).is_relative() && (t.find('/') != std::string::npos || fs::path(t).extension() == ".json" ||
+                                      fs::path(t).extension() == ".jsonl"))
+      v = (base_dir / t).lexically_normal().string();
+  };
+  if (s.contains("workload") && s["workload"].is_object())
+    for (auto& [k, v] : s["workload"].items())
+      if (k == "trace" || k == "path" || k == "file") fix(v);
+  if (s.contains("deployments") && s["deployments"].is_array())
+    for (auto& d : s["deployments"])
+      for (const char* k : {"model", "hardware"})
+        if (d.is_object() && d.contains(k)) fix(d[k]);
+}
+
+void read_axes(Grid& g, const ojson& grid, const ojson& base) {
+  if (!grid.is_object() || grid.empty()) fail(g.file, "\"grid\" must be a non-empty object of \"field.path\": [values]");
+  for (const auto& [path, values] : grid.items()) {
+    ojson probe = base;
+    const ojson* field = find_field(probe, path);
+    if (!field) fail(g.file, "grid field \"" + path + "\": no such field in the scenario " + g.scenario_file);
+    if (!values.is_array() || values.empty()) fail(g.file, "grid field \"" + path + "\": values must be a non-empty array");
+    for (const auto& v : values)
+      if (!same_kind(*field, v))
+        fail(g.file, "grid field \"" + path + "\": value " + v.dump() + " is a " + v.type_name() + ", the scenario's is a " +
+                         field->type_name() + " (" + field->dump() + ")");
+    g.axes.push_back({path, std::vector<ojson>(values.begin(), values.end())});
+  }
+}
+
+void expand(Grid& g, const ojson& base) {
+  size_t total = 1;
+  for (const auto& a : g.axes) total *= a.values.size();
+  for (size_t n = 0; n < total; ++n) {
+    SweepPoint p;
+    char id[32];
+    std::snprintf(id, sizeof id, "p%04zu", n);
+    p.id = id;
+    p.scenario = base;
+    size_t rest = n;
+    p.params.resize(g.axes.size());
+    for (size_t k = g.axes.size(); k-- > 0;) {  // the last axis varies fastest
+      const auto& a = g.axes[k];
+      p.params[k] = a.values[rest % a.values.size()];
+      rest /= a.values.size();
+    }
+    for (size_t k = 0; k < g.axes.size(); ++k) *find_field(p.scenario, g.axes[k].path) = p.params[k];
+    g.points.push_back(std::move(p));
+  }
+}
+
+std::string csv_cell(const ojson& v) {
+  std::string s = v.is_string() ? v.get<std::string>() : v.is_null() ? std::string() : v.dump();
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += (c == '"') ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+ojson at(const ojson& j, std::initializer_list<const char*> keys) {
+  const ojson* cur = &j;
+  for (const char* k : keys) {
+    if (!cur->is_object() || !cur->contains(k)) return nullptr;
+    cur = &(*cur)[k];
+  }
+  return *cur;
+}
+
+const std::vector<std::pair<std::string, std::vector<const char*>>>& metric_keys() {
+  static const std::vector<std::pair<std::string, std::vector<const char*>>> keys = {
+      {"arrived", {"requests", "arrived"}},
+      {"completed", {"requests", "completed"}},
+      {"rejected", {"requests", "rejected"}},
+      {"in_flight", {"requests", "in_flight"}},
+      {"ttft_p50_ms", {"latency", "ttft", "p50_ms"}},
+      {"ttft_p99_ms", {"latency", "ttft", "p99_ms"}},
+      {"tpot_p50_ms", {"latency", "tpot", "p50_ms"}},
+      {"tpot_p99_ms", {"latency", "tpot", "p99_ms"}},
+      {"goodput_fraction_of_finished", {"goodput", "fraction_of_finished"}},
+      {"goodput_requests_per_s", {"goodput", "requests_per_s"}},
+      {"goodput_output_tokens_per_s", {"goodput", "output_tokens_per_s"}},
+      {"input_tokens_per_s_per_gpu", {"throughput", "input_tokens_per_s_per_gpu"}},
+      {"output_tokens_per_s_per_gpu", {"throughput", "output_tokens_per_s_per_gpu"}},
+      {"duration_s", {"throughput", "duration_s"}},
+  };
+  return keys;
+}
+
+}  // namespace
+
+Grid load_grid(const std::string& path) {
+  Grid g;
+  g.file = path;
+  const ojson doc = read_json(path, path);
+  if (!doc.is_object() || !doc.contains("scenario") || !doc["scenario"].is_string())
+    fail(path, "needs \"scenario\": the base scenario file (relative to the grid file)");
+  for (const auto& [k, v] : doc.items())
+    if (k != "scenario" && k != "grid" && k != "only" && k != "description" && k != "_comment") fail(path, "unknown key \"" + k + "\"");
+  const fs::path grid_dir = fs::path(path).parent_path();
+  const fs::path sc = doc["scenario"].get<std::string>();
+  g.scenario_file = (sc.is_absolute() ? sc : (grid_dir / sc)).lexically_normal().string();
+  if (doc.contains("only")) g.only = doc["only"].get<std::string>();
+  ojson base = read_json(g.scenario_file, path);
+  absolutize(base, fs::path(g.scenario_file).parent_path());
+  read_axes(g, doc.contains("grid") ? doc["grid"] : ojson(), base);
+  expand(g, base);
+  return g;
+}
+
+ojson point_rows(const Grid& g, const SweepPoint& p, const ojson& summary, bool ok) {
+  ojson rows = ojson::array();
+  const ojson deps = ok && summary.contains("deployments") ? summary["deployments"] : ojson::array({ojson::object()});
+  for (const auto& d : deps) {
+    ojson row;
+    row["point"] = p.id;
+    for (size_t k = 0; k < g.axes.size(); ++k) row[g.axes[k].path] = p.params[k];
+    row["status"] = ok ? "ok" : "failed";
+    row["deployment"] = at(d, {"deployment"});
+    for (const auto& [name, keys] : metric_keys()) {
+      ojson v = d;
+      for (const char* k : keys) v = v.is_object() && v.contains(k) ? v[k] : ojson();
+      row[name] = v;
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::string rows_csv(const Grid& g, const ojson& rows) {
+  std::string out = "point";
+  for (const auto& a : g.axes) out += "," + csv_cell(a.path);
+  out += ",status,deployment";
+  for (const auto& [name, keys] : metric_keys()) out += "," + name;
+  out += "\n";
+  for (const auto& r : rows) {
+    bool first = true;
+    for (const auto& [k, v] : r.items()) {
+      out += (first ? "" : ",") + csv_cell(v);
+      first = false;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace servesim::cli

@@ -1,0 +1,41 @@
+// servesim sweep: the grid file (a base scenario and a Cartesian grid over scenario fields given
+// as dotted JSON paths) expanded into points, and the results table built from their summaries.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace servesim::cli {
+
+using ojson = nlohmann::ordered_json;
+
+struct GridAxis {
+  std::string path;          ///< e.g. "deployments.0.decode.max_running"
+  std::vector<ojson> values;
+};
+
+struct SweepPoint {
+  std::string id;            ///< "p0000", grid order (the first axis varies slowest)
+  std::vector<ojson> params; ///< one value per axis
+  ojson scenario;            ///< the base scenario with the fields replaced
+};
+
+struct Grid {
+  std::string file;          ///< the grid file as given
+  std::string scenario_file; ///< the base scenario (resolved against the grid file's folder)
+  std::string only;          ///< optional: simulate only this deployment of each point
+  std::vector<GridAxis> axes;
+  std::vector<SweepPoint> points;
+};
+
+/// Reads and expands a grid file. Throws std::runtime_error with a message naming the grid file
+/// and the field on bad input (the command exits 2).
+Grid load_grid(const std::string& path);
+
+/// A point's row(s) for the results table: one per deployment of its summary.json.
+ojson point_rows(const Grid& g, const SweepPoint& p, const ojson& summary, bool ok);
+/// The table as CSV text (a header, then the rows in order).
+std::string rows_csv(const Grid& g, const ojson& rows);
+
+}  // namespace servesim::cli
