@@ -1,6 +1,6 @@
 // servesim sweep: grid expansion (count and order), the bad-field error (exit 2, naming the grid
 // file and the field), one results row per point with its parameter values, and resume (a second
-// run re-runs nothing: the table and the points' files are unchanged).
+// run re-runs nothing: the table and the points' files are unchanged), the same table whatever --jobs.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -104,5 +104,10 @@ TEST(Sweep, TableHasOneRowPerPointInGridOrderAndResumes) {
   EXPECT_EQ(slurp(out / "results.json"), json);
   EXPECT_EQ(fs::last_write_time(out / "points" / "p0002" / "summary.json"), summary_time);
   EXPECT_EQ(slurp(out / "points" / "p0002" / "summary.json"), summary);
+  // The same grid from scratch one point at a time: the same table, byte for byte.
+  const Out o3 = sh("sweep " + g.string() + " --out " + (d / "out1").string() + " --jobs 1");
+  ASSERT_EQ(o3.status, 0) << o3.text;
+  EXPECT_EQ(slurp(d / "out1" / "results.csv"), csv);
+  EXPECT_EQ(slurp(d / "out1" / "results.json"), json);
   fs::remove_all(d);
 }
