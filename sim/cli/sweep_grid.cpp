@@ -162,7 +162,7 @@ Grid load_grid(const std::string& path) {
   g.scenario_file = (sc.is_absolute() ? sc : (grid_dir / sc)).lexically_normal().string();
   if (doc.contains("only")) g.only = doc["only"].get<std::string>();
   ojson base = read_json(g.scenario_file, path);
-  absolutize(base, fs::path(g.scenario_file).parent_path());
+  absolutize(base, fs::absolute(g.scenario_file).parent_path());
   read_axes(g, doc.contains("grid") ? doc["grid"] : ojson(), base);
   expand(g, base);
   return g;
