@@ -100,6 +100,7 @@ class Obj {
   }
   const json& raw(const std::string& k) {
     used_.insert(k);
+    if (!j_.contains(k)) fail(k, "missing (required)");  // not json::at's out_of_range (issue 16)
     return j_.at(k);
   }
   double num(const std::string& k, std::optional<double> def, double min = -std::numeric_limits<double>::infinity(),
