@@ -185,8 +185,12 @@ TraceLabRoundsReader::TraceLabRoundsReader(std::string path, double time_scale, 
       if (round == 0) {
         if (!j.contains("timing_events") || !j["timing_events"].is_array() || j["timing_events"].empty())
           throw TraceError(path_, line, "round 0 needs timing_events with a timestamp (the session start)");
-        si.start = iso_time(j["timing_events"][0]["timestamp"], path_, line, "timing_events[0].timestamp");
-        si.start_text = j["timing_events"][0]["timestamp"].get<std::string>();
+        // const json::operator[] of a missing key is undefined (read after free): check first (issue 16)
+        const nlohmann::json& ev = j["timing_events"][0];
+        if (!ev.is_object() || !ev.contains("timestamp"))
+          throw TraceError(path_, line, "timing_events[0].timestamp: missing (round 0 needs the session start)");
+        si.start = iso_time(ev["timestamp"], path_, line, "timing_events[0].timestamp");
+        si.start_text = ev["timestamp"].get<std::string>();
       }
       parse_round(j, line);  // every field is checked now, so that a bad row stops (or is skipped) before the run
       si.rows.push_back({round, off, line});
