@@ -113,7 +113,7 @@ const std::array<double, ExpertLoad::kSamples>& ExpertLoad::samples(double token
 ExpertLoad::Draw ExpertLoad::draw(double tokens, Rng& rng) const {
   if (balanced_) return {};
   const auto& v = samples(tokens);
-  const int i = std::min(kSamples - 1, static_cast<int>(rng.uniform() * kSamples));
+  const int i = pick(rng);
   return {v[static_cast<size_t>(i)], i};
 }
 

@@ -24,6 +24,7 @@
 #include "scenarios/model_spec.hpp"
 #include "scenarios/rng.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -49,6 +50,8 @@ class ExpertLoad {
     int index = 0;
   };
   Draw draw(double tokens, Rng& rng) const;
+  /// One uniform sample index in [0, kSamples): one draw from `rng`.
+  static int pick(Rng& rng) { return std::min(kSamples - 1, static_cast<int>(rng.uniform() * kSamples)); }
   /// Mean of the bucket's samples: the expected busiest/mean load (what `servesim step` prices).
   double expected(double tokens) const;
   /// The bucket's kSamples values (tests, reports).

@@ -35,7 +35,7 @@ double StepCostModel::sum_ops(const std::vector<Op>& ops, StepTime& st, double& 
 
 int StepCostModel::draw_sample(Rng& rng) const {
   for (const auto& l : loads_)
-    if (l && !l->balanced()) return std::min(ExpertLoad::kSamples - 1, static_cast<int>(rng.uniform() * ExpertLoad::kSamples));
+    if (l && !l->balanced()) return ExpertLoad::pick(rng);
   return -1;
 }
 

@@ -3,6 +3,8 @@
 #include "helpers.hpp"
 #include "sim/simulation.hpp"
 
+#include "cli_run.hpp"
+
 #include <gtest/gtest.h>
 
 #include <deque>
@@ -18,30 +20,10 @@ namespace fs = std::filesystem;
 using namespace servesim;
 
 namespace {
+using test::Out;
+using test::sh;
+using test::slurp;
 
-struct Out {
-  int status = 0;
-  std::string text;  // stdout + stderr
-};
-
-Out sh(const std::string& args) {
-  Out o;
-  const std::string cmd = std::string(SERVESIM_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.text.append(buf, n);
-  const int st = pclose(p);
-  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return o;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 fs::path tmp(const std::string& name) {
   const fs::path p = fs::temp_directory_path() / ("servesim_cli_" + name);

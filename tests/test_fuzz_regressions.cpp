@@ -4,6 +4,8 @@
 #include "scenarios/scenario.hpp"
 #include "workloads/source.hpp"
 
+#include "cli_run.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -16,12 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using test::slurp;
 
 // Returns "" for a clean outcome, else what went wrong.
 std::string feed(const fs::path& p) {

@@ -4,6 +4,8 @@
 #include "costmodels/factory.hpp"
 #include "sim/validate.hpp"
 
+#include "cli_run.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -131,12 +133,7 @@ fs::path fresh_dir(const std::string& name) {
   return d;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream o;
-  o << in.rdbuf();
-  return o.str();
-}
+using test::slurp;
 
 std::string load_error(const fs::path& p) {
   try {

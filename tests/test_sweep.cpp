@@ -1,6 +1,8 @@
 // servesim sweep: grid expansion (count and order), the bad-field error (exit 2, naming the grid
 // file and the field), one results row per point with its parameter values, and resume (a second
 // run re-runs nothing: the table and the points' files are unchanged), the same table whatever --jobs.
+#include "cli_run.hpp"
+
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -16,30 +18,10 @@
 namespace fs = std::filesystem;
 
 namespace {
+using test::Out;
+using test::sh;
+using test::slurp;
 
-struct Out {
-  int status = 0;
-  std::string text;
-};
-
-Out sh(const std::string& args) {
-  Out o;
-  const std::string cmd = std::string(SERVESIM_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.text.append(buf, n);
-  const int st = pclose(p);
-  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return o;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 fs::path scratch(const std::string& name) {
   const fs::path d = fs::temp_directory_path() / ("servesim-sweep-" + name + "-" + std::to_string(::getpid()));
