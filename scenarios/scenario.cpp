@@ -72,6 +72,10 @@ WorkloadSpec read_workload(Obj o, const std::string& base_dir) {
     w.concurrency = o.integer("concurrency", 100, 1, 100000000);
     w.rate_per_s = o.num("rate_per_s", 1.0, 1e-12, 1e12);
     w.ramp_s = o.num("ramp_s", 0.0, 0, kMaxSeconds);
+    w.start = o.choice<WorkloadSpec::Start>("start", WorkloadSpec::Start::ramp,
+                                            {{"ramp", WorkloadSpec::Start::ramp}, {"stationary", WorkloadSpec::Start::stationary}});
+    if (w.start == WorkloadSpec::Start::stationary && w.loop != WorkloadSpec::Loop::closed)
+      o.fail("start", "\"stationary\" applies to \"loop\": \"closed\" (an open loop's sessions start at round 0 as they arrive)");
     w.duration_s = o.num("duration_s", 0.0, 0, kMaxSeconds);
     w.requests = o.integer("sessions", 0, 0);
     w.shared_prefix_tokens = o.integer("shared_prefix_tokens", 0, 0, kMaxTokens);
@@ -196,6 +200,8 @@ Scenario parse_scenario(const std::string& text, const std::string& origin, cons
   s.description = o.str("description", std::string());
   s.seed = static_cast<std::uint64_t>(o.integer("seed", 1, 0));
   s.horizon_s = o.num("horizon_s", 0.0, 0, kMaxSeconds);
+  s.warmup_s = o.num("warmup_s", 0.0, 0, kMaxSeconds);
+  if (s.horizon_s > 0 && s.warmup_s >= s.horizon_s) o.fail("warmup_s", "must be below horizon_s (the window [warmup_s, horizon_s] would be empty)");
   s.cost_model = o.str("cost_model", s.cost_model);
   if (s.cost_model != "fitted" && s.cost_model != "roofline")
     o.fail("cost_model", "unknown cost model \"" + s.cost_model + "\" (available: fitted, roofline)");

@@ -27,6 +27,9 @@ struct Scenario {
   std::string name, description, path;
   std::uint64_t seed = 1;
   double horizon_s = 0;            ///< 0: run until every request ends
+  /// Steady state: requests arriving before warmup_s (seconds) are simulated but left out of every
+  /// metric (counted apart in summary.json "window"); must be below horizon_s when that is set.
+  double warmup_s = 0;
   WorkloadSpec workload;
   std::vector<DeploymentSpec> deployments;
   std::string cost_model = "fitted";  ///< "fitted" (kernel-fitted, costmodels/fitted.hpp) or "roofline"

@@ -28,6 +28,11 @@ struct WorkloadSpec {
   enum class Loop { open, closed } loop = Loop::closed;
   long long concurrency = 100;  ///< closed loop: sessions kept active
   double ramp_s = 0;            ///< closed loop: initial sessions start spread over [0, ramp_s)
+  /// Closed loop: where the initial sessions begin. ramp: at round 0 (every session young at once,
+  /// contexts grow together for a session lifetime); stationary: at a round drawn from the
+  /// closed loop's stationary distribution (workloads/agent.hpp), with the history of the rounds
+  /// before it already in the KV store when the deployment has KV tiers.
+  enum class Start { ramp, stationary } start = Start::ramp;
   double duration_s = 0;        ///< no new session starts after this time (0 = unbounded)
   Dist rounds;                  ///< rounds per session
   Dist first_prompt_tokens;     ///< task prompt of round 0 (after the shared system prompt)

@@ -41,13 +41,41 @@ Request AgentSessionSource::round_request(long long id, Session& s, double t, lo
   return r;
 }
 
-Request AgentSessionSource::start_session(double t) {
+// Total rounds of a session seen at a random time: P(R) ∝ R · f(R) (a long session is caught R
+// times as often), by rejection from the rounds distribution against its largest value. A bound
+// on the draws keeps a distribution with a huge max from looping long: the last draw is taken then.
+long long AgentSessionSource::length_biased_rounds(Rng& rng) const {
+  const double top = std::max(1.0, std::min(spec_.rounds.max, 1e6));
+  long long r = 1;
+  for (int i = 0; i < 1000000; ++i) {
+    r = std::max<long long>(1, spec_.rounds.sample_tokens(rng));
+    if (rng.uniform() * top < static_cast<double>(r)) break;
+  }
+  return r;
+}
+
+Request AgentSessionSource::start_session(double t, bool stationary) {
   const long long id = started_++;
   Rng rng(seed_ ^ (0x9e3779b97f4a7c15ULL * static_cast<std::uint64_t>(id + 1)));
-  const long long rounds = std::max<long long>(1, spec_.rounds.sample_tokens(rng));
-  const long long prompt = spec_.shared_prefix_tokens + std::max<long long>(1, spec_.first_prompt_tokens.sample_tokens(rng));
+  const long long rounds = stationary ? length_biased_rounds(rng) : std::max<long long>(1, spec_.rounds.sample_tokens(rng));
+  long long prompt = spec_.shared_prefix_tokens + std::max<long long>(1, spec_.first_prompt_tokens.sample_tokens(rng));
   auto it = active_.emplace(id, Session{rounds, 0, 0, SessionBlocks(id, spec_.block_tokens, system_blocks_), rng}).first;
-  return round_request(id, it->second, t, prompt, 0);
+  Session& s = it->second;
+  if (!stationary) return round_request(id, s, t, prompt, 0);
+  // the rounds before the current one, drawn in round_request's and follow_up's order
+  const long long k = std::min(rounds - 1, static_cast<long long>(s.rng.uniform() * static_cast<double>(rounds)));
+  long long history = 0;
+  for (long long j = 0; j < k; ++j) {
+    const long long out = std::max<long long>(1, spec_.output_tokens.sample_tokens(s.rng));
+    (void)spec_.think_s.sample(s.rng);
+    history = prompt + out;
+    prompt = history + std::max<long long>(1, spec_.append_tokens.sample_tokens(s.rng));
+  }
+  s.round = static_cast<int>(k);
+  s.blocks.assign(history, 0);  // the stored history's blocks, so round k keeps them as its prefix
+  Request r = round_request(id, s, t, prompt, history);
+  r.history_stored = history > 0;
+  return r;
 }
 
 std::optional<Request> AgentSessionSource::next() {
@@ -55,7 +83,7 @@ std::optional<Request> AgentSessionSource::next() {
     if (next_start_ >= closed_starts_.size()) return std::nullopt;
     const double t = closed_starts_[next_start_++];
     if (!may_start(t)) return std::nullopt;
-    return start_session(t);
+    return start_session(t, spec_.start == WorkloadSpec::Start::stationary);
   }
   if (!may_start(open_t_)) return std::nullopt;
   const double t = open_t_;
@@ -84,7 +112,8 @@ std::string AgentSessionSource::describe() const {
   o << "agent sessions, " << (spec_.loop == WorkloadSpec::Loop::closed ? "closed loop of " + std::to_string(spec_.concurrency) + " active"
                                                                        : "open loop at " + std::to_string(spec_.rate_per_s) + "/s")
     << ", mean " << spec_.rounds.nominal_mean() << " rounds, " << spec_.append_tokens.nominal_mean() << " appended and "
-    << spec_.output_tokens.nominal_mean() << " output tokens per round, think " << spec_.think_s.nominal_mean() << " s";
+    << spec_.output_tokens.nominal_mean() << " output tokens per round, think " << spec_.think_s.nominal_mean() << " s"
+    << (spec_.start == WorkloadSpec::Start::stationary ? ", stationary start" : "");
   return o.str();
 }
 

@@ -6,6 +6,13 @@
 //  closed loop: `concurrency` sessions are kept active — they start spread over [0, ramp_s) and each
 //               session that ends is replaced by a new one after its last think time (until
 //               duration_s / requests), which is what "N concurrent agents" means.
+// Closed loop, start "stationary": each initial session begins mid-life, at the round the closed
+// loop's stationary distribution gives (renewal theory, every round taken as equally long): its
+// total rounds R drawn length-biased (P ∝ R · f(R), by rejection against the rounds distribution's
+// max), its current round k uniform in [0, R). Rounds 0..k−1 are drawn from the session's stream
+// as if they had run (same prompts, outputs, think times), so round k's prompt is the whole history
+// + an append; its history is marked stored (Request::history_stored). Sessions started later (the
+// replacements) begin at round 0 as usual.
 // Every session draws from its own random stream, seeded from (seed, session id), so session k has
 // the same rounds, lengths and think times whatever deployment runs it; start times come from a
 // separate stream. Defaults (scenario loader) and their sources: README.md ("Agent sessions").
@@ -36,7 +43,8 @@ class AgentSessionSource final : public RequestSource {
     Rng rng;  ///< the session's own stream: its content does not depend on the engine's call order
   };
   bool may_start(double t) const;
-  Request start_session(double t);
+  Request start_session(double t, bool stationary = false);
+  long long length_biased_rounds(Rng& rng) const;
   Request round_request(long long id, Session& s, double t, long long prompt, long long shared);
   WorkloadSpec spec_;
   std::uint64_t seed_;

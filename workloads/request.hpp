@@ -26,6 +26,10 @@ struct Request {
   long long history_tokens = 0;  ///< leading prompt tokens that are the session's earlier history
   double think_after_s = 0;      ///< tool/think time after this round's output, before the next round
   bool last_round = true;        ///< no round follows this one
+  /// A session's first simulated round that starts mid-session (agent workload start "stationary"):
+  /// its history_tokens are already in the KV store below the GPUs at arrival (put there without a
+  /// copy when the deployment has KV tiers; without tiers they are prefilled like any prompt).
+  bool history_stored = false;
 };
 
 /// Appended to "cannot open trace PATH": where the public traces are and how to get them.

@@ -14,6 +14,7 @@ struct RunArgs {
   std::string cost_model;      ///< override the scenario's cost model
   long long seed = -1;         ///< override the scenario's seed
   double horizon_s = -1;       ///< override the scenario's horizon
+  double warmup_s = -1;        ///< override the scenario's warm-up (start of the measurement window)
   double time_scale = -1;      ///< override the trace's time scale
   int jobs = 0;                ///< deployments simulated in parallel (0: one per core)
   bool no_timeline = false;

@@ -35,7 +35,7 @@ int run_one(const Scenario& s, const DeploymentSpec& d, const fs::path& dir, con
   try {
     fs::create_directories(dir);
     auto cost = make_cost_model(s.cost_model, d.gpu);
-    MetricsCollector metrics(d.slo, d.prefill.instances, d.decode.instances);
+    MetricsCollector metrics(d.slo, d.prefill.instances, d.decode.instances, s.warmup_s);
     RequestsCsvWriter csv((dir / "requests.csv").string());
     std::unique_ptr<TimelineWriter> timeline;
     SinkFanout fan;
@@ -94,6 +94,11 @@ int apply_overrides(Scenario& s, const RunArgs& a) {
   }
   if (a.seed >= 0) s.seed = static_cast<std::uint64_t>(a.seed);
   if (a.horizon_s >= 0) s.horizon_s = a.horizon_s;
+  if (a.warmup_s >= 0) s.warmup_s = a.warmup_s;
+  if (s.horizon_s > 0 && s.warmup_s >= s.horizon_s) {
+    fmt::print(stderr, "error: warm-up {} s (warmup_s / --warmup) must be below the horizon {} s (horizon_s / --horizon)\n", s.warmup_s, s.horizon_s);
+    return 2;
+  }
   if (a.time_scale > 0) {
     if (!is_trace(s.workload.kind)) {
       fmt::print(stderr, "error: --time-scale applies to trace replays; this scenario's workload is generated (set its rate instead)\n");

@@ -88,6 +88,7 @@ void Arrivals::admit(Request req) {
   }
   if (r->req.session >= 0) e_.sessions.round_arrived(r->req.session);
   if (reject_impossible(r)) return;
+  if (r->req.history_stored && e_.store) e_.mover.preload(r->req);  // a stationary start: its history is in the store
   route(r);
 }
 

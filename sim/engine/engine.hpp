@@ -221,6 +221,9 @@ class KvMover {
   /// Ends round r (completed) and offloads its session's history from the TP group at src_gpu0 to
   /// that node's host DRAM; `release` runs when the copy is done (frees the GPU KV).
   void offload(ReqState* r, int src_gpu0, std::function<void()> release);
+  /// A session that starts mid-life (Request::history_stored): its history's KV enters L2 of node
+  /// (session mod nodes) at arrival without a copy, counted as an offload (offloads, bytes).
+  void preload(const Request& r);
   /// History tokens of r's session the store can give back (0 without a store).
   long long store_tokens_for(const Request& r) const;
   /// all_to_all_on_fabric: the step's inter-node all-to-all bytes as rate-capped background flows.

@@ -89,6 +89,15 @@ void KvMover::offload(ReqState* r, int src_gpu0, std::function<void()> release) 
                   });
 }
 
+void KvMover::preload(const Request& r) {
+  const double total = kv_bytes(e_.d.model, r.history_tokens, 1);
+  const int node = static_cast<int>(r.session % static_cast<long long>(e_.d.cluster.nodes));
+  ++e_.totals.offloads;
+  e_.totals.offload_bytes += total;
+  for (const auto& dm : e_.store->put_l2(r.session, r.history_tokens, total, node, e_.now())) demote(dm);
+  emit_tiers();
+}
+
 void KvMover::demote(const KvStore::Demotion& dm) {
   e_.totals.demote_bytes += dm.bytes;
   e_.flows.submit(e_.platform.cpus[static_cast<size_t>(dm.node)], e_.platform.storage[static_cast<size_t>(dm.node)], dm.bytes, [this, dm] {

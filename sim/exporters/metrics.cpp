@@ -20,8 +20,11 @@ Percentiles percentiles(std::vector<double> v) {
   return p;
 }
 
+// Steps, transfers, memory and tiers count inside the window [warmup_s, end]; a step that straddles
+// warmup_s counts its part after it.
 void MetricsCollector::on_step(const StepEvent& e) {
-  const double dt = e.end_s - e.start_s;
+  if (e.end_s <= warmup_ && warmup_ > 0) return;
+  const double dt = e.end_s - std::max(e.start_s, warmup_);
   if (e.role == Phase::prefill) s_.prefill_busy_s += dt, ++s_.prefill_steps;
   else s_.decode_busy_s += dt, ++s_.decode_steps, decode_seq_sum_ += static_cast<double>(e.seqs);
   s_.comm_s += e.time.comm_s;
@@ -37,12 +40,20 @@ void MetricsCollector::on_step(const StepEvent& e) {
 }
 
 void MetricsCollector::on_transfer(const TransferEvent& e) {
+  if (e.start_s < warmup_) return;
   ++s_.transfers;
   s_.transfer_bytes += e.bytes;
   xfer_.push_back(e.end_s - e.start_s);
 }
 
 void MetricsCollector::on_request(const RequestRecord& r) {
+  if (r.arrival_s < warmup_) {  // warm-up: counted, not measured
+    ++s_.warmup_arrived;
+    s_.warmup_completed += r.status == RequestStatus::completed;
+    s_.warmup_rejected += r.status == RequestStatus::rejected;
+    s_.warmup_in_flight += r.status == RequestStatus::in_flight;
+    return;
+  }
   ++s_.arrived;
   if (r.prefill_end_s >= 0) s_.input_tokens += r.input_tokens, s_.cached_tokens += r.cached_tokens;
   if (r.admit_s >= 0) {
@@ -59,11 +70,14 @@ void MetricsCollector::on_request(const RequestRecord& r) {
     case RequestStatus::in_flight:
       ++s_.in_flight;
       ++s_.in_flight_phases[r.reason];
+      if (r.first_token_s >= 0) ttft_with_.push_back(r.ttft_s());
+      else waiting_arrivals_.push_back(r.arrival_s);
       return;
     case RequestStatus::completed: break;
   }
   ++s_.completed;
   ttft_.push_back(r.ttft_s());
+  ttft_with_.push_back(r.ttft_s());
   const double load = r.load_start_s >= 0 ? r.load_end_s - r.load_start_s : 0.0;
   queue_.push_back(r.admit_s - r.arrival_s);
   load_.push_back(load);
@@ -82,12 +96,17 @@ void MetricsCollector::on_request(const RequestRecord& r) {
 }
 
 void MetricsCollector::on_memory(const MemoryEvent& e) {
-  tracks_[{static_cast<int>(e.role), e.instance}].set(e.t_s, e.kv_bytes_mean);
-  double& peak = e.role == Phase::prefill ? s_.prefill_kv_peak : s_.decode_kv_peak;
-  peak = std::max(peak, e.kv_bytes_max);
+  const std::pair<int, int> key{static_cast<int>(e.role), e.instance};
+  tracks_[key].set(e.t_s, e.kv_bytes_mean);
+  auto [it, fresh] = busiest_.try_emplace(key);
+  if (fresh) it->second.from = warmup_;
+  it->second.set(e.t_s, e.kv_bytes_max);
 }
 
+// Sessions active at some time in the window (ended at or after warmup_s) count, whole: their
+// rounds and residency ratios include the part before warmup_s.
 void MetricsCollector::on_session(const SessionRecord& e) {
+  if (e.end_s < warmup_) return;
   ++s_.sessions;
   s_.sessions_completed += e.status == RequestStatus::completed;
   s_.session_rounds += e.rounds;
@@ -109,11 +128,15 @@ void MetricsCollector::on_end(double t_s) {
   s_.ttft_decode_kv_wait_s = percentiles(kv_wait_);
   s_.ttft_transfer_s = percentiles(transfer_);
   s_.ttft_slot_wait_s = percentiles(slot_wait_);
+  const double window = t_s - warmup_;
   l2_.set(t_s, l2_.last_mean);
   l3_.set(t_s, l3_.last_mean);
-  s_.l2_mean = t_s > 0 ? l2_.area / t_s : 0, s_.l2_peak = l2_.peak;
-  s_.l3_mean = t_s > 0 ? l3_.area / t_s : 0, s_.l3_peak = l3_.peak;
+  s_.l2_mean = window > 0 ? l2_.area / window : 0, s_.l2_peak = l2_.peak;
+  s_.l3_mean = window > 0 ? l3_.area / window : 0, s_.l3_peak = l3_.peak;
   s_.end_s = t_s;
+  for (double a : waiting_arrivals_) ttft_with_.push_back(t_s - a);
+  s_.in_flight_without_first_token = static_cast<long long>(waiting_arrivals_.size());
+  s_.ttft_with_in_flight_s = percentiles(ttft_with_);
   s_.ttft_s = percentiles(ttft_);
   s_.tpot_s = percentiles(tpot_);
   s_.e2e_s = percentiles(e2e_);
@@ -123,9 +146,14 @@ void MetricsCollector::on_end(double t_s) {
   int pn = 0, dn = 0;
   for (auto& [key, t] : tracks_) {
     t.set(t_s, t.last_mean);
-    const double mean = t_s > 0 ? t.area / t_s : 0.0;
+    const double mean = window > 0 ? t.area / window : 0.0;
     if (key.first == static_cast<int>(Phase::prefill)) psum += mean, ++pn;
     else dsum += mean, ++dn;
+  }
+  for (auto& [key, t] : busiest_) {
+    t.set(t_s, t.last_mean);
+    double& peak = key.first == static_cast<int>(Phase::prefill) ? s_.prefill_kv_peak : s_.decode_kv_peak;
+    peak = std::max(peak, t.peak);
   }
   s_.prefill_kv_mean = pn ? psum / pn : 0.0;
   s_.decode_kv_mean = dn ? dsum / dn : 0.0;

@@ -21,9 +21,19 @@ Percentiles percentiles(std::vector<double> v);
 
 struct Summary {
   double end_s = 0;
+  /// Steady-state window [warmup_s, end_s]: requests that arrived before warmup_s, and steps,
+  /// transfers, memory and tier occupancy before it, are left out of every figure below; the
+  /// warm-up requests are only counted (warmup_*), so arrivals = measured + warm-up.
+  double warmup_s = 0;
+  long long warmup_arrived = 0, warmup_completed = 0, warmup_rejected = 0, warmup_in_flight = 0;
   long long arrived = 0, completed = 0, rejected = 0, in_flight = 0;
   std::map<std::string, long long> rejected_reasons, in_flight_phases;
   Percentiles ttft_s, tpot_s, e2e_s;
+  /// TTFT over completed requests and those in flight at the end: an in-flight request with a
+  /// first token counts its TTFT, one without counts end − arrival (a lower bound of its TTFT), so
+  /// a backlog at the horizon shows (completed-only percentiles hide it)
+  Percentiles ttft_with_in_flight_s;
+  long long in_flight_without_first_token = 0;
   long long input_tokens = 0;   ///< prompt tokens of requests whose prefill finished
   long long cached_tokens = 0;  ///< of those, served by the prefix cache or loaded back (not computed)
   long long output_tokens = 0;  ///< tokens generated (completed and in flight)
@@ -61,9 +71,12 @@ struct Summary {
 class MetricsCollector final : public EventSink {
  public:
   /// Instances of each pool, so that an instance that never held KV counts as 0 in the means.
-  MetricsCollector(SloSpec slo, int prefill_instances, int decode_instances) : slo_(slo) {
-    for (int i = 0; i < prefill_instances; ++i) tracks_[{static_cast<int>(Phase::prefill), i}];
-    for (int i = 0; i < decode_instances; ++i) tracks_[{static_cast<int>(Phase::decode), i}];
+  /// `warmup_s`: start of the measurement window (Summary::warmup_s).
+  MetricsCollector(SloSpec slo, int prefill_instances, int decode_instances, double warmup_s = 0) : slo_(slo), warmup_(warmup_s) {
+    s_.warmup_s = warmup_s;
+    l2_.from = l3_.from = warmup_s;
+    for (int i = 0; i < prefill_instances; ++i) tracks_[{static_cast<int>(Phase::prefill), i}].from = warmup_s;
+    for (int i = 0; i < decode_instances; ++i) tracks_[{static_cast<int>(Phase::decode), i}].from = warmup_s;
   }
   void on_step(const StepEvent& e) override;
   void on_transfer(const TransferEvent& e) override;
@@ -75,18 +88,26 @@ class MetricsCollector final : public EventSink {
   const Summary& summary() const { return s_; }
 
  private:
+  // a time-weighted value over the window [from, ...): area and peak of what held inside it
   struct Track {
-    double last_t = 0, last_mean = 0, area = 0, peak = 0;
+    double from = 0, last_t = 0, last_mean = 0, area = 0, peak = 0;
     void set(double t, double v) {
-      area += last_mean * (t - last_t);
-      last_t = t, last_mean = v, peak = std::max(peak, v);
+      if (t > from) {
+        area += last_mean * (t - std::max(last_t, from));
+        if (last_t <= from) peak = std::max(peak, last_mean);  // the value in force when the window opened
+      }
+      last_t = t, last_mean = v;
+      if (t >= from) peak = std::max(peak, v);
     }
   };
   SloSpec slo_;
+  double warmup_ = 0;
   Summary s_;
-  std::vector<double> ttft_, tpot_, e2e_, xfer_, queue_, load_, prefill_, kv_wait_, transfer_, slot_wait_;
+  std::vector<double> ttft_, ttft_with_, tpot_, e2e_, xfer_, queue_, load_, prefill_, kv_wait_, transfer_, slot_wait_;
   Track l2_, l3_;
-  std::map<std::pair<int, int>, Track> tracks_;  // (role, instance)
+  std::map<std::pair<int, int>, Track> tracks_;  // (role, instance): mean KV per GPU over the instance's ranks
+  std::map<std::pair<int, int>, Track> busiest_;  // (role, instance): busiest rank's KV per GPU (its peak)
+  std::vector<double> waiting_arrivals_;         // in flight without a first token: arrival times
   double decode_seq_sum_ = 0;
 };
 

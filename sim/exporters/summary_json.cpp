@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -85,12 +86,21 @@ void load_json(const RunReport& r, nlohmann::json& j) {
   const DeploymentSpec& d = *r.deployment;
   const Summary& s = r.summary;
   const int gpus = required_gpus(d), nodes = d.cluster.nodes;
-  const double dur = s.end_s > 0 ? s.end_s : 1.0;
+  const double dur = s.end_s - s.warmup_s > 0 ? s.end_s - s.warmup_s : 1.0;  // the measurement window
   j["cluster"] = {{"nodes", nodes}, {"gpus_used", gpus}, {"fabric", d.cluster.fabric == FabricKind::fat_tree ? "fat_tree" : "rail_optimized"},
                   {"oversubscription", d.cluster.oversubscription}};
   j["prefill_pool"] = pool_json(d.prefill);
   j["decode_pool"] = pool_json(d.decode);
   j["policies"] = {{"router", d.router}, {"decode_router", d.decode_router}, {"batch_scheduler", d.batch_scheduler}, {"eviction", d.eviction}};
+  j["window"] = {{"warmup_s", s.warmup_s},
+                 {"start_s", s.warmup_s},
+                 {"end_s", r6(s.end_s)},
+                 {"duration_s", r6(std::max(0.0, s.end_s - s.warmup_s))},
+                 {"note", "every figure of this file but window.warmup_requests and the engine's own counters (prefix_cache.block_hit_rate, "
+                          "kv_tiers counts and bytes) covers the window: requests that arrived at or after start_s, the part of steps, "
+                          "transfers, memory and tier occupancy inside it; sessions active in it (ended at or after start_s) count whole"}};
+  j["window"]["warmup_requests"] = {{"arrived", s.warmup_arrived}, {"completed", s.warmup_completed}, {"rejected", s.warmup_rejected},
+                                    {"in_flight", s.warmup_in_flight}};
   j["requests"] = {{"arrived", s.arrived},
                    {"completed", s.completed},
                    {"rejected", s.rejected},
@@ -98,7 +108,10 @@ void load_json(const RunReport& r, nlohmann::json& j) {
                    {"rejected_reasons", s.rejected_reasons},
                    {"in_flight_phases", s.in_flight_phases}};
   j["latency"] = {{"ttft", pct_ms(s.ttft_s)}, {"tpot", pct_ms(s.tpot_s)}, {"e2e", pct_ms(s.e2e_s)}};
-  j["throughput"] = {{"duration_s", r6(s.end_s)},
+  j["latency"]["ttft_with_in_flight"] = pct_ms(s.ttft_with_in_flight_s);
+  j["latency"]["ttft_with_in_flight"]["in_flight_without_first_token"] = s.in_flight_without_first_token;
+  j["latency"]["ttft_with_in_flight"]["note"] = "completed requests and those in flight at the end: with a first token its TTFT, without one end - arrival (a lower bound)";
+  j["throughput"] = {{"duration_s", r6(s.end_s - s.warmup_s)},
                      {"input_tokens", s.input_tokens},
                      {"output_tokens", s.output_tokens},
                      {"input_tokens_per_s_per_gpu", r3(s.input_tokens / dur / gpus)},
@@ -186,7 +199,7 @@ void tiers_json(const RunReport& r, nlohmann::json& j) {
 void sessions_json(const RunReport& r, nlohmann::json& j) {
   const DeploymentSpec& d = *r.deployment;
   const Summary& s = r.summary;
-  const double dur = s.end_s > 0 ? s.end_s : 1.0;
+  const double dur = s.end_s - s.warmup_s > 0 ? s.end_s - s.warmup_s : 1.0;
   if (s.sessions > 0) {
     const double rho = s.session_life_s > 0 ? s.session_gpu_s / s.session_life_s : 0.0;
     const double little = s.session_decode_s + s.session_idle_s > 0 ? s.session_decode_s / (s.session_decode_s + s.session_idle_s) : 0.0;
