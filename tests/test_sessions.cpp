@@ -282,6 +282,59 @@ TEST(AllToAllOnFabric, OnTheKvTransferSharesTheNicsWithEpTraffic) {
   EXPECT_GT(busy, hand * 1.01) << "line rate " << hand << " s, with EP traffic on the NICs " << busy << " s";
 }
 
+// At attention TP 2 a DP rank is a TP group of two GPUs with one aggregate endpoint (a 2 × 50 GB/s
+// NIC) that carries both its KV transfers and its share of the all-to-all: the background flow
+// there carries the group's inter-node bytes, twice one GPU's. Host time, kernels and all-reduces
+// cost nothing and nothing overlaps, so request 1's prefill steps (chunks of kChunk tokens) are
+// back-to-back all-to-alls and each group's flow runs at R = 2 · (one GPU's inter-node bytes) /
+// (the step's all-to-all time) during the whole of request 0's transfer. The transfer then gets at
+// most the NIC minus R (the outbound flow alone) and at least the NIC minus 2R (as if the inbound
+// flow shared the link too): measured, 79.1 GB/s of 100 with R = 13.5 GB/s (CM02's sharing among
+// the group's and the uplink's flows takes 1.55 R); with one GPU's bytes per group (the bug of
+// mutation M18) 88.6 GB/s, above the bracket.
+TEST(AllToAllOnFabric, AtAttentionTpTwoTheTransferSharesTheNicWithTheGroupsEpBytes) {
+  const long long kChunk = 128;  // small steps: the all-to-all stays well below the NIC's rate
+  DeploymentSpec d;
+  d.name = "flash-tp2";
+  d.model = test::model("deepseek-v4-flash");
+  d.gpu = test::gpu("h200");
+  d.gpu.kernel_launch_s = d.gpu.graph_launch_s = 0;
+  d.gpu.allreduce_call_s = 0, d.gpu.allreduce_bytes_per_s = 1e30;  // the TP all-reduces take no time
+  d.prefill = test::pool(1, 16, 2);
+  d.decode = test::pool(1, 16, 2);
+  for (PoolSpec* p : {&d.prefill, &d.decode}) {
+    p->two_batch_overlap = false, p->all_to_all_on_fabric = true, p->step_overhead_s = 0;
+    p->expert_imbalance = 1.0;  // balanced routing: every step of one chunk moves the same bytes
+  }
+  d.prefill.chunk_tokens = d.prefill.max_batch_tokens = kChunk;
+  d.prefix_cache.enabled = false;
+  d.router = "round_robin";
+  d.cluster.nodes = required_nodes(d);
+  validate_deployment(d, "d");
+  std::vector<Request> reqs(2);
+  reqs[0].id = 0, reqs[0].input_tokens = 60000, reqs[0].output_tokens = 2;
+  reqs[1].id = 1, reqs[1].input_tokens = 600000, reqs[1].output_tokens = 2;
+  Records rec;
+  Simulation sim(d, std::make_unique<test::ListSource>(reqs), std::make_shared<test::ZeroCost>(), rec, {});
+  sim.run();
+  const RequestRecord& r = rec.req.at(0);
+  const double t = r.first_token_s - r.transfer_start_s;
+  ASSERT_LT(r.first_token_s, rec.req.at(1).prefill_end_s);  // request 1 prefills during the whole transfer
+  // one of request 1's steps: kChunk tokens on one of the 8 DP ranks
+  const StepCostModel sc(d.model, std::make_shared<test::ZeroCost>(), fabric_params(d.cluster, d.gpu), instance_shape(d, d.prefill), 0.0);
+  std::vector<std::vector<SeqWork>> ranks(8);
+  ranks[0].push_back({kChunk, 100000, false});
+  const StepTime st = sc.step(ranks, Phase::prefill);
+  ASSERT_NEAR(st.total_s, st.comm_total_s, 1e-12);  // the step is its all-to-all: the flow never pauses
+  const double R = 2 * st.a2a_inter_bytes_gpu / st.comm_total_s;
+  ASSERT_LT(2 * R, 50e9);  // far below the NIC: the capped flows keep R
+  const double bytes = kv_bytes(d.model, 60000, 2) * 2;  // every decode TP rank gets the latent KV
+  const double lo = 6e-6 + bytes / (100e9 - R), hi = 6e-6 + bytes / (100e9 - 2 * R);
+  std::printf("R %.2f GB/s: transfer %.6f s in [%.6f, %.6f] (alone %.6f)\n", R / 1e9, t, lo, hi, 6e-6 + bytes / 100e9);
+  EXPECT_GE(t, lo);
+  EXPECT_LE(t, hi);
+}
+
 // A round that appends nothing (its prompt is exactly the stored history) still computes its last
 // prompt token: 1,009 of the 1,010 stored tokens come back (1,009 × 1,152 B from host DRAM), one is
 // prefilled, and the round completes.

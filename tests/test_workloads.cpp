@@ -121,6 +121,28 @@ TEST(Synthetic, SeededAndAtTheRequestedRate) {
   EXPECT_NEAR(v / (m * m), 4.0, 0.4);  // squared coefficient of variation = burstiness
 }
 
+TEST(Synthetic, APromptNoLongerThanTheSharedPrefixIsLengthenedPastIt) {
+  // every sampled prompt (a fixed 100 tokens) is shorter than the 1,024-token system prompt: each
+  // request must still carry the whole prefix plus one token of its own (1,025 tokens, 17 blocks of
+  // 64: the 16 shared ids 0..15, then one of its own)
+  WorkloadSpec w;
+  w.requests = 5, w.rate_per_s = 1.0;
+  w.input.value = 100, w.output.value = 3;
+  w.shared_prefix_tokens = 1024, w.block_tokens = 64;
+  SyntheticSource src(w, 1);
+  int n = 0;
+  std::set<std::uint64_t> own;
+  while (auto r = src.next()) {
+    ++n;
+    EXPECT_EQ(r->input_tokens, 1025);
+    ASSERT_EQ(r->block_hashes.size(), 17u);
+    for (std::uint64_t b = 0; b < 16; ++b) EXPECT_EQ(r->block_hashes[b], b);
+    own.insert(r->block_hashes[16]);
+  }
+  EXPECT_EQ(n, 5);
+  EXPECT_EQ(own.size(), 5u);  // the 17th block is each request's own
+}
+
 TEST(Mooncake, ConversationTracePrefixReuseClosedForm) {
   // A block is a hit when an earlier request (arrival order) carried it: 36.64% of the
   // conversation trace's blocks and 63.96% of the synthetic trace's (issue #6).
