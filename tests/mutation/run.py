@@ -152,6 +152,7 @@ def main():
     p.add_argument("--results", default=os.path.join(HERE, "last-results.md"))
     p.add_argument("--all-failures", action="store_true", help="run the whole suite per mutation (no --stop-on-failure): lists every test that kills it")
     p.add_argument("--worktree", action="store_true", help="copy the working tree as it is instead of HEAD + tests/")
+    p.add_argument("--head", action="store_true", help="copy the committed tree only (no working-tree tests/ over it): for a checkout others are editing")
     p.add_argument("--no-baseline", action="store_true", help="skip the clean build + suite run (only when it just passed)")
     a = p.parse_args()
 
@@ -167,7 +168,9 @@ def main():
     os.makedirs(logs, exist_ok=True)
     try:
         a.src_commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "?"
-        if subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip():
+        if a.head:
+            a.src_commit += " (committed tree only)"
+        elif subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip():
             a.src_commit += " + uncommitted changes"
     except OSError:
         a.src_commit = "?"
@@ -182,14 +185,14 @@ def main():
         shutil.rmtree(head, ignore_errors=True)
         os.makedirs(head)
         subprocess.run(f"git -C '{ROOT}' archive HEAD | tar -x -C '{head}'", shell=True, check=True)
-        for d, dirs, files in os.walk(os.path.join(ROOT, "tests")):
+        for d, dirs, files in ([] if a.head else os.walk(os.path.join(ROOT, "tests"))):
             rel = os.path.relpath(d, ROOT)
             if rel.startswith(os.path.join("tests", "golden")):
                 continue
             os.makedirs(os.path.join(head, rel), exist_ok=True)
             for f in files:
                 shutil.copy2(os.path.join(d, f), os.path.join(head, rel, f))
-        print(f"[mut] copying HEAD + the working tree's tests/ -> {src} (changed files only)", flush=True)
+        print(f"[mut] copying HEAD{'' if a.head else ' + the working tree' + chr(39) + 's tests/'} -> {src} (changed files only)", flush=True)
         sync_tree(head, src)
     if not os.path.exists(os.path.join(a.build, "CMakeCache.txt")):
         traces = os.path.normpath(os.path.join(ROOT, "..", "shared", "traces"))
