@@ -31,6 +31,7 @@
 // enough sets to exceed 3x L2.
 #include "attention/dsv4.cuh"
 #include "attention/kda.cuh"
+#include "attention/mla_fp8.cuh"
 #include "attention/mla_prefill.cuh"
 #include "attention/mqa.cuh"
 #include "attention/proj.cuh"
@@ -467,15 +468,24 @@ void bench_kda_misc() {
 // ============================================================================================
 struct MlaDecodeSet {
   DevBuf<bf16> cache, q;
+  DevBuf<uint8_t> cache8;  // FP8 latent cache (mla_decode_fp8kv)
   DevBuf<int> bt;
 };
-void bench_mla_decode() {
-  OpRun r("mla_decode", "kimi-k3",
-          "K3 gated-MLA absorbed decode (MQA d_k 576 / d_v 512) over a paged BF16 latent cache (page 64), split-KV "
-          "flash decoding; variant wgmma_tma_m64_tn64 = the sm_90a kernel (TMA pages, wgmma, 64-head groups), "
-          "mt*_tn64/tn32 = the earlier mma.sync kernel (KV rows per tile); 'mixed' rows have per-sequence contexts "
-          "uniform in [0.25, 1.75] x ctx_mean",
-          "2*H*sum(L)*(576+512)", "sum(L)*1152 + B*H*(576+512)*2", 70);
+// fp8: the op mla_decode_fp8kv (mla_fp8.cuh: 656-B FP8 tokens, the same grid, no legacy rows).
+void bench_mla_decode(bool fp8 = false) {
+  const std::string opname = fp8 ? "mla_decode_fp8kv" : "mla_decode";
+  OpRun r(opname, "kimi-k3",
+          fp8 ? "K3 / DeepSeek-V3-class MLA absorbed decode (MQA d_k 576 / d_v 512) over a paged FP8 latent cache "
+                "(page 64; FlashMLA FP8 KV layout, 656 B per token: 512 E4M3 + 4 fp32 scales per 128 values + 64 BF16 "
+                "RoPE), dequantised to BF16 in the kernel, split-KV flash decoding with the plan of mla_decode; variant "
+                "wgmma_fp8kv_m64_tn64 = the sm_90a kernel (64-head groups, wgmma, 16-B loads into registers during "
+                "the GEMMs); 'mixed' rows have per-sequence contexts uniform in [0.25, 1.75] x ctx_mean"
+              : "K3 gated-MLA absorbed decode (MQA d_k 576 / d_v 512) over a paged BF16 latent cache (page 64), split-KV "
+                "flash decoding; variant wgmma_tma_m64_tn64 = the sm_90a kernel (TMA pages, wgmma, 64-head groups), "
+                "mt*_tn64/tn32 = the earlier mma.sync kernel (KV rows per tile); 'mixed' rows have per-sequence contexts "
+                "uniform in [0.25, 1.75] x ctx_mean",
+          "2*H*sum(L)*(576+512)", fp8 ? "sum(L)*656 + B*H*(576+512)*2" : "sum(L)*1152 + B*H*(576+512)*2", 70);
+  const double tok_bytes = fp8 ? kMlaFp8TokenBytes : 1152.0;
   struct P { int B, H; long L; bool mixed; int variant; };
   std::vector<P> pts;
   const double cap = 40e9;
@@ -496,7 +506,7 @@ void bench_mla_decode() {
   // mma.sync kernel (variant 2) beside the new one at a few points, for before/after in one run
   pts.push_back({256, 128, 2048, false, V});
   pts.push_back({16, 128, 65536, false, V});
-  if (MLA_DECODE_LEGACY) {
+  if (MLA_DECODE_LEGACY && !fp8) {
     for (long L : {4096L, 65536L})
       for (int B : {1, 16, 128}) pts.push_back({B, 96, L, false, 2});
     pts.push_back({256, 128, 2048, false, 2});
@@ -518,7 +528,7 @@ void bench_mla_decode() {
     long sum = 0; int mx = 0;
     for (int c : ctx) { sum += c; mx = std::max(mx, c); }
     const int H = p.H;
-    const double flops = 2.0 * H * sum * 1088, bytes = 1152.0 * sum + 2.0 * p.B * H * 1088;
+    const double flops = 2.0 * H * sum * 1088, bytes = tok_bytes * sum + 2.0 * p.B * H * 1088;
     json shape = {{"batch", p.B}, {"ctx_sum", sum}, {"ctx_mean", sum / p.B}, {"ctx_max", mx}, {"ctx", p.mixed ? -1 : p.L},
                   {"heads", H}, {"d_k", 576}, {"d_v", 512}, {"page", 64}, {"mixed", p.mixed}};
     auto sets = std::make_shared<std::vector<MlaDecodeSet>>();
@@ -526,8 +536,10 @@ void bench_mla_decode() {
     auto op = std::make_shared<DevBuf<float>>();
     auto lp = std::make_shared<DevBuf<float>>();
     auto plan = std::make_shared<MqaPlan>();
-    const std::string var = std::string(p.mixed ? "mixed_" : "") + mla_decode_config(p.H, p.variant);
-    r.point(var, shape, {{"q", "bf16"}, {"cache", "bf16"}, {"out", "bf16"}}, flops, bytes, [=]() {
+    const std::string var = std::string(p.mixed ? "mixed_" : "") + (fp8 ? mla_decode_fp8_config() : mla_decode_config(p.H, p.variant));
+    const json dtypes = fp8 ? json{{"q", "bf16"}, {"cache", "fp8_e4m3+fp32_scale+bf16_rope"}, {"out", "bf16"}}
+                            : json{{"q", "bf16"}, {"cache", "bf16"}, {"out", "bf16"}};
+    r.point(var, shape, dtypes, flops, bytes, [=]() {
       const int ns = nsets(bytes, 16);
       int maxp = 0, totp = 0;
       for (int c : ctx) { maxp = std::max(maxp, (c + 63) / 64); totp += (c + 63) / 64; }
@@ -541,8 +553,13 @@ void bench_mla_decode() {
       for (int b = 0; b < p.B; ++b)
         for (int q = 0; q < (ctx[b] + 63) / 64; ++q) bt[static_cast<size_t>(b) * maxp + q] = perm[nx++];
       for (auto& s : *sets) {
-        s.cache.alloc(static_cast<size_t>(totp) * 64 * 576);
-        fill_uniform_bf16(s.cache.p, s.cache.n, -1, 1, seed());
+        if (fp8) {
+          s.cache8.alloc(static_cast<size_t>(totp) * 64 * kMlaFp8TokenBytes);
+          fill_mla_fp8_cache(s.cache8.p, static_cast<size_t>(totp) * 64, seed());
+        } else {
+          s.cache.alloc(static_cast<size_t>(totp) * 64 * 576);
+          fill_uniform_bf16(s.cache.p, s.cache.n, -1, 1, seed());
+        }
         s.q.alloc(static_cast<size_t>(p.B) * H * 576);
         fill_uniform_bf16(s.q.p, s.q.n, -1, 1, seed());
         s.bt.upload(bt);
@@ -559,7 +576,8 @@ void bench_mla_decode() {
         MqaArgs b = a;
         auto& s = (*sets)[i % sets->size()];
         b.q = s.q.p; b.cache = s.cache.p; b.block_table = s.bt.p;
-        mla_decode(b, *plan, 0, variant);
+        if (fp8) mla_decode_fp8(b, s.cache8.p, *plan, 0);
+        else mla_decode(b, *plan, 0, variant);
       });
     });
     sets->clear();
@@ -569,22 +587,22 @@ void bench_mla_decode() {
   for (int H : {128, 96, 64, 48, 32, 24, 16, 12}) {
     double bt = 0, bf = 0;
     std::string wt, wf;
-    for (auto& rv : rows_of("mla_decode"))
+    for (auto& rv : rows_of(opname))
       if (rv.variant.rfind("wgmma", 0) == 0 && rv.shape["heads"] == H && rv.shape["ctx_mean"].get<long>() >= 4096) {
         if (rv.tbps > bt) { bt = rv.tbps; wt = "B=" + rv.shape["batch"].dump() + " L=" + rv.shape["ctx"].dump(); }
         if (rv.tflops > bf) { bf = rv.tflops; wf = "B=" + rv.shape["batch"].dump() + " L=" + rv.shape["ctx"].dump(); }
       }
     if (bt > 0) {
-      ratio_line("mla_decode wgmma H=" + std::to_string(H) + " best TB/s / 3.2 (" + wt + ")", bt, 3.2, "TB/s");
-      ratio_line("mla_decode wgmma H=" + std::to_string(H) + " best TF/s / 600 (" + wf + ")", bf, 600, "TF/s");
+      ratio_line(opname + " wgmma H=" + std::to_string(H) + " best TB/s / 3.2 (" + wt + ")", bt, 3.2, "TB/s");
+      ratio_line(opname + " wgmma H=" + std::to_string(H) + " best TF/s / 600 (" + wf + ")", bf, 600, "TF/s");
     }
   }
-  for (auto& rv : rows_of("mla_decode"))
+  for (auto& rv : rows_of(opname))
     if ((rv.shape["heads"] == 128 && ((rv.shape["batch"] == 256 && rv.shape["ctx"] == 2048) ||
                                       (rv.shape["batch"] == 16 && rv.shape["ctx"] == 65536))) ||
         (rv.shape["heads"] == 96 && ((rv.shape["batch"] == 16 && rv.shape["ctx"] == 4096) ||
                                      (rv.shape["batch"] == 128 && rv.shape["ctx"] == 65536))))
-      SUMMARY.push_back("  mla_decode " + rv.variant + " H=" + rv.shape["heads"].dump() + " B=" + rv.shape["batch"].dump() +
+      SUMMARY.push_back("  " + opname + " " + rv.variant + " H=" + rv.shape["heads"].dump() + " B=" + rv.shape["batch"].dump() +
                         " L=" + rv.shape["ctx"].dump() + ": " + std::to_string(rv.us) + " us, " +
                         std::to_string(rv.tbps) + " TB/s, " + std::to_string(rv.tflops) + " TF/s");
 }
@@ -1283,7 +1301,8 @@ int main(int argc, char** argv) {
     if (want("kda_prefill")) bench_kda_prefill();
     if (want("kda_decode")) bench_kda_decode();
     if (want("kda_short_conv") || want("kda_gated_rmsnorm")) bench_kda_misc();
-    if (want("mla_decode")) bench_mla_decode();
+    if (want("mla_decode") && (ONLY.empty() || ONLY.count("mla_decode"))) bench_mla_decode();
+    if (ONLY.empty() || ONLY.count("mla_decode_fp8kv")) bench_mla_decode(true);
     if (want("mla_prefill")) bench_mla_prefill();
     if (want("csa_sparse_attn_decode")) bench_v4_attn("csa_sparse_attn_decode", 4, true, 26);
     if (want("hca_attn_decode")) bench_v4_attn("hca_attn_decode", 128, true, 20);

@@ -1265,6 +1265,13 @@ MqaPlan mqa_make_plan(const std::vector<int>& rows, int target_items, int min_sp
   return p;
 }
 
+void mla_combine(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
+  if (plan.n_slots > 0) {
+    mla_combine_kernel<<<dim3(a.nq, a.H), 128, 0, s>>>(a, plan.q_slot_begin.p);
+    SS_LAUNCH_CHECK();
+  }
+}
+
 const char* mla_decode_config(int H, int variant) {
   if (variant == 0) return "wgmma_tma_m64_tn64";
   if (variant == 3) return "wgmma_tma_m64_tn32_ns4";

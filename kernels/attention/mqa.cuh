@@ -76,6 +76,9 @@ void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0, int v
 void v4_attn(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0);
 void v4_attn_set_variant(int v);
 bool v4_attn_uses_wgmma(int H);
+/// Merges the fp32 partials of a split plan into out / lse (the combine step of mla_decode and
+/// v4_attn; no-op for a plan without splits). Used by mla_decode_fp8 (mla_fp8.cuh).
+void mla_combine(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0);
 /// Name of the kernel configuration the two calls above use for H heads (for the tables).
 const char* mla_decode_config(int H, int variant = 0);
 const char* v4_attn_config(int H);

@@ -1,0 +1,435 @@
+// servesim attention kernels: MLA absorbed decode over the paged FP8 latent cache (mla_fp8.cuh).
+//
+// Block = (64-head group, work item of the plan), 256 threads = two warpgroups, 1 CTA/SM.
+// Shared memory (1024-B aligned, operand tiles in the 128-B swizzled wgmma layout of hopper.cuh):
+// Q [64 x 576] bf16 (72 KB, cp.async once, padded heads zero), two BF16 KV tiles [64 x 576]
+// (72 KB each), P [64 x 64] bf16, per-row alpha / m / l. There is no raw FP8 staging buffer: a
+// 64-token tile is 41,984 contiguous bytes of one page (page_size % 64 == 0 and every work item
+// starts at a multiple of 64), read with 16-B loads straight into registers.
+//
+// Pipeline per 64-token tile j (tile j in KV buffer j%2, tile j+1 already dequantised in the other):
+//   warpgroup 0: softmax of S(j) (issued in iteration j-1) -> P, alpha -> barrier 1
+//   both:        rescale O, issue O[:, 256 wg ..] += P V(j)      (wgmma, async)
+//   warpgroup 0: issue S(j+1) = Q K(j+1)^T                       (wgmma, async)
+//   both:        16-B loads of tile j+2 into registers (chunks split 13:8 between warpgroups 1:0)
+//   both:        wait for the tensor core, barrier 2 (buffer j%2 is free)
+//   both:        dequantise (E4M3 -> fp32 x scale -> BF16) and store tile j+2 into buffer j%2
+// so the tensor core runs P V(j) and S(j+1) back to back, the loads' latency hides behind them,
+// and only the softmax and the dequantising stores sit between consecutive tensor phases. Thread 0
+// prefetches tile j+3 into L2 (cp.async.bulk.prefetch). Rows past the context in the last tile are
+// stored as zeros (never read: a NaN there would reach O as 0 x NaN).
+#include "attention/hopper.cuh"
+#include "attention/mla_fp8.cuh"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+namespace servesim::attn {
+
+namespace {
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kNegInf = -INFINITY;
+
+constexpr int kTile = 64 * 576 * 2;  // 73728 B: one 64-token BF16 tile
+constexpr int kOffKV = kTile;        // Q occupies [0, kTile)
+constexpr int kOffP = 3 * kTile;
+constexpr int kOffF = kOffP + 64 * 64 * 2;  // alpha[64], m[64], l[64]
+constexpr int kOffSc = kOffF + 1024;         // per-token scales of the tile being stored [64][4]
+constexpr int kSmem = kOffSc + 1024 + 1024;  // + slack for 1024-B alignment
+static_assert(kSmem <= 232448, "shared memory per block");
+constexpr int kChunks = 64 * kMlaFp8TokenBytes / 16;  // 2624 16-B chunks per 64-token tile
+constexpr int kChunksTok = kMlaFp8TokenBytes / 16;    // 41 per token: 32 E4M3, 1 scales, 8 RoPE
+constexpr int kU1 = 13, kU0 = 8;                      // rounds of 128 chunks: warpgroup 1, warpgroup 0
+static_assert(128 * (kU1 + kU0) >= kChunks, "the two warpgroups cover a tile");
+
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+}
+
+// Chunk c of a tile (token r = c / 41, chunk k = c % 41 of the token): 16 raw bytes. Rows r >=
+// valid (past the context) and c >= kChunks load nothing (zeros).
+__device__ __forceinline__ uint4 load_chunk(const uint8_t* base, int valid, int c) {
+  const int r = c / kChunksTok, k = c - r * kChunksTok;
+  if (c < kChunks && r < valid) return __ldg(reinterpret_cast<const uint4*>(base + r * kMlaFp8TokenBytes + 16 * k));
+  return make_uint4(0, 0, 0, 0);
+}
+__device__ __forceinline__ uint32_t e4m3x2_scaled_bf16x2(uint32_t two, float sc) {
+  uint32_t h;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"(static_cast<uint16_t>(two)));
+  __half2 hh;
+  memcpy(&hh, &h, 4);
+  const float2 f = __half22float2(hh);
+  return pack_bf16(f.x * sc, f.y * sc);
+}
+// Phase 1 of storing chunk c: the scale chunk (k = 32) of each token goes to sSc[r] (zeros for
+// rows past the context), read by every E4M3 chunk of the token in phase 2.
+__device__ __forceinline__ void store_scales(float4* sSc, int c, const uint4& v) {
+  if (c >= kChunks) return;
+  const int r = c / kChunksTok, k = c - r * kChunksTok;
+  if (k == 32) sSc[r] = make_float4(__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
+}
+// Phase 2: writes chunk c into the swizzled BF16 tile T: an E4M3 chunk (16 values, columns
+// 16k..16k+15) becomes two 16-B BF16 chunks of column block k/4; a RoPE chunk (8 BF16 values,
+// columns 512 + 8 (k-33)..) is copied into column block 8. Tail rows (zeros) store zeros.
+__device__ __forceinline__ void store_chunk(uint8_t* T, const float* sSc, int c, const uint4& v) {
+  if (c >= kChunks) return;
+  const int r = c / kChunksTok, k = c - r * kChunksTok;
+  uint8_t* row = T + r * 128;
+  const int sw = r & 7;
+  if (k < 32) {
+    const float sc = sSc[4 * r + (k >> 3)];
+    uint4 lo, hi;
+    lo.x = e4m3x2_scaled_bf16x2(v.x & 0xffff, sc);
+    lo.y = e4m3x2_scaled_bf16x2(v.x >> 16, sc);
+    lo.z = e4m3x2_scaled_bf16x2(v.y & 0xffff, sc);
+    lo.w = e4m3x2_scaled_bf16x2(v.y >> 16, sc);
+    hi.x = e4m3x2_scaled_bf16x2(v.z & 0xffff, sc);
+    hi.y = e4m3x2_scaled_bf16x2(v.z >> 16, sc);
+    hi.z = e4m3x2_scaled_bf16x2(v.w & 0xffff, sc);
+    hi.w = e4m3x2_scaled_bf16x2(v.w >> 16, sc);
+    const int cb = k >> 2, cc = (k & 3) * 2;
+    *reinterpret_cast<uint4*>(row + cb * 8192 + ((cc ^ sw) << 4)) = lo;
+    *reinterpret_cast<uint4*>(row + cb * 8192 + (((cc + 1) ^ sw) << 4)) = hi;
+  } else if (k > 32) {
+    *reinterpret_cast<uint4*>(row + 8 * 8192 + (((k - 33) ^ sw) << 4)) = v;
+  }
+}
+template <int U>
+struct Staged {
+  uint4 v[U];
+  __device__ __forceinline__ void load(const uint8_t* base, int valid, int c0, int stride) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) v[u] = load_chunk(base, valid, c0 + u * stride);
+  }
+  __device__ __forceinline__ void scales(float4* sSc, int c0, int stride) const {
+#pragma unroll
+    for (int u = 0; u < U; ++u) store_scales(sSc, c0 + u * stride, v[u]);
+  }
+  __device__ __forceinline__ void store(uint8_t* T, const float* sSc, int c0, int stride) const {
+#pragma unroll
+    for (int u = 0; u < U; ++u) store_chunk(T, sSc, c0 + u * stride, v[u]);
+  }
+};
+
+__global__ void __launch_bounds__(256, 1)
+    mla_decode_fp8_kernel(MqaArgs a, const uint8_t* __restrict__ cache, const int4* __restrict__ work) {
+  using namespace sm90;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  const uint32_t sb = saddr(smem);
+  uint8_t* sKV = smem + kOffKV;
+  uint8_t* sP = smem + kOffP;
+  float* sAlpha = reinterpret_cast<float*>(smem + kOffF);
+  float* sM = sAlpha + 64;
+  float* sL = sM + 64;
+  float4* sSc = reinterpret_cast<float4*>(smem + kOffSc);
+
+  const int4 wk = work[blockIdx.y];
+  const int qi = wk.x, rb = wk.y, re = wk.z, slot = wk.w;
+  const int head0 = blockIdx.x * 64, H = a.H;
+  const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, w4 = (tid >> 5) & 3, g = lane >> 2, t4 = lane & 3;
+  const int rA = 16 * w4 + g, rB = rA + 8;
+  const int ntiles = (re - rb + 63) / 64;
+  const int* bt = a.block_table + static_cast<size_t>(qi) * a.max_pages;
+  const int ps = a.page_size;
+  auto tile_base = [&](int j) {
+    const int tok = rb + 64 * j;
+    const long row = static_cast<long>(bt[tok / ps]) * ps + tok % ps;
+    return cache + row * kMlaFp8TokenBytes;
+  };
+  auto tile_valid = [&](int j) { return min(64, re - rb - 64 * j); };
+
+  if (tid == 0)
+    for (int j = 0; j < min(3, ntiles); ++j) prefetch_l2(tile_base(j), (tile_valid(j) * kMlaFp8TokenBytes + 15) & ~15);
+  {  // Q tile (padded heads read as zeros), swizzled
+    const bf16* qsrc = a.q + (static_cast<size_t>(qi) * H + head0) * 576;
+    for (int u = tid; u < 64 * 72; u += 256) {
+      const int r = u / 72, ch = u % 72;
+      const bool ok = head0 + r < H;
+      cp_async16(smem + (ch >> 3) * 8192 + r * 128 + (((ch & 7) ^ (r & 7)) << 4),
+                 qsrc + static_cast<size_t>(ok ? r : 0) * 576 + ch * 8, ok);
+    }
+    cp_async_commit();
+  }
+  for (int j = 0; j < min(2, ntiles); ++j) {  // tiles 0 and 1, all 256 threads
+    Staged<11> st;
+    st.load(tile_base(j), tile_valid(j), tid, 256);
+    st.scales(sSc, tid, 256);
+    __syncthreads();
+    st.store(sKV + j * kTile, reinterpret_cast<const float*>(sSc), tid, 256);
+    __syncthreads();
+  }
+  cp_async_wait<0>();
+  fence_proxy_async();
+  __syncthreads();
+
+  float o[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) o[i] = 0.f;
+  float s[32];
+  float m0 = kNegInf, m1 = kNegInf, l0 = 0.f, l1 = 0.f;
+  const float sl2 = a.sm_scale * kLog2e;
+  // warpgroup 0: S = Q K(j)^T, async (the caller fences s and issues wgmma.fence first: a non-wgmma
+  // write of an accumulator inside a pipeline stage would serialise the wgmmas)
+  auto issue_s = [&](int j) {
+    const uint32_t kv = sb + kOffKV + (j & 1) * kTile;
+#pragma unroll
+    for (int ks = 0; ks < 36; ++ks) {
+      const uint32_t off = (ks >> 2) * 8192 + (ks & 3) * 32;
+      wgmma_m64n64k16_ss(s, sw128_desc(sb + off, 16, 1024), sw128_desc(kv + off, 16, 1024), ks > 0);
+    }
+    wg_commit();
+  };
+  if (wg == 0 && ntiles > 0) {
+    fence_regs(s);
+    wg_fence();
+    issue_s(0);
+    wg_wait<0>();
+    fence_regs(s);
+  }
+
+  // The two warpgroups run separate loops (their named barriers pair up per tile: 1, 2 and, when
+  // tile j+2 exists, 3); warpgroup 0's last tile is peeled so that S(j+1) is never issued on a
+  // divergent path (ptxas would serialise the wgmmas).
+  if (wg == 0) {
+    auto body = [&](int j, auto has_next) {
+      const int st = j & 1;
+      const uint32_t kv = sb + kOffKV + st * kTile;
+      const int valid = tile_valid(j);
+      if (tid == 0 && j + 3 < ntiles) prefetch_l2(tile_base(j + 3), (tile_valid(j + 3) * kMlaFp8TokenBytes + 15) & ~15);
+      float mxA = kNegInf, mxB = kNegInf;
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const bool v = 8 * jj + 2 * t4 + e < valid;
+          s[4 * jj + e] = v ? s[4 * jj + e] * sl2 : kNegInf;
+          s[4 * jj + 2 + e] = v ? s[4 * jj + 2 + e] * sl2 : kNegInf;
+          mxA = fmaxf(mxA, s[4 * jj + e]);
+          mxB = fmaxf(mxB, s[4 * jj + 2 + e]);
+        }
+      mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1));
+      mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
+      mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1));
+      mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
+      const float mnA = fmaxf(m0, mxA), mnB = fmaxf(m1, mxB);
+      const float alA = (m0 == kNegInf) ? 0.f : fast_exp2(m0 - mnA);
+      const float alB = (m1 == kNegInf) ? 0.f : fast_exp2(m1 - mnB);
+      float sumA = 0.f, sumB = 0.f;
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj) {
+        const float p0 = fast_exp2(s[4 * jj] - mnA), p1 = fast_exp2(s[4 * jj + 1] - mnA);
+        const float p2 = fast_exp2(s[4 * jj + 2] - mnB), p3 = fast_exp2(s[4 * jj + 3] - mnB);
+        sumA += p0 + p1;
+        sumB += p2 + p3;
+        *reinterpret_cast<uint32_t*>(sP + rA * 128 + ((jj ^ (rA & 7)) << 4) + 4 * t4) = pack_bf16(p0, p1);
+        *reinterpret_cast<uint32_t*>(sP + rB * 128 + ((jj ^ (rB & 7)) << 4) + 4 * t4) = pack_bf16(p2, p3);
+      }
+      l0 = l0 * alA + sumA;
+      l1 = l1 * alB + sumB;
+      m0 = mnA;
+      m1 = mnB;
+      if (t4 == 0) {
+        sAlpha[rA] = alA;
+        sAlpha[rB] = alB;
+      }
+      fence_proxy_async();  // P -> the async proxy
+      named_bar_sync(1, 256);
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        o[4 * i] *= alA;
+        o[4 * i + 1] *= alA;
+        o[4 * i + 2] *= alB;
+        o[4 * i + 3] *= alB;
+      }
+      fence_regs(o);
+      fence_regs(s);
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_m64n256k16_ss_tb(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024), sw128_desc(kv + kk * 2048, 8192, 1024), 1);
+      wg_commit();
+      if constexpr (decltype(has_next)::value) issue_s(j + 1);
+      const bool more = j + 2 < ntiles;
+      Staged<kU0> stg;
+      if (more) stg.load(tile_base(j + 2), tile_valid(j + 2), 128 * kU1 + tid, 128);
+      wg_wait<0>();
+      fence_regs(o);
+      fence_regs(s);
+      named_bar_sync(2, 256);  // both halves of P V(j) done: buffer st, P and alpha may be overwritten
+      if (more) {
+        stg.scales(sSc, 128 * kU1 + tid, 128);
+        named_bar_sync(3, 256);
+        stg.store(sKV + st * kTile, reinterpret_cast<const float*>(sSc), 128 * kU1 + tid, 128);
+        fence_proxy_async();  // read by S(j+2), issued after the next barrier 1
+      }
+    };
+    for (int j = 0; j + 1 < ntiles; ++j) body(j, std::true_type{});
+    if (ntiles > 0) body(ntiles - 1, std::false_type{});
+  } else {
+    for (int j = 0; j < ntiles; ++j) {
+      const int st = j & 1;
+      const uint32_t kv = sb + kOffKV + st * kTile;
+      named_bar_sync(1, 256);
+      const float alA = sAlpha[rA], alB = sAlpha[rB];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        o[4 * i] *= alA;
+        o[4 * i + 1] *= alA;
+        o[4 * i + 2] *= alB;
+        o[4 * i + 3] *= alB;
+      }
+      fence_regs(o);
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_m64n256k16_ss_tb(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024),
+                               sw128_desc(kv + 4 * 8192 + kk * 2048, 8192, 1024), 1);
+      wg_commit();
+      const bool more = j + 2 < ntiles;
+      Staged<kU1> stg;
+      if (more) stg.load(tile_base(j + 2), tile_valid(j + 2), tid - 128, 128);
+      wg_wait<0>();
+      fence_regs(o);
+      named_bar_sync(2, 256);
+      if (more) {
+        stg.scales(sSc, tid - 128, 128);
+        named_bar_sync(3, 256);
+        stg.store(sKV + st * kTile, reinterpret_cast<const float*>(sSc), tid - 128, 128);
+        fence_proxy_async();
+      }
+    }
+  }
+  if (wg == 0) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    if (t4 == 0) {
+      sM[rA] = m0; sM[rB] = m1;
+      sL[rA] = l0; sL[rB] = l1;
+    }
+  }
+  __syncthreads();
+  m0 = sM[rA]; m1 = sM[rB];
+  l0 = sL[rA]; l1 = sL[rB];
+  const int hA = head0 + rA, hB = head0 + rB;
+  const bool okA = hA < H, okB = hB < H;
+  const int c0 = wg * 256 + 2 * t4;
+  if (slot < 0) {
+    const float fA = l0 > 0.f ? 1.f / l0 : 0.f, fB = l1 > 0.f ? 1.f / l1 : 0.f;
+    bf16* oA = a.out + (static_cast<size_t>(qi) * H + hA) * 512 + c0;
+    bf16* oB = a.out + (static_cast<size_t>(qi) * H + hB) * 512 + c0;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      if (okA) *reinterpret_cast<uint32_t*>(oA + 8 * i) = pack_bf16(o[4 * i] * fA, o[4 * i + 1] * fA);
+      if (okB) *reinterpret_cast<uint32_t*>(oB + 8 * i) = pack_bf16(o[4 * i + 2] * fB, o[4 * i + 3] * fB);
+    }
+    if (a.lse && wg == 0 && t4 == 0) {
+      if (okA) a.lse[static_cast<size_t>(qi) * H + hA] = l0 > 0.f ? (m0 + log2f(l0)) / kLog2e : kNegInf;
+      if (okB) a.lse[static_cast<size_t>(qi) * H + hB] = l1 > 0.f ? (m1 + log2f(l1)) / kLog2e : kNegInf;
+    }
+  } else {
+    const float fA = l0 > 0.f ? 1.f / l0 : 0.f, fB = l1 > 0.f ? 1.f / l1 : 0.f;
+    float* oA = a.o_part + (static_cast<size_t>(slot) * H + hA) * 512 + c0;
+    float* oB = a.o_part + (static_cast<size_t>(slot) * H + hB) * 512 + c0;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      if (okA) *reinterpret_cast<float2*>(oA + 8 * i) = make_float2(o[4 * i] * fA, o[4 * i + 1] * fA);
+      if (okB) *reinterpret_cast<float2*>(oB + 8 * i) = make_float2(o[4 * i + 2] * fB, o[4 * i + 3] * fB);
+    }
+    if (wg == 0 && t4 == 0) {
+      if (okA) a.lse_part[static_cast<size_t>(slot) * H + hA] = l0 > 0.f ? m0 + log2f(l0) : kNegInf;
+      if (okB) a.lse_part[static_cast<size_t>(slot) * H + hB] = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
+    }
+  }
+}
+
+__device__ __forceinline__ uint64_t mix64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+__global__ void fill_mla_fp8_kernel(uint8_t* p, size_t tokens, uint64_t seed) {
+  const size_t n = tokens * (kMlaFp8TokenBytes / 4);  // 32-bit words
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int w = static_cast<int>(i % (kMlaFp8TokenBytes / 4));
+    const uint64_t h = mix64(i * 0x9E3779B97F4A7C15ULL + seed);
+    uint32_t out;
+    if (w < 128) {  // 4 E4M3 values in [-448, 448]
+      out = 0;
+      for (int b = 0; b < 4; ++b) {
+        const float u = static_cast<float>((h >> (16 * b)) & 0xffff) * (1.f / 65536.f);
+        __nv_fp8_e4m3 f((2.f * u - 1.f) * 448.f);
+        out |= static_cast<uint32_t>(f.__x) << (8 * b);
+      }
+    } else if (w < 132) {  // fp32 scale 2^-10 .. 2^-6 times [1, 2)
+      const float u = static_cast<float>(h >> 40) * (1.f / 16777216.f);
+      out = __float_as_uint(ldexpf(1.f + u, -10 + static_cast<int>((h >> 8) & 3)));
+    } else {  // two BF16 RoPE values in [-1, 1]
+      const float u0 = static_cast<float>(h & 0xffff) * (1.f / 65536.f), u1 = static_cast<float>((h >> 16) & 0xffff) * (1.f / 65536.f);
+      out = pack_bf16(2.f * u0 - 1.f, 2.f * u1 - 1.f);
+    }
+    reinterpret_cast<uint32_t*>(p)[i] = out;
+  }
+}
+}  // namespace
+
+const char* mla_decode_fp8_config() { return "wgmma_fp8kv_m64_tn64"; }
+
+void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& plan, cudaStream_t s) {
+  if (a.H <= 0) throw std::invalid_argument("mla_decode_fp8: head count must be positive");
+  if (!a.q || !a.out || !cache_fp8 || !a.block_table) throw std::invalid_argument("mla_decode_fp8: q, out, cache and block_table are required");
+  if (a.page_size <= 0 || a.page_size % 64 != 0) throw std::invalid_argument("mla_decode_fp8: page_size must be a positive multiple of 64");
+  if (reinterpret_cast<uintptr_t>(cache_fp8) % 16 != 0) throw std::invalid_argument("mla_decode_fp8: cache must be 16-B aligned");
+  if (plan.n_slots > 0 && (!a.o_part || !a.lse_part)) throw std::invalid_argument("mla_decode_fp8: split plan needs o_part/lse_part");
+  if (plan.nq != a.nq) throw std::invalid_argument("mla_decode_fp8: plan built for another query count");
+  if (a.sink) throw std::invalid_argument("mla_decode_fp8: MLA has no attention sink (sink must be null)");
+  static bool attr = false;
+  if (!attr) {
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    attr = true;
+  }
+  if (plan.n_work > 0) {
+    mla_decode_fp8_kernel<<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p);
+    SS_LAUNCH_CHECK();
+  }
+  mla_combine(a, plan, s);
+}
+
+void mla_fp8_quantize_host(const float* lat, uint8_t* out) {
+  for (int b = 0; b < 512 / kMlaFp8Group; ++b) {
+    float amax = 0.f;
+    for (int i = 0; i < kMlaFp8Group; ++i) amax = std::max(amax, std::fabs(lat[b * kMlaFp8Group + i]));
+    const float sc = amax > 0.f ? amax / 448.f : 1.f;
+    std::memcpy(out + kMlaFp8ScaleOff + 4 * b, &sc, 4);
+    for (int i = 0; i < kMlaFp8Group; ++i) out[b * kMlaFp8Group + i] = float_to_e4m3_host(lat[b * kMlaFp8Group + i] / sc);
+  }
+  for (int i = 0; i < 64; ++i) {
+    const bf16 h = float_to_bf16_host(lat[512 + i]);
+    std::memcpy(out + kMlaFp8RopeOff + 2 * i, &h, 2);
+  }
+}
+void mla_fp8_dequant_host(const uint8_t* tok, double* out) {
+  for (int i = 0; i < 512; ++i) {
+    float sc;
+    std::memcpy(&sc, tok + kMlaFp8ScaleOff + 4 * (i / kMlaFp8Group), 4);
+    out[i] = static_cast<double>(e4m3_to_float_host(tok[i])) * static_cast<double>(sc);
+  }
+  for (int i = 0; i < 64; ++i) {
+    bf16 h;
+    std::memcpy(&h, tok + kMlaFp8RopeOff + 2 * i, 2);
+    out[512 + i] = bf16_to_float_host(h);
+  }
+}
+void fill_mla_fp8_cache(uint8_t* p, size_t tokens, uint64_t seed, cudaStream_t s) {
+  if (tokens == 0) return;
+  fill_mla_fp8_kernel<<<1024, 256, 0, s>>>(p, tokens, seed);
+  SS_LAUNCH_CHECK();
+}
+
+}  // namespace servesim::attn

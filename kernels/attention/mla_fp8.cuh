@@ -1,0 +1,46 @@
+// servesim attention kernels: K3 / DeepSeek-V3-class MLA absorbed decode over a paged FP8 latent
+// cache (issue 12, "FP8 KV variant").
+//
+// Cache layout (FlashMLA's FP8 KV cache, "fp8_ds_mla" dense form), 656 bytes per token:
+//   [0, 512)    512 E4M3 values of the latent c_kv (NoPE part)
+//   [512, 528)  4 fp32 scales, scale b multiplies values [128 b, 128 b + 128)
+//   [528, 656)  64 BF16 values of the RoPE key k_pe
+// Dequantised key (576 values) = [e4m3(v) * scale(v / 128) for the 512 | the 64 BF16]; V = its
+// first 512 values (absorbed MLA, as mla_decode in mqa.cuh). Pages of page_size tokens (a multiple
+// of 64) are contiguous: token t of page p at cache + (p * page_size + t) * 656.
+//
+// q [nq, H, 576] bf16, block_table [nq, max_pages], out [nq, H, 512] bf16, lse [nq, H] natural log
+// (optional); the plan (mla_decode_plan or mqa_make_plan, mqa.cuh) and its o_part / lse_part
+// scratch as for mla_decode. Errors: std::invalid_argument for a page size that is not a multiple
+// of 64, a cache pointer that is not 16-B aligned, missing pointers or a plan of another batch.
+#pragma once
+#include "attention/mqa.cuh"
+
+#include <cstdint>
+#include <vector>
+
+namespace servesim::attn {
+
+constexpr int kMlaFp8TokenBytes = 656;  // 512 E4M3 + 4 x fp32 + 64 x bf16 (FlashMLA FP8 KV cache)
+constexpr int kMlaFp8ScaleOff = 512;
+constexpr int kMlaFp8RopeOff = 528;
+constexpr int kMlaFp8Group = 128;  // values per fp32 scale
+
+/// sm_90a kernel: one CTA = (64-head group, work item), 256 threads = two warpgroups, the BF16
+/// wgmma structure of mla_decode variant 0 (S = Q K^T by warpgroup 0, O += P V by both) with two
+/// BF16 KV tiles filled from the FP8 cache by the threads themselves (16-B loads into registers
+/// while the tensor core runs, dequantised and stored into the swizzled tile after it).
+void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& plan, cudaStream_t s = 0);
+/// Name of the kernel configuration (for the tables).
+const char* mla_decode_fp8_config();
+
+/// Host: quantises one token's 576 latent values (512 NoPE + 64 RoPE) into the 656-B layout
+/// (scale = max |v| / 448 of each 128-value group, 1 for an all-zero group; E4M3 round to nearest
+/// even; RoPE rounded to BF16).
+void mla_fp8_quantize_host(const float* lat576, uint8_t* out656);
+/// Host: the 576 values the 656-B token stands for (E4M3 x fp32 scale, exact in double).
+void mla_fp8_dequant_host(const uint8_t* tok656, double* out576);
+/// Device: random tokens (E4M3 in [-448, 448], scales 2^-10 .. 2^-6 times [1, 2), RoPE in [-1, 1]).
+void fill_mla_fp8_cache(uint8_t* p, size_t tokens, uint64_t seed, cudaStream_t s = 0);
+
+}  // namespace servesim::attn
