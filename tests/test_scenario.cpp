@@ -25,7 +25,7 @@ std::string scenario_with(const std::string& deployment_extra, const std::string
 
 std::string error_of(const std::string& text) {
   try {
-    validate_scenario(parse_scenario(text, "s.json", test::data("scenarios")));
+    validate_scenario(parse_scenario(text, "s.json", servesim::test::data("scenarios")));
   } catch (const ScenarioError& e) {
     return e.what();
   }
@@ -35,12 +35,12 @@ std::string error_of(const std::string& text) {
 }  // namespace
 
 TEST(Scenario, ShippedScenariosLoad) {
-  const Scenario s = load_scenario(test::data("scenarios/default.json"));
+  const Scenario s = load_scenario(servesim::test::data("scenarios/default.json"));
   ASSERT_EQ(s.deployments.size(), 2u);
   EXPECT_EQ(s.deployments[0].model.name, "kimi-k3");
   EXPECT_EQ(s.deployments[1].model.name, "deepseek-v4-pro");
   EXPECT_EQ(s.deployments[0].cluster.nodes, 8);  // 32 + 32 GPUs
-  for (const char* f : {"scenarios/mooncake-conversation.json", "scenarios/dsv3-sglang-96xh100.json"}) EXPECT_NO_THROW(validate_scenario(load_scenario(test::data(f)))) << f;
+  for (const char* f : {"scenarios/mooncake-conversation.json", "scenarios/dsv3-sglang-96xh100.json"}) EXPECT_NO_THROW(validate_scenario(load_scenario(servesim::test::data(f)))) << f;
 }
 
 TEST(Scenario, MalformedJsonNamesLineAndColumn) {
@@ -107,7 +107,7 @@ TEST(Scenario, KvCacheDtypeOverridesTheModelsMlaCache) {
   const Scenario s = parse_scenario(R"({"workload":{"kind":"synthetic","requests":1,"rate_per_s":1,"input_tokens":{"dist":"constant","value":10},
     "output_tokens":{"dist":"constant","value":1}},"deployments":[{"name":"v3","model":"deepseek-v3","hardware":"h200",
     "prefill":{"ep":32},"decode":{"ep":32},"kv_cache_dtype":"fp8"}]})",
-                                    "s.json", test::data("scenarios"));
+                                    "s.json", servesim::test::data("scenarios"));
   EXPECT_EQ(s.deployments[0].model.attention_kinds[0].kv_dtype, DType::fp8);
 }
 
@@ -133,7 +133,7 @@ fs::path fresh_dir(const std::string& name) {
   return d;
 }
 
-using test::slurp;
+using ::test::slurp;
 
 std::string load_error(const fs::path& p) {
   try {
@@ -157,7 +157,7 @@ TEST(InputRules, AByteOrderMarkBeforeAJsonFileIsSkipped) {
   EXPECT_EQ(s.deployments[0].name, "a");
   EXPECT_EQ(s.workload.requests, 3);
   fs::create_directories(d / "hardware");
-  std::ofstream(d / "hardware" / "h200.json") << "\xEF\xBB\xBF" << slurp(test::data("scenarios/hardware/h200.json"));
+  std::ofstream(d / "hardware" / "h200.json") << "\xEF\xBB\xBF" << slurp(servesim::test::data("scenarios/hardware/h200.json"));
   EXPECT_EQ(load_hardware((d / "hardware" / "h200.json").string()).hbm_bytes, 150754820096.0);
   // {"seed": ,} : the comma is column 10 of line 1 once the mark is dropped
   std::ofstream(d / "b.json") << "\xEF\xBB\xBF{\"seed\": ,}";
@@ -217,10 +217,10 @@ TEST(InputRules, ACopiedDataFolderStillFindsTheFittedParameters) {
   unsetenv("SERVESIM_DATA_DIR");
   const fs::path d = fresh_dir("data");
   fs::create_directories(d / "data" / "hardware");
-  const std::string hw = slurp(test::data("scenarios/hardware/h200.json"));
+  const std::string hw = slurp(servesim::test::data("scenarios/hardware/h200.json"));
   std::ofstream(d / "data" / "hardware" / "h200.json") << hw;
   // <copy>/hardware/../../costmodels/... = <tmp>/costmodels/... does not exist: the source tree's
-  const std::string source_fit = (fs::path(test::source_dir()) / "costmodels/data/h200/fitted_models.json").lexically_normal().string();
+  const std::string source_fit = (fs::path(servesim::test::source_dir()) / "costmodels/data/h200/fitted_models.json").lexically_normal().string();
   GpuSpec g = load_hardware((d / "data" / "hardware" / "h200.json").string());
   EXPECT_EQ(g.fitted_models, "../../costmodels/data/h200/fitted_models.json");
   EXPECT_EQ(g.fitted_models_path, source_fit);
@@ -243,7 +243,7 @@ TEST(InputRules, ACopiedDataFolderStillFindsTheFittedParameters) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("are not at " + rel), std::string::npos) << e.what();
   }
-  const std::string source_h999 = (fs::path(test::source_dir()) / "costmodels/data/h999/fitted_models.json").lexically_normal().string();
+  const std::string source_h999 = (fs::path(servesim::test::source_dir()) / "costmodels/data/h999/fitted_models.json").lexically_normal().string();
   EXPECT_EQ(fitted_models_fallbacks(g.fitted_models), (std::vector<std::string>{source_h999}));
   setenv("SERVESIM_DATA_DIR", (d / "data").c_str(), 1);  // then $SERVESIM_DATA_DIR/hardware/ comes first
   EXPECT_EQ(fitted_models_fallbacks(g.fitted_models), (std::vector<std::string>{rel, source_h999}));
