@@ -195,6 +195,8 @@ GpuSpec parse_hardware(const json& j, const std::string& origin) {
   g.nic_call_overhead_s = o.num("nic_call_overhead_s", 0.0, 0);
   g.pcie_bytes_per_s_per_direction = o.num("pcie_bytes_per_s_per_direction", std::nullopt, 1);
   g.host_dram_bytes_per_node = o.num("host_dram_bytes_per_node", 0.0, 0);
+  g.gpu_hour_usd = o.num("gpu_hour_usd", 0.0, 0, 1e6);
+  g.board_power_w = o.num("board_power_w", 0.0, 0, 1e6);
   g.fitted_models = o.str("fitted_models", std::string());  // kernel-fitted cost-model parameters, relative to this file
   if (!g.fitted_models.empty()) {
     fs::path p(g.fitted_models);

@@ -59,6 +59,10 @@ struct GpuSpec {
   double kernel_fixed_s = 0;
   double pcie_bytes_per_s_per_direction = 0;
   double host_dram_bytes_per_node = 0;
+  /// Unit cost (issue 14): rental price of one GPU for one hour in US dollars (0 = unknown: no $
+  /// figures), and the board power in watts (0 = unknown: no energy figures); the hardware file's
+  /// "sources" cite both; a deployment may override them ("gpu_hour_usd", "board_power_w").
+  double gpu_hour_usd = 0, board_power_w = 0;
   std::array<OpEfficiency, kOpClassCount> efficiency{};
   std::map<std::string, std::string> sources;
   /// Kernel-fitted cost-model parameters (costmodels/fitted.hpp): the hardware file's

@@ -156,6 +156,8 @@ DeploymentSpec read_deployment(Obj o, const std::string& base_dir) {
   d.decode_batcher = o.str("decode_batcher", d.decode_batcher);
   d.eviction = o.str("eviction", d.eviction);
   d.memory_utilization = o.num("memory_utilization", d.memory_utilization, 0.01, 1.0);
+  d.gpu.gpu_hour_usd = o.num("gpu_hour_usd", d.gpu.gpu_hour_usd, 0, 1e6);  // the hardware file's unless set here
+  d.gpu.board_power_w = o.num("board_power_w", d.gpu.board_power_w, 0, 1e6);
   d.reserved_bytes_per_gpu = o.num("reserved_gb_per_gpu", d.reserved_bytes_per_gpu / 1e9, 0, 1e6) * 1e9;
   if (o.has("slo")) {
     Obj s = o.child("slo");

@@ -212,8 +212,14 @@ void export_and_print(const Scenario& s, const fs::path& out) {
     runs.push_back(nlohmann::json::parse(in));
   }
   nlohmann::json all = {{"scenario", s.name}, {"scenario_file", s.path}, {"deployments", runs}};
+  const nlohmann::json ratios = unit_cost_ratios(runs);
+  if (!ratios.empty()) all["unit_cost_dsv4_over_k3"] = ratios;
   std::ofstream(out / "summary.json") << all.dump(2) << "\n";
   fmt::print("{}", summary_table(runs));
+  for (const auto& q : ratios)
+    fmt::print("DSV4/K3 unit cost on {} ($ per million output tokens, {} / {}): simulated {:.2f}, article 0.41 (decode bandwidth per token)\n",
+               q["hardware"].get<std::string>(), q["dsv4_deployment"].get<std::string>(), q["k3_deployment"].get<std::string>(),
+               q["simulated_usd_per_million_output_tokens_ratio"].get<double>());
   fmt::print("\noutputs: {0}/summary.json (the deployments of this run), {0}/<deployment>/{{summary.json, requests.csv{1}}}\n", out.string(),
              s.timeline ? ", timeline.json" : "");
 }

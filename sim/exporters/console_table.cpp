@@ -41,6 +41,11 @@ std::string summary_table(const std::vector<nlohmann::json>& runs) {
     return fmt::format("{} ({})", num(j["goodput"]["requests_per_s"].get<double>(), 3), f.is_null() ? std::string("n/a") : num(100 * f.get<double>()) + "%");
   });
   row("  of finished; in flight at horizon", [&](const nlohmann::json& j) { return std::to_string(j["goodput"]["in_flight_at_horizon"].get<long long>()); });
+  row("$ per M input / output tokens", [&](const nlohmann::json& j) {
+    const auto& c = j["cost"];
+    auto usd = [&](const char* k) { return c.contains(k) && c[k].is_number() ? num(c[k].get<double>(), 2) : std::string("n/a"); };
+    return fmt::format("{}/{}", usd("usd_per_million_input_tokens"), usd("usd_per_million_output_tokens"));
+  });
   row("prefill HBM/GPU peak (GB)", [&](const nlohmann::json& j) { return num(j["memory_per_gpu"]["prefill"]["hbm_peak_gb"].get<double>()); });
   row("decode HBM/GPU peak (GB)", [&](const nlohmann::json& j) { return num(j["memory_per_gpu"]["decode"]["hbm_peak_gb"].get<double>()); });
   row("decode KV/GPU peak / mean (GB)", [&](const nlohmann::json& j) {

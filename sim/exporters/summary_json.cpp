@@ -227,7 +227,59 @@ void sessions_json(const RunReport& r, nlohmann::json& j) {
                    {"note", "routed token-expert assignments of the busiest GPU / the mean, per step (costmodels/expert_load.hpp: the model's expert popularity, EPLB placement of the pool's redundant experts, routing noise); mean and largest over steps"}}}};
   }
 
+// Unit cost (issue 14) over the window: the prefill pool's GPU-hours priced per input token (the
+// disaggregated pools split the bill: prefill computes the prompts, decode the outputs), the
+// decode pool's per output token, every GPU the pools take per token of either kind; energy =
+// board power × busy step time × the pool's GPUs per instance (idle power not counted).
+void cost_json(const RunReport& r, nlohmann::json& j) {
+  const DeploymentSpec& d = *r.deployment;
+  const Summary& s = r.summary;
+  const double hours = std::max(0.0, s.end_s - s.warmup_s) / 3600.0, usd = d.gpu.gpu_hour_usd, w = d.gpu.board_power_w;
+  const double p_gpus = d.prefill.instances * d.prefill.ep, d_gpus = d.decode.instances * d.decode.ep, all_gpus = required_gpus(d);
+  auto per_million = [](double dollars, long long tokens) { return tokens > 0 ? nlohmann::json(r6(dollars / tokens * 1e6)) : nlohmann::json(); };
+  auto per_token = [](double joules, long long tokens) { return tokens > 0 ? nlohmann::json(r6(joules / tokens)) : nlohmann::json(); };
+  nlohmann::json c = {{"gpu_hour_usd", usd}, {"board_power_w", w}};
+  if (usd > 0) {
+    c["window_usd"] = r6(all_gpus * usd * hours);
+    c["usd_per_million_input_tokens"] = per_million(p_gpus * usd * hours, s.input_tokens);
+    c["usd_per_million_output_tokens"] = per_million(d_gpus * usd * hours, s.output_tokens);
+    c["usd_per_million_tokens"] = per_million(all_gpus * usd * hours, s.input_tokens + s.output_tokens);
+  }
+  if (w > 0) {
+    c["prefill_energy_j"] = r3(s.prefill_busy_s * d.prefill.ep * w);
+    c["decode_energy_j"] = r3(s.decode_busy_s * d.decode.ep * w);
+    c["joules_per_input_token"] = per_token(s.prefill_busy_s * d.prefill.ep * w, s.input_tokens);
+    c["joules_per_output_token"] = per_token(s.decode_busy_s * d.decode.ep * w, s.output_tokens);
+  }
+  c["note"] = "over the window: usd_per_million_input_tokens = prefill GPUs (instances x ep) x gpu_hour_usd x hours / input tokens (cached ones "
+              "included) x 1e6; _output_tokens the same with the decode GPUs and output tokens; usd_per_million_tokens = every GPU the pools "
+              "take (cluster.gpus_used) / all tokens; joules = board_power_w x busy step seconds x GPUs per instance (idle power not "
+              "counted); null when no token of that kind; no $ or J figure when the price or power is 0 (unknown)";
+  j["cost"] = c;
+}
+
 }  // namespace
+
+nlohmann::json unit_cost_ratios(const std::vector<nlohmann::json>& runs) {
+  nlohmann::json out = nlohmann::json::array();
+  auto usd_out = [](const nlohmann::json& j) -> const nlohmann::json& { return j["cost"]["usd_per_million_output_tokens"]; };
+  for (const auto& v4 : runs)
+    for (const auto& k3 : runs) {
+      if (v4["model"] != "deepseek-v4-pro" || k3["model"] != "kimi-k3" || v4["hardware"] != k3["hardware"]) continue;
+      if (!v4.contains("cost") || !usd_out(v4).is_number() || !usd_out(k3).is_number() || usd_out(k3).get<double>() <= 0) continue;
+      out.push_back({{"hardware", v4["hardware"]},
+                     {"dsv4_deployment", v4["deployment"]},
+                     {"k3_deployment", k3["deployment"]},
+                     {"simulated_usd_per_million_output_tokens_ratio", r6(usd_out(v4).get<double>() / usd_out(k3).get<double>())},
+                     {"article_ratio", 0.41},
+                     {"article_basis", "decode bandwidth per token, (49 + 6.1) / (104 + 30.7): active parameters + KV read at 500K context "
+                                       "(shared/seed/two-paths-k3-vs-dsv4.txt, 'Unit Inference Cost')"},
+                     {"note", "simulated: DeepSeek V4-Pro's $ per million output tokens / Kimi K3's, each from its decode pool's GPU-hours over "
+                              "the output tokens it served in the window; a like-for-like comparison only when both deployments serve the same "
+                              "workload at their own capacity"}});
+    }
+  return out;
+}
 
 nlohmann::json summary_json(const RunReport& r) {
   nlohmann::json j;
@@ -236,6 +288,7 @@ nlohmann::json summary_json(const RunReport& r) {
   cache_json(r, j);
   tiers_json(r, j);
   sessions_json(r, j);
+  cost_json(r, j);
   j["requests"]["skipped_bad_rows"] = r.skipped_rows;
   return j;
 }

@@ -75,6 +75,11 @@ struct RunReport {
 /// summary.json content for one deployment (units in key names: _s, _ms, _bytes, _gb, _per_s).
 nlohmann::json summary_json(const RunReport& r);
 
+/// The article's DSV4/K3 unit-cost ratio next to the simulated one: for every pair of a DeepSeek
+/// V4-Pro and a Kimi K3 deployment on the same hardware among `runs` (summary_json objects with a
+/// cost block), V4-Pro's $ per million output tokens over K3's; empty when no such pair.
+nlohmann::json unit_cost_ratios(const std::vector<nlohmann::json>& runs);
+
 /// Human-readable table of one or more deployments' summary.json objects (as summary_json gives).
 std::string summary_table(const std::vector<nlohmann::json>& runs);
 
