@@ -1,21 +1,24 @@
 // servesim sweep GRID.json: every point of a grid run as a child `servesim run` (one per core),
 // each into a temporary folder renamed into <out>/points/<id> when it finished; then one results
 // table (results.csv, results.json), a row per point and deployment, in grid order. Re-running
-// skips points whose folder holds a complete summary.json for the same point scenario.
-#include "sim/cli/sweep_grid.hpp"
+// skips points whose folder holds a complete summary.json for the same point scenario. Started by
+// an MPI launcher, the ranks share the points out (sweep_mpi.hpp) and rank 0 writes the table.
 #include "sim/cli/sweep_cmd.hpp"
+#include "sim/cli/sweep_grid.hpp"
+#include "sim/cli/sweep_mpi.hpp"
+#include "sim/cli/sweep_runner.hpp"
 
 #include <fmt/core.h>
 
-#include <sys/wait.h>
+#include <sched.h>
 #include <unistd.h>
 
-#include <chrono>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -23,96 +26,38 @@ namespace servesim::cli {
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// A finished point: its folder holds the same point.json and a summary.json with every deployment.
-bool point_done(const fs::path& dir, const SweepPoint& p) {
-  if (!fs::exists(dir / "summary.json") || !fs::exists(dir / "point.json")) return false;
-  try {
-    if (ojson::parse(slurp(dir / "point.json")) != p.scenario) return false;
-    const ojson s = ojson::parse(slurp(dir / "summary.json"));
-    return s.contains("deployments") && s["deployments"].is_array() && !s["deployments"].empty();
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
-pid_t spawn(const Grid& g, const fs::path& tmp) {
-  const std::string self = fs::read_symlink("/proc/self/exe").string();
-  std::vector<std::string> args = {self, "run", (tmp / "point.json").string(), "--out", tmp.string(), "--jobs", "1", "--no-timeline"};
-  if (!g.only.empty()) args.insert(args.end(), {"--only", g.only});
-  const pid_t pid = fork();
-  if (pid != 0) return pid;
-  const std::string log = (tmp / "run.log").string();
-  FILE* f = std::freopen(log.c_str(), "w", stdout);
-  if (f) dup2(fileno(stdout), 2);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  execv(self.c_str(), argv.data());
-  _exit(127);
-}
-
-struct Progress {
-  size_t total = 0, done = 0, failed = 0, skipped = 0;
-  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-  void print() const {
-    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const size_t ran = done - skipped;
-    const size_t left = total - done;
-    std::string eta = ran ? fmt::format("{:.0f} s", el / ran * left) : std::string("?");
-    fmt::print(stderr, "{}sweep: {}/{} points done ({} resumed, {} failed), elapsed {:.0f} s, ETA {}{}", isatty(2) ? "\r" : "", done,
-               total, skipped, failed, el, left ? eta : "0 s", isatty(2) && left ? "" : "\n");
-  }
-};
-
-// Runs the points not yet done, `jobs` at a time; returns which points failed.
-std::vector<bool> run_points(const Grid& g, const fs::path& pts, int jobs) {
+// The points not done yet, run `jobs` at a time on this machine; returns which points failed.
+std::vector<bool> run_points(const Grid& g, const fs::path& pts, const std::vector<size_t>& pending, int jobs, Progress& pr) {
   std::vector<bool> failed(g.points.size(), false);
-  Progress pr;
-  pr.total = g.points.size();
-  std::map<pid_t, size_t> running;
-  auto reap = [&] {
-    int st = 0;
-    const pid_t pid = wait(&st);
-    if (pid <= 0 || !running.count(pid)) return;
-    const size_t i = running[pid];
-    running.erase(pid);
-    const auto& p = g.points[i];
-    const fs::path tmp = pts / (".tmp-" + p.id);
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-      fs::remove_all(pts / p.id);
-      fs::rename(tmp, pts / p.id);
-    } else {
-      failed[i] = true;
-      ++pr.failed;
-      fmt::print(stderr, "\nsweep: point {} failed (exit {}); its log: {}\n", p.id, WIFEXITED(st) ? WEXITSTATUS(st) : -1,
-                 (tmp / "run.log").string());
+  LocalRunner lr(g, pts);
+  for (size_t i : pending) {
+    while (static_cast<int>(lr.running()) >= jobs) {
+      const auto d = lr.wait_one();
+      if (!d.ok) failed[d.index] = true, ++pr.failed;
+      ++pr.done;
+      pr.print();
     }
+    lr.spawn(i);
+  }
+  while (lr.running() > 0) {
+    const auto d = lr.wait_one();
+    if (!d.ok) failed[d.index] = true, ++pr.failed;
     ++pr.done;
     pr.print();
-  };
-  for (size_t i = 0; i < g.points.size(); ++i) {
-    const auto& p = g.points[i];
-    if (point_done(pts / p.id, p)) {
-      ++pr.done, ++pr.skipped;
-      continue;
-    }
-    while (static_cast<int>(running.size()) >= jobs) reap();
-    const fs::path tmp = pts / (".tmp-" + p.id);
-    fs::remove_all(tmp);
-    fs::create_directories(tmp);
-    std::ofstream(tmp / "point.json") << p.scenario.dump(2) << "\n";
-    running[spawn(g, tmp)] = i;
   }
-  if (pr.skipped) pr.print();
-  while (!running.empty()) reap();
   return failed;
+}
+
+// One child per core this process may run on: the cores of its affinity mask when a launcher bound
+// it (mpirun binds each rank to a core or socket; the children inherit it), else the machine's
+// cores shared among the `local_ranks` ranks on it.
+int default_jobs(int local_ranks) {
+  const int online = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int mine = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : online;
+  if (mine > 0 && mine < online) return mine;
+  return std::max(1, online / std::max(1, local_ranks));
 }
 
 void write_table(const Grid& g, const fs::path& out, const std::vector<bool>& failed) {
@@ -121,7 +66,7 @@ void write_table(const Grid& g, const fs::path& out, const std::vector<bool>& fa
     const auto& p = g.points[i];
     ojson summary;
     const bool ok = !failed[i] && fs::exists(out / "points" / p.id / "summary.json");
-    if (ok) summary = ojson::parse(slurp(out / "points" / p.id / "summary.json"));
+    if (ok) summary = ojson::parse(slurp_file(out / "points" / p.id / "summary.json"));
     for (auto& r : point_rows(g, p, summary, ok)) rows.push_back(r);
   }
   ojson params = ojson::array();
@@ -135,23 +80,69 @@ void write_table(const Grid& g, const fs::path& out, const std::vector<bool>& fa
 }  // namespace
 
 int sweep(const SweepArgs& a) {
+  int launcher_size = 1;
+  const bool launched = launched_by_mpi(launcher_size);
+  if (launched && !mpi_built()) {
+    // servesim links SimGrid, whose SMPI defines MPI_Init too: the MPI side is its own program
+    const fs::path self = fs::read_symlink("/proc/self/exe");
+    const fs::path helper = self.parent_path() / "servesim-mpi-sweep";
+    if (fs::exists(helper)) {
+      setenv("SERVESIM_RUN_BINARY", self.c_str(), 1);
+      std::vector<std::string> args = {helper.string(), a.grid, "--out", a.out, "--jobs", std::to_string(a.jobs)};
+      std::vector<char*> argv;
+      for (auto& s : args) argv.push_back(s.data());
+      argv.push_back(nullptr);
+      execv(helper.c_str(), argv.data());
+      fmt::print(stderr, "error: sweep: cannot start {}\n", helper.string());
+      return 2;
+    }
+    if (launcher_size > 1) {
+      fmt::print(stderr, "error: sweep: started by an MPI launcher as one of {} ranks, but this servesim was built without MPI "
+                 "(no {}: install libopenmpi-dev and rebuild; README \"Sweeps beyond one machine\")\n", launcher_size, helper.string());
+      return 2;
+    }
+  }
+  const MpiWorld w = launched && mpi_built() ? mpi_init() : MpiWorld{};
   Grid g;
+  std::string error;
   try {
     g = load_grid(a.grid);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
+    error = e.what();
+  }
+  // every rank reads the grid itself (on a cluster it must be on a filesystem they all see)
+  if (mpi_max(w, error.empty() ? 0 : 1)) {
+    if (!error.empty()) fmt::print(stderr, "error: {}{}\n", w.active ? fmt::format("rank {}: ", w.rank) : std::string(), error);
+    mpi_finalize(w);
     return 2;
   }
   const fs::path out = a.out.empty() ? fs::path("out") / "sweeps" / fs::path(a.grid).stem() : fs::path(a.out);
-  const int jobs = a.jobs > 0 ? a.jobs : std::max(1u, std::thread::hardware_concurrency());
+  const int jobs = a.jobs > 0 ? a.jobs : default_jobs(w.local_size);
   fs::create_directories(out / "points");
-  fmt::print(stderr, "sweep: {} points ({} axes) of {}, {} at a time, into {}\n", g.points.size(), g.axes.size(), g.scenario_file, jobs,
-             out.string());
-  const auto failed = run_points(g, out / "points", jobs);
-  write_table(g, out, failed);
-  const auto nfail = std::count(failed.begin(), failed.end(), true);
-  fmt::print("sweep: {} points, {} failed; results: {}/results.csv, {}/results.json\n", g.points.size(), nfail, out.string(), out.string());
-  return nfail ? 1 : 0;
+  Progress pr;
+  pr.total = g.points.size();
+  pr.on = w.rank == 0 && isatty(2);
+  std::vector<size_t> pending;
+  for (size_t i = 0; i < g.points.size(); ++i)
+    if (w.rank == 0 && point_done(out / "points" / g.points[i].id, g.points[i])) ++pr.done, ++pr.skipped;
+    else if (w.rank == 0) pending.push_back(i);
+  if (w.rank == 0)
+    fmt::print(stderr, "sweep: {} points ({} axes) of {}, {} to run, {} at a time{}, into {}\n", g.points.size(), g.axes.size(),
+               g.scenario_file, pending.size(), jobs, w.active ? fmt::format(" on each of {} MPI ranks", w.size) : std::string(),
+               out.string());
+  pr.print();
+  const auto failed = w.active ? mpi_run_points(w, g, out / "points", pending, jobs, pr) : run_points(g, out / "points", pending, jobs, pr);
+  pr.finish();
+  int status = 0;
+  if (w.rank == 0) {
+    write_table(g, out, failed);
+    const auto nfail = std::count(failed.begin(), failed.end(), true);
+    fmt::print("sweep: {}/{} points done ({} resumed, {} failed) in {}; results: {}/results.csv, {}/results.json\n", pr.done, pr.total,
+               pr.skipped, nfail, duration_text(pr.elapsed_s()), out.string(), out.string());
+    status = nfail ? 1 : 0;
+  }
+  mpi_finalize(w);
+  return status;
 }
 
 }  // namespace servesim::cli
