@@ -58,7 +58,7 @@ struct Ctx {
   long long w4_max_rows = 32768;          // --w4-max-rows
   long long w4_max_m = 1 << 30;           // --w4-max-m: largest tokens per expert of the W4A16 sweep
   std::vector<int> shared_tp;             // --shared-tp (empty: the unsplit shapes of every model)
-  int fp8_variant = 0;                    // --fp8-variant (own FP8 grouped GEMM sweep)
+  int fp8_variant = -1;                   // --fp8-variant: bench form code of the own FP8 sweep (-1: fastest at prefill)
 };
 
 double elapsed(const Ctx& c) { return std::chrono::duration<double>(Clock::now() - c.t0).count(); }
@@ -484,9 +484,40 @@ Timing time_fp8_contig(Ctx& c, Fp8Buffers& b, const int* d_eids, int sets, const
   });
 }
 
+/// Bench form codes (row field kernel_variant): 0 = kernel variant 0 one CTA per tile, 1 = variant 1
+/// (cp.async), 2 = variant 0 persistent, 4 = variant 2 (tokens-as-M 128x128, pipelined promotion),
+/// 5 = variant 3 (tokens-as-M 128x256). Forms 4/5 run the tokens-as-M kernel at bt 128 only.
 const char* fp8_form(int v) {
-  return v == 1 ? "cp.async all threads, CTA barrier per k-block" : v == 2 ? "warp-specialised TMA, persistent"
-                                                                           : "warp-specialised TMA, one CTA per tile";
+  switch (v) {
+    case 1: return "cp.async all threads, CTA barrier per k-block";
+    case 2: return "warp-specialised TMA, persistent";
+    case 4: return "tokens-as-M 128x128, two temporaries, promotion overlapped (gemm_fp8_tm.cu)";
+    case 5: return "tokens-as-M 128x256, one temporary (gemm_fp8_tm.cu)";
+    default: return "warp-specialised TMA, one CTA per tile";
+  }
+}
+void fp8_apply_form(int v) {
+  fp8_set_variant(v == 1 ? 1 : v >= 4 ? v - 2 : 0);
+  fp8_set_persistent(v == 2);
+}
+
+/// Per-expert cuBLASLt block-scaled FP8 matmuls over the same buffers (the library reference of the
+/// reference points): expert g's m rows at x + g*m*K, its scales at xs + g*m*K/128.
+Timing time_fp8_lt_per_expert(Ctx& c, Fp8Buffers& b, int G, int m, int sets, bool* ok) {
+  auto run = [&](int i) {
+    bool good = true;
+    for (int g = 0; g < G && good; ++g) {
+      const int e = (i % sets) * G + g;
+      good = cublaslt_fp8_gemm(c.lt, b.x.p + size_t(g) * m * b.K, b.w.p + size_t(e) * b.N * b.K, b.y.p + size_t(g) * m * b.N,
+                               m, b.N, b.K, true, b.xs.p + size_t(g) * m * b.K / 128,
+                               b.ws.p + size_t(e) * (b.N / 128) * (b.K / 128), c.s);
+    }
+    return good;
+  };
+  *ok = run(0);
+  if (!*ok) return Timing{};
+  SS_CUDA(cudaStreamSynchronize(c.s));
+  return timed(c, [&](int i) { run(i); });
 }
 
 void bench_fp8_own(Ctx& c) {
@@ -516,7 +547,7 @@ void bench_fp8_own(Ctx& c) {
       note(c, "ceiling cublasLt fp8 8192^3: " + std::to_string(2.0 * M * M * M / t.us_median / 1e6) + " TFLOP/s");
     }
   }
-  std::map<int, double> big_bt_score, pers_score;
+  std::map<int, double> big_score;
   struct NK { const char* name; int N, K; };
   const NK dg[] = {{"w13_like", 4096, 7168}, {"w2_like", 7168, 2048}};
   for (const auto& s : dg) {
@@ -531,11 +562,12 @@ void bench_fp8_own(Ctx& c) {
       std::vector<int> mm(G, m);
       DevBuf<int> dmm(G);
       dmm.upload(mm);
-      for (int v : {0, 1, 2})  // 0 = variant 0 one CTA per tile, 1 = variant 1 (cp.async), 2 = variant 0 persistent
+      for (int v : {0, 4, 5})  // bench form codes (fp8_form)
         for (int bt : {fp8_pick_bt(m), 64, 192, 256}) {
-          if ((bt == 64 && m <= 64) || (bt >= 192 && (v == 1 || m < bt))) continue;
-          fp8_set_variant(v == 1 ? 1 : 0);
-          fp8_set_persistent(v == 2);
+          if ((bt == 64 && m <= 64) || (bt >= 192 && m < bt)) continue;
+          if (v >= 4 && (bt != 128 || m <= 64)) continue;
+          if (v >= 4) bt = 128;
+          fp8_apply_form(v);
           const Timing t = time_fp8_masked(c, b, deids.p, std::max(1, std::min(8, P / G)), dmm.p, G, m, bt);
           const double fl = 2.0 * G * m * s.N * s.K, wb = double(G) * s.N * s.K;
           rt.add("own_masked", {{"model", "DeepGEMM"}, {"matrix", s.name}, {"active_experts", G}, {"tokens_per_expert", m},
@@ -547,19 +579,32 @@ void bench_fp8_own(Ctx& c) {
                         100.0 * wb / t.us_median / 1e6 / hbm);
           note(c, buf);
         }
+      if (m >= 128) {  // masked m rows per expert == contiguous: the per-expert library loop
+        bool ok = false;
+        const Timing t = time_fp8_lt_per_expert(c, b, G, m, std::max(1, std::min(8, P / G)), &ok);
+        const double fl = 2.0 * G * m * s.N * s.K, wb = double(G) * s.N * s.K;
+        if (ok) {
+          rt.add("cublaslt_block128_per_expert", {{"model", "DeepGEMM"}, {"matrix", s.name}, {"active_experts", G},
+                                                  {"tokens_per_expert", m}, {"rows", G * m}, {"N", s.N}, {"K", s.K}, {"skew", 0.0}},
+                 dt, t, fl, wb + double(G) * m * (s.K + 2.0 * s.N));
+          char buf[300];
+          std::snprintf(buf, sizeof buf, "fp8 cublasLt per-expert %dx%d N=%d K=%d: %.1f us, %.0f TFLOP/s, weights %.0f GB/s",
+                        G, m, s.N, s.K, t.us_median, fl / t.us_median / 1e6, wb / t.us_median / 1e3);
+          note(c, buf);
+        }
+      }
     }
-    for (auto [G, m] : std::vector<std::pair<int, int>>{{8, 4096}, {4, 8192}, {8, 2048}, {8, 1024}, {8, 512}}) {
+    for (auto [G, m] : std::vector<std::pair<int, int>>{{8, 4096}, {4, 8192}, {8, 2048}, {8, 1024}, {8, 512}, {8, 256}, {8, 128}}) {
       if (!time_left(c)) break;
-      for (auto [v, bt] : std::vector<std::pair<int, int>>{{0, 128}, {0, 192}, {0, 256}, {2, 128}, {2, 256}, {1, 128}}) {
-        fp8_set_variant(v == 1 ? 1 : 0);
-        fp8_set_persistent(v == 2);
+      for (auto [v, bt] : std::vector<std::pair<int, int>>{{0, 128}, {0, 192}, {0, 256}, {4, 128}, {5, 128}}) {
+        if (bt > m) continue;
+        fp8_apply_form(v);
         const Timing t = time_fp8_contig(c, b, deids.p, std::min(3, P / G), std::vector<int>(G, m), bt);
         const double fl = 2.0 * G * m * s.N * s.K;
         rt.add("own_contiguous", {{"model", "DeepGEMM"}, {"matrix", s.name}, {"active_experts", G}, {"tokens_per_expert", m},
                                   {"rows", G * m}, {"N", s.N}, {"K", s.K}, {"skew", 0.0}},
                dt, t, fl, double(G) * s.N * s.K + double(G) * m * (s.K + 2.0 * s.N), {{"bt", bt}, {"kernel_variant", v}, {"kernel_form", fp8_form(v)}});
-        if (v == 0 && G == 8 && m == 4096) big_bt_score[bt] += std::log(t.us_median);
-        if (v != 1 && (bt == 128 || bt == 256)) pers_score[v] += std::log(t.us_median);
+        if (G == 8 && m >= 512) big_score[v * 1000 + bt] += std::log(t.us_median);
         char buf[300];
         std::snprintf(buf, sizeof buf, "fp8 own v%d contiguous %dx%d N=%d K=%d bt=%d: %.1f us, %.0f TFLOP/s", v, G, m, s.N,
                       s.K, bt, t.us_median, fl / t.us_median / 1e6);
@@ -567,18 +612,20 @@ void bench_fp8_own(Ctx& c) {
       }
     }
   }
-  if (c.fp8_variant == 0 && pers_score.count(0) && pers_score.count(2) && pers_score[2] < pers_score[0]) {
-    note(c, "fp8 own: the persistent form of variant 0 beat one CTA per tile on the contiguous points: sweep uses it");
-    c.fp8_variant = 2;
+  // The sweep's form: --fp8-variant (bench form code) unless -1 (default): then the form with the
+  // smallest log-time sum over the contiguous G = 8, m >= 512 points of both shapes; bt_big is the
+  // width the sweep gives variant 0 above 128 rows (kept for the faster-of comparison).
+  int bt_big = 256;
+  if (c.fp8_variant < 0) {
+    int best = 256;  // key v*1000+bt
+    for (const auto& [k, sc] : big_score)
+      if (!big_score.count(best) || sc < big_score[best]) best = k;
+    c.fp8_variant = best / 1000;
+    if (best < 1000) bt_big = best;
   }
-  fp8_set_variant(c.fp8_variant == 1 ? 1 : 0);
-  fp8_set_persistent(c.fp8_variant == 2);  // --fp8-variant: 0 variant 0 (one CTA per tile), 1 cp.async, 2 persistent
-  int bt_big = 128;
-  if (c.fp8_variant != 1)
-    for (int b : {192, 256})
-      if (big_bt_score.count(b) && big_bt_score.count(bt_big) && big_bt_score[b] < big_bt_score[bt_big]) bt_big = b;
-  note(c, "fp8 own: sweep uses kernel variant " + std::to_string(c.fp8_variant) + ", bt " + std::to_string(bt_big) +
-              " at >= 128 rows per expert");
+  fp8_apply_form(c.fp8_variant);
+  note(c, "fp8 own: sweep uses bench form " + std::to_string(c.fp8_variant) + " (" + fp8_form(c.fp8_variant) +
+              "), variant-0 bt " + std::to_string(bt_big) + " above 128 rows per expert");
   // DeepSeek-V3 decode: 256 experts on one GPU, T tokens routed uniformly top-8, masked layout.
   for (const auto& s : dg) {
     if (!time_left(c)) break;
@@ -634,11 +681,26 @@ void bench_fp8_own(Ctx& c) {
         const int bt = fp8_pick_bt(double(m));  // bt_big (fastest at 8 x 4096) is reported, the rule decides
         dmm.upload(std::vector<int>(G, int(m)));
         const double fl = 2.0 * G * m * s.N * s.K, wb = double(G) * wmat, by = wb + double(G) * m * s.K + 2.0 * G * m * s.N;
-        const Timing tm = time_fp8_masked(c, b, deids.p, sets, dmm.p, G, int(m), bt);
-        tab.add("own_masked", gshape(s, G, m), dt, tm, fl, by, {{"bt", bt}, {"kernel_variant", c.fp8_variant}, {"kernel_form", fp8_form(c.fp8_variant)}});
-        const int btc = bt;
-        const Timing tc = time_fp8_contig(c, b, deids.p, sets, std::vector<int>(G, int(m)), btc);
-        tab.add("own_contiguous", gshape(s, G, m), dt, tc, fl, by, {{"bt", btc}, {"kernel_variant", c.fp8_variant}, {"kernel_form", fp8_form(c.fp8_variant)}});
+        Timing tm = time_fp8_masked(c, b, deids.p, sets, dmm.p, G, int(m), bt);
+        Timing tc = time_fp8_contig(c, b, deids.p, sets, std::vector<int>(G, int(m)), bt);
+        int vm = c.fp8_variant, vc = c.fp8_variant, btm = bt, btc = bt;
+        if (c.fp8_variant >= 4 && m > 64) {
+          // faster of the tokens-as-M form and variant 0 (its own bt rule) per point and layout; the
+          // slower one goes to own_masked_alt / own_contiguous_alt
+          fp8_apply_form(0);
+          const int bt0 = fp8_pick_bt(double(m));
+          const Timing tm0 = time_fp8_masked(c, b, deids.p, sets, dmm.p, G, int(m), bt0);
+          const Timing tc0 = time_fp8_contig(c, b, deids.p, sets, std::vector<int>(G, int(m)), bt0);
+          fp8_apply_form(c.fp8_variant);
+          Timing am = tm0, ac = tc0;
+          int avm = 0, avc = 0, abm = bt0, abc = bt0;
+          if (tm0.us_median < tm.us_median) { std::swap(am, tm); std::swap(avm, vm); std::swap(abm, btm); }
+          if (tc0.us_median < tc.us_median) { std::swap(ac, tc); std::swap(avc, vc); std::swap(abc, btc); }
+          tab.add("own_masked_alt", gshape(s, G, m), dt, am, fl, by, {{"bt", abm}, {"kernel_variant", avm}, {"kernel_form", fp8_form(avm)}});
+          tab.add("own_contiguous_alt", gshape(s, G, m), dt, ac, fl, by, {{"bt", abc}, {"kernel_variant", avc}, {"kernel_form", fp8_form(avc)}});
+        }
+        tab.add("own_masked", gshape(s, G, m), dt, tm, fl, by, {{"bt", btm}, {"kernel_variant", vm}, {"kernel_form", fp8_form(vm)}});
+        tab.add("own_contiguous", gshape(s, G, m), dt, tc, fl, by, {{"bt", btc}, {"kernel_variant", vc}, {"kernel_form", fp8_form(vc)}});
         if (m == 1 || m == 8 || m == 64 || m == 256 || m >= 1024) {
           char buf[320];
           std::snprintf(buf, sizeof buf, "fp8 own %s %s G=%d m=%lld: masked %.1f us (%.0f TFLOP/s, weights %.2f TB/s = %.0f%% of copy), "
@@ -1154,9 +1216,12 @@ int main(int argc, char** argv) {
     } else {
       w4a16_set_variant(c.w4_variants[0]);
     }
-    if (fp8_probe) {  // ncu probe of the own FP8 kernel: contiguous 8x4096 (4096x7168, bt 256) and masked 8x8 (4096x2048)
+    if (fp8_probe) {  // ncu probe of the own FP8 kernel: contiguous 8x4096 (4096x7168, bt 256; bt 128 in the
+                      // tokens-as-M forms of --fp8-variant 4/5) and masked 8x8 (4096x2048)
+      const int form = std::max(0, c.fp8_variant);
+      fp8_apply_form(form);
       for (auto [N, K, G, m, bt, contig] : std::vector<std::tuple<int, int, int, int, int, bool>>{
-               {4096, 7168, 8, 4096, 256, true}, {4096, 2048, 8, 8, 8, false}}) {
+               {4096, 7168, 8, 4096, form >= 4 ? 128 : 256, true}, {4096, 2048, 8, 8, 8, false}}) {
         Fp8Buffers b(c, N, K, G, (long long)G * m);
         std::vector<int> eids(G);
         std::iota(eids.begin(), eids.end(), 0);

@@ -13,6 +13,7 @@
 #include "moe/moe.cuh"
 #include "moe/device_util.cuh"
 #include "moe/wgmma_fp8.cuh"
+#include "moe/sm90_tma.cuh"
 #include "common/cuda_check.cuh"
 
 #include <cuda.h>
@@ -57,9 +58,6 @@ struct FCfg {
   static constexpr int kSmem = kStages * kStage + kStages * BT * 4 + kMaxKBlocks * 4 + 1024;
 };
 
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem, int src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem), "r"(src_bytes));
-}
 
 template <int BT>
 __global__ void __launch_bounds__(kThreads, FCfg<BT>::kMinBlocks) fp8_grouped_kernel(const Params p) {
@@ -274,63 +272,6 @@ struct WCfg {
   static constexpr int kSmem = kStages * (kW + kX + kS) + 2 * kStages * 8 + 1024;
 };
 
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred p;\nWAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      "@!p bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)), "r"(parity) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
-          smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
-      : "memory");
-}
-template <int R>
-__device__ __forceinline__ void setmaxnreg_inc() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
-}
-template <int R>
-__device__ __forceinline__ void setmaxnreg_dec() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
-}
-__device__ __forceinline__ void tma_load_2d_mc(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar,
-                                               uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3}], "
-      "[%4], %5;\n" ::"r"(smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "h"(mask)
-      : "memory");
-}
-__device__ __forceinline__ uint32_t cluster_ctarank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync_all() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-/// mbarrier arrive on the barrier at the same shared-memory offset in CTA `rank` of the cluster.
-__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank) {
-  asm volatile(
-      "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(smem_u32(bar)),
-      "r"(rank)
-      : "memory");
-}
-__device__ __forceinline__ void named_bar(int id, int count) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
-}
 
 /// CL = CTAs per cluster along the N-tile axis (1 or 2). With CL = 2 the two CTAs share the token
 /// tile: each loads half of its rows by TMA multicast into both CTAs (half the L2->SM traffic for
@@ -646,32 +587,6 @@ __global__ void __launch_bounds__(384, WCfg<BT>::kMinBlocks)
   }
 }
 
-CUtensorMap make_map_2d(const void* base, CUtensorMapDataType dt, int esize, uint64_t inner, uint64_t outer,
-                        uint64_t row_bytes, uint32_t box_inner, uint32_t box_outer, CUtensorMapSwizzle sw) {
-  CUtensorMap m;
-  const cuuint64_t dims[2] = {inner, outer};
-  const cuuint64_t strides[1] = {row_bytes};
-  const cuuint32_t box[2] = {box_inner, box_outer};
-  const cuuint32_t estr[2] = {1, 1};
-  (void)esize;
-  // the driver entry point through the runtime (no link against libcuda: the tests must load, and
-  // skip, on machines without a GPU driver)
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    cudaDriverEntryPointQueryResult q;
-    void* fn = nullptr;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess || !fn)
-      throw std::runtime_error("cuTensorMapEncodeTiled not found");
-    encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  });
-  const CUresult r = encode(&m, dt, 2, const_cast<void*>(base), dims, strides, box, estr,
-                                            CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) throw std::runtime_error("cuTensorMapEncodeTiled failed: " + std::to_string(static_cast<int>(r)));
-  return m;
-}
 
 struct WsArgs {
   const void* x;
@@ -795,8 +710,18 @@ void check_nk(int N, int K, int G, const char* who) {
 
 }  // namespace
 
+namespace detail {  // gemm_fp8_tm.cu
+void fp8_tm_launch(int bn, const void* x, long long x_rows, const float* xs, int xs_ld, const void* w, const float* ws,
+                   int num_experts, const int* expert_ids, const int* masked_m, const int* row_offsets,
+                   const int* tile_offsets, int G, int N, int K, int max_m, int tiles_per_group, int grid_y, bf16* y,
+                   cudaStream_t stream);
+}  // namespace detail
+
 void fp8_set_variant(int v) {
-  if (v < 0 || v > 1) throw std::invalid_argument("fp8_set_variant: 0 (warp-specialised TMA) or 1 (cp.async)");
+  if (v < 0 || v > 3)
+    throw std::invalid_argument(
+        "fp8_set_variant: 0 (warp-specialised TMA), 1 (cp.async), 2 (tokens-as-M, 128x128 pipelined) or 3 (tokens-as-M, "
+        "128x256)");
   g_fp8_variant = v;
 }
 int fp8_variant() { return g_fp8_variant; }
@@ -808,7 +733,7 @@ bool fp8_cluster() { return g_fp8_cluster; }
 int fp8_pick_bt(double rows_per_group) {
   for (int bt : {8, 16, 32, 64, 128})
     if (rows_per_group <= bt) return bt;
-  if (g_fp8_variant == 1) return 128;
+  if (g_fp8_variant >= 1) return 128;  // variant 1, and the tokens-as-M kernels (128-row token tiles)
   // fewest padded rows among 128 / 192 / 256 (ties -> the wider tile: less L2 traffic per FLOP)
   const long long m = static_cast<long long>(rows_per_group + 0.999);
   int best = 256;
@@ -829,7 +754,13 @@ void fp8_grouped_gemm_masked(const void* x, const float* x_scale, int x_scale_ld
     throw std::invalid_argument("fp8_grouped_gemm_masked: x_scale_ld must be >= G*max_m and a multiple of 4");
   const int tpg = (max_m + bt - 1) / bt;
   if (static_cast<long long>(tpg) * G > 65535) throw std::invalid_argument("fp8_grouped_gemm_masked: grid too large");
-  if (g_fp8_variant == 0) {
+  if (g_fp8_variant >= 2 && bt == 128) {
+    detail::fp8_tm_launch(g_fp8_variant == 3 && N % 256 == 0 ? 256 : 128, x, static_cast<long long>(G) * max_m, x_scale,
+                          x_scale_ld, w, w_scale, num_experts, expert_ids, masked_m, nullptr, nullptr, G, N, K, max_m,
+                          tpg, tpg * G, y, stream);
+    return;
+  }
+  if (g_fp8_variant != 1) {
     const WsArgs a{x, static_cast<long long>(G) * max_m, x_scale, x_scale_ld, w, num_experts};
     const WsParams p{x_scale, w_scale, expert_ids, masked_m, nullptr, nullptr, y, G, N, K, max_m, tpg, x_scale_ld};
     dispatch_ws(a, p, bt, tpg * G, stream);
@@ -850,7 +781,12 @@ void fp8_grouped_gemm_contiguous(const void* x, long long x_rows, const float* x
   if (max_tiles > 65535) throw std::invalid_argument("fp8_grouped_gemm_contiguous: more than 65535 token tiles");
   if (x_scale_ld < x_rows || x_scale_ld % 4 != 0)
     throw std::invalid_argument("fp8_grouped_gemm_contiguous: x_scale_ld must be >= x_rows and a multiple of 4");
-  if (g_fp8_variant == 0) {
+  if (g_fp8_variant >= 2 && bt == 128) {
+    detail::fp8_tm_launch(g_fp8_variant == 3 && N % 256 == 0 ? 256 : 128, x, x_rows, x_scale, x_scale_ld, w, w_scale,
+                          num_experts, expert_ids, nullptr, row_offsets, tile_offsets, G, N, K, 0, 0, max_tiles, y, stream);
+    return;
+  }
+  if (g_fp8_variant != 1) {
     const WsArgs a{x, x_rows, x_scale, x_scale_ld, w, num_experts};
     const WsParams p{x_scale, w_scale, expert_ids, nullptr, row_offsets, tile_offsets, y, G, N, K, 0, 0, x_scale_ld};
     dispatch_ws(a, p, bt, max_tiles, stream);

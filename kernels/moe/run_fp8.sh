@@ -18,14 +18,17 @@ LOG=$OUT/log.txt
   TRC=$?; echo "test_moe exit: $TRC"
   [ "$TRC" = 124 ] && { echo "test_moe TIMED OUT (hang?): skipping the rest"; tail -5 "$OUT/test_fp8.txt"; SANITIZE=0; BENCH_S=0; TORCH_S=0; }
   # the sweep uses kernel variant 0 unless one of its checks failed here
-  FP8V=0; grep -E "v0" "$OUT/test_fp8.txt" | grep -qE "Failure|rel L2 (nan|[1-9]\.[0-9]+e-0[01]|[0-9.]+e\+)|written: [1-9]" && FP8V=1
+  # (-1 = bench_moe picks the fastest form at prefill; 0 if a tokens-as-M check failed; 1 if variant 0 failed)
+  FP8V=-1; grep -E "v2tm|v3tm|v=4|v=5|v4 |v5 " "$OUT/test_fp8.txt" | grep -qE "Failure|rel L2 (nan|[1-9]\.[0-9]+e-0[01]|[0-9.]+e\+)|written: [1-9]" && FP8V=0
+  grep -B2 -A6 "Failure" "$OUT/test_fp8.txt" | grep -q "v=4\|v=5\|v2tm\|v3tm" && FP8V=0
+  grep -E "v0" "$OUT/test_fp8.txt" | grep -qE "Failure|rel L2 (nan|[1-9]\.[0-9]+e-0[01]|[0-9.]+e\+)|written: [1-9]" && FP8V=1
   grep -B2 -A6 "Failure" "$OUT/test_fp8.txt" | grep -q "v=0\|v0" && FP8V=1
   echo "fp8 kernel variant for the sweep: $FP8V"
   grep -E "^\[  (PASSED|FAILED|SKIPPED)|rel L2|Failure|Expected|Which|actual" "$OUT/test_fp8.txt" | cut -c1-200
   if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     echo "== compute-sanitizer memcheck ($(($(date +%s)-T0)) s)"
     timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/moe/test_moe" \
-      --gtest_filter='MoeFp8.MaskedLayoutMatchesReference:MoeFp8.ContiguousLayoutMatchesReference' > "$OUT/sanitizer.txt" 2>&1
+      --gtest_filter='MoeFp8.MaskedLayoutMatchesReference:MoeFp8.ContiguousLayoutMatchesReference:MoeFp8.MaskedLayoutLargeM' > "$OUT/sanitizer.txt" 2>&1
     echo "memcheck exit: $?"; grep -E "ERROR SUMMARY|Invalid|PASSED|FAILED" "$OUT/sanitizer.txt" | head -8
     timeout 90 compute-sanitizer --tool synccheck --error-exitcode 9 "$BUILD/moe/test_moe" \
       --gtest_filter='MoeFp8.MaskedLayoutMatchesReference' > "$OUT/synccheck.txt" 2>&1

@@ -653,12 +653,13 @@ void fp8_ref_row(const Fp8Problem& p, const std::vector<double>& xd, const std::
   }
 }
 
-void check_fp8_masked(int N, int K) {
+void check_fp8_masked(int N, int K, int max_m = 40) {
   auto rng = make_rng();
-  const int E = 7, G = 5, max_m = 40;
+  const int E = 7, G = 5;
   Fp8Problem p = make_fp8_weights(rng, E, N, K);
   std::vector<int> eids = {3, 0, 6, 2, 5};
-  std::vector<int> mm = {0, 1, 45, 17, 33};  // empty group, 1 row, count past max_m (clamped), skewed
+  // empty group, 1 row, count past max_m (clamped), skewed; at max_m > 128 several 128-row tiles
+  std::vector<int> mm = max_m > 128 ? std::vector<int>{0, 1, max_m + 5, 130, max_m - 3} : std::vector<int>{0, 1, 45, 17, 33};
   const int rows = G * max_m, KB = K / 128;
   std::uniform_real_distribution<float> u(-2.f, 2.f), us(0.01f, 1.f);
   std::vector<__nv_fp8_e4m3> x(size_t(rows) * K);
@@ -698,12 +699,15 @@ void check_fp8_masked(int N, int K) {
     EXPECT_EQ(untouched_bad, 0u) << what << " bt=" << bt;
   };
   // v: 0 = variant 0, one CTA per tile (default), 1 = variant 1 (cp.async), 2 = variant 0 persistent,
-  // 3 = variant 0 one CTA per tile with the 2-CTA multicast cluster (bt >= 128, N/128 even)
-  const char* vname[] = {"v0-direct", "v1-direct", "v0pers-direct", "v0cl-direct"};
-  for (int v : {0, 1, 2, 3})
+  // 3 = variant 0 one CTA per tile with the 2-CTA multicast cluster (bt >= 128, N/128 even),
+  // 4 / 5 = variants 2 / 3 (tokens-as-M kernels, gemm_fp8_tm.cu; bt 128 only, other widths fall
+  // back to variant 0; variant 3 at N % 256 != 0 runs the 128-wide form)
+  const char* vname[] = {"v0-direct", "v1-direct", "v0pers-direct", "v0cl-direct", "v2tm128-direct", "v3tm256-direct"};
+  for (int v : {0, 1, 2, 3, 4, 5})
     for (int bt : kFp8TileWidths) {
       if (v == 1 && bt > 128) continue;
-      fp8_set_variant(v == 1 ? 1 : 0);
+      if (v >= 4 && bt != 128) continue;
+      fp8_set_variant(v == 1 ? 1 : v >= 4 ? v - 2 : 0);
       fp8_set_persistent(v == 2);
       fp8_set_cluster(v == 3);
       poison_bf16(dy.p, dy.n);
@@ -737,6 +741,7 @@ void check_fp8_masked(int N, int K) {
 }
 TEST(MoeFp8, MaskedLayoutMatchesReference) { SKIP_NO_GPU(); check_fp8_masked(256, 768); }
 TEST(MoeFp8, MaskedLayoutWideN) { SKIP_NO_GPU(); check_fp8_masked(384, 512); }
+TEST(MoeFp8, MaskedLayoutLargeM) { SKIP_NO_GPU(); check_fp8_masked(512, 512, 300); }
 
 void check_fp8_contiguous(int N, int K) {
   auto rng = make_rng();
@@ -761,10 +766,11 @@ void check_fp8_contiguous(int N, int K) {
   DevBuf<int> deids(G), droff(G + 1), dtoff(G + 1);
   DevBuf<bf16> dy(size_t(rows) * N);
   dx.upload(x); dw.upload(p.w); dxs.upload(xs); dws.upload(p.ws); deids.upload(eids); droff.upload(roff);
-  for (int v : {0, 1, 2, 3})  // as in check_fp8_masked
+  for (int v : {0, 1, 2, 3, 4, 5})  // as in check_fp8_masked
   for (int bt : kFp8TileWidths) {
     if (v == 1 && bt > 128) continue;
-    fp8_set_variant(v == 1 ? 1 : 0);
+    if (v >= 4 && bt != 128) continue;
+    fp8_set_variant(v == 1 ? 1 : v >= 4 ? v - 2 : 0);
     fp8_set_persistent(v == 2);
     fp8_set_cluster(v == 3);
     std::vector<int> toff(G + 1, 0);

@@ -1,0 +1,281 @@
+// FP8 (e4m3) block-scaled grouped expert GEMM for large row counts (prefill, masked m >= 128):
+// "tokens as the M side" kernels. Same math, scales and layouts as gemm_fp8.cu (NOTES.md §7, §9):
+//   Y[t, n] = sum_kb x_scale[kb][t] * w_scale[e][n/128][kb] * sum_{k in kb} X[t,k] W[e][n,k].
+//
+// CTA tile: 128 tokens (2 consumer warpgroups x wgmma m64) x BN weight rows (wgmma N side), K in
+// 128-wide blocks (= one scale block = one 128-byte swizzle row of e4m3). Producer warpgroup: one
+// thread issues TMA loads of the token and weight tiles, warp 1 loads the 128 activation scales
+// with 4-byte cp.async (token rows start anywhere, so no TMA box for them).
+// With tokens on M a thread's accumulator holds 2 token rows, so promotion needs 2 activation
+// scales per k-block (the weights-as-M kernel of gemm_fp8.cu needs BT/4 of them).
+//  - BN = 128 ("pipelined"): two temporary accumulators; k-block kb+1's wgmmas are issued before
+//    k-block kb is promoted (acc 64 + 2 x 64 registers), so the tensor core always has a queued
+//    group while a warpgroup promotes.
+//  - BN = 256: one temporary (n128, two halves per k-block, acc 128 + tmp 64 registers), half the
+//    token-tile traffic per FLOP; promotion serialised with the warpgroup's own wgmmas.
+#include "moe/moe.cuh"
+#include "moe/device_util.cuh"
+#include "moe/sm90_tma.cuh"
+#include "moe/wgmma_fp8.cuh"
+#include "common/cuda_check.cuh"
+
+#include <stdexcept>
+
+namespace servesim::kernels::moe {
+
+namespace {
+
+constexpr int kBM = 128;  // tokens per CTA
+constexpr int kKB = 128;  // K per stage
+
+struct TmParams {
+  const float* xs;  // [K/128][xs_ld]
+  const float* ws;  // [E, N/128, K/128]
+  const int* expert_ids;
+  const int* masked_m;
+  const int* row_offsets;
+  const int* tile_offsets;
+  bf16* y;
+  int G, N, K, max_m, tiles_per_group, xs_ld;
+};
+
+template <int BN>
+struct TCfg {
+  static constexpr int kX = kBM * kKB;  // 16 KB token tile
+  static constexpr int kW = BN * kKB;   // weight tile
+  static constexpr int kS = kBM * 4;    // activation scales
+  static constexpr int kStages = BN == 128 ? 6 : 4;
+  static constexpr int kTx = kX + kW;
+  static constexpr int kNB = BN / 128;  // weight-scale blocks per tile
+  static constexpr int kSmem = kStages * (kX + kW + kS) + 2 * kStages * 8 + kNB * 128 * 4 + 1024;
+};
+
+template <int BN>
+__global__ void __launch_bounds__(384, 1)
+    fp8_tm_kernel(const __grid_constant__ CUtensorMap tm_w, const __grid_constant__ CUtensorMap tm_x, const TmParams p) {
+  using C = TCfg<BN>;
+  constexpr int S = C::kStages;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  uint8_t* xring = smem;                                           // [S][128 x 128]
+  uint8_t* wring = smem + S * C::kX;                               // [S][BN x 128]
+  float* sring = reinterpret_cast<float*>(wring + S * C::kW);      // [S][128]
+  uint64_t* full = reinterpret_cast<uint64_t*>(sring + S * kBM);   // [S]
+  uint64_t* empty = full + S;                                      // [S]
+  float* wsc = reinterpret_cast<float*>(empty + S);                // [kNB][K/128]
+
+  int g, row0, rows;
+  if (p.masked_m) {
+    g = blockIdx.y / p.tiles_per_group;
+    const int t0 = (blockIdx.y - g * p.tiles_per_group) * kBM;
+    const int cnt = min(p.masked_m[g], p.max_m);
+    if (t0 >= cnt) return;
+    row0 = g * p.max_m + t0;
+    rows = min(kBM, cnt - t0);
+  } else {
+    const int tile = blockIdx.y;
+    if (tile >= p.tile_offsets[p.G]) return;
+    int lo = 0, hi = p.G;  // largest g with tile_offsets[g] <= tile
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) >> 1;
+      if (p.tile_offsets[mid] <= tile) lo = mid; else hi = mid;
+    }
+    g = lo;
+    row0 = p.row_offsets[g] + (tile - p.tile_offsets[g]) * kBM;
+    rows = min(kBM, p.row_offsets[g + 1] - row0);
+  }
+  const int e = p.expert_ids ? p.expert_ids[g] : g;
+  const int KB = p.K / kKB;
+  const int nt = blockIdx.x;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s) {
+      mbar_init(&full[s], 1 + 32);  // TMA thread's expect_tx + 32 cp.async arrivals of the scale warp
+      mbar_init(&empty[s], 8);      // lane 0 of each consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp < 4) {  // ---- producer warpgroup ----
+    setmaxnreg_dec<40>();
+    if (tid == 0) {
+      const int wrow = e * p.N + nt * BN;
+      for (int kb = 0; kb < KB; ++kb) {
+        const int slot = kb % S;
+        mbar_wait(&empty[slot], ((kb / S) & 1) ^ 1);
+        mbar_expect_tx(&full[slot], C::kTx);
+        tma_load_2d(xring + slot * C::kX, &tm_x, kb * kKB, row0, &full[slot]);
+        tma_load_2d(wring + slot * C::kW, &tm_w, kb * kKB, wrow, &full[slot]);
+      }
+    } else if (warp == 1) {
+      for (int kb = 0; kb < KB; ++kb) {
+        const int slot = kb % S;
+        mbar_wait(&empty[slot], ((kb / S) & 1) ^ 1);
+        float* dst = sring + slot * kBM;
+        const float* src = p.xs + static_cast<size_t>(kb) * p.xs_ld + row0;
+#pragma unroll
+        for (int r = lane; r < kBM; r += 32) cp_async4(dst + r, r < rows ? src + r : p.xs, r < rows ? 4 : 0);
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(&full[slot])) : "memory");
+      }
+    }
+    return;
+  }
+
+  // ---- consumer warpgroups ----
+  setmaxnreg_inc<232>();
+  const int ct = tid - 128, cw = warp - 4, wg = cw >> 2, gq = lane >> 2, tq = lane & 3;
+  const int r_lo = wg * 64 + (cw & 3) * 16 + gq, r_hi = r_lo + 8;  // token rows of this thread in the tile
+  {
+    const float* wsrc = p.ws + (static_cast<size_t>(e) * (p.N / 128) + nt * C::kNB) * KB;
+    for (int i = ct; i < C::kNB * KB; i += 256) wsc[i] = wsrc[i];  // [block][kb], blocks of one expert adjacent
+    named_bar(1, 256);
+  }
+  constexpr int NA = 64;  // m64n128 accumulator floats per thread
+  float acc[C::kNB][NA];
+#pragma unroll
+  for (int h = 0; h < C::kNB; ++h)
+#pragma unroll
+    for (int i = 0; i < NA; ++i) acc[h][i] = 0.f;
+
+  // 4 wgmma m64n128k32 of k-block kb, weight half h, into t (the first with scale-d = 0)
+  auto issue = [&](float(&t)[NA], int kb, int h) {
+    const int slot = kb % S;
+    const uint32_t xa = smem_u32(xring + slot * C::kX) + wg * (64 * 128);
+    const uint32_t wb = smem_u32(wring + slot * C::kW) + h * (128 * 128);
+    wgmma_fence();
+    WgmmaFp8<128, true>::mma(t, desc_sw128(xa), desc_sw128(wb));
+#pragma unroll
+    for (int s = 1; s < 4; ++s) WgmmaFp8<128, false>::mma(t, desc_sw128(xa + s * 32), desc_sw128(wb + s * 32));
+    wgmma_commit();  // no operand fence here: t may stay in flight while the other temporary is promoted
+  };
+  auto release = [&](int kb) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[kb % S]);
+  };
+  // acc[h] += t * w_scale[h][kb] * x_scale[kb][row]; element (j, q): row q < 2 ? r_lo : r_hi
+  auto promote = [&](float(&a)[NA], const float(&t)[NA], float s_lo, float s_hi) {
+#pragma unroll
+    for (int j = 0; j < NA / 4; ++j) {
+      a[4 * j + 0] = fmaf(t[4 * j + 0], s_lo, a[4 * j + 0]);
+      a[4 * j + 1] = fmaf(t[4 * j + 1], s_lo, a[4 * j + 1]);
+      a[4 * j + 2] = fmaf(t[4 * j + 2], s_hi, a[4 * j + 2]);
+      a[4 * j + 3] = fmaf(t[4 * j + 3], s_hi, a[4 * j + 3]);
+    }
+  };
+  auto wait_full = [&](int kb) { mbar_wait(&full[kb % S], (kb / S) & 1); };
+
+  if constexpr (C::kNB == 1) {
+    float t0[NA], t1[NA];
+    // K % 256 == 0, so KB is even: per iteration t0 takes k-block kb, t1 kb+1, both issued before
+    // t0 is promoted (t0's promotion overlaps t1's wgmmas). Nothing may be in flight across the loop
+    // back-edge: the phi copies of an in-flight accumulator there made ptxas serialise every wgmma
+    // (C7514), so t1's promotion overlaps only the other warpgroup's wgmmas.
+    auto finish = [&](float(&t)[NA], int kb, float s_lo, float s_hi) {
+#pragma unroll
+      for (int i = 0; i < NA; ++i) fence_operand(t[i]);
+      release(kb);
+      promote(acc[0], t, s_lo, s_hi);
+    };
+    auto scales = [&](int kb, float& s_lo, float& s_hi) {
+      const float* xs = sring + (kb % S) * kBM;
+      const float w = wsc[kb];
+      s_lo = xs[r_lo] * w;
+      s_hi = xs[r_hi] * w;
+    };
+    float a_lo, a_hi, b_lo, b_hi;
+    for (int kb = 0; kb < KB; kb += 2) {
+      wait_full(kb);
+      issue(t0, kb, 0);
+      wait_full(kb + 1);
+      issue(t1, kb + 1, 0);
+      scales(kb, a_lo, a_hi);
+      wgmma_wait<1>();
+      finish(t0, kb, a_lo, a_hi);
+      scales(kb + 1, b_lo, b_hi);
+      wgmma_wait<0>();
+      finish(t1, kb + 1, b_lo, b_hi);
+    }
+  } else {
+    float t[NA];
+    for (int kb = 0; kb < KB; ++kb) {
+      wait_full(kb);
+      const float* xs = sring + (kb % S) * kBM;
+      const float x_lo = xs[r_lo], x_hi = xs[r_hi];
+#pragma unroll
+      for (int h = 0; h < C::kNB; ++h) {
+        issue(t, kb, h);
+        const float w = wsc[h * KB + kb];
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < NA; ++i) fence_operand(t[i]);
+        if (h == C::kNB - 1) release(kb);
+        promote(acc[h], t, x_lo * w, x_hi * w);
+      }
+    }
+  }
+
+  // Epilogue: all loads were consumed, so the rings are free: stage [128 tokens][BN] bf16 (row
+  // stride BN + 8: conflict-free 4-byte writes), then 16-byte coalesced stores of the valid rows.
+  named_bar(1, 256);
+  constexpr int kLd = BN + 8;
+  bf16* st = reinterpret_cast<bf16*>(smem);
+#pragma unroll
+  for (int h = 0; h < C::kNB; ++h)
+#pragma unroll
+    for (int j = 0; j < NA / 4; ++j) {
+      const int col = h * 128 + 8 * j + 2 * tq;
+      *reinterpret_cast<__nv_bfloat162*>(st + r_lo * kLd + col) = __floats2bfloat162_rn(acc[h][4 * j + 0], acc[h][4 * j + 1]);
+      *reinterpret_cast<__nv_bfloat162*>(st + r_hi * kLd + col) = __floats2bfloat162_rn(acc[h][4 * j + 2], acc[h][4 * j + 3]);
+    }
+  named_bar(1, 256);
+  constexpr int kCh = BN / 8;  // 16-byte chunks per row
+  bf16* yb = p.y + static_cast<size_t>(row0) * p.N + static_cast<size_t>(nt) * BN;
+  for (int c = ct; c < rows * kCh; c += 256) {
+    const int r = c / kCh, ch = c - r * kCh;
+    *reinterpret_cast<uint4*>(yb + static_cast<size_t>(r) * p.N + ch * 8) =
+        *reinterpret_cast<const uint4*>(st + r * kLd + ch * 8);
+  }
+}
+
+template <int BN>
+void launch_tm(const void* x, long long x_rows, const void* w, int num_experts, const TmParams& p, int grid_y,
+               cudaStream_t stream) {
+  static bool configured = false;
+  if (!configured) {
+    SS_CUDA(cudaFuncSetAttribute(fp8_tm_kernel<BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, TCfg<BN>::kSmem));
+    configured = true;
+  }
+  const CUtensorMap tw = make_map_2d(w, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, p.K, uint64_t(num_experts) * p.N, p.K, kKB, BN,
+                                     CU_TENSOR_MAP_SWIZZLE_128B);
+  const CUtensorMap tx =
+      make_map_2d(x, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, p.K, uint64_t(x_rows), p.K, kKB, kBM, CU_TENSOR_MAP_SWIZZLE_128B);
+  fp8_tm_kernel<BN><<<dim3(p.N / BN, grid_y), 384, TCfg<BN>::kSmem, stream>>>(tw, tx, p);
+  SS_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+namespace detail {
+/// Launches the tokens-as-M kernel (token tiles of 128 rows). bn = 128 (pipelined promotion) or
+/// 256 (needs N % 256 == 0). masked_m != nullptr: masked layout (tiles_per_group = ceil(max_m/128),
+/// grid_y = G * tiles_per_group); else contiguous (tile_offsets computed with 128-row tiles,
+/// grid_y >= tile_offsets[G]). Arguments are checked by the public entry points in gemm_fp8.cu.
+void fp8_tm_launch(int bn, const void* x, long long x_rows, const float* xs, int xs_ld, const void* w, const float* ws,
+                   int num_experts, const int* expert_ids, const int* masked_m, const int* row_offsets,
+                   const int* tile_offsets, int G, int N, int K, int max_m, int tiles_per_group, int grid_y, bf16* y,
+                   cudaStream_t stream) {
+  const TmParams p{xs, ws, expert_ids, masked_m, row_offsets, tile_offsets, y, G, N, K, max_m, tiles_per_group, xs_ld};
+  if (bn == 256) {
+    if (N % 256 != 0) throw std::invalid_argument("fp8 tokens-as-M kernel: bn 256 needs N % 256 == 0");
+    launch_tm<256>(x, x_rows, w, num_experts, p, grid_y, stream);
+  } else if (bn == 128) {
+    launch_tm<128>(x, x_rows, w, num_experts, p, grid_y, stream);
+  } else {
+    throw std::invalid_argument("fp8 tokens-as-M kernel: bn must be 128 or 256");
+  }
+}
+}  // namespace detail
+
+}  // namespace servesim::kernels::moe
