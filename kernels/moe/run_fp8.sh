@@ -46,12 +46,12 @@ LOG=$OUT/log.txt
   if [ -n "${NCU_ARGS:-}" ] && command -v ncu >/dev/null; then
     echo "== ncu ($(($(date +%s)-T0)) s)"
     timeout 120 ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
-      --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section SchedulerStats -k regex:fp8_grouped -c ${NCU_COUNT:-4} "$BUILD/moe/bench_moe" $NCU_ARGS > "$OUT/ncu.txt" 2>&1
+      --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section SchedulerStats -k regex:'fp8_(grouped|tm)' -c ${NCU_COUNT:-4} "$BUILD/moe/bench_moe" $NCU_ARGS > "$OUT/ncu.txt" 2>&1
     echo "ncu exit: $?"
-    grep -E "fp8_grouped|Duration|Memory Throughput|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|Achieved Occupancy|Warp Cycles Per Issued|Stall|Registers Per|Mem Busy|Max Bandwidth|Shared|Bank|Pipe|Issue Slots|No Eligible|Eligible Warps|Active Warps" "$OUT/ncu.txt" | cut -c1-150 | head -90
+    grep -E "fp8_grouped|fp8_tm|Duration|Memory Throughput|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|Achieved Occupancy|Warp Cycles Per Issued|Stall|Registers Per|Mem Busy|Max Bandwidth|Shared|Bank|Pipe|Issue Slots|No Eligible|Eligible Warps|Active Warps" "$OUT/ncu.txt" | cut -c1-150 | head -90
   fi
   if command -v cuobjdump >/dev/null; then
-    cuobjdump --dump-sass "$BUILD/moe/libmoe_kernels.a" 2>/dev/null | awk '/Function : /{f=($0 ~ /fp8_grouped/)} f' > "$OUT/sass_fp8.txt"
+    cuobjdump --dump-sass "$BUILD/moe/libmoe_kernels.a" 2>/dev/null | awk '/Function : /{f=($0 ~ /fp8_(grouped|tm)/)} f' > "$OUT/sass_fp8.txt"
     echo "SASS fp8_grouped: $(grep -c QGMMA "$OUT/sass_fp8.txt") QGMMA, $(grep -cE 'LDL|STL' "$OUT/sass_fp8.txt") LDL/STL, $(grep -c LDGSTS "$OUT/sass_fp8.txt") LDGSTS, $(grep -c 'WARPGROUP.DEPBAR' "$OUT/sass_fp8.txt") DEPBAR"
     gzip -f "$OUT/sass_fp8.txt"
   fi
