@@ -9,7 +9,7 @@
 #include <sstream>
 #include <string>
 
-namespace test {
+namespace servesim::test {
 
 /// The whole file at `p` ("" when it cannot be opened).
 inline std::string slurp(const std::filesystem::path& p) {
@@ -39,4 +39,8 @@ inline Out sh(const std::string& args) {
 }
 #endif
 
-}  // namespace test
+}  // namespace servesim::test
+
+/// The same namespace as the engine tests' helpers (helpers.hpp): `test::` names one namespace
+/// whether or not the file says `using namespace servesim`.
+namespace test = servesim::test;
