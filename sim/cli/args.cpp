@@ -3,6 +3,7 @@
 
 #include "sim/cli/commands.hpp"
 #include "sim/cli/costmodel_cmd.hpp"
+#include "sim/cli/report_cmd.hpp"
 #include "sim/cli/sweep_cmd.hpp"
 #include "sim/cli/validate_cmd.hpp"
 
@@ -132,6 +133,8 @@ int main(int argc, char** argv) {
   auto* costmodel = add_costmodel(app, cm, cm_fit);
   ValidateArgs va;
   auto* validate = add_validate(app, va);
+  ReportArgs rp;
+  auto* rep = add_report(app, rp);
   SweepArgs sw;
   auto* sweep = app.add_subcommand("sweep", "a Cartesian grid over scenario fields, run on the local cores, into one results table");
   sweep->add_option("grid", sw.grid, "grid JSON file (scenarios/sweeps/)")->required();
@@ -146,6 +149,7 @@ int main(int argc, char** argv) {
   if (*costmodel) return *cm_fit ? costmodel_fit(cm) : costmodel_report(cm);
   if (*run) return cli::run(r);
   if (*sweep) return cli::sweep(sw);
+  if (*rep) return cli::report(rp);
   if (*step) return cli::step(st);
   if (*validate) return cli::validate(va);
   if (*plan) return cli::plan(plan_file.empty() ? default_scenario() : plan_file);

@@ -1,0 +1,50 @@
+// servesim report: build the report of a folder, write the page (and optionally its data).
+#include "sim/cli/report_cmd.hpp"
+
+#include "sim/exporters/report/report.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace servesim::cli {
+
+CLI::App* add_report(CLI::App& app, ReportArgs& a) {
+  auto* r = app.add_subcommand("report", "one self-contained HTML report (charts, no network needed) of a run's or a sweep's output folder");
+  r->add_option("dir", a.dir, "a run's output folder (summary.json) or a sweep's (results.json)")->required();
+  r->add_option("--out", a.out, "the HTML file to write (default DIR/report.html)");
+  r->add_option("--json", a.json, "also write the report's data (Chart.js configurations, tables, omitted charts) to this JSON file");
+  return r;
+}
+
+int report(const ReportArgs& a) {
+  report::Report r;
+  try {
+    r = report::build_report(a.dir);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: report: {}\n", e.what());
+    return 2;
+  }
+  const std::string out = a.out.empty() ? (std::filesystem::path(a.dir) / "report.html").string() : a.out;
+  std::ofstream f(out, std::ios::binary);
+  f << report::render_html(r);
+  if (!f.flush()) {
+    fmt::print(stderr, "error: report: cannot write {}\n", out);
+    return 2;
+  }
+  if (!a.json.empty()) {
+    std::ofstream j(a.json, std::ios::binary);
+    j << report::report_json(r).dump(1) << "\n";
+    if (!j.flush()) {
+      fmt::print(stderr, "error: report: cannot write {}\n", a.json);
+      return 2;
+    }
+  }
+  fmt::print("report: {} ({} charts, {} left out: {}{})\n", out, r.charts.size(), r.omitted.size(),
+             r.omitted.empty() ? "none" : r.omitted.front().first, r.omitted.size() > 1 ? ", ..." : "");
+  return 0;
+}
+
+}  // namespace servesim::cli

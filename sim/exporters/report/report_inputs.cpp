@@ -1,0 +1,226 @@
+// servesim report: reading a run's files (JSON, requests.csv[.gz], timeline.json) into the series
+// the charts draw.
+#include "sim/exporters/report/report.hpp"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace servesim::report {
+
+ojson read_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ReportError(path + ": cannot be read");
+  try {
+    return ojson::parse(in);
+  } catch (const std::exception& e) {
+    throw ReportError(path + ": not valid JSON: " + e.what());
+  }
+}
+
+const ojson& at(const ojson& j, std::initializer_list<const char*> keys) {
+  static const ojson null_value;
+  const ojson* cur = &j;
+  for (const char* k : keys) {
+    if (!cur->is_object() || !cur->contains(k)) return null_value;
+    cur = &(*cur)[k];
+  }
+  return *cur;
+}
+
+double num(const ojson& j, std::initializer_list<const char*> keys, double fallback) {
+  const ojson& v = at(j, keys);
+  return v.is_number() ? v.get<double>() : fallback;
+}
+
+namespace {
+
+double round_to(double x, int decimals) {
+  const double s = std::pow(10.0, decimals);
+  return std::round(x * s) / s;
+}
+
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') cur += '"', ++i;
+      else if (c == '"') quoted = false;
+      else cur += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out.push_back(cur), cur.clear();
+    } else if (c != '\r') {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+// Lines of a plain or gzip-compressed text file (zlib reads both).
+class Lines {
+ public:
+  explicit Lines(const std::string& path) : f_(gzopen(path.c_str(), "rb")) {
+    if (!f_) throw ReportError(path + ": cannot be read");
+  }
+  ~Lines() { gzclose(f_); }
+  Lines(const Lines&) = delete;
+  Lines& operator=(const Lines&) = delete;
+  bool next(std::string& line) {
+    line.clear();
+    char buf[8192];
+    while (gzgets(f_, buf, sizeof buf)) {
+      line += buf;
+      if (!line.empty() && line.back() == '\n') {
+        line.pop_back();
+        return true;
+      }
+    }
+    return !line.empty();
+  }
+
+ private:
+  gzFile f_;
+};
+
+}  // namespace
+
+ojson cdf_points(std::vector<double> values, size_t max_points) {
+  ojson pts = ojson::array();
+  if (values.empty() || max_points == 0) return pts;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size(), m = std::min(n, max_points);
+  for (size_t k = 1; k <= m; ++k) {
+    const double f = static_cast<double>(k) / static_cast<double>(m);
+    const size_t rank = static_cast<size_t>(std::ceil(f * static_cast<double>(n) - 1e-9));  // 1-based nearest rank
+    pts.push_back({{"x", round_to(values[std::min(n, std::max<size_t>(rank, 1)) - 1], 3)}, {"y", round_to(f, 5)}});
+  }
+  return pts;
+}
+
+Latencies read_latencies(const std::string& path) {
+  Lines in(path);
+  std::string line;
+  if (!in.next(line)) throw ReportError(path + ": empty (no header)");
+  const auto header = split_csv(line);
+  auto col = [&](const char* name) -> long {
+    const auto it = std::find(header.begin(), header.end(), name);
+    if (it == header.end()) throw ReportError(path + ": no column \"" + std::string(name) + "\" in the header");
+    return it - header.begin();
+  };
+  const long status = col("status"), ttft = col("ttft_ms"), tpot = col("tpot_ms"), e2e = col("e2e_ms");
+  Latencies l;
+  auto take = [](const std::vector<std::string>& f, long i, std::vector<double>& out) {
+    if (i < static_cast<long>(f.size()) && !f[i].empty()) out.push_back(std::strtod(f[i].c_str(), nullptr));
+  };
+  while (in.next(line)) {
+    const auto f = split_csv(line);
+    if (status >= static_cast<long>(f.size()) || f[status] != "completed") continue;
+    take(f, ttft, l.ttft_ms), take(f, tpot, l.tpot_ms), take(f, e2e, l.e2e_ms);
+  }
+  return l;
+}
+
+namespace {
+
+struct Counter {
+  double t_s;
+  int pool;      // 0 prefill, 1 decode, 2 tiers
+  int instance;  // pool instance; tiers: 0
+  double a, b;   // KV GB per GPU (mean) | L2 GB, L3 GB
+};
+
+// The pool's mean over instances of each one's latest value, sampled at `t`.
+void resample(const std::vector<Counter>& cs, const std::vector<double>& ts, TimelineSeries& out) {
+  std::map<int, double> last[2];
+  double l2 = 0, l3 = 0;
+  size_t i = 0;
+  for (double t : ts) {
+    for (; i < cs.size() && cs[i].t_s <= t; ++i) {
+      const auto& c = cs[i];
+      if (c.pool < 2) last[c.pool][c.instance] = c.a;
+      else l2 = c.a, l3 = c.b;
+    }
+    for (int p = 0; p < 2; ++p) {
+      double sum = 0;
+      for (const auto& [_, v] : last[p]) sum += v;
+      (p == 0 ? out.prefill_kv_gb : out.decode_kv_gb).push_back(last[p].empty() ? 0.0 : round_to(sum / last[p].size(), 4));
+    }
+    out.l2_gb.push_back(round_to(l2, 4));
+    out.l3_gb.push_back(round_to(l3, 4));
+  }
+}
+
+}  // namespace
+
+TimelineSeries read_timeline(const std::string& path, size_t samples) {
+  Lines in(path);
+  TimelineSeries s;
+  std::vector<Counter> cs;
+  double end_s = 0;
+  std::string line;
+  while (in.next(line)) {
+    const bool counter = line.find("\"ph\":\"C\"") != std::string::npos;
+    const bool kv = line.find("\"ph\":\"b\"") != std::string::npos && line.find("\"cat\":\"kv\"") != std::string::npos;
+    const bool a2a = line.find("all-to-all\",\"pid\":3") != std::string::npos;
+    const bool meta = line.rfind("],\"metadata\"", 0) == 0;
+    if (!counter && !kv && !a2a && !meta) continue;
+    std::string text = meta ? "{" + line.substr(2) : line;
+    while (!text.empty() && (text.back() == ',' || text.back() == ' ')) text.pop_back();
+    ojson e;
+    try {
+      e = ojson::parse(text);
+    } catch (const std::exception&) {
+      continue;  // a line this reader does not know; the chart is drawn from the others
+    }
+    if (meta) {
+      end_s = std::max(end_s, num(e, {"metadata", "end_s"}));
+      continue;
+    }
+    const double t = num(e, {"ts"}) / 1e6;
+    end_s = std::max(end_s, t);
+    const std::string name = e.value("name", "");
+    if (counter && name == "KV GB") {
+      cs.push_back({t, 2, 0, num(e, {"args", "L2 host DRAM"}), num(e, {"args", "L3 storage"})});
+      s.has_tiers = true;
+    } else if (counter && name.find(" KV GB per GPU") != std::string::npos) {
+      const int pool = name.rfind("prefill", 0) == 0 ? 0 : 1;
+      (pool == 0 ? s.has_prefill : s.has_decode) = true;
+      cs.push_back({t, pool, e.value("tid", 0), num(e, {"args", "mean"}), 0});
+    } else if (kv) {
+      (e.value("tid", 0) == 0 ? s.kv_bytes_nic : s.kv_bytes_nvlink) += num(e, {"args", "bytes"});
+    } else if (a2a) {
+      const bool prefill = name.rfind("prefill", 0) == 0;
+      (prefill ? s.a2a_s_prefill : s.a2a_s_decode) += num(e, {"dur"}) / 1e6;
+      (prefill ? s.a2a_exposed_s_prefill : s.a2a_exposed_s_decode) += num(e, {"args", "exposed_ms"}) / 1e3;
+      end_s = std::max(end_s, t + num(e, {"dur"}) / 1e6);
+    }
+  }
+  std::stable_sort(cs.begin(), cs.end(), [](const Counter& x, const Counter& y) { return x.t_s < y.t_s; });
+  if (samples < 2) samples = 2;
+  for (size_t k = 0; k < samples; ++k) s.t_s.push_back(round_to(end_s * static_cast<double>(k) / static_cast<double>(samples - 1), 3));
+  resample(cs, s.t_s, s);
+  return s;
+}
+
+std::string bytes_text(double bytes) {
+  const char* units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  while (std::fabs(bytes) >= 1000 && u < 5) bytes /= 1000, ++u;
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(u == 0 ? 0 : 1);
+  o << bytes << " " << units[u];
+  return o.str();
+}
+
+}  // namespace servesim::report
