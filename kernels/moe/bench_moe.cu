@@ -486,13 +486,16 @@ Timing time_fp8_contig(Ctx& c, Fp8Buffers& b, const int* d_eids, int sets, const
 
 /// Bench form codes (row field kernel_variant): 0 = kernel variant 0 one CTA per tile, 1 = variant 1
 /// (cp.async), 2 = variant 0 persistent, 4 = variant 2 (tokens-as-M 128x128, pipelined promotion),
-/// 5 = variant 3 (tokens-as-M 128x256). Forms 4/5 run the tokens-as-M kernel at bt 128 only.
+/// 5 = variant 3 (tokens-as-M 128x256), 6 / 7 = variants 4 / 5 (4 / 5 in 2-CTA clusters sharing the
+/// token tile by TMA multicast). Forms >= 4 run the tokens-as-M kernel at bt 128 only.
 const char* fp8_form(int v) {
   switch (v) {
     case 1: return "cp.async all threads, CTA barrier per k-block";
     case 2: return "warp-specialised TMA, persistent";
     case 4: return "tokens-as-M 128x128, two temporaries, promotion overlapped (gemm_fp8_tm.cu)";
     case 5: return "tokens-as-M 128x256, one temporary (gemm_fp8_tm.cu)";
+    case 6: return "tokens-as-M 128x128 pipelined, 2-CTA cluster, token tile multicast (gemm_fp8_tm.cu)";
+    case 7: return "tokens-as-M 128x256, 2-CTA cluster, token tile multicast (gemm_fp8_tm.cu)";
     default: return "warp-specialised TMA, one CTA per tile";
   }
 }
@@ -562,11 +565,10 @@ void bench_fp8_own(Ctx& c) {
       std::vector<int> mm(G, m);
       DevBuf<int> dmm(G);
       dmm.upload(mm);
-      for (int v : {0, 4, 5})  // bench form codes (fp8_form)
-        for (int bt : {fp8_pick_bt(m), 64, 192, 256}) {
+      for (int v : {0, 4, 5, 6, 7})  // bench form codes (fp8_form)
+        for (int bt : v >= 4 ? std::vector<int>{128} : std::vector<int>{fp8_pick_bt(m), 64, 192, 256}) {
           if ((bt == 64 && m <= 64) || (bt >= 192 && m < bt)) continue;
-          if (v >= 4 && (bt != 128 || m <= 64)) continue;
-          if (v >= 4) bt = 128;
+          if (v >= 4 && m <= 64) continue;
           fp8_apply_form(v);
           const Timing t = time_fp8_masked(c, b, deids.p, std::max(1, std::min(8, P / G)), dmm.p, G, m, bt);
           const double fl = 2.0 * G * m * s.N * s.K, wb = double(G) * s.N * s.K;
@@ -596,7 +598,7 @@ void bench_fp8_own(Ctx& c) {
     }
     for (auto [G, m] : std::vector<std::pair<int, int>>{{8, 4096}, {4, 8192}, {8, 2048}, {8, 1024}, {8, 512}, {8, 256}, {8, 128}}) {
       if (!time_left(c)) break;
-      for (auto [v, bt] : std::vector<std::pair<int, int>>{{0, 128}, {0, 192}, {0, 256}, {4, 128}, {5, 128}}) {
+      for (auto [v, bt] : std::vector<std::pair<int, int>>{{0, 192}, {0, 256}, {4, 128}, {5, 128}, {6, 128}, {7, 128}}) {
         if (bt > m) continue;
         fp8_apply_form(v);
         const Timing t = time_fp8_contig(c, b, deids.p, std::min(3, P / G), std::vector<int>(G, m), bt);

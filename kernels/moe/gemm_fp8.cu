@@ -711,17 +711,21 @@ void check_nk(int N, int K, int G, const char* who) {
 }  // namespace
 
 namespace detail {  // gemm_fp8_tm.cu
-void fp8_tm_launch(int bn, const void* x, long long x_rows, const float* xs, int xs_ld, const void* w, const float* ws,
+void fp8_tm_launch(int bn, int cl, const void* x, long long x_rows, const float* xs, int xs_ld, const void* w, const float* ws,
                    int num_experts, const int* expert_ids, const int* masked_m, const int* row_offsets,
                    const int* tile_offsets, int G, int N, int K, int max_m, int tiles_per_group, int grid_y, bf16* y,
                    cudaStream_t stream);
 }  // namespace detail
 
+// tokens-as-M kernels (variants 2-5): weight-tile width and cluster size for N
+static int tm_bn(int N) { return (g_fp8_variant == 3 || g_fp8_variant == 5) && N % 256 == 0 ? 256 : 128; }
+static int tm_cl(int N, int bn) { return g_fp8_variant >= 4 && (N / bn) % 2 == 0 ? 2 : 1; }
+
 void fp8_set_variant(int v) {
-  if (v < 0 || v > 3)
+  if (v < 0 || v > 5)
     throw std::invalid_argument(
-        "fp8_set_variant: 0 (warp-specialised TMA), 1 (cp.async), 2 (tokens-as-M, 128x128 pipelined) or 3 (tokens-as-M, "
-        "128x256)");
+        "fp8_set_variant: 0 (warp-specialised TMA), 1 (cp.async), 2 / 3 (tokens-as-M 128x128 pipelined / 128x256), "
+        "4 / 5 (the same in 2-CTA clusters sharing the token tile)");
   g_fp8_variant = v;
 }
 int fp8_variant() { return g_fp8_variant; }
@@ -755,7 +759,8 @@ void fp8_grouped_gemm_masked(const void* x, const float* x_scale, int x_scale_ld
   const int tpg = (max_m + bt - 1) / bt;
   if (static_cast<long long>(tpg) * G > 65535) throw std::invalid_argument("fp8_grouped_gemm_masked: grid too large");
   if (g_fp8_variant >= 2 && bt == 128) {
-    detail::fp8_tm_launch(g_fp8_variant == 3 && N % 256 == 0 ? 256 : 128, x, static_cast<long long>(G) * max_m, x_scale,
+    const int bn = tm_bn(N), cl = tm_cl(N, bn);
+    detail::fp8_tm_launch(bn, cl, x, static_cast<long long>(G) * max_m, x_scale,
                           x_scale_ld, w, w_scale, num_experts, expert_ids, masked_m, nullptr, nullptr, G, N, K, max_m,
                           tpg, tpg * G, y, stream);
     return;
@@ -782,7 +787,8 @@ void fp8_grouped_gemm_contiguous(const void* x, long long x_rows, const float* x
   if (x_scale_ld < x_rows || x_scale_ld % 4 != 0)
     throw std::invalid_argument("fp8_grouped_gemm_contiguous: x_scale_ld must be >= x_rows and a multiple of 4");
   if (g_fp8_variant >= 2 && bt == 128) {
-    detail::fp8_tm_launch(g_fp8_variant == 3 && N % 256 == 0 ? 256 : 128, x, x_rows, x_scale, x_scale_ld, w, w_scale,
+    const int bn = tm_bn(N), cl = tm_cl(N, bn);
+    detail::fp8_tm_launch(bn, cl, x, x_rows, x_scale, x_scale_ld, w, w_scale,
                           num_experts, expert_ids, nullptr, row_offsets, tile_offsets, G, N, K, 0, 0, max_tiles, y, stream);
     return;
   }

@@ -13,6 +13,9 @@
 //    group while a warpgroup promotes.
 //  - BN = 256: one temporary (n128, two halves per k-block, acc 128 + tmp 64 registers), half the
 //    token-tile traffic per FLOP; promotion serialised with the warpgroup's own wgmmas.
+//  - CL = 2 (either BN): a cluster of 2 CTAs on adjacent N-tiles shares the token tile; each CTA
+//    loads half of it by TMA multicast into both, so a slot is refilled only after the consumers of
+//    both CTAs released it (empty barrier counts 16 arrivals, half of them remote).
 #include "moe/moe.cuh"
 #include "moe/device_util.cuh"
 #include "moe/sm90_tma.cuh"
@@ -50,7 +53,7 @@ struct TCfg {
   static constexpr int kSmem = kStages * (kX + kW + kS) + 2 * kStages * 8 + kNB * 128 * 4 + 1024;
 };
 
-template <int BN>
+template <int BN, int CL>
 __global__ void __launch_bounds__(384, 1)
     fp8_tm_kernel(const __grid_constant__ CUtensorMap tm_w, const __grid_constant__ CUtensorMap tm_x, const TmParams p) {
   using C = TCfg<BN>;
@@ -92,11 +95,13 @@ __global__ void __launch_bounds__(384, 1)
   if (tid == 0) {
     for (int s = 0; s < S; ++s) {
       mbar_init(&full[s], 1 + 32);  // TMA thread's expect_tx + 32 cp.async arrivals of the scale warp
-      mbar_init(&empty[s], 8);      // lane 0 of each consumer warp
+      mbar_init(&empty[s], 8 * CL);  // lane 0 of each consumer warp of each CTA of the cluster
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  __syncthreads();
+  if constexpr (CL > 1) cluster_sync_all();  // the peer's barriers exist before any remote arrive / multicast
+  else __syncthreads();
+  const uint32_t crank = CL > 1 ? cluster_ctarank() : 0;
 
   if (warp < 4) {  // ---- producer warpgroup ----
     setmaxnreg_dec<40>();
@@ -105,8 +110,12 @@ __global__ void __launch_bounds__(384, 1)
       for (int kb = 0; kb < KB; ++kb) {
         const int slot = kb % S;
         mbar_wait(&empty[slot], ((kb / S) & 1) ^ 1);
-        mbar_expect_tx(&full[slot], C::kTx);
-        tma_load_2d(xring + slot * C::kX, &tm_x, kb * kKB, row0, &full[slot]);
+        mbar_expect_tx(&full[slot], C::kTx);  // with CL = 2, half of the token tile comes from the peer
+        if constexpr (CL > 1)
+          tma_load_2d_mc(xring + slot * C::kX + crank * (kBM / CL) * kKB, &tm_x, kb * kKB, row0 + crank * (kBM / CL),
+                         &full[slot], static_cast<uint16_t>((1u << CL) - 1));
+        else
+          tma_load_2d(xring + slot * C::kX, &tm_x, kb * kKB, row0, &full[slot]);
         tma_load_2d(wring + slot * C::kW, &tm_w, kb * kKB, wrow, &full[slot]);
       }
     } else if (warp == 1) {
@@ -120,6 +129,7 @@ __global__ void __launch_bounds__(384, 1)
         asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(&full[slot])) : "memory");
       }
     }
+    if constexpr (CL > 1) cluster_sync_all();  // the peer's consumers may still arrive on our barriers
     return;
   }
 
@@ -152,7 +162,14 @@ __global__ void __launch_bounds__(384, 1)
   };
   auto release = [&](int kb) {
     __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[kb % S]);
+    if (lane == 0) {
+      if constexpr (CL > 1) {
+#pragma unroll
+        for (int r = 0; r < CL; ++r) mbar_arrive_cluster(&empty[kb % S], r);
+      } else {
+        mbar_arrive(&empty[kb % S]);
+      }
+    }
   };
   // acc[h] += t * w_scale[h][kb] * x_scale[kb][row]; element (j, q): row q < 2 ? r_lo : r_hi
   auto promote = [&](float(&a)[NA], const float(&t)[NA], float s_lo, float s_hi) {
@@ -237,21 +254,34 @@ __global__ void __launch_bounds__(384, 1)
     *reinterpret_cast<uint4*>(yb + static_cast<size_t>(r) * p.N + ch * 8) =
         *reinterpret_cast<const uint4*>(st + r * kLd + ch * 8);
   }
+  if constexpr (CL > 1) cluster_sync_all();
 }
 
-template <int BN>
+template <int BN, int CL>
 void launch_tm(const void* x, long long x_rows, const void* w, int num_experts, const TmParams& p, int grid_y,
                cudaStream_t stream) {
   static bool configured = false;
   if (!configured) {
-    SS_CUDA(cudaFuncSetAttribute(fp8_tm_kernel<BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, TCfg<BN>::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(fp8_tm_kernel<BN, CL>, cudaFuncAttributeMaxDynamicSharedMemorySize, TCfg<BN>::kSmem));
     configured = true;
   }
   const CUtensorMap tw = make_map_2d(w, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, p.K, uint64_t(num_experts) * p.N, p.K, kKB, BN,
                                      CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap tx =
-      make_map_2d(x, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, p.K, uint64_t(x_rows), p.K, kKB, kBM, CU_TENSOR_MAP_SWIZZLE_128B);
-  fp8_tm_kernel<BN><<<dim3(p.N / BN, grid_y), 384, TCfg<BN>::kSmem, stream>>>(tw, tx, p);
+      make_map_2d(x, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, p.K, uint64_t(x_rows), p.K, kKB, kBM / CL, CU_TENSOR_MAP_SWIZZLE_128B);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(p.N / BN, grid_y);
+  cfg.blockDim = dim3(384);
+  cfg.dynamicSmemBytes = TCfg<BN>::kSmem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = CL;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  SS_CUDA(cudaLaunchKernelEx(&cfg, fp8_tm_kernel<BN, CL>, tw, tx, p));
   SS_LAUNCH_CHECK();
 }
 
@@ -259,22 +289,23 @@ void launch_tm(const void* x, long long x_rows, const void* w, int num_experts, 
 
 namespace detail {
 /// Launches the tokens-as-M kernel (token tiles of 128 rows). bn = 128 (pipelined promotion) or
-/// 256 (needs N % 256 == 0). masked_m != nullptr: masked layout (tiles_per_group = ceil(max_m/128),
+/// 256 (needs N % 256 == 0); cl = 2: clusters of 2 CTAs on adjacent N-tiles share the token tile
+/// (each loads half by TMA multicast; needs (N / bn) even). masked_m != nullptr: masked layout (tiles_per_group = ceil(max_m/128),
 /// grid_y = G * tiles_per_group); else contiguous (tile_offsets computed with 128-row tiles,
 /// grid_y >= tile_offsets[G]). Arguments are checked by the public entry points in gemm_fp8.cu.
-void fp8_tm_launch(int bn, const void* x, long long x_rows, const float* xs, int xs_ld, const void* w, const float* ws,
+void fp8_tm_launch(int bn, int cl, const void* x, long long x_rows, const float* xs, int xs_ld, const void* w, const float* ws,
                    int num_experts, const int* expert_ids, const int* masked_m, const int* row_offsets,
                    const int* tile_offsets, int G, int N, int K, int max_m, int tiles_per_group, int grid_y, bf16* y,
                    cudaStream_t stream) {
   const TmParams p{xs, ws, expert_ids, masked_m, row_offsets, tile_offsets, y, G, N, K, max_m, tiles_per_group, xs_ld};
-  if (bn == 256) {
-    if (N % 256 != 0) throw std::invalid_argument("fp8 tokens-as-M kernel: bn 256 needs N % 256 == 0");
-    launch_tm<256>(x, x_rows, w, num_experts, p, grid_y, stream);
-  } else if (bn == 128) {
-    launch_tm<128>(x, x_rows, w, num_experts, p, grid_y, stream);
-  } else {
-    throw std::invalid_argument("fp8 tokens-as-M kernel: bn must be 128 or 256");
-  }
+  if ((bn != 128 && bn != 256) || N % bn != 0 || (cl != 1 && cl != 2) || (N / bn) % cl != 0)
+    throw std::invalid_argument("fp8 tokens-as-M kernel: bn 128 or 256 dividing N, cl 1 or 2 dividing N / bn");
+  if (bn == 256)
+    cl == 2 ? launch_tm<256, 2>(x, x_rows, w, num_experts, p, grid_y, stream)
+            : launch_tm<256, 1>(x, x_rows, w, num_experts, p, grid_y, stream);
+  else
+    cl == 2 ? launch_tm<128, 2>(x, x_rows, w, num_experts, p, grid_y, stream)
+            : launch_tm<128, 1>(x, x_rows, w, num_experts, p, grid_y, stream);
 }
 }  // namespace detail
 

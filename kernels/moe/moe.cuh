@@ -220,7 +220,12 @@ bool cublaslt_fp8_gemm(LtFp8* ctx, const void* X, const void* W, bf16* D, int M,
 constexpr int kFp8TileWidths[] = {8, 16, 32, 64, 128, 192, 256};
 int fp8_pick_bt(double rows_per_group);
 /// Kernel variant: 0 (default) warp-specialised, TMA producer warpgroup + 2 consumer warpgroups on
-/// mbarriers; 1 = all threads load with cp.async, CTA barrier per k-block (first version).
+/// mbarriers; 1 = all threads load with cp.async, CTA barrier per k-block (first version);
+/// 2 / 3 = tokens-as-M kernels (gemm_fp8_tm.cu) at bt 128: 128 tokens x 128 weight rows with two
+/// temporaries (promotion overlapped) / 128 x 256 (N % 256 == 0, else 128x128); 4 / 5 = 2 / 3 in
+/// 2-CTA clusters sharing the token tile by TMA multicast (when N / tile width is even). Variants
+/// 2-5 run variant 0 at bt != 128; fp8_pick_bt gives 128 above 64 rows for variants >= 1.
+/// Throws std::invalid_argument outside 0..5.
 void fp8_set_variant(int v);
 int fp8_variant();
 /// Variant 0, non-persistent, bt >= 128: clusters of 2 CTAs (adjacent N-tiles) share the token tile

@@ -700,10 +700,12 @@ void check_fp8_masked(int N, int K, int max_m = 40) {
   };
   // v: 0 = variant 0, one CTA per tile (default), 1 = variant 1 (cp.async), 2 = variant 0 persistent,
   // 3 = variant 0 one CTA per tile with the 2-CTA multicast cluster (bt >= 128, N/128 even),
-  // 4 / 5 = variants 2 / 3 (tokens-as-M kernels, gemm_fp8_tm.cu; bt 128 only, other widths fall
-  // back to variant 0; variant 3 at N % 256 != 0 runs the 128-wide form)
-  const char* vname[] = {"v0-direct", "v1-direct", "v0pers-direct", "v0cl-direct", "v2tm128-direct", "v3tm256-direct"};
-  for (int v : {0, 1, 2, 3, 4, 5})
+  // 4 / 5 / 6 / 7 = variants 2 / 3 / 4 / 5 (tokens-as-M kernels, gemm_fp8_tm.cu, 128x128 / 128x256,
+  // 6 and 7 in 2-CTA clusters; bt 128 only, other widths fall back to variant 0; 128x256 at
+  // N % 256 != 0 runs the 128-wide form, clusters need an even N-tile count)
+  const char* vname[] = {"v0-direct", "v1-direct", "v0pers-direct", "v0cl-direct",
+                         "v2tm128-direct", "v3tm256-direct", "v4tm128cl-direct", "v5tm256cl-direct"};
+  for (int v : {0, 1, 2, 3, 4, 5, 6, 7})
     for (int bt : kFp8TileWidths) {
       if (v == 1 && bt > 128) continue;
       if (v >= 4 && bt != 128) continue;
@@ -766,7 +768,7 @@ void check_fp8_contiguous(int N, int K) {
   DevBuf<int> deids(G), droff(G + 1), dtoff(G + 1);
   DevBuf<bf16> dy(size_t(rows) * N);
   dx.upload(x); dw.upload(p.w); dxs.upload(xs); dws.upload(p.ws); deids.upload(eids); droff.upload(roff);
-  for (int v : {0, 1, 2, 3, 4, 5})  // as in check_fp8_masked
+  for (int v : {0, 1, 2, 3, 4, 5, 6, 7})  // as in check_fp8_masked
   for (int bt : kFp8TileWidths) {
     if (v == 1 && bt > 128) continue;
     if (v >= 4 && bt != 128) continue;
