@@ -11,13 +11,19 @@
 //   warpgroup 0: softmax of S(j) (issued in iteration j-1) -> P, alpha -> barrier 1
 //   both:        rescale O, issue O[:, 256 wg ..] += P V(j)      (wgmma, async)
 //   warpgroup 0: issue S(j+1) = Q K(j+1)^T                       (wgmma, async)
-//   both:        16-B loads of tile j+2 into registers (chunks split 13:8 between warpgroups 1:0)
+//   both:        16-B loads of tile j+2 into registers (its E4M3 chunks split 3:1 between
+//                warpgroups 1 and 0, RoPE chunks in warpgroup 1); a third of the E4M3 chunks are
+//                dequantised (E4M3 -> fp32 x scale -> BF16) in registers at once
 //   both:        wait for the tensor core, barrier 2 (buffer j%2 is free)
-//   both:        dequantise (E4M3 -> fp32 x scale -> BF16) and store tile j+2 into buffer j%2
+//   both:        dequantise the rest, st.shared the whole tile j+2 into buffer j%2 (swizzled)
 // so the tensor core runs P V(j) and S(j+1) back to back, the loads' latency hides behind them,
-// and only the softmax and the dequantising stores sit between consecutive tensor phases. Thread 0
-// prefetches tile j+3 into L2 (cp.async.bulk.prefetch). Rows past the context in the last tile are
-// stored as zeros (never read: a NaN there would reach O as 0 x NaN).
+// and only the softmax and the stores (plus two thirds of the conversion, in warpgroup 1) sit
+// between consecutive tensor phases. Thread 0 prefetches tile j+3 into L2
+// (cp.async.bulk.prefetch). Rows past the context in the last tile are stored as zeros (never
+// read: a NaN there would reach O as 0 x NaN).
+// Version 1 (commit 8854a6d: one chunk list over the 41 chunks of each token, a division and a
+// branch per chunk, scales through shared memory, generic stores with 2-way bank conflicts, all
+// conversion after barrier 2) was correct but ran 5.7 us per tile (BF16 kernel: 2.8).
 #include "attention/hopper.cuh"
 #include "attention/mla_fp8.cuh"
 
@@ -35,24 +41,21 @@ constexpr int kTile = 64 * 576 * 2;  // 73728 B: one 64-token BF16 tile
 constexpr int kOffKV = kTile;        // Q occupies [0, kTile)
 constexpr int kOffP = 3 * kTile;
 constexpr int kOffF = kOffP + 64 * 64 * 2;  // alpha[64], m[64], l[64]
-constexpr int kOffSc = kOffF + 1024;         // per-token scales of the tile being stored [64][4]
-constexpr int kSmem = kOffSc + 1024 + 1024;  // + slack for 1024-B alignment
+constexpr int kSmem = kOffF + 1024 + 1024;  // + slack for 1024-B alignment
 static_assert(kSmem <= 232448, "shared memory per block");
-constexpr int kChunks = 64 * kMlaFp8TokenBytes / 16;  // 2624 16-B chunks per 64-token tile
-constexpr int kChunksTok = kMlaFp8TokenBytes / 16;    // 41 per token: 32 E4M3, 1 scales, 8 RoPE
-constexpr int kU1 = 13, kU0 = 8;                      // rounds of 128 chunks: warpgroup 1, warpgroup 0
-static_assert(128 * (kU1 + kU0) >= kChunks, "the two warpgroups cover a tile");
+// A 64-token tile in 16-B chunks: 2048 E4M3 chunks (n: kq = n & 3, token r = (n >> 2) & 63,
+// column block kg = n >> 8, i.e. chunk k = 4 kg + kq of the token), 512 RoPE chunks (m: kq = m & 7,
+// r = m >> 3). A warp's 32 chunks then cover 8 (4) tokens x 4 (8) chunks: 8 x 64 B (4 x 128 B)
+// of global memory and every 16-B bank group of the swizzled rows once per 4 lanes (no conflicts).
+// Warpgroup 1 takes E4M3 chunks [0, 1536) (4 converted before barrier 2, 8 after) and all RoPE
+// chunks; warpgroup 0, which also holds S, takes [1536, 2048) (4, converted before barrier 2).
+constexpr int kNopeChunks = 2048, kRopeChunks = 512;
 
 __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
 }
-
-// Chunk c of a tile (token r = c / 41, chunk k = c % 41 of the token): 16 raw bytes. Rows r >=
-// valid (past the context) and c >= kChunks load nothing (zeros).
-__device__ __forceinline__ uint4 load_chunk(const uint8_t* base, int valid, int c) {
-  const int r = c / kChunksTok, k = c - r * kChunksTok;
-  if (c < kChunks && r < valid) return __ldg(reinterpret_cast<const uint4*>(base + r * kMlaFp8TokenBytes + 16 * k));
-  return make_uint4(0, 0, 0, 0);
+__device__ __forceinline__ void sts128(uint32_t addr, const uint4& v) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
 __device__ __forceinline__ uint32_t e4m3x2_scaled_bf16x2(uint32_t two, float sc) {
   uint32_t h;
@@ -62,55 +65,87 @@ __device__ __forceinline__ uint32_t e4m3x2_scaled_bf16x2(uint32_t two, float sc)
   const float2 f = __half22float2(hh);
   return pack_bf16(f.x * sc, f.y * sc);
 }
-// Phase 1 of storing chunk c: the scale chunk (k = 32) of each token goes to sSc[r] (zeros for
-// rows past the context), read by every E4M3 chunk of the token in phase 2.
-__device__ __forceinline__ void store_scales(float4* sSc, int c, const uint4& v) {
-  if (c >= kChunks) return;
-  const int r = c / kChunksTok, k = c - r * kChunksTok;
-  if (k == 32) sSc[r] = make_float4(__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
+// 16 E4M3 values x scale -> 16 BF16 values (two 16-B chunks).
+__device__ __forceinline__ void convert16(const uint4& v, float sc, uint4& lo, uint4& hi) {
+  lo.x = e4m3x2_scaled_bf16x2(v.x & 0xffff, sc);
+  lo.y = e4m3x2_scaled_bf16x2(v.x >> 16, sc);
+  lo.z = e4m3x2_scaled_bf16x2(v.y & 0xffff, sc);
+  lo.w = e4m3x2_scaled_bf16x2(v.y >> 16, sc);
+  hi.x = e4m3x2_scaled_bf16x2(v.z & 0xffff, sc);
+  hi.y = e4m3x2_scaled_bf16x2(v.z >> 16, sc);
+  hi.z = e4m3x2_scaled_bf16x2(v.w & 0xffff, sc);
+  hi.w = e4m3x2_scaled_bf16x2(v.w >> 16, sc);
 }
-// Phase 2: writes chunk c into the swizzled BF16 tile T: an E4M3 chunk (16 values, columns
-// 16k..16k+15) becomes two 16-B BF16 chunks of column block k/4; a RoPE chunk (8 BF16 values,
-// columns 512 + 8 (k-33)..) is copied into column block 8. Tail rows (zeros) store zeros.
-__device__ __forceinline__ void store_chunk(uint8_t* T, const float* sSc, int c, const uint4& v) {
-  if (c >= kChunks) return;
-  const int r = c / kChunksTok, k = c - r * kChunksTok;
-  uint8_t* row = T + r * 128;
-  const int sw = r & 7;
-  if (k < 32) {
-    const float sc = sSc[4 * r + (k >> 3)];
-    uint4 lo, hi;
-    lo.x = e4m3x2_scaled_bf16x2(v.x & 0xffff, sc);
-    lo.y = e4m3x2_scaled_bf16x2(v.x >> 16, sc);
-    lo.z = e4m3x2_scaled_bf16x2(v.y & 0xffff, sc);
-    lo.w = e4m3x2_scaled_bf16x2(v.y >> 16, sc);
-    hi.x = e4m3x2_scaled_bf16x2(v.z & 0xffff, sc);
-    hi.y = e4m3x2_scaled_bf16x2(v.z >> 16, sc);
-    hi.z = e4m3x2_scaled_bf16x2(v.w & 0xffff, sc);
-    hi.w = e4m3x2_scaled_bf16x2(v.w >> 16, sc);
-    const int cb = k >> 2, cc = (k & 3) * 2;
-    *reinterpret_cast<uint4*>(row + cb * 8192 + ((cc ^ sw) << 4)) = lo;
-    *reinterpret_cast<uint4*>(row + cb * 8192 + (((cc + 1) ^ sw) << 4)) = hi;
-  } else if (k > 32) {
-    *reinterpret_cast<uint4*>(row + 8 * 8192 + (((k - 33) ^ sw) << 4)) = v;
+// E4M3 chunk n: its 16 bytes and group scale (zeros for tokens past the context).
+__device__ __forceinline__ void load_nope(const uint8_t* base, int valid, int n, uint4& v, float& sc) {
+  const int r = (n >> 2) & 63, k = 4 * (n >> 8) + (n & 3);
+  v = make_uint4(0, 0, 0, 0);
+  sc = 0.f;
+  if (r < valid) {
+    const uint8_t* tok = base + r * kMlaFp8TokenBytes;
+    v = __ldg(reinterpret_cast<const uint4*>(tok + 16 * k));
+    sc = __ldg(reinterpret_cast<const float*>(tok + kMlaFp8ScaleOff) + (k >> 3));
   }
 }
-template <int U>
-struct Staged {
-  uint4 v[U];
-  __device__ __forceinline__ void load(const uint8_t* base, int valid, int c0, int stride) {
+// Byte offset in a swizzled BF16 tile of the first of E4M3 chunk n's two 16-B outputs (the second:
+// nope_dst2), and of RoPE chunk m.
+__device__ __forceinline__ uint32_t nope_dst(int n, int half) {
+  const int r = (n >> 2) & 63, c = 2 * (n & 3) + half;
+  return (n >> 8) * 8192 + r * 128 + ((c ^ (r & 7)) << 4);
+}
+__device__ __forceinline__ uint32_t rope_dst(int m) {
+  const int r = m >> 3;
+  return 8 * 8192 + r * 128 + (((m & 7) ^ (r & 7)) << 4);
+}
+// One warpgroup's share of a tile: NC E4M3 chunks converted as soon as they arrive (while the
+// tensor core runs), NR E4M3 chunks kept raw and converted after the barrier, RP RoPE chunks.
+// Chunks: E4M3 n = n0 + 128 u + t (u < NC + NR), RoPE m = 128 u + t (u < RP); t = thread in the
+// warpgroup.
+template <int NC, int NR, int RP>
+struct Share {
+  uint4 cv[NC > 0 ? NC : 1][2];
+  uint4 raw[NR > 0 ? NR : 1];
+  float rsc[NR > 0 ? NR : 1];
+  uint4 rope[RP > 0 ? RP : 1];
+  __device__ __forceinline__ void load(const uint8_t* base, int valid, int n0, int t) {
+    uint4 v[NC > 0 ? NC : 1];
+    float sc[NC > 0 ? NC : 1];
 #pragma unroll
-    for (int u = 0; u < U; ++u) v[u] = load_chunk(base, valid, c0 + u * stride);
+    for (int u = 0; u < NC; ++u) load_nope(base, valid, n0 + 128 * u + t, v[u], sc[u]);
+#pragma unroll
+    for (int u = 0; u < NR; ++u) load_nope(base, valid, n0 + 128 * (NC + u) + t, raw[u], rsc[u]);
+#pragma unroll
+    for (int u = 0; u < RP; ++u) {
+      const int m = 128 * u + t, r = m >> 3;
+      rope[u] = r < valid ? __ldg(reinterpret_cast<const uint4*>(base + r * kMlaFp8TokenBytes + kMlaFp8RopeOff + 16 * (m & 7)))
+                          : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < NC; ++u) convert16(v[u], sc[u], cv[u][0], cv[u][1]);
   }
-  __device__ __forceinline__ void scales(float4* sSc, int c0, int stride) const {
+  __device__ __forceinline__ void store(uint32_t T, int n0, int t) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) store_scales(sSc, c0 + u * stride, v[u]);
-  }
-  __device__ __forceinline__ void store(uint8_t* T, const float* sSc, int c0, int stride) const {
+    for (int u = 0; u < NC; ++u) {
+      const int n = n0 + 128 * u + t;
+      sts128(T + nope_dst(n, 0), cv[u][0]);
+      sts128(T + nope_dst(n, 1), cv[u][1]);
+    }
 #pragma unroll
-    for (int u = 0; u < U; ++u) store_chunk(T, sSc, c0 + u * stride, v[u]);
+    for (int u = 0; u < NR; ++u) {
+      const int n = n0 + 128 * (NC + u) + t;
+      uint4 lo, hi;
+      convert16(raw[u], rsc[u], lo, hi);
+      sts128(T + nope_dst(n, 0), lo);
+      sts128(T + nope_dst(n, 1), hi);
+    }
+#pragma unroll
+    for (int u = 0; u < RP; ++u) sts128(T + rope_dst(128 * u + t), rope[u]);
   }
 };
+using Share1 = Share<4, 8, 4>;  // warpgroup 1: E4M3 chunks [0, 1536), RoPE chunks [0, 512)
+using Share0 = Share<4, 0, 0>;  // warpgroup 0: E4M3 chunks [1536, 2048)
+constexpr int kN0Wg1 = 0, kN0Wg0 = 1536;
+static_assert(128 * 12 == kN0Wg0 && kN0Wg0 + 128 * 4 == kNopeChunks && 128 * 4 == kRopeChunks, "shares cover a tile");
 
 __global__ void __launch_bounds__(256, 1)
     mla_decode_fp8_kernel(MqaArgs a, const uint8_t* __restrict__ cache, const int4* __restrict__ work) {
@@ -118,12 +153,10 @@ __global__ void __launch_bounds__(256, 1)
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
   const uint32_t sb = saddr(smem);
-  uint8_t* sKV = smem + kOffKV;
   uint8_t* sP = smem + kOffP;
   float* sAlpha = reinterpret_cast<float*>(smem + kOffF);
   float* sM = sAlpha + 64;
   float* sL = sM + 64;
-  float4* sSc = reinterpret_cast<float4*>(smem + kOffSc);
 
   const int4 wk = work[blockIdx.y];
   const int qi = wk.x, rb = wk.y, re = wk.z, slot = wk.w;
@@ -152,13 +185,16 @@ __global__ void __launch_bounds__(256, 1)
     }
     cp_async_commit();
   }
-  for (int j = 0; j < min(2, ntiles); ++j) {  // tiles 0 and 1, all 256 threads
-    Staged<11> st;
-    st.load(tile_base(j), tile_valid(j), tid, 256);
-    st.scales(sSc, tid, 256);
-    __syncthreads();
-    st.store(sKV + j * kTile, reinterpret_cast<const float*>(sSc), tid, 256);
-    __syncthreads();
+  for (int j = 0; j < min(2, ntiles); ++j) {  // tiles 0 and 1: both warpgroups, their shares
+    if (wg == 1) {
+      Share1 sh;
+      sh.load(tile_base(j), tile_valid(j), kN0Wg1, tid - 128);
+      sh.store(sb + kOffKV + j * kTile, kN0Wg1, tid - 128);
+    } else {
+      Share0 sh;
+      sh.load(tile_base(j), tile_valid(j), kN0Wg0, tid);
+      sh.store(sb + kOffKV + j * kTile, kN0Wg0, tid);
+    }
   }
   cp_async_wait<0>();
   fence_proxy_async();
@@ -252,16 +288,14 @@ __global__ void __launch_bounds__(256, 1)
       wg_commit();
       if constexpr (decltype(has_next)::value) issue_s(j + 1);
       const bool more = j + 2 < ntiles;
-      Staged<kU0> stg;
-      if (more) stg.load(tile_base(j + 2), tile_valid(j + 2), 128 * kU1 + tid, 128);
+      Share0 sh;
+      if (more) sh.load(tile_base(j + 2), tile_valid(j + 2), kN0Wg0, tid);
       wg_wait<0>();
       fence_regs(o);
       fence_regs(s);
       named_bar_sync(2, 256);  // both halves of P V(j) done: buffer st, P and alpha may be overwritten
       if (more) {
-        stg.scales(sSc, 128 * kU1 + tid, 128);
-        named_bar_sync(3, 256);
-        stg.store(sKV + st * kTile, reinterpret_cast<const float*>(sSc), 128 * kU1 + tid, 128);
+        sh.store(sb + kOffKV + st * kTile, kN0Wg0, tid);
         fence_proxy_async();  // read by S(j+2), issued after the next barrier 1
       }
     };
@@ -288,15 +322,13 @@ __global__ void __launch_bounds__(256, 1)
                                sw128_desc(kv + 4 * 8192 + kk * 2048, 8192, 1024), 1);
       wg_commit();
       const bool more = j + 2 < ntiles;
-      Staged<kU1> stg;
-      if (more) stg.load(tile_base(j + 2), tile_valid(j + 2), tid - 128, 128);
+      Share1 sh;
+      if (more) sh.load(tile_base(j + 2), tile_valid(j + 2), kN0Wg1, tid - 128);
       wg_wait<0>();
       fence_regs(o);
       named_bar_sync(2, 256);
       if (more) {
-        stg.scales(sSc, tid - 128, 128);
-        named_bar_sync(3, 256);
-        stg.store(sKV + st * kTile, reinterpret_cast<const float*>(sSc), tid - 128, 128);
+        sh.store(sb + kOffKV + st * kTile, kN0Wg1, tid - 128);
         fence_proxy_async();
       }
     }
