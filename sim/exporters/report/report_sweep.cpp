@@ -56,7 +56,8 @@ Sweep read_rows(const std::string& dir, const ojson& results) {
     for (const auto& p : params)
       if (p.value("path", "") != s.load && p["values"].is_array() && p["values"].size() >= 2) varying.push_back(p["path"].get<std::string>());
   std::set<std::string> deployments;
-  for (const auto& row : at(results, {"rows"})) deployments.insert(text(row.value("deployment", ojson())));
+  for (const auto& row : at(results, {"rows"}))
+    if (row.contains("deployment") && row["deployment"].is_string()) deployments.insert(row["deployment"].get<std::string>());
   std::map<std::string, ojson> summaries;
   for (const auto& row : at(results, {"rows"})) {
     Row r;

@@ -1,0 +1,188 @@
+// servesim report: the data behind the charts against hand-computed values (CDF by nearest rank,
+// timeline resampling, HBM stacks, nodes needed), missing data listed instead of failing, and the
+// command's exit status on a folder that is no run's or sweep's output.
+#include "cli_run.hpp"
+#include "sim/exporters/report/report.hpp"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace fs = std::filesystem;
+using servesim::report::ojson;
+namespace rp = servesim::report;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("servesim-report-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+void write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+const rp::Chart* chart(const rp::Report& r, const std::string& id) {
+  for (const auto& c : r.charts)
+    if (c.id == id) return &c;
+  return nullptr;
+}
+
+bool omitted(const rp::Report& r, const std::string& title_start) {
+  for (const auto& [t, why] : r.omitted)
+    if (t.rfind(title_start, 0) == 0 && !why.empty()) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST(Report, CdfIsNearestRank) {
+  // 4 values: F = 1/4 .. 4/4 at the 1st .. 4th smallest
+  const ojson p = rp::cdf_points({40, 10, 30, 20});
+  ASSERT_EQ(p.size(), 4u);
+  EXPECT_EQ(p[0]["x"], 10.0);
+  EXPECT_EQ(p[0]["y"], 0.25);
+  EXPECT_EQ(p[3]["x"], 40.0);
+  EXPECT_EQ(p[3]["y"], 1.0);
+  // 1..1000 at 200 points: F = k/200, nearest rank ceil(1000 k / 200) = 5k, value 5k
+  std::vector<double> v;
+  for (int i = 1; i <= 1000; ++i) v.push_back(i);
+  const ojson q = rp::cdf_points(v, 200);
+  ASSERT_EQ(q.size(), 200u);
+  EXPECT_EQ(q[0]["x"], 5.0);
+  EXPECT_EQ(q[99]["x"], 500.0);
+  EXPECT_EQ(q[199]["x"], 1000.0);
+  EXPECT_EQ(q[99]["y"], 0.5);
+}
+
+TEST(Report, TimelineResampledToInstanceMeans) {
+  const fs::path d = scratch("timeline");
+  // decode instance 0 at 2 GB from t=0 and 6 GB from t=2 s; instance 1 at 4 GB from t=1 s; L2 7 GB
+  // and L3 1 GB from t=3 s; KV transfers of 100 B over the NIC (tid 0) and 50 B over NVLink (tid 1);
+  // one decode all-to-all slice of 2 s, 0.5 s exposed; the run ends at 4 s
+  write(d / "timeline.json",
+        "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"
+        "{\"ph\":\"C\",\"name\":\"decode instance 0 KV GB per GPU\",\"pid\":2,\"tid\":0,\"ts\":0.000,\"args\":{\"mean\":2.0,\"busiest\":3.0}},\n"
+        "{\"ph\":\"C\",\"name\":\"decode instance 1 KV GB per GPU\",\"pid\":2,\"tid\":1,\"ts\":1000000.000,\"args\":{\"mean\":4.0,\"busiest\":4.0}},\n"
+        "{\"ph\":\"b\",\"cat\":\"kv\",\"name\":\"KV P0→D0\",\"id\":1,\"pid\":4,\"tid\":0,\"ts\":1000.000,\"args\":{\"bytes\":100}},\n"
+        "{\"ph\":\"b\",\"cat\":\"kv\",\"name\":\"KV P0→D1\",\"id\":2,\"pid\":4,\"tid\":1,\"ts\":2000.000,\"args\":{\"bytes\":50}},\n"
+        "{\"ph\":\"X\",\"name\":\"decode all-to-all\",\"pid\":3,\"tid\":1000,\"ts\":0.000,\"dur\":2000000.000,\"args\":{\"exposed_ms\":500.0}},\n"
+        "{\"ph\":\"C\",\"name\":\"decode instance 0 KV GB per GPU\",\"pid\":2,\"tid\":0,\"ts\":2000000.000,\"args\":{\"mean\":6.0,\"busiest\":6.0}},\n"
+        "{\"ph\":\"C\",\"name\":\"KV GB\",\"pid\":5,\"tid\":0,\"ts\":3000000.000,\"args\":{\"L2 host DRAM\":7.0,\"L3 storage\":1.0}}\n"
+        "],\"metadata\":{\"end_s\":4.000000,\"step_slices_written\":0,\"step_slices_dropped\":0}}\n");
+  const auto t = rp::read_timeline((d / "timeline.json").string(), 5);
+  ASSERT_EQ(t.t_s, (std::vector<double>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(t.decode_kv_gb, (std::vector<double>{2, 3, 5, 5, 5}));  // mean of the instances reported so far
+  EXPECT_EQ(t.l2_gb, (std::vector<double>{0, 0, 0, 7, 7}));
+  EXPECT_EQ(t.l3_gb, (std::vector<double>{0, 0, 0, 1, 1}));
+  EXPECT_TRUE(t.has_decode);
+  EXPECT_FALSE(t.has_prefill);
+  EXPECT_EQ(t.kv_bytes_nic, 100.0);
+  EXPECT_EQ(t.kv_bytes_nvlink, 50.0);
+  EXPECT_DOUBLE_EQ(t.a2a_s_decode, 2.0);
+  EXPECT_DOUBLE_EQ(t.a2a_exposed_s_decode, 0.5);
+  fs::remove_all(d);
+}
+
+TEST(Report, RunChartsFromHandMadeFilesAndMissingOnesListed) {
+  const fs::path d = scratch("run");
+  write(d / "summary.json", R"({"scenario": "hand", "deployments": [{"deployment": "a", "model": "kimi-k3", "hardware": "h200",
+    "memory_per_gpu": {"decode": {"hbm_gb": 150, "usable_gb": 135, "routed_expert_weights_gb": 45, "other_weights_gb": 14,
+      "activation_workspace_gb": 1, "reserved_gb": 2, "kv_budget_gb": 73, "kv_peak_gb": 30}},
+    "kv_transfer": {"bytes": 2e9}}]})");
+  // 4 completed requests (TTFT 10..40 ms), a rejected one (TTFT cell empty) and a completed one-token answer (no TPOT)
+  write(d / "a" / "requests.csv",
+        "id,status,reason,ttft_ms,tpot_ms,e2e_ms\n1,completed,,40,5,100\n2,completed,,10,6,200\n3,rejected,\"no, room\",,,\n"
+        "4,completed,,30,7,300\n5,completed,,20,,400\n");
+  const auto r = rp::build_report(d.string());
+  EXPECT_EQ(r.kind, "run");
+  const auto* ttft = chart(r, "cdf-ttft");
+  ASSERT_NE(ttft, nullptr);
+  const ojson& pts = ttft->config["data"]["datasets"][0]["data"];
+  ASSERT_EQ(pts.size(), 4u);
+  EXPECT_EQ(pts[0], (ojson{{"x", 10.0}, {"y", 0.25}}));
+  EXPECT_EQ(pts[3], (ojson{{"x", 40.0}, {"y", 1.0}}));
+  EXPECT_EQ(chart(r, "cdf-tpot")->config["data"]["datasets"][0]["data"].size(), 3u);  // the one-token answer has no TPOT
+  // HBM stack of the decode GPU: 45 + 14 + 1 + 2 + 30 (KV peak) + 43 (budget left) + 15 (held back) = 150 = hbm_gb
+  const auto* hbm = chart(r, "hbm");
+  ASSERT_NE(hbm, nullptr);
+  EXPECT_EQ(hbm->config["data"]["labels"], (ojson{"a decode"}));
+  double sum = 0;
+  std::vector<double> parts;
+  for (const auto& ds : hbm->config["data"]["datasets"]) parts.push_back(ds["data"][0].get<double>()), sum += parts.back();
+  EXPECT_EQ(parts, (std::vector<double>{45, 14, 1, 2, 30, 43, 15}));
+  EXPECT_DOUBLE_EQ(sum, 150.0);
+  // P→D bytes without a timeline: one bar of 2 GB, link not recorded
+  const auto* tv = chart(r, "transfer-volume");
+  ASSERT_NE(tv, nullptr);
+  ASSERT_EQ(tv->config["data"]["datasets"].size(), 1u);
+  EXPECT_EQ(tv->config["data"]["datasets"][0]["data"][0], 2.0);
+  // absent: timeline (KV over time, all-to-all) and cost
+  EXPECT_TRUE(omitted(r, "KV occupancy over time: a"));
+  EXPECT_TRUE(omitted(r, "EP all-to-all time"));
+  EXPECT_TRUE(omitted(r, "Unit cost"));
+  EXPECT_EQ(chart(r, "unit-cost"), nullptr);
+  // the command writes the page with the same data embedded and exits 0
+  const auto o = test::sh("report " + d.string() + " --out " + (d / "r.html").string());
+  EXPECT_EQ(o.status, 0) << o.text;
+  const std::string html = test::slurp(d / "r.html");
+  EXPECT_NE(html.find("Chart.js v4.5.1"), std::string::npos);
+  EXPECT_EQ(html.find("<script src"), std::string::npos);
+  EXPECT_NE(html.find("\"cdf-ttft\""), std::string::npos);
+  fs::remove_all(d);
+}
+
+TEST(Report, SweepNodesNeededAndThroughputAgainstLoad) {
+  const fs::path d = scratch("sweep");
+  // 2 loads x 2 GPUs; h200 (6 nodes) meets the SLO only at 100 sessions, b300 (4 nodes) at both
+  write(d / "results.json", R"({"grid": "g.json", "scenario": "s.json", "points": 4,
+    "parameters": [{"path": "deployments.0.hardware", "values": ["h200", "b300"]}, {"path": "workload.concurrency", "values": [100, 200]}],
+    "rows": [
+     {"point": "p0000", "deployments.0.hardware": "h200", "workload.concurrency": 100, "status": "ok", "deployment": "x", "output_tokens_per_s_per_gpu": 10.5, "goodput_fraction_of_finished": 1.0},
+     {"point": "p0001", "deployments.0.hardware": "h200", "workload.concurrency": 200, "status": "ok", "deployment": "x", "output_tokens_per_s_per_gpu": 19.0, "goodput_fraction_of_finished": 0.5},
+     {"point": "p0002", "deployments.0.hardware": "b300", "workload.concurrency": 100, "status": "ok", "deployment": "x", "output_tokens_per_s_per_gpu": 12.0, "goodput_fraction_of_finished": 1.0},
+     {"point": "p0003", "deployments.0.hardware": "b300", "workload.concurrency": 200, "status": "failed", "deployment": null}]})");
+  auto summary = [](const char* hw, int nodes, double good) {
+    return std::string(R"({"deployments": [{"deployment": "x", "model": "kimi-k3", "hardware": ")") + hw + R"(", "cluster": {"nodes": )" +
+           std::to_string(nodes) + R"(}, "goodput": {"fraction_of_finished": )" + std::to_string(good) + "}}]}";
+  };
+  write(d / "points/p0000/summary.json", summary("h200", 6, 1.0));
+  write(d / "points/p0001/summary.json", summary("h200", 6, 0.5));
+  write(d / "points/p0002/summary.json", summary("b300", 4, 1.0));
+  const auto r = rp::build_report(d.string());
+  EXPECT_EQ(r.kind, "sweep");
+  const auto* tp = chart(r, "throughput-output");
+  ASSERT_NE(tp, nullptr);
+  const ojson& ds = tp->config["data"]["datasets"];
+  ASSERT_EQ(ds.size(), 2u);
+  EXPECT_EQ(ds[0]["label"], "hardware=h200");
+  EXPECT_EQ(ds[0]["data"], (ojson::array({{{"x", 100.0}, {"y", 10.5}}, {{"x", 200.0}, {"y", 19.0}}})));
+  EXPECT_EQ(ds[1]["data"].size(), 1u);  // the failed point has no value
+  EXPECT_EQ(chart(r, "goodput")->config["data"]["datasets"][0]["data"][1]["y"], 50.0);  // percent
+  const auto* nn = chart(r, "nodes-needed");
+  ASSERT_NE(nn, nullptr);
+  EXPECT_EQ(nn->config["data"]["datasets"][0]["label"], "kimi-k3 on h200");
+  EXPECT_EQ(nn->config["data"]["datasets"][0]["data"], (ojson::array({{{"x", 100.0}, {"y", 6.0}}})));
+  EXPECT_EQ(nn->config["data"]["datasets"][1]["data"], (ojson::array({{{"x", 100.0}, {"y", 4.0}}})));
+  EXPECT_TRUE(omitted(r, "HBM per GPU"));  // the summaries have no memory_per_gpu
+  fs::remove_all(d);
+}
+
+TEST(Report, NotAnOutputFolderExits2) {
+  const fs::path d = scratch("bad");
+  const auto o = test::sh("report " + d.string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("neither a run's output (summary.json) nor a sweep's (results.json)"), std::string::npos) << o.text;
+  write(d / "summary.json", "{\"deployments\": [");
+  const auto o2 = test::sh("report " + d.string());
+  EXPECT_EQ(o2.status, 2) << o2.text;
+  EXPECT_NE(o2.text.find((d / "summary.json").string() + ": not valid JSON"), std::string::npos) << o2.text;
+  fs::remove_all(d);
+}
