@@ -487,7 +487,8 @@ Timing time_fp8_contig(Ctx& c, Fp8Buffers& b, const int* d_eids, int sets, const
 /// Bench form codes (row field kernel_variant): 0 = kernel variant 0 one CTA per tile, 1 = variant 1
 /// (cp.async), 2 = variant 0 persistent, 4 = variant 2 (tokens-as-M 128x128, pipelined promotion),
 /// 5 = variant 3 (tokens-as-M 128x256), 6 / 7 = variants 4 / 5 (4 / 5 in 2-CTA clusters sharing the
-/// token tile by TMA multicast). Forms >= 4 run the tokens-as-M kernel at bt 128 only.
+/// token tile by TMA multicast), 8 / 9 = variants 2 / 3 persistent (one CTA per SM). Forms >= 4 run
+/// the tokens-as-M kernel at bt 128 only.
 const char* fp8_form(int v) {
   switch (v) {
     case 1: return "cp.async all threads, CTA barrier per k-block";
@@ -496,12 +497,14 @@ const char* fp8_form(int v) {
     case 5: return "tokens-as-M 128x256, one temporary (gemm_fp8_tm.cu)";
     case 6: return "tokens-as-M 128x128 pipelined, 2-CTA cluster, token tile multicast (gemm_fp8_tm.cu)";
     case 7: return "tokens-as-M 128x256, 2-CTA cluster, token tile multicast (gemm_fp8_tm.cu)";
+    case 8: return "tokens-as-M 128x128 pipelined, persistent (gemm_fp8_tm.cu)";
+    case 9: return "tokens-as-M 128x256, persistent (gemm_fp8_tm.cu)";
     default: return "warp-specialised TMA, one CTA per tile";
   }
 }
 void fp8_apply_form(int v) {
-  fp8_set_variant(v == 1 ? 1 : v >= 4 ? v - 2 : 0);
-  fp8_set_persistent(v == 2);
+  fp8_set_variant(v == 1 ? 1 : v >= 8 ? v - 6 : v >= 4 ? v - 2 : 0);
+  fp8_set_persistent(v == 2 || v >= 8);
 }
 
 /// Per-expert cuBLASLt block-scaled FP8 matmuls over the same buffers (the library reference of the
@@ -565,7 +568,7 @@ void bench_fp8_own(Ctx& c) {
       std::vector<int> mm(G, m);
       DevBuf<int> dmm(G);
       dmm.upload(mm);
-      for (int v : {0, 4, 5, 6, 7})  // bench form codes (fp8_form)
+      for (int v : {0, 4, 5, 8, 9})  // bench form codes (fp8_form); clusters (6, 7) measured 1.4-2.4x slower
         for (int bt : v >= 4 ? std::vector<int>{128} : std::vector<int>{fp8_pick_bt(m), 64, 192, 256}) {
           if ((bt == 64 && m <= 64) || (bt >= 192 && m < bt)) continue;
           if (v >= 4 && m <= 64) continue;
@@ -598,7 +601,7 @@ void bench_fp8_own(Ctx& c) {
     }
     for (auto [G, m] : std::vector<std::pair<int, int>>{{8, 4096}, {4, 8192}, {8, 2048}, {8, 1024}, {8, 512}, {8, 256}, {8, 128}}) {
       if (!time_left(c)) break;
-      for (auto [v, bt] : std::vector<std::pair<int, int>>{{0, 192}, {0, 256}, {4, 128}, {5, 128}, {6, 128}, {7, 128}}) {
+      for (auto [v, bt] : std::vector<std::pair<int, int>>{{0, 256}, {4, 128}, {5, 128}, {8, 128}, {9, 128}}) {
         if (bt > m) continue;
         fp8_apply_form(v);
         const Timing t = time_fp8_contig(c, b, deids.p, std::min(3, P / G), std::vector<int>(G, m), bt);
@@ -1218,12 +1221,13 @@ int main(int argc, char** argv) {
     } else {
       w4a16_set_variant(c.w4_variants[0]);
     }
-    if (fp8_probe) {  // ncu probe of the own FP8 kernel: contiguous 8x4096 (4096x7168, bt 256; bt 128 in the
-                      // tokens-as-M forms of --fp8-variant 4/5) and masked 8x8 (4096x2048)
+    if (fp8_probe) {  // ncu probe of the own FP8 kernel: contiguous 8x4096 and 8x1024 (4096x7168, bt 256; bt 128
+                      // in the tokens-as-M forms of --fp8-variant >= 4) and masked 8x8 (4096x2048)
       const int form = std::max(0, c.fp8_variant);
       fp8_apply_form(form);
       for (auto [N, K, G, m, bt, contig] : std::vector<std::tuple<int, int, int, int, int, bool>>{
-               {4096, 7168, 8, 4096, form >= 4 ? 128 : 256, true}, {4096, 2048, 8, 8, 8, false}}) {
+               {4096, 7168, 8, 4096, form >= 4 ? 128 : 256, true}, {4096, 7168, 8, 1024, form >= 4 ? 128 : 256, true},
+               {4096, 2048, 8, 8, 8, false}}) {
         Fp8Buffers b(c, N, K, G, (long long)G * m);
         std::vector<int> eids(G);
         std::iota(eids.begin(), eids.end(), 0);

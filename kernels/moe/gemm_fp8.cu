@@ -711,7 +711,7 @@ void check_nk(int N, int K, int G, const char* who) {
 }  // namespace
 
 namespace detail {  // gemm_fp8_tm.cu
-void fp8_tm_launch(int bn, int cl, const void* x, long long x_rows, const float* xs, int xs_ld, const void* w, const float* ws,
+void fp8_tm_launch(int bn, int cl, bool pers, const void* x, long long x_rows, const float* xs, int xs_ld, const void* w, const float* ws,
                    int num_experts, const int* expert_ids, const int* masked_m, const int* row_offsets,
                    const int* tile_offsets, int G, int N, int K, int max_m, int tiles_per_group, int grid_y, bf16* y,
                    cudaStream_t stream);
@@ -760,7 +760,7 @@ void fp8_grouped_gemm_masked(const void* x, const float* x_scale, int x_scale_ld
   if (static_cast<long long>(tpg) * G > 65535) throw std::invalid_argument("fp8_grouped_gemm_masked: grid too large");
   if (g_fp8_variant >= 2 && bt == 128) {
     const int bn = tm_bn(N), cl = tm_cl(N, bn);
-    detail::fp8_tm_launch(bn, cl, x, static_cast<long long>(G) * max_m, x_scale,
+    detail::fp8_tm_launch(bn, cl, g_fp8_persistent && cl == 1, x, static_cast<long long>(G) * max_m, x_scale,
                           x_scale_ld, w, w_scale, num_experts, expert_ids, masked_m, nullptr, nullptr, G, N, K, max_m,
                           tpg, tpg * G, y, stream);
     return;
@@ -788,7 +788,7 @@ void fp8_grouped_gemm_contiguous(const void* x, long long x_rows, const float* x
     throw std::invalid_argument("fp8_grouped_gemm_contiguous: x_scale_ld must be >= x_rows and a multiple of 4");
   if (g_fp8_variant >= 2 && bt == 128) {
     const int bn = tm_bn(N), cl = tm_cl(N, bn);
-    detail::fp8_tm_launch(bn, cl, x, x_rows, x_scale, x_scale_ld, w, w_scale,
+    detail::fp8_tm_launch(bn, cl, g_fp8_persistent && cl == 1, x, x_rows, x_scale, x_scale_ld, w, w_scale,
                           num_experts, expert_ids, nullptr, row_offsets, tile_offsets, G, N, K, 0, 0, max_tiles, y, stream);
     return;
   }

@@ -35,9 +35,12 @@ LOG=$OUT/log.txt
     echo "synccheck exit: $?"; grep -E "ERROR SUMMARY" "$OUT/synccheck.txt" | head -3
   fi
   Q=""; [ "$MODE" = quick ] && Q="--quick"
+  # SM clock / power once a second during the bench (was the long 8 x 4096 point clock-limited?)
+  command -v nvidia-smi >/dev/null && { nvidia-smi dmon -s pc -d 1 > "$OUT/dmon.txt" 2>&1 & DMON_PID=$!; }
   echo "== bench_moe fp8own ($(($(date +%s)-T0)) s)"
   [ "$BENCH_S" -gt 0 ] && timeout $((BENCH_S + 60)) "$BUILD/moe/bench_moe" --out "$OUT/tables" --only moe_ref_ceilings,fp8own${EXTRA_ONLY:+,$EXTRA_ONLY} --deadline-s "$BENCH_S" --fp8-variant $FP8V $Q ${BENCH_ARGS:-}
   echo "bench_moe exit: $?"
+  [ -n "${DMON_PID:-}" ] && kill "$DMON_PID" 2>/dev/null
   if [ "$TORCH_S" -gt 0 ]; then
     echo "== torch._scaled_grouped_mm ($(($(date +%s)-T0)) s)"
     PYTHONUNBUFFERED=1 timeout $((TORCH_S + 60)) python3 kernels/moe/fp8_torch_ref.py --out "$OUT/tables/fp8own" --deadline-s "$TORCH_S"

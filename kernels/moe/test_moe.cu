@@ -703,14 +703,15 @@ void check_fp8_masked(int N, int K, int max_m = 40) {
   // 4 / 5 / 6 / 7 = variants 2 / 3 / 4 / 5 (tokens-as-M kernels, gemm_fp8_tm.cu, 128x128 / 128x256,
   // 6 and 7 in 2-CTA clusters; bt 128 only, other widths fall back to variant 0; 128x256 at
   // N % 256 != 0 runs the 128-wide form, clusters need an even N-tile count)
-  const char* vname[] = {"v0-direct", "v1-direct", "v0pers-direct", "v0cl-direct",
-                         "v2tm128-direct", "v3tm256-direct", "v4tm128cl-direct", "v5tm256cl-direct"};
-  for (int v : {0, 1, 2, 3, 4, 5, 6, 7})
+  // 8 / 9 = variants 2 / 3 with the persistent grid
+  const char* vname[] = {"v0-direct", "v1-direct", "v0pers-direct", "v0cl-direct", "v2tm128-direct",
+                         "v3tm256-direct", "v4tm128cl-direct", "v5tm256cl-direct", "v2tm128pers-direct", "v3tm256pers-direct"};
+  for (int v : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
     for (int bt : kFp8TileWidths) {
       if (v == 1 && bt > 128) continue;
       if (v >= 4 && bt != 128) continue;
-      fp8_set_variant(v == 1 ? 1 : v >= 4 ? v - 2 : 0);
-      fp8_set_persistent(v == 2);
+      fp8_set_variant(v == 1 ? 1 : v >= 8 ? v - 6 : v >= 4 ? v - 2 : 0);
+      fp8_set_persistent(v == 2 || v >= 8);
       fp8_set_cluster(v == 3);
       poison_bf16(dy.p, dy.n);
       fp8_grouped_gemm_masked(dx.p, dxs.p, rows, dw.p, dws.p, E, deids.p, dmm.p, G, max_m, N, K, bt, dy.p, 0);
@@ -768,12 +769,12 @@ void check_fp8_contiguous(int N, int K) {
   DevBuf<int> deids(G), droff(G + 1), dtoff(G + 1);
   DevBuf<bf16> dy(size_t(rows) * N);
   dx.upload(x); dw.upload(p.w); dxs.upload(xs); dws.upload(p.ws); deids.upload(eids); droff.upload(roff);
-  for (int v : {0, 1, 2, 3, 4, 5, 6, 7})  // as in check_fp8_masked
+  for (int v : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9})  // as in check_fp8_masked
   for (int bt : kFp8TileWidths) {
     if (v == 1 && bt > 128) continue;
     if (v >= 4 && bt != 128) continue;
-    fp8_set_variant(v == 1 ? 1 : v >= 4 ? v - 2 : 0);
-    fp8_set_persistent(v == 2);
+    fp8_set_variant(v == 1 ? 1 : v >= 8 ? v - 6 : v >= 4 ? v - 2 : 0);
+    fp8_set_persistent(v == 2 || v >= 8);
     fp8_set_cluster(v == 3);
     std::vector<int> toff(G + 1, 0);
     for (int g = 0; g < G; ++g) toff[g + 1] = toff[g] + (cnt[g] + bt - 1) / bt;
