@@ -1,6 +1,7 @@
 // servesim's command line: one table of subcommands and options (CLI11), then dispatch.
 #include "sim/cli/args.hpp"
 
+#include "sim/cli/capacity_cmd.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/costmodel_cmd.hpp"
 #include "sim/cli/report_cmd.hpp"
@@ -106,6 +107,29 @@ CLI::App* add_costmodel(CLI::App& app, CostModelArgs& cm, CLI::App*& cm_fit) {
   return costmodel;
 }
 
+CLI::App* add_capacity(CLI::App& app, CapacityArgs& c) {
+  auto* cap = app.add_subcommand("capacity", "the fewest nodes that serve a load within the SLO in steady state: a search over simulated runs");
+  cap->add_option("scenario", c.scenario, "scenario JSON file (its workload, and the deployment to start from)")->required();
+  auto* ses = cap->add_option("--sessions", c.sessions, "concurrent closed-loop agent sessions")->check(integer_in(1, 100000000));
+  cap->add_option("--rate", c.rate, "arrivals per second (synthetic requests or open-loop agent sessions)")->check(number_in(1e-9, 1e9))->excludes(ses);
+  cap->add_option("--only", c.only, "the deployment to size (default: the first)");
+  cap->add_option("--out", c.out, "output folder (default out/capacity/<scenario>-<deployment>)");
+  cap->add_option("--ttft-p99", c.ttft_p99_s, "SLO: TTFT p99 bound in seconds")->capture_default_str()->check(number_in(1e-6, kMaxSeconds));
+  cap->add_option("--tpot-p99", c.tpot_p99_s, "SLO: TPOT p99 bound in seconds")->capture_default_str()->check(number_in(1e-6, kMaxSeconds));
+  cap->add_option("--max-rejected", c.max_rejected, "SLO: largest rejected share of the measured requests")->capture_default_str()->check(number_in(0, 1));
+  cap->add_option("--attn-tp", c.attn_tp, "attention TP values to try, both pools (default: the deployment's)")->delimiter(',')->check(integer_in(1, 64));
+  cap->add_option("--max-running", c.max_running, "decode batch limits to try (default: the deployment's)")->delimiter(',')->check(integer_in(1, 1 << 20));
+  cap->add_option("--seeds", c.seeds, "seeds of the band at the answer")->capture_default_str()->check(integer_in(1, 1000));
+  cap->add_option("--horizon", c.horizon_s, "simulated seconds per run (default: the scenario's horizon_s, else 900)")->check(number_in(1e-3, kMaxSeconds));
+  cap->add_option("--warmup", c.warmup_s, "warm-up per run (default: the scenario's warmup_s, else horizon / 3)")->check(number_in(0, kMaxSeconds));
+  cap->add_option("--rho", c.rho, "GPU residency the static estimate assumes")->capture_default_str()->check(number_in(1e-6, 1));
+  cap->add_option("--max-nodes", c.max_nodes, "give up a configuration beyond this many nodes")->capture_default_str()->check(integer_in(1, 1000000));
+  cap->add_option("--jobs", c.jobs, "runs at once (default: one per core)")->check(integer_in(1, 4096));
+  cap->add_option("--cost-model", c.cost_model, "cost model: fitted (default) or roofline");
+  cap->add_flag("--quiet", c.quiet, "no line per run on stderr");
+  return cap;
+}
+
 CLI::App* add_validate(CLI::App& app, ValidateArgs& v) {
   auto* validate = app.add_subcommand("validate", "every case of scenarios/validation/ against its published numbers, as one table (exit 1 if a row misses its bound)");
   validate->add_flag("--quick", v.quick, "only the rows marked quick (the CI subset, a few seconds)");
@@ -133,6 +157,8 @@ int main(int argc, char** argv) {
   auto* costmodel = add_costmodel(app, cm, cm_fit);
   ValidateArgs va;
   auto* validate = add_validate(app, va);
+  CapacityArgs ca;
+  auto* cap = add_capacity(app, ca);
   ReportArgs rp;
   auto* rep = add_report(app, rp);
   SweepArgs sw;
@@ -150,6 +176,7 @@ int main(int argc, char** argv) {
   if (*run) return cli::run(r);
   if (*sweep) return cli::sweep(sw);
   if (*rep) return cli::report(rp);
+  if (*cap) return cli::capacity(ca);
   if (*step) return cli::step(st);
   if (*validate) return cli::validate(va);
   if (*plan) return cli::plan(plan_file.empty() ? default_scenario() : plan_file);

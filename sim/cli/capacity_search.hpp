@@ -1,0 +1,53 @@
+// servesim cli: the search behind `servesim capacity` (issue 14), apart from the simulator so that
+// it can be tested with any feasibility oracle. Pure logic, no I/O.
+//
+// Question: the fewest nodes nodes(P, D) over prefill instance counts P ≥ 1 and decode instance
+// counts D ≥ 1 such that the deployment with P and D instances meets the SLO ("feasible"), for one
+// configuration (attention TP, decode batch limit; the command loops over those).
+//
+// Assumption: more instances never hurt — feasible(P, D) ⇒ feasible(P + 1, D) and feasible(P, D + 1)
+// (up to seed noise, which the command's band shows). Then the answer lies on the frontier
+// D_min(P) = the fewest decode instances that make P prefill instances feasible, non-increasing in P.
+//
+// Search (each "evaluate" is one simulated run, `batch` of them at once):
+//  1. bracket: (s, s) for s = 1, 2, 4, … until one is feasible (→ P_hi = D_hi = s) or nodes exceed
+//     max_nodes (→ not found);
+//  2. frontier walk: for P = P_hi down to 1, D_min(P) by k-section (bisection with `batch` probes per
+//     round) between D_min(P + 1) (a lower bound, since D_min is non-increasing in P) and the largest
+//     D whose nodes(P, D) are at most the best found so far (a larger D cannot improve the answer);
+//     a P whose largest useful D is infeasible is skipped after one run. Ties in nodes go to the
+//     fewer prefill instances (the walk goes down in P).
+// Every result is remembered; a point with at least as many instances of both kinds as a known
+// feasible one is feasible, one with at most as many as a known infeasible one is infeasible:
+// inferred, not run.
+#pragma once
+#include <functional>
+#include <utility>
+#include <vector>
+
+namespace servesim::cli {
+
+/// Instance counts of the two pools.
+struct Alloc {
+  int prefill = 1, decode = 1;
+  bool operator==(const Alloc&) const = default;
+};
+
+/// Evaluates every allocation of the batch (in parallel, by simulation) and says which are feasible,
+/// in order. Throws to abort the search.
+using CapacityOracle = std::function<std::vector<bool>(const std::vector<Alloc>&)>;
+/// Nodes an allocation takes (each pool rounded up to whole nodes).
+using NodeCount = std::function<int(const Alloc&)>;
+
+struct CapacitySearchResult {
+  bool found = false;
+  Alloc best;
+  int nodes = 0;
+  int evaluations = 0;                        ///< allocations the oracle ran (inferred ones excluded)
+  std::vector<std::pair<Alloc, bool>> known;  ///< every allocation run, with its result, in run order
+};
+
+/// The search above. `batch` ≥ 1 allocations per oracle call; `max_nodes` bounds the bracket.
+CapacitySearchResult fewest_nodes(const CapacityOracle& oracle, const NodeCount& nodes, int max_nodes, int batch);
+
+}  // namespace servesim::cli
