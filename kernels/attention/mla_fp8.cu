@@ -7,23 +7,20 @@
 // 64-token tile is 41,984 contiguous bytes of one page (page_size % 64 == 0 and every work item
 // starts at a multiple of 64), read with 16-B loads straight into registers.
 //
-// Pipeline per 64-token tile j (tile j in KV buffer j%2, tile j+1 already dequantised in the other):
-//   warpgroup 0: softmax of S(j) (issued in iteration j-1) -> P, alpha -> barrier 1
-//   both:        rescale O, issue O[:, 256 wg ..] += P V(j)      (wgmma, async)
-//   warpgroup 0: issue S(j+1) = Q K(j+1)^T                       (wgmma, async)
-//   both:        16-B loads of tile j+2 into registers (its E4M3 chunks split 3:1 between
-//                warpgroups 1 and 0, RoPE chunks in warpgroup 1); a third of the E4M3 chunks are
-//                dequantised (E4M3 -> fp32 x scale -> BF16) in registers at once
-//   both:        wait for the tensor core, barrier 2 (buffer j%2 is free)
-//   both:        dequantise the rest, st.shared the whole tile j+2 into buffer j%2 (swizzled)
-// so the tensor core runs P V(j) and S(j+1) back to back, the loads' latency hides behind them,
-// and only the softmax and the stores (plus two thirds of the conversion, in warpgroup 1) sit
-// between consecutive tensor phases. Thread 0 prefetches tile j+3 into L2
-// (cp.async.bulk.prefetch). Rows past the context in the last tile are stored as zeros (never
-// read: a NaN there would reach O as 0 x NaN).
-// Version 1 (commit 8854a6d: one chunk list over the 41 chunks of each token, a division and a
-// branch per chunk, scales through shared memory, generic stores with 2-way bank conflicts, all
-// conversion after barrier 2) was correct but ran 5.7 us per tile (BF16 kernel: 2.8).
+// Pipeline per 64-token tile j (tile j in KV buffer j%2, tile j+1 already dequantised in the other).
+// Warpgroup w owns the column blocks its own P V reads (w = 0: V columns 0-255; w = 1: 256-511 and
+// the RoPE block), loads tile j+2's 16-B chunks of them into registers at the top of iteration j,
+// and stores them, dequantised (E4M3 -> fp32 x scale -> BF16), as soon as its own P V(j) is done:
+//   warpgroup 0: [loads] softmax of S(j) (issued in iteration j-1) -> P, alpha -> barrier 1 ->
+//                rescale O, P V(j) on blocks 0-3, S(j+1) on the other buffer (async) -> wait for
+//                P V(j) only -> dequantise + store blocks 0-3 of tile j+2 (S(j+1) still running)
+//                -> wait S(j+1) -> barrier 2 (warpgroup 1's P V(j) done) -> softmax(j+1) ...
+//   warpgroup 1: [loads] barrier 1 -> rescale O, P V(j) on blocks 4-7 -> wait -> arrive barrier 2
+//                -> dequantise + store blocks 4-8 of tile j+2 -> barrier 1 of tile j+1
+// Thread 0 prefetches tile j+4 into L2 (cp.async.bulk.prefetch). Rows past the context in the last
+// tile are stored as zeros (never read: a NaN there would reach O as 0 x NaN).
+// Earlier versions (NOTES.md): v1 (8854a6d) 5.7 us per tile, v2 (7fb203d, all stores after a
+// common barrier) 4.2 us; the BF16 kernel 2.8 us.
 #include "attention/hopper.cuh"
 #include "attention/mla_fp8.cuh"
 
@@ -47,8 +44,6 @@ static_assert(kSmem <= 232448, "shared memory per block");
 // column block kg = n >> 8, i.e. chunk k = 4 kg + kq of the token), 512 RoPE chunks (m: kq = m & 7,
 // r = m >> 3). A warp's 32 chunks then cover 8 (4) tokens x 4 (8) chunks: 8 x 64 B (4 x 128 B)
 // of global memory and every 16-B bank group of the swizzled rows once per 4 lanes (no conflicts).
-// Warpgroup 1 takes E4M3 chunks [0, 1536) (4 converted before barrier 2, 8 after) and all RoPE
-// chunks; warpgroup 0, which also holds S, takes [1536, 2048) (4, converted before barrier 2).
 constexpr int kNopeChunks = 2048, kRopeChunks = 512;
 
 __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
@@ -142,10 +137,12 @@ struct Share {
     for (int u = 0; u < RP; ++u) sts128(T + rope_dst(128 * u + t), rope[u]);
   }
 };
-using Share1 = Share<4, 8, 4>;  // warpgroup 1: E4M3 chunks [0, 1536), RoPE chunks [0, 512)
-using Share0 = Share<4, 0, 0>;  // warpgroup 0: E4M3 chunks [1536, 2048)
-constexpr int kN0Wg1 = 0, kN0Wg0 = 1536;
-static_assert(128 * 12 == kN0Wg0 && kN0Wg0 + 128 * 4 == kNopeChunks && 128 * 4 == kRopeChunks, "shares cover a tile");
+// Warpgroup w dequantises the column blocks its own P V reads (E4M3 chunks [1024 (1-w), +1024)):
+// once its P V(j) is done it may overwrite them with tile j+2 without waiting for the other.
+using Share1 = Share<0, 8, 4>;  // warpgroup 1: column blocks 4-7 (V columns 256-511) and the RoPE block 8
+using Share0 = Share<0, 8, 0>;  // warpgroup 0: column blocks 0-3 (V columns 0-255)
+constexpr int kN0Wg0 = 0, kN0Wg1 = 1024;
+static_assert(kN0Wg1 == 128 * 8 && kN0Wg1 + 128 * 8 == kNopeChunks && 128 * 4 == kRopeChunks, "shares cover a tile");
 
 __global__ void __launch_bounds__(256, 1)
     mla_decode_fp8_kernel(MqaArgs a, const uint8_t* __restrict__ cache, const int4* __restrict__ work) {
@@ -174,7 +171,7 @@ __global__ void __launch_bounds__(256, 1)
   auto tile_valid = [&](int j) { return min(64, re - rb - 64 * j); };
 
   if (tid == 0)
-    for (int j = 0; j < min(3, ntiles); ++j) prefetch_l2(tile_base(j), (tile_valid(j) * kMlaFp8TokenBytes + 15) & ~15);
+    for (int j = 0; j < min(4, ntiles); ++j) prefetch_l2(tile_base(j), (tile_valid(j) * kMlaFp8TokenBytes + 15) & ~15);
   {  // Q tile (padded heads read as zeros), swizzled
     const bf16* qsrc = a.q + (static_cast<size_t>(qi) * H + head0) * 576;
     for (int u = tid; u < 64 * 72; u += 256) {
@@ -225,15 +222,20 @@ __global__ void __launch_bounds__(256, 1)
     fence_regs(s);
   }
 
-  // The two warpgroups run separate loops (their named barriers pair up per tile: 1, 2 and, when
-  // tile j+2 exists, 3); warpgroup 0's last tile is peeled so that S(j+1) is never issued on a
-  // divergent path (ptxas would serialise the wgmmas).
+  // The two warpgroups run separate loops; per tile j they meet at barrier 1 (warpgroup 0 wrote P,
+  // alpha; warpgroup 1 stored its part of tile j+1) and warpgroup 1 signals barrier 2 (its P V(j)
+  // is done: P and alpha may be overwritten). Warpgroup 0's last tile is peeled so that S(j+1) is
+  // never issued on a divergent path (ptxas would serialise the wgmmas).
   if (wg == 0) {
     auto body = [&](int j, auto has_next) {
       const int st = j & 1;
       const uint32_t kv = sb + kOffKV + st * kTile;
       const int valid = tile_valid(j);
-      if (tid == 0 && j + 3 < ntiles) prefetch_l2(tile_base(j + 3), (tile_valid(j + 3) * kMlaFp8TokenBytes + 15) & ~15);
+      const bool more = j + 2 < ntiles;
+      if (tid == 0 && j + 4 < ntiles) prefetch_l2(tile_base(j + 4), (tile_valid(j + 4) * kMlaFp8TokenBytes + 15) & ~15);
+      Share0 sh;  // tile j+2, column blocks 0-3: loads in flight during the softmax and the GEMMs
+      if (more) sh.load(tile_base(j + 2), tile_valid(j + 2), kN0Wg0, tid);
+      if (j > 0) named_bar_sync(2, 256);  // warpgroup 1's P V(j-1) is done: P and alpha are free
       float mxA = kNegInf, mxB = kNegInf;
 #pragma unroll
       for (int jj = 0; jj < 8; ++jj)
@@ -286,18 +288,19 @@ __global__ void __launch_bounds__(256, 1)
       for (int kk = 0; kk < 4; ++kk)
         wgmma_m64n256k16_ss_tb(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024), sw128_desc(kv + kk * 2048, 8192, 1024), 1);
       wg_commit();
-      if constexpr (decltype(has_next)::value) issue_s(j + 1);
-      const bool more = j + 2 < ntiles;
-      Share0 sh;
-      if (more) sh.load(tile_base(j + 2), tile_valid(j + 2), kN0Wg0, tid);
-      wg_wait<0>();
+      if constexpr (decltype(has_next)::value) {
+        issue_s(j + 1);
+        wg_wait<1>();  // own P V(j) done (S(j+1) still on the tensor core): column blocks 0-3 are free
+      } else {
+        wg_wait<0>();
+      }
       fence_regs(o);
-      fence_regs(s);
-      named_bar_sync(2, 256);  // both halves of P V(j) done: buffer st, P and alpha may be overwritten
       if (more) {
-        sh.store(sb + kOffKV + st * kTile, kN0Wg0, tid);
+        sh.store(kv, kN0Wg0, tid);
         fence_proxy_async();  // read by S(j+2), issued after the next barrier 1
       }
+      wg_wait<0>();
+      fence_regs(s);
     };
     for (int j = 0; j + 1 < ntiles; ++j) body(j, std::true_type{});
     if (ntiles > 0) body(ntiles - 1, std::false_type{});
@@ -305,6 +308,9 @@ __global__ void __launch_bounds__(256, 1)
     for (int j = 0; j < ntiles; ++j) {
       const int st = j & 1;
       const uint32_t kv = sb + kOffKV + st * kTile;
+      const bool more = j + 2 < ntiles;
+      Share1 sh;  // tile j+2, column blocks 4-8: loads in flight while waiting for P
+      if (more) sh.load(tile_base(j + 2), tile_valid(j + 2), kN0Wg1, tid - 128);
       named_bar_sync(1, 256);
       const float alA = sAlpha[rA], alB = sAlpha[rB];
 #pragma unroll
@@ -321,14 +327,11 @@ __global__ void __launch_bounds__(256, 1)
         wgmma_m64n256k16_ss_tb(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024),
                                sw128_desc(kv + 4 * 8192 + kk * 2048, 8192, 1024), 1);
       wg_commit();
-      const bool more = j + 2 < ntiles;
-      Share1 sh;
-      if (more) sh.load(tile_base(j + 2), tile_valid(j + 2), kN0Wg1, tid - 128);
       wg_wait<0>();
       fence_regs(o);
-      named_bar_sync(2, 256);
+      if (j + 1 < ntiles) named_bar_arrive(2, 256);  // P V(j) done: P and alpha may be overwritten
       if (more) {
-        sh.store(sb + kOffKV + st * kTile, kN0Wg1, tid - 128);
+        sh.store(kv, kN0Wg1, tid - 128);  // column blocks 4-7 (only this P V read them) and 8 (S(j) is done)
         fence_proxy_async();
       }
     }

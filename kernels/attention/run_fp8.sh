@@ -6,7 +6,7 @@
 # ncu counters at a few points.
 # Usage (repository root; binaries in $BUILD/kernels/attention, built here and carried):
 #   BUILD=build-attn SERVESIM_COMMIT=<sha> FP8_S=150 [QUICK=1] [COMPARE_POINTS=B:H:L,...] \
-#     [NCU_POINTS="512:64:4096 512:128:4096"] [MEMCHECK=0] bash kernels/attention/run_fp8.sh
+#     [NCU_POINTS="512:64:4096 512:128:4096"] [MEMCHECK=0] [COMPARE_OPS="mla_decode_fp8kv"] bash kernels/attention/run_fp8.sh
 # -> $OUT/run.log, $OUT/tables.tar.gz (mla_decode_fp8kv.json, compare tables), $OUT/logs.tar.gz
 set -uo pipefail
 BUILD=${BUILD:-build-attn}
@@ -23,7 +23,7 @@ CP=${COMPARE_POINTS:-256:128:2048,16:128:65536,512:128:4096,512:64:4096,128:64:3
   echo "commit $SERVESIM_COMMIT"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu --format=csv
   echo "=== test_mla_fp8"
-  timeout 240 "$BIN/test_mla_fp8" > "$W/test_mla_fp8.log" 2>&1
+  timeout 120 "$BIN/test_mla_fp8" > "$W/test_mla_fp8.log" 2>&1
   RC=$?
   grep -E "attn-test|OK \]|FAILED|PASSED|Failure|Expected|Which is|error" "$W/test_mla_fp8.log"
   echo "test_mla_fp8 exit $RC after $(( $(date +%s) - T0 )) s"
@@ -42,7 +42,7 @@ CP=${COMPARE_POINTS:-256:128:2048,16:128:65536,512:128:4096,512:64:4096,128:64:3
     cat "$W/sass_fp8.txt"
   fi
   if [ "$RC" = 0 ]; then
-    for op in mla_decode mla_decode_fp8kv; do
+    for op in ${COMPARE_OPS:-mla_decode mla_decode_fp8kv}; do
       timeout 150 "$BIN/bench_attn" --out "$W/cmp_$op" --only $op --budget 100 --share-scale 2 \
         --mla-decode-point "$CP" > "$W/compare_$op.log" 2>&1
       echo "compare $op exit $?"; grep -E "^  mla_decode" "$W/compare_$op.log" | cut -c1-190
