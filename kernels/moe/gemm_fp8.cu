@@ -678,7 +678,7 @@ void dispatch_ws(const WsArgs& a, const WsParams& p, int bt, int grid_y, cudaStr
   }
 }
 
-int g_fp8_variant = 0;
+int g_fp8_variant = kFp8DefaultVariant;
 
 template <int BT>
 void launch(const Params& p, int grid_y, cudaStream_t stream) {

@@ -718,7 +718,7 @@ void check_fp8_masked(int N, int K, int max_m = 40) {
       SS_CUDA(cudaDeviceSynchronize());
       check(vname[v], bt);
     }
-  fp8_set_variant(0);
+  fp8_set_variant(kFp8DefaultVariant);
   fp8_set_persistent(false);
   fp8_set_cluster(false);
   // Graph capture: counts change on the device between replays, no host involvement.
@@ -789,7 +789,7 @@ void check_fp8_contiguous(int N, int K) {
     std::printf("fp8 contiguous v%d N=%d K=%d bt=%d: rel L2 %.2e\n", v, N, K, bt, err);
     EXPECT_LT(err, 1e-2) << "v=" << v << " bt=" << bt;
   }
-  fp8_set_variant(0);
+  fp8_set_variant(kFp8DefaultVariant);
   fp8_set_persistent(false);
   fp8_set_cluster(false);
 }
