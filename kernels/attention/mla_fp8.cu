@@ -52,97 +52,88 @@ __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
 __device__ __forceinline__ void sts128(uint32_t addr, const uint4& v) {
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
-__device__ __forceinline__ uint32_t e4m3x2_scaled_bf16x2(uint32_t two, float sc) {
+__device__ __forceinline__ uint32_t e4m3x2_scaled_bf16x2(uint16_t two, float sc) {
   uint32_t h;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"(static_cast<uint16_t>(two)));
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"(two));
   __half2 hh;
   memcpy(&hh, &h, 4);
   const float2 f = __half22float2(hh);
   return pack_bf16(f.x * sc, f.y * sc);
 }
+// 4 E4M3 values x scale -> 4 BF16 values (the 16-bit halves taken by mov, no shifts).
+__device__ __forceinline__ void convert4(uint32_t x, float sc, uint32_t& lo, uint32_t& hi) {
+  uint16_t a, b;
+  asm("mov.b32 {%0, %1}, %2;\n" : "=h"(a), "=h"(b) : "r"(x));
+  lo = e4m3x2_scaled_bf16x2(a, sc);
+  hi = e4m3x2_scaled_bf16x2(b, sc);
+}
 // 16 E4M3 values x scale -> 16 BF16 values (two 16-B chunks).
 __device__ __forceinline__ void convert16(const uint4& v, float sc, uint4& lo, uint4& hi) {
-  lo.x = e4m3x2_scaled_bf16x2(v.x & 0xffff, sc);
-  lo.y = e4m3x2_scaled_bf16x2(v.x >> 16, sc);
-  lo.z = e4m3x2_scaled_bf16x2(v.y & 0xffff, sc);
-  lo.w = e4m3x2_scaled_bf16x2(v.y >> 16, sc);
-  hi.x = e4m3x2_scaled_bf16x2(v.z & 0xffff, sc);
-  hi.y = e4m3x2_scaled_bf16x2(v.z >> 16, sc);
-  hi.z = e4m3x2_scaled_bf16x2(v.w & 0xffff, sc);
-  hi.w = e4m3x2_scaled_bf16x2(v.w >> 16, sc);
+  convert4(v.x, sc, lo.x, lo.y);
+  convert4(v.y, sc, lo.z, lo.w);
+  convert4(v.z, sc, hi.x, hi.y);
+  convert4(v.w, sc, hi.z, hi.w);
 }
-// E4M3 chunk n: its 16 bytes and group scale (zeros for tokens past the context).
-__device__ __forceinline__ void load_nope(const uint8_t* base, int valid, int n, uint4& v, float& sc) {
-  const int r = (n >> 2) & 63, k = 4 * (n >> 8) + (n & 3);
-  v = make_uint4(0, 0, 0, 0);
-  sc = 0.f;
-  if (r < valid) {
-    const uint8_t* tok = base + r * kMlaFp8TokenBytes;
-    v = __ldg(reinterpret_cast<const uint4*>(tok + 16 * k));
-    sc = __ldg(reinterpret_cast<const float*>(tok + kMlaFp8ScaleOff) + (k >> 3));
-  }
-}
-// Byte offset in a swizzled BF16 tile of the first of E4M3 chunk n's two 16-B outputs (the second:
-// nope_dst2), and of RoPE chunk m.
-__device__ __forceinline__ uint32_t nope_dst(int n, int half) {
-  const int r = (n >> 2) & 63, c = 2 * (n & 3) + half;
-  return (n >> 8) * 8192 + r * 128 + ((c ^ (r & 7)) << 4);
-}
-__device__ __forceinline__ uint32_t rope_dst(int m) {
-  const int r = m >> 3;
-  return 8 * 8192 + r * 128 + (((m & 7) ^ (r & 7)) << 4);
-}
-// One warpgroup's share of a tile: NC E4M3 chunks converted as soon as they arrive (while the
-// tensor core runs), NR E4M3 chunks kept raw and converted after the barrier, RP RoPE chunks.
-// Chunks: E4M3 n = n0 + 128 u + t (u < NC + NR), RoPE m = 128 u + t (u < RP); t = thread in the
-// warpgroup.
-template <int NC, int NR, int RP>
+// One warpgroup's share of a tile: E4M3 chunks n = 1024 W + 128 u + t (u < 8, t = thread in the
+// warpgroup), i.e. column blocks kg = 4 W + u/2, tokens r = t/4 + 32 (u % 2), chunk t % 4 of the
+// block's 4 per token; with ROPE also RoPE chunks m = 128 u + t (u < 4): tokens t/8 + 16 u, chunk
+// t % 8. Every address is a per-thread base plus a compile-time offset; the swizzle (r % 8) is
+// the same for all of a thread's chunks.
+template <int W, bool ROPE>
 struct Share {
-  uint4 cv[NC > 0 ? NC : 1][2];
-  uint4 raw[NR > 0 ? NR : 1];
-  float rsc[NR > 0 ? NR : 1];
-  uint4 rope[RP > 0 ? RP : 1];
-  __device__ __forceinline__ void load(const uint8_t* base, int valid, int n0, int t) {
-    uint4 v[NC > 0 ? NC : 1];
-    float sc[NC > 0 ? NC : 1];
+  static constexpr int kN = 8, kR = ROPE ? 4 : 0;
+  uint4 raw[kN];
+  float sc[kN];
+  uint4 rope[kR > 0 ? kR : 1];
+  __device__ __forceinline__ void load(const uint8_t* base, int valid, int t) {
+    const int r0 = t >> 2;
+    const uint8_t* g = base + r0 * kMlaFp8TokenBytes;
 #pragma unroll
-    for (int u = 0; u < NC; ++u) load_nope(base, valid, n0 + 128 * u + t, v[u], sc[u]);
-#pragma unroll
-    for (int u = 0; u < NR; ++u) load_nope(base, valid, n0 + 128 * (NC + u) + t, raw[u], rsc[u]);
-#pragma unroll
-    for (int u = 0; u < RP; ++u) {
-      const int m = 128 * u + t, r = m >> 3;
-      rope[u] = r < valid ? __ldg(reinterpret_cast<const uint4*>(base + r * kMlaFp8TokenBytes + kMlaFp8RopeOff + 16 * (m & 7)))
-                          : make_uint4(0, 0, 0, 0);
+    for (int u = 0; u < kN; ++u) {
+      const int kg = 4 * W + (u >> 1), half = u & 1;
+      const uint8_t* tok = g + half * 32 * kMlaFp8TokenBytes;
+      if (r0 + 32 * half < valid) {
+        raw[u] = __ldg(reinterpret_cast<const uint4*>(tok + 64 * kg + 16 * (t & 3)));
+        sc[u] = __ldg(reinterpret_cast<const float*>(tok + kMlaFp8ScaleOff + 4 * (kg >> 1)));
+      } else {
+        raw[u] = make_uint4(0, 0, 0, 0);
+        sc[u] = 0.f;
+      }
     }
+    if constexpr (ROPE) {
+      const int q0 = t >> 3;
+      const uint8_t* gr = base + q0 * kMlaFp8TokenBytes + kMlaFp8RopeOff + 16 * (t & 7);
 #pragma unroll
-    for (int u = 0; u < NC; ++u) convert16(v[u], sc[u], cv[u][0], cv[u][1]);
+      for (int u = 0; u < kR; ++u)
+        rope[u] = q0 + 16 * u < valid ? __ldg(reinterpret_cast<const uint4*>(gr + 16 * u * kMlaFp8TokenBytes))
+                                      : make_uint4(0, 0, 0, 0);
+    }
   }
-  __device__ __forceinline__ void store(uint32_t T, int n0, int t) {
+  // T: shared-memory address of the BF16 tile.
+  __device__ __forceinline__ void store(uint32_t T, int t) const {
+    const int r0 = t >> 2, c = 2 * (t & 3);
+    const uint32_t d = T + r0 * 128, s0 = (c ^ (r0 & 7)) << 4, s1 = ((c + 1) ^ (r0 & 7)) << 4;
 #pragma unroll
-    for (int u = 0; u < NC; ++u) {
-      const int n = n0 + 128 * u + t;
-      sts128(T + nope_dst(n, 0), cv[u][0]);
-      sts128(T + nope_dst(n, 1), cv[u][1]);
-    }
-#pragma unroll
-    for (int u = 0; u < NR; ++u) {
-      const int n = n0 + 128 * (NC + u) + t;
+    for (int u = 0; u < kN; ++u) {
+      const int kg = 4 * W + (u >> 1), half = u & 1;
       uint4 lo, hi;
-      convert16(raw[u], rsc[u], lo, hi);
-      sts128(T + nope_dst(n, 0), lo);
-      sts128(T + nope_dst(n, 1), hi);
+      convert16(raw[u], sc[u], lo, hi);
+      sts128(d + kg * 8192 + half * 4096 + s0, lo);
+      sts128(d + kg * 8192 + half * 4096 + s1, hi);
     }
+    if constexpr (ROPE) {
+      const int q0 = t >> 3;
+      const uint32_t dr = T + 8 * 8192 + q0 * 128 + (((t & 7) ^ (q0 & 7)) << 4);
 #pragma unroll
-    for (int u = 0; u < RP; ++u) sts128(T + rope_dst(128 * u + t), rope[u]);
+      for (int u = 0; u < kR; ++u) sts128(dr + u * 2048, rope[u]);
+    }
   }
 };
-// Warpgroup w dequantises the column blocks its own P V reads (E4M3 chunks [1024 (1-w), +1024)):
-// once its P V(j) is done it may overwrite them with tile j+2 without waiting for the other.
-using Share1 = Share<0, 8, 4>;  // warpgroup 1: column blocks 4-7 (V columns 256-511) and the RoPE block 8
-using Share0 = Share<0, 8, 0>;  // warpgroup 0: column blocks 0-3 (V columns 0-255)
-constexpr int kN0Wg0 = 0, kN0Wg1 = 1024;
-static_assert(kN0Wg1 == 128 * 8 && kN0Wg1 + 128 * 8 == kNopeChunks && 128 * 4 == kRopeChunks, "shares cover a tile");
+// Warpgroup w dequantises the column blocks its own P V reads (w = 0: blocks 0-3; w = 1: 4-7 and
+// the RoPE block 8): once its P V(j) is done it may overwrite them with tile j+2 without waiting.
+using Share0 = Share<0, false>;
+using Share1 = Share<1, true>;
+static_assert(2 * 128 * 8 == kNopeChunks && 128 * 4 == kRopeChunks, "shares cover a tile");
 
 __global__ void __launch_bounds__(256, 1)
     mla_decode_fp8_kernel(MqaArgs a, const uint8_t* __restrict__ cache, const int4* __restrict__ work) {
@@ -185,12 +176,12 @@ __global__ void __launch_bounds__(256, 1)
   for (int j = 0; j < min(2, ntiles); ++j) {  // tiles 0 and 1: both warpgroups, their shares
     if (wg == 1) {
       Share1 sh;
-      sh.load(tile_base(j), tile_valid(j), kN0Wg1, tid - 128);
-      sh.store(sb + kOffKV + j * kTile, kN0Wg1, tid - 128);
+      sh.load(tile_base(j), tile_valid(j), tid - 128);
+      sh.store(sb + kOffKV + j * kTile, tid - 128);
     } else {
       Share0 sh;
-      sh.load(tile_base(j), tile_valid(j), kN0Wg0, tid);
-      sh.store(sb + kOffKV + j * kTile, kN0Wg0, tid);
+      sh.load(tile_base(j), tile_valid(j), tid);
+      sh.store(sb + kOffKV + j * kTile, tid);
     }
   }
   cp_async_wait<0>();
@@ -234,7 +225,7 @@ __global__ void __launch_bounds__(256, 1)
       const bool more = j + 2 < ntiles;
       if (tid == 0 && j + 4 < ntiles) prefetch_l2(tile_base(j + 4), (tile_valid(j + 4) * kMlaFp8TokenBytes + 15) & ~15);
       Share0 sh;  // tile j+2, column blocks 0-3: loads in flight during the softmax and the GEMMs
-      if (more) sh.load(tile_base(j + 2), tile_valid(j + 2), kN0Wg0, tid);
+      if (more) sh.load(tile_base(j + 2), tile_valid(j + 2), tid);
       if (j > 0) named_bar_sync(2, 256);  // warpgroup 1's P V(j-1) is done: P and alpha are free
       float mxA = kNegInf, mxB = kNegInf;
 #pragma unroll
@@ -274,12 +265,14 @@ __global__ void __launch_bounds__(256, 1)
       }
       fence_proxy_async();  // P -> the async proxy
       named_bar_sync(1, 256);
+      if (__any_sync(0xffffffffu, alA != 1.f || alB != 1.f)) {  // skipped while no row maximum moved
 #pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        o[4 * i] *= alA;
-        o[4 * i + 1] *= alA;
-        o[4 * i + 2] *= alB;
-        o[4 * i + 3] *= alB;
+        for (int i = 0; i < 32; ++i) {
+          o[4 * i] *= alA;
+          o[4 * i + 1] *= alA;
+          o[4 * i + 2] *= alB;
+          o[4 * i + 3] *= alB;
+        }
       }
       fence_regs(o);
       fence_regs(s);
@@ -296,7 +289,7 @@ __global__ void __launch_bounds__(256, 1)
       }
       fence_regs(o);
       if (more) {
-        sh.store(kv, kN0Wg0, tid);
+        sh.store(kv, tid);
         fence_proxy_async();  // read by S(j+2), issued after the next barrier 1
       }
       wg_wait<0>();
@@ -310,15 +303,17 @@ __global__ void __launch_bounds__(256, 1)
       const uint32_t kv = sb + kOffKV + st * kTile;
       const bool more = j + 2 < ntiles;
       Share1 sh;  // tile j+2, column blocks 4-8: loads in flight while waiting for P
-      if (more) sh.load(tile_base(j + 2), tile_valid(j + 2), kN0Wg1, tid - 128);
+      if (more) sh.load(tile_base(j + 2), tile_valid(j + 2), tid - 128);
       named_bar_sync(1, 256);
       const float alA = sAlpha[rA], alB = sAlpha[rB];
+      if (__any_sync(0xffffffffu, alA != 1.f || alB != 1.f)) {  // skipped while no row maximum moved
 #pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        o[4 * i] *= alA;
-        o[4 * i + 1] *= alA;
-        o[4 * i + 2] *= alB;
-        o[4 * i + 3] *= alB;
+        for (int i = 0; i < 32; ++i) {
+          o[4 * i] *= alA;
+          o[4 * i + 1] *= alA;
+          o[4 * i + 2] *= alB;
+          o[4 * i + 3] *= alB;
+        }
       }
       fence_regs(o);
       wg_fence();
@@ -331,7 +326,7 @@ __global__ void __launch_bounds__(256, 1)
       fence_regs(o);
       if (j + 1 < ntiles) named_bar_arrive(2, 256);  // P V(j) done: P and alpha may be overwritten
       if (more) {
-        sh.store(kv, kN0Wg1, tid - 128);  // column blocks 4-7 (only this P V read them) and 8 (S(j) is done)
+        sh.store(kv, tid - 128);  // column blocks 4-7 (only this P V read them) and 8 (S(j) is done)
         fence_proxy_async();
       }
     }
