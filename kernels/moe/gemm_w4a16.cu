@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4a16_kernel(const Params p) {
     cp_async_commit();
   }
 
-  auto body = [&](int kb, uint32_t(&af)[KS][4][4], auto last) {
+  auto body = [&](int kb, auto& af, auto last) {  // af: uint32_t[KS][4][4] (a typed parameter crashed cudafe++ 13.0)
     cp_async_wait<C::kStages - 3>();
     fence_proxy_async();
     __syncthreads();
@@ -246,15 +246,17 @@ void launch(const Params& p, int max_tiles, cudaStream_t stream) {
 // consumers never touch global memory or a CTA barrier in the main loop: wait full -> LDS codes and
 // scales -> dequant -> 8 wgmma -> commit -> wait_group 1 -> release the previous stage ("empty").
 // ================================================================================================
-template <int BT>
+/// KS_ = 64-wide k-blocks per stage: 2 (variant 5) or 1 (variant 6: half the A-fragment registers,
+/// so 3 CTAs per SM at BT <= 16 and no register-starved wgmma serialisation, ptxas C7512).
+template <int BT, int KS_ = 2>
 struct DCfg {
-  static constexpr int KS = 2;                    // 64-wide k-blocks per stage
-  static constexpr int kW = kWBlockBytes * KS;    // 8704 B, contiguous in the prepacked matrix
+  static constexpr int KS = KS_;                  // 64-wide k-blocks per stage
+  static constexpr int kW = kWBlockBytes * KS;    // 8704 / 4352 B, contiguous in the prepacked matrix
   static constexpr int kXSub = BT * 128;          // one BT x 64 bf16 sub-tile
   static constexpr int kX = kXSub * KS;
-  static constexpr int kStages = BT <= 16 ? 8 : 6;
+  static constexpr int kStages = KS == 2 ? (BT <= 16 ? 8 : 6) : (BT <= 16 ? 10 : 8);
   static constexpr int kSmem = kStages * (kX + kW) + 2 * kStages * 8 + 1024;
-  static constexpr int kMinBlocks = 2;
+  static constexpr int kMinBlocks = KS == 2 ? 2 : (BT <= 16 ? 3 : 2);
 };
 constexpr int kDecThreads = 288;
 
@@ -283,11 +285,10 @@ __device__ __forceinline__ void named_bar(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
-template <int BT>
-__global__ void __launch_bounds__(kDecThreads, DCfg<BT>::kMinBlocks) w4a16_decode_kernel(const Params p) {
-  using C = DCfg<BT>;
-  constexpr int S = C::kStages, KS = 2;
-  static_assert(C::KS == 2, "the consumer loop is written for two k-blocks per stage");
+template <int BT, int KS_>
+__global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_decode_kernel(const Params p) {
+  using C = DCfg<BT, KS_>;
+  constexpr int S = C::kStages, KS = KS_;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   uint8_t* xs = smem;                    // [S][KS][BT*128], 1024-aligned sub-tiles
@@ -350,9 +351,9 @@ __global__ void __launch_bounds__(kDecThreads, DCfg<BT>::kMinBlocks) w4a16_decod
   for (int i = 0; i < BT / 8; ++i)
 #pragma unroll
     for (int q = 0; q < 4; ++q) acc[i][q] = 0.f;
-  uint32_t afrag[2][2][4][4];
+  uint32_t afrag[2][KS][4][4];
 
-  auto body = [&](int kb, uint32_t(&af)[2][4][4], auto last) {
+  auto body = [&](int kb, auto& af, auto last) {  // af: uint32_t[KS][4][4] (a typed parameter crashed cudafe++ 13.0)
     const int slot = kb % S;
     mbar_wait(&full[slot], (kb / S) & 1);
 #pragma unroll
@@ -435,15 +436,16 @@ __global__ void __launch_bounds__(kDecThreads, DCfg<BT>::kMinBlocks) w4a16_decod
   }
 }
 
-template <int BT>
+template <int BT, int KS = 2>
 void launch_decode(const Params& p, int max_tiles, cudaStream_t stream) {
   static bool configured = false;
   if (!configured) {
-    SS_CUDA(cudaFuncSetAttribute(w4a16_decode_kernel<BT>, cudaFuncAttributeMaxDynamicSharedMemorySize, DCfg<BT>::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(w4a16_decode_kernel<BT, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 DCfg<BT, KS>::kSmem));
     configured = true;
   }
   dim3 grid(p.N / kRowsPerCta, max_tiles);
-  w4a16_decode_kernel<BT><<<grid, kDecThreads, DCfg<BT>::kSmem, stream>>>(p);
+  w4a16_decode_kernel<BT, KS><<<grid, kDecThreads, DCfg<BT, KS>::kSmem, stream>>>(p);
   SS_LAUNCH_CHECK();
 }
 
@@ -451,15 +453,16 @@ int g_variant = 5;
 
 template <int BT>
 void launch_bt(const Params& p, int max_tiles, cudaStream_t stream) {
-  if (g_variant == 5 || g_variant == 4) {
+  if (g_variant == 5 || g_variant == 4 || g_variant == 6) {
     if constexpr (BT <= 64) {
       if (p.K % 256 == 0) {
         // variant 5 at BT <= 32; at BT = 64 its A fragments spill (ptxas) and variant 0 was faster
         // than 4 there (81.5 vs 89.9 us, K3 w13 G=8 m=64, call 1 of this session), so 0
         if constexpr (BT <= 32) {
-          if (g_variant == 5) { launch_decode<BT>(p, max_tiles, stream); return; }
+          if (g_variant == 5) { launch_decode<BT, 2>(p, max_tiles, stream); return; }
+          if (g_variant == 6) { launch_decode<BT, 1>(p, max_tiles, stream); return; }
         }
-        if (g_variant == 5) launch<BT, 0>(p, max_tiles, stream);
+        if (g_variant >= 5) launch<BT, 0>(p, max_tiles, stream);
         else launch<BT, 4, 2>(p, max_tiles, stream);
         return;
       }
@@ -478,7 +481,7 @@ void launch_bt(const Params& p, int max_tiles, cudaStream_t stream) {
 }  // namespace
 
 void w4a16_set_variant(int v) {
-  if (v < 0 || v > 5) throw std::invalid_argument("w4a16_set_variant: 0..5");
+  if (v < 0 || v > 6) throw std::invalid_argument("w4a16_set_variant: 0..6");
   g_variant = v;
 }
 int w4a16_variant() { return g_variant; }

@@ -453,7 +453,7 @@ TEST_P(W4A16Test, MatchesDoubleReference) {
   if (variant >= 4) check_w4a16(bt, {1, bt, 3 * bt - 1, 0, 2}, 384, 1536, true, variant);
 }
 INSTANTIATE_TEST_SUITE_P(AllTiles, W4A16Test,
-                         ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Values(0, 1, 2, 3, 4, 5)));
+                         ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Values(0, 1, 2, 3, 4, 5, 6)));
 
 // Diagnostic (always passes): error per token row of a 16-token tile and per k-block, per variant.
 TEST(MoeW4A16Diag, ErrorProfile) {
@@ -528,7 +528,7 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
   EXPECT_LT(err, 1e-2);
   free_dispatch(d);
 }
-INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5));
+INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6));
 
 // ------------------------------------------------------------------------------------------------
 // Library GEMMs
