@@ -225,9 +225,8 @@ int fp8_pick_bt(double rows_per_group);
 /// temporaries (promotion overlapped) / 128 x 256 (N % 256 == 0, else 128x128); 4 / 5 = 2 / 3 in
 /// 2-CTA clusters sharing the token tile by TMA multicast (when N / tile width is even). Variants
 /// 2-5 run variant 0 at bt != 128; fp8_pick_bt gives 128 above 64 rows for variants >= 1.
-/// Throws std::invalid_argument outside 0..5. Default kFp8DefaultVariant = 3: faster than variant 0
-/// at every measured point with >= 128 rows per expert except 192 (v0's 192-wide tile pads less;
-/// 1-4% there), 1.15-1.35x at 256-4096 rows (NOTES.md §9).
+/// Throws std::invalid_argument outside 0..5. Default kFp8DefaultVariant = 3: 1.11-1.45x faster than
+/// variant 0 at 256-4096 rows per expert on the H200 (NOTES.md §9); within 1-2% at 192 rows.
 constexpr int kFp8DefaultVariant = 3;
 void fp8_set_variant(int v);
 int fp8_variant();
