@@ -44,7 +44,7 @@ constexpr const char* kStyle =
     "body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:24px auto;max-width:1040px;color:#222}"
     "h1{font-size:1.5em}h2{font-size:1.15em;margin:28px 0 8px}section{margin-bottom:18px}"
     ".caption{color:#555;font-size:.88em;max-width:1000px}table{border-collapse:collapse;font-size:.9em}"
-    "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}"
+    "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;max-width:720px;overflow-wrap:anywhere}th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}"
     "#omitted{color:#444;font-size:.92em}#selfcheck{display:none}";
 
 }  // namespace
