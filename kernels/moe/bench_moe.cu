@@ -577,7 +577,7 @@ void bench_fp8_own(Ctx& c) {
       std::vector<int> mm(G, m);
       DevBuf<int> dmm(G);
       dmm.upload(mm);
-      for (int v : {0, 4, 5, 9})  // bench form codes (fp8_form); clusters (6, 7) measured 1.4-2.4x slower
+      for (int v : {0, 4, 5, 6, 7, 9})  // bench form codes (fp8_form)
         for (int bt : v >= 4 ? std::vector<int>{128} : std::vector<int>{fp8_pick_bt(m), 64, 192, 256}) {
           if ((bt == 64 && m <= 64) || (bt >= 192 && m < bt)) continue;
           if (v >= 4 && m <= 64) continue;
@@ -610,7 +610,7 @@ void bench_fp8_own(Ctx& c) {
     }
     for (auto [G, m] : std::vector<std::pair<int, int>>{{8, 4096}, {4, 8192}, {8, 2048}, {8, 1024}, {8, 512}, {8, 256}, {8, 128}}) {
       if (!time_left(c)) break;
-      for (auto [v, bt] : std::vector<std::pair<int, int>>{{0, 256}, {4, 128}, {5, 128}, {9, 128}}) {
+      for (auto [v, bt] : std::vector<std::pair<int, int>>{{0, 256}, {4, 128}, {5, 128}, {6, 128}, {7, 128}, {9, 128}}) {
         if (bt > m) continue;
         fp8_apply_form(v);
         const Timing t = time_fp8_contig(c, b, deids.p, std::min(3, P / G), std::vector<int>(G, m), bt);

@@ -67,10 +67,15 @@ __device__ __forceinline__ void cluster_sync_all() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
 /// mbarrier arrive on the barrier at the same shared-memory offset in CTA `rank` of the cluster.
+/// Default semantics (release at CTA scope), as CUTLASS's ClusterBarrier::arrive(cta_id): the
+/// arriving consumers only read the slot (by wgmma, complete at wgmma.wait_group) before the peer's
+/// producer refills it. The first version asked for .release.cluster: ncu then showed a memory-barrier
+/// stall of 3.2 cycles per instruction in every consumer warp and the cluster forms ran 1.4-2.4x
+/// slower than one CTA (NOTES.md §9).
 __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank) {
   asm volatile(
       "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(smem_u32(bar)),
+      "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n" ::"r"(smem_u32(bar)),
       "r"(rank)
       : "memory");
 }
