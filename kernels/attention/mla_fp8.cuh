@@ -33,6 +33,10 @@ constexpr int kMlaFp8Group = 128;  // values per fp32 scale
 void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& plan, cudaStream_t s = 0);
 /// Name of the kernel configuration (for the tables).
 const char* mla_decode_fp8_config();
+/// 5 (default): three warpgroups, the third dequantising every tile into the free buffer while the
+/// two consumers run softmax and GEMMs (setmaxnreg 224 / 56); 4: two warpgroups that dequantise
+/// their own column blocks between GEMMs (the table of commit feaa895).
+void mla_decode_fp8_set_variant(int v);
 
 /// Host: quantises one token's 576 latent values (512 NoPE + 64 RoPE) into the 656-B layout
 /// (scale = max |v| / 448 of each 128-value group, 1 for an all-zero group; E4M3 round to nearest

@@ -103,9 +103,9 @@ void fp8_case(const std::vector<int>& ctx, int H, int force_split, bool nan_tail
             &rlse[static_cast<size_t>(b) * H]);
   }
   const double e = rel_err(got, ref), el = rel_err(glse, rlse);
-  char name[160];
-  std::snprintf(name, sizeof name, "mla_decode_fp8 out (H=%d B=%d split=%d slots=%d nan_tail=%d page=%d)", H, B,
-                force_split, plan.n_slots, nan_tail, page);
+  char name[200];
+  std::snprintf(name, sizeof name, "mla_decode_fp8 out (H=%d B=%d split=%d slots=%d nan_tail=%d page=%d %s)", H, B,
+                force_split, plan.n_slots, nan_tail, page, mla_decode_fp8_config());
   report(name, e, 1e-2);
   report("mla_decode_fp8 lse", el, 1e-3);
   EXPECT_LT(e, 1e-2);
@@ -178,4 +178,14 @@ TEST(MlaFp8Decode, RejectsBadArguments) {
   a.page_size = 64;
   EXPECT_THROW(mla_decode_fp8(a, c.p + 8, plan), std::invalid_argument);  // not 16-B aligned
   EXPECT_THROW(mla_decode_fp8(a, nullptr, plan), std::invalid_argument);
+}
+// Variant 4 (two warpgroups dequantising their own column blocks), the table of commit feaa895.
+TEST(MlaFp8Decode, Variant4TwoWarpgroups) {
+  SKIP_WITHOUT_GPU();
+  mla_decode_fp8_set_variant(4);
+  fp8_case({1, 2100, 64, 130}, 128, 0, true);
+  fp8_case({700, 192, 1, 5000}, 64, 0, true);
+  fp8_case({2100, 5}, 96, 128, true);
+  fp8_case({64, 3000, 1, 191}, 12, 0, true);
+  mla_decode_fp8_set_variant(5);
 }
