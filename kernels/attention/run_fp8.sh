@@ -23,7 +23,7 @@ CP=${COMPARE_POINTS:-256:128:2048,16:128:65536,512:128:4096,512:64:4096,128:64:3
   echo "commit $SERVESIM_COMMIT"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu --format=csv
   echo "=== test_mla_fp8"
-  timeout 120 "$BIN/test_mla_fp8" > "$W/test_mla_fp8.log" 2>&1
+  timeout ${TEST_TIMEOUT:-120} "$BIN/test_mla_fp8" > "$W/test_mla_fp8.log" 2>&1
   RC=$?
   grep -E "attn-test|OK \]|FAILED|PASSED|Failure|Expected|Which is|error" "$W/test_mla_fp8.log"
   echo "test_mla_fp8 exit $RC after $(( $(date +%s) - T0 )) s"
