@@ -223,7 +223,8 @@ int fp8_pick_bt(double rows_per_group);
 /// mbarriers; 1 = all threads load with cp.async, CTA barrier per k-block (first version);
 /// 2 / 3 = tokens-as-M kernels (gemm_fp8_tm.cu) at bt 128: 128 tokens x 128 weight rows with two
 /// temporaries (promotion overlapped) / 128 x 256 (N % 256 == 0, else 128x128); 4 / 5 = 2 / 3 in
-/// 2-CTA clusters sharing the token tile by TMA multicast (when N / tile width is even). Variants
+/// 2-CTA clusters sharing the token tile by TMA multicast (when N / tile width is even; 128x256: as
+/// fast as variant 3, 128x128: 0.75-0.8x of variant 2, NOTES.md §9). Variants
 /// 2-5 run variant 0 at bt != 128; fp8_pick_bt gives 128 above 64 rows for variants >= 1.
 /// Throws std::invalid_argument outside 0..5. Default kFp8DefaultVariant = 3: 1.11-1.45x faster than
 /// variant 0 at 256-4096 rows per expert on the H200 (NOTES.md §9); within 1-2% at 192 rows.
