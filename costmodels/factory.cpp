@@ -1,6 +1,7 @@
 #include "costmodels/factory.hpp"
 
 #include "costmodels/fitted.hpp"
+#include "scenarios/scenario.hpp"
 
 #include <filesystem>
 #include <stdexcept>
@@ -14,7 +15,7 @@ std::shared_ptr<const CostModel> make_cost_model(const std::string& name, const 
       throw std::invalid_argument("cost model \"fitted\": hardware \"" + gpu.name +
                                   "\" names no fitted parameters (\"fitted_models\" in its hardware file); use --cost-model roofline");
     // a missing file is not a reason to refit (fit_set.cpp's message): say which file is missing
-    if (!std::filesystem::exists(gpu.fitted_models_path))
+    if (!path_exists(gpu.fitted_models_path))
       throw std::invalid_argument("cost model \"fitted\": hardware \"" + gpu.name + "\": its fitted parameters (\"fitted_models\": \"" + gpu.fitted_models +
                                   "\", relative to the hardware file) are not at " + gpu.fitted_models_path + "; use --cost-model roofline");
     return std::make_shared<FittedCostModel>(load_fit_cached(gpu.fitted_models_path), gpu);

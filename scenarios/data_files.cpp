@@ -202,9 +202,9 @@ GpuSpec parse_hardware(const json& j, const std::string& origin) {
     fs::path p(g.fitted_models);
     if (p.is_relative()) p = fs::path(origin).parent_path() / p;
     g.fitted_models_path = p.lexically_normal().string();
-    if (!fs::exists(p))  // a copied data folder: the source tree's costmodels/data/ (fitted_models_fallbacks)
+    if (!path_exists(p.string()))  // a copied data folder: the source tree's costmodels/data/ (fitted_models_fallbacks)
       for (const auto& f : fitted_models_fallbacks(g.fitted_models))
-        if (fs::exists(f)) {
+        if (path_exists(f)) {
           g.fitted_models_path = f;
           break;
         }
@@ -245,6 +245,11 @@ std::vector<std::string> fitted_models_fallbacks(const std::string& fitted_model
   return out;
 }
 
+bool path_exists(const std::string& path) noexcept {
+  std::error_code ec;
+  return fs::exists(fs::path(path), ec) && !ec;
+}
+
 std::string resolve_data_file(const std::string& ref, const std::string& kind, const std::string& base_dir) {
   std::vector<fs::path> tries;
   if (ref.size() > 5 && ref.substr(ref.size() - 5) == ".json") {
@@ -254,12 +259,14 @@ std::string resolve_data_file(const std::string& ref, const std::string& kind, c
     tries.push_back(fs::path(data_dir()) / kind / (ref + ".json"));
   }
   for (const auto& p : tries)
-    if (fs::exists(p)) return p.lexically_normal().string();
+    if (path_exists(p.string())) return p.lexically_normal().string();
   std::string known;
-  for (const auto& dir : {fs::path(base_dir) / kind, fs::path(data_dir()) / kind})
-    if (fs::is_directory(dir))
-      for (const auto& f : fs::directory_iterator(dir))
+  for (const auto& dir : {fs::path(base_dir) / kind, fs::path(data_dir()) / kind}) {
+    std::error_code ec;
+    if (fs::is_directory(dir, ec))
+      for (const auto& f : fs::directory_iterator(dir, ec))
         if (f.path().extension() == ".json") known += (known.empty() ? "" : ", ") + f.path().stem().string();
+  }
   throw ScenarioError("no " + kind + " file for \"" + ref + "\" (looked for " + tries.front().string() +
                       (tries.size() > 1 ? " and " + tries.back().string() : std::string()) + "; available: " + (known.empty() ? "none" : known) + ")");
 }

@@ -74,6 +74,12 @@ GpuSpec load_hardware(const std::string& path);
 /// is the first place that exists, else the one relative to the hardware file.
 std::vector<std::string> fitted_models_fallbacks(const std::string& fitted_models);
 
+/// Whether `path` names an existing file or folder. A path the system cannot examine (a name longer
+/// than the file system allows, a component that is not a folder, no permission) counts as absent
+/// instead of throwing std::filesystem::filesystem_error: every caller then reports the path as
+/// missing with its own message. No errors.
+bool path_exists(const std::string& path) noexcept;
+
 /// Resolves a model/hardware reference as load_scenario does. Throws ScenarioError if not found.
 std::string resolve_data_file(const std::string& ref, const std::string& kind, const std::string& base_dir);
 

@@ -70,6 +70,28 @@ TEST(Cli, BadScenarioExitsWithStatus2) {
   EXPECT_EQ(sh("run /nonexistent/x.json").status, 2);
 }
 
+// Names the file system refuses (longer than its 255-byte limit per component): a hardware name
+// in a scenario, an output folder, a report folder. Each is a clean error naming the path, exit 2
+// (it was std::filesystem::filesystem_error escaping: exit 134).
+TEST(Cli, PathsTheFileSystemRefusesExitWithStatusTwo) {
+  const std::string longname(5000, 'h');
+  const fs::path dir = tmp("longnames");
+  fs::create_directories(dir);
+  std::string sc = slurp(test::data("scenarios/default.json"));
+  const std::string h200 = "\"hardware\": \"h200\"";
+  const auto at = sc.find(h200);
+  ASSERT_NE(at, std::string::npos);
+  sc.replace(at, h200.size(), "\"hardware\": \"" + longname + "\"");
+  std::ofstream(dir / "s.json") << sc;
+  Out o = sh("run " + (dir / "s.json").string() + " --out " + (dir / "o").string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("no hardware file for \"hhhh"), std::string::npos) << o.text.substr(0, 300);
+  o = sh("run " + test::data("scenarios/default.json") + " --horizon 1 --out " + (dir / longname).string());
+  EXPECT_EQ(o.status, 2) << o.text.substr(0, 300);
+  EXPECT_NE(o.text.find("File name too long"), std::string::npos) << o.text.substr(0, 300);
+  EXPECT_EQ(sh("report " + (dir / longname).string()).status, 2);
+}
+
 TEST(Cli, PlanShowsTheArticleNextToTheRealConfigs) {
   const Out o = sh("plan");
   ASSERT_EQ(o.status, 0) << o.text;

@@ -30,7 +30,7 @@ inline std::optional<Scenario> load_or_report(const std::string& path) {
 /// The fitted cost model's parameter file cannot be found: the message naming it and every place
 /// looked (scenarios/scenario.hpp fitted_models_fallbacks); nullopt when found or not needed.
 inline std::optional<std::string> missing_fitted_parameters(const std::string& cost_model, const GpuSpec& gpu) {
-  if (cost_model != "fitted" || gpu.fitted_models_path.empty() || std::filesystem::exists(gpu.fitted_models_path)) return std::nullopt;
+  if (cost_model != "fitted" || gpu.fitted_models_path.empty() || path_exists(gpu.fitted_models_path)) return std::nullopt;
   std::string places = gpu.fitted_models_path + " (relative to the hardware file)";
   for (const auto& p : fitted_models_fallbacks(gpu.fitted_models))
     if (p != gpu.fitted_models_path) places += ", " + p;

@@ -2,4 +2,17 @@
 // (sim/cli/args.cpp); each lives in its own file (run_cmd, step_cmd, plan_cmd, costmodel_cmd).
 #include "sim/cli/args.hpp"
 
-int main(int argc, char** argv) { return servesim::cli::main(argc, argv); }
+#include <cstdio>
+#include <filesystem>
+
+// A path the user gave that the file system refuses (a name too long for it, a file where a folder
+// is needed, no permission) is bad input: the message names the path, exit status 2. Any other
+// exception stays a crash (a bug to fix, not an input to refuse).
+int main(int argc, char** argv) {
+  try {
+    return servesim::cli::main(argc, argv);
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+}

@@ -9,6 +9,7 @@
 // "statistic": requests | avg_input | avg_output | block_reuse. A trace that is not there makes its
 // rows "skipped: trace not found".
 #include "sim/cli/validate_case.hpp"
+#include "scenarios/scenario.hpp"
 
 #include "workloads/mooncake.hpp"
 
@@ -62,7 +63,7 @@ std::vector<Row> eval_trace_statistics(const Case& c, bool quick) {
     if (block_tokens < 1) throw CaseError(r.where + ".block_tokens: must be ≥ 1");
     auto key = std::make_pair(path, block_tokens);
     if (!cache.count(key)) {
-      if (!fs::exists(path)) cache[key] = std::nullopt;
+      if (!path_exists(path)) cache[key] = std::nullopt;
       else {
         try {
           cache[key] = read_stats(path, block_tokens);
