@@ -45,6 +45,14 @@ struct ReportError : std::runtime_error {
 /// The report of a run's or a sweep's output folder.
 Report build_report(const std::string& dir);
 Report build_run_report(const std::string& dir, const ojson& summary);
+/// One deployment's summary.json entry and the folder of its requests.csv / timeline.json.
+struct RunDeployment {
+  std::string name;
+  ojson summary;
+  std::string dir;
+};
+/// The run report's charts of these deployments (a sweep draws some of them for chosen points).
+Report build_run_report(const std::string& title, const std::vector<RunDeployment>& deps);
 Report build_sweep_report(const std::string& dir, const ojson& results);
 
 /// The page: the report's data as JSON, Chart.js and the page script inlined; no external reference.

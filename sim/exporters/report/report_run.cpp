@@ -15,11 +15,7 @@ namespace servesim::report {
 
 namespace {
 
-struct Dep {
-  std::string name;
-  ojson summary;
-  fs::path dir;  // <run>/<deployment>
-};
+using Dep = RunDeployment;
 
 std::optional<fs::path> first_existing(const fs::path& dir, std::initializer_list<const char*> names) {
   for (const char* n : names)
@@ -37,7 +33,7 @@ void latency_cdfs(Report& r, const std::vector<Dep>& deps) {
   std::vector<std::optional<Latencies>> lat;
   std::vector<std::string> missing;
   for (const auto& d : deps) {
-    const auto f = first_existing(d.dir, {"requests.csv", "requests.csv.gz"});
+    const auto f = first_existing(fs::path(d.dir), {"requests.csv", "requests.csv.gz"});
     if (!f) {
       lat.emplace_back(), missing.push_back(d.name);
       continue;
@@ -241,22 +237,27 @@ void key_table(Report& r, const std::vector<Dep>& deps) {
 }  // namespace
 
 Report build_run_report(const std::string& dir, const ojson& summary) {
-  Report r;
-  r.kind = "run";
-  r.title = "servesim run: " + (summary.contains("scenario") && summary["scenario"].is_string() ? summary["scenario"].get<std::string>() : dir);
   std::vector<Dep> deps;
   const ojson& list = at(summary, {"deployments"});
   if (!list.is_array() || list.empty()) throw ReportError(dir + "/summary.json: no \"deployments\" (not a servesim run's summary)");
   for (const auto& d : list) {
     const std::string name = d.contains("deployment") && d["deployment"].is_string() ? d["deployment"].get<std::string>() : "?";
-    deps.push_back({name, d, fs::path(dir) / name});
+    deps.push_back({name, d, (fs::path(dir) / name).string()});
   }
+  return build_run_report("servesim run: " + (summary.contains("scenario") && summary["scenario"].is_string() ? summary["scenario"].get<std::string>() : dir),
+                          deps);
+}
+
+Report build_run_report(const std::string& title, const std::vector<RunDeployment>& deps) {
+  Report r;
+  r.kind = "run";
+  r.title = title;
   key_table(r, deps);
   latency_cdfs(r, deps);
   hbm_breakdown(r, deps);
   std::vector<std::optional<TimelineSeries>> tl;
   for (size_t i = 0; i < deps.size(); ++i) {
-    const auto f = first_existing(deps[i].dir, {"timeline.json", "timeline.json.gz"});
+    const auto f = first_existing(fs::path(deps[i].dir), {"timeline.json", "timeline.json.gz"});
     if (!f) {
       tl.emplace_back();
       r.omitted.emplace_back("KV occupancy over time: " + deps[i].name, "no timeline.json (the run had --no-timeline or timeline.enabled false)");

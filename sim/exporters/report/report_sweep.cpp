@@ -188,29 +188,30 @@ std::vector<const Row*> top_rows(const Sweep& s) {
   return out;
 }
 
-void summaries_charts(Report& r, const Sweep& s) {
+void summaries_charts(Report& r, const Sweep& s, const std::string& dir) {
   const auto top = top_rows(s);
-  // HBM per GPU, KV tiers, transfers and unit cost through the run report's builders on a pseudo-run
-  ojson deps = ojson::array();
+  // latency CDFs, HBM per GPU, transfers and unit cost through the run report's builders, on the
+  // point at the highest load of each line
+  std::vector<RunDeployment> deps;
   for (const Row* row : top) {
-    ojson d = row->dep;
-    d["deployment"] = row->series + (s.load.empty() ? "" : fmt::format(", {}={}", last_segment(s.load), row->load));
-    deps.push_back(d);
+    const std::string name = row->series + (s.load.empty() ? "" : fmt::format(", {}={}", last_segment(s.load), row->load));
+    deps.push_back({name, row->dep, (fs::path(dir) / "points" / row->row.value("point", "") / text(row->row.value("deployment", ojson()))).string()});
   }
   if (deps.empty()) {
-    r.omitted.emplace_back("HBM per GPU, transfer volume, unit cost", "no point's summary.json in points/");
+    r.omitted.emplace_back("Latency CDFs, HBM per GPU, transfer volume, unit cost", "no point's summary.json in points/");
     return;
   }
-  Report sub = build_run_report("/nonexistent-timeline-dir", {{"scenario", "sweep"}, {"deployments", deps}});
-  for (auto& c : sub.charts)
-    if (c.id == "hbm" || c.id == "transfer-volume" || c.id == "unit-cost") {
-      c.caption = "At the highest load of each line of the sweep. " + c.caption;
-      r.charts.push_back(std::move(c));
+  const Report sub = build_run_report("", deps);
+  const std::string at_top = s.load.empty() ? "One point of each line. " : "At the highest load of each line of the sweep. ";
+  for (const auto& c : sub.charts)
+    if (c.id.rfind("cdf-", 0) == 0 || c.id == "hbm" || c.id == "transfer-volume" || c.id == "unit-cost") {
+      r.charts.push_back(c);
+      r.charts.back().caption = at_top + c.caption;
     }
-  for (auto& [t, why] : sub.omitted)
-    if (t == "HBM per GPU" || t == "Transfer volume per link class" || t == "Unit cost") r.omitted.emplace_back(t, why);
-  for (auto& t : sub.tables)
-    if (t.title.rfind("Unit cost", 0) == 0) r.tables.push_back(std::move(t));
+  for (const auto& [t, why] : sub.omitted)
+    if (t.find("CDF") != std::string::npos || t == "HBM per GPU" || t == "Transfer volume per link class" || t == "Unit cost") r.omitted.emplace_back(t, why);
+  for (const auto& t : sub.tables)
+    if (t.title.rfind("Unit cost", 0) == 0) r.tables.push_back(t);
   // KV tiers against load (the points ran without a timeline)
   ojson l2 = per_series(s, [](const Row& row) -> std::optional<double> {
     return at(row.dep, {"kv_tiers", "enabled"}) == true ? std::optional<double>(num(row.dep, {"kv_tiers", "L2_gb_mean"})) : std::nullopt;
@@ -250,8 +251,7 @@ Report build_sweep_report(const std::string& dir, const ojson& results) {
   r.tables.push_back(std::move(t));
   load_charts(r, s);
   nodes_needed(r, s);
-  summaries_charts(r, s);
-  r.omitted.emplace_back("Latency CDFs", "a sweep's report draws p99 against load; the CDFs of one point: servesim report " + dir + "/points/<id>");
+  summaries_charts(r, s, dir);
   return r;
 }
 
