@@ -673,7 +673,9 @@ void bench_fp8_own(Ctx& c) {
   // -- the sweep over the committed table's grid (same shape fields) --
   Table tab("moe_grouped_gemm_fp8", "K3, DSV4-Pro, DSV4-Flash",
             "Grouped expert GEMM in FP8 e4m3, DeepSeek-style block scales (1x128 activation, 128x128 weight), bf16 out, "
-            "own wgmma kernel (gemm_fp8.cu), one launch for all experts. Variant own_masked: masked layout (decode; "
+            "own wgmma kernels (gemm_fp8.cu variant 0, gemm_fp8_tm.cu tokens-as-M), one launch for all experts; with a "
+            "tokens-as-M sweep form each point keeps the faster of it and variant 0 (row field kernel_variant: bench form "
+            "that ran), the slower in own_masked_alt / own_contiguous_alt. Variant own_masked: masked layout (decode; "
             "per-expert counts on the device, x padded to max_m = m rows per expert); own_contiguous: contiguous layout "
             "(prefill; rows of all experts back to back, tile offsets on the device). Activation quantisation not included",
             "2*G*m*N*K", "G*N*K weight bytes + G*m*K + 2*G*m*N", c.gpu);
