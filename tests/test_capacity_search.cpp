@@ -34,7 +34,7 @@ std::pair<Alloc, int> brute(const Case& c) {
   return {best, n};
 }
 
-void check(const Case& c, int batch) {
+void check(const Case& c, int batch, double ratio = 1.0, int max_evals = 40) {
   std::set<std::pair<int, int>> seen;
   int calls = 0;
   servesim::cli::CapacityOracle oracle = [&](const std::vector<Alloc>& as) {
@@ -47,14 +47,14 @@ void check(const Case& c, int batch) {
     }
     return ok;
   };
-  const auto r = servesim::cli::fewest_nodes(oracle, c.nodes, 100000, batch);
+  const auto r = servesim::cli::fewest_nodes(oracle, c.nodes, 100000, batch, ratio);
   const auto [b, n] = brute(c);
   ASSERT_TRUE(r.found);
   EXPECT_EQ(r.nodes, n);
   EXPECT_EQ(r.best.prefill, b.prefill);
   EXPECT_EQ(r.best.decode, b.decode);
   EXPECT_EQ(r.evaluations, static_cast<int>(seen.size()));
-  EXPECT_LT(r.evaluations, 40) << "a search, not a sweep of the grid";
+  EXPECT_LT(r.evaluations, max_evals) << "a search, not a sweep of the 200 x 200 grid";
 }
 
 }  // namespace
@@ -79,6 +79,17 @@ TEST(CapacitySearch, RoundsEachPoolToWholeNodes) {
 TEST(CapacitySearch, PrefillBoundLargeAnswer) {
   const Case c{[](int p, int d) { return p >= 19 && d >= 3; }, [](const Alloc& a) { return 2 * a.prefill + 4 * a.decode; }};
   for (int batch : {1, 2}) check(c, batch);
+}
+
+// A bracket along P:D = 1:4 stops at (8, 32) (2·8 + 32 ≥ 40; (4, 16) misses): the answer needs more
+// prefill than that, 2P + D ≥ 40 at fewest P + D: P = 19, D = 2 (21 nodes; P = 20, D = 1 too, more
+// prefill), found by the upward walk. A straight frontier improves at every P, so the walk visits
+// each P between the bracket and the answer (~60-70 runs here, the search's worst shape).
+TEST(CapacitySearch, UpwardWalkFindsMorePrefillThanTheBracket) {
+  const Case c{[](int p, int d) { return 2 * p + d >= 40; }, [](const Alloc& a) { return a.prefill + a.decode; }};
+  EXPECT_EQ(brute(c).second, 21);
+  for (int batch : {1, 2}) check(c, batch, 4.0, 80);
+  for (int batch : {1, 2}) check(c, batch, 1.0, 80);
 }
 
 TEST(CapacitySearch, NothingWithinTheNodeBound) {

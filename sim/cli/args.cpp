@@ -69,6 +69,10 @@ CLI::App* add_run(CLI::App& app, RunArgs& r) {
   run->add_option("--cost-model", r.cost_model, "cost model: fitted (default: kernel-fitted, issue #5) | roofline");
   run->add_option("--jobs", r.jobs, "deployments simulated in parallel (default: one per core)")->check(integer_in(1, 4096));
   run->add_flag("--no-timeline", r.no_timeline, "do not write timeline.json");
+  run->add_option("--requests", r.requests, "the per-request file: csv (requests.csv), csv.gz (gzip, zlib) or none")
+      ->capture_default_str()->check(CLI::IsMember({"csv", "csv.gz", "none"}));
+  run->add_option("--timeline-window", r.timeline_window, "write only this part of timeline.json: START:END in simulated seconds (either may be empty)");
+  run->add_flag("--quiet", r.quiet, "no progress line (shown on a terminal for runs over ~2 s) and no info log lines");
   run->add_flag("--skip-bad-rows", r.skip_bad_rows, "skip malformed trace rows (counted in summary.json) instead of stopping");
   run->add_option("--cfg", r.simgrid_cfg, "SimGrid configuration item, e.g. network/model:LV08 (repeatable)");
   return run;
@@ -123,6 +127,8 @@ CLI::App* add_capacity(CLI::App& app, CapacityArgs& c) {
   cap->add_option("--horizon", c.horizon_s, "simulated seconds per run (default: the scenario's horizon_s, else 900)")->check(number_in(1e-3, kMaxSeconds));
   cap->add_option("--warmup", c.warmup_s, "warm-up per run (default: the scenario's warmup_s, else horizon / 3)")->check(number_in(0, kMaxSeconds));
   cap->add_option("--rho", c.rho, "GPU residency the static estimate assumes")->capture_default_str()->check(number_in(1e-6, 1));
+  cap->add_option("--pd", c.decode_per_prefill, "decode instances per prefill instance along which the search's bracket grows")
+      ->capture_default_str()->check(number_in(1e-3, 1e3));
   cap->add_option("--max-nodes", c.max_nodes, "give up a configuration beyond this many nodes")->capture_default_str()->check(integer_in(1, 1000000));
   cap->add_option("--jobs", c.jobs, "runs at once (default: one per core)")->check(integer_in(1, 4096));
   cap->add_option("--cost-model", c.cost_model, "cost model: fitted (default) or roofline");

@@ -45,7 +45,7 @@ struct Point {
   bool ok = false;
   std::string why;  // the first bound missed
   double ttft_p99_s = NAN, tpot_p99_s = NAN, wall_s = 0;
-  long long arrived = 0, rejected = 0;
+  long long arrived = 0, rejected = 0, waiting = 0;  // waiting: in flight at the end without a first token
   json summary;
 };
 
@@ -94,6 +94,7 @@ void judge(Point& p, const CapacityArgs& a) {
   p.arrived = j["requests"]["arrived"];
   p.rejected = j["requests"]["rejected"];
   p.ttft_p99_s = p99_s(j["latency"]["ttft_with_in_flight"]);
+  p.waiting = j["latency"]["ttft_with_in_flight"]["in_flight_without_first_token"];
   p.tpot_p99_s = p99_s(j["latency"]["tpot"]);
   p.ok = false;
   if (j["requests"]["completed"].get<long long>() == 0) p.why = "nothing completed in the window";
@@ -378,14 +379,21 @@ int capacity(const CapacityArgs& a) {
   try {
     for (const Config& c : configs(base, a)) {
       if (!a.quiet) fmt::print(stderr, "searching {} ...\n", c.label());
-      // Doubling both pools twice without moving TTFT or TPOT p99 by 1%: the SLO is bound by one
-      // request's latency, not by capacity; more instances will not meet it.
+      // Doubling both pools twice without moving TTFT or TPOT p99 by 1%, with no backlog (the TTFT
+      // p99 with the requests in flight within 5% of the completed requests' own): the SLO is bound
+      // by one request's latency, not by capacity; more instances will not meet it.
       std::vector<Point> diagonal;
       CapacityOracle oracle = [&](const std::vector<Alloc>& as) {
         std::vector<bool> ok;
         for (const Point& p : run.run(c, as, s.seed)) {
           ok.push_back(p.ok);
+          const double done_p99 = p99_s(p.summary["latency"]["ttft"]);
+          const bool backlog = !std::isfinite(p.tpot_p99_s) || !std::isfinite(done_p99) || p.ttft_p99_s > 1.05 * done_p99;
           if (p.ok || p.alloc.prefill != p.alloc.decode) continue;
+          if (backlog) {
+            diagonal.clear();
+            continue;
+          }
           diagonal.push_back(p);
           const size_t n = diagonal.size();
           auto same = [](double x, double y) { return std::fabs(x - y) <= 0.01 * std::max(std::fabs(x), std::fabs(y)); };
@@ -399,7 +407,8 @@ int capacity(const CapacityArgs& a) {
       NodeCount nodes = [&](const Alloc& al) { return run.nodes(c, al); };
       CapacitySearchResult r;
       try {
-        r = fewest_nodes(oracle, nodes, a.max_nodes, a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+        r = fewest_nodes(oracle, nodes, a.max_nodes, a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+                         a.decode_per_prefill);
       } catch (const LatencyBound& e) {
         fmt::print("{}\n", e.why);
         searched.push_back({{"attn_tp", c.attn_tp}, {"max_running", c.max_running}, {"found", false}, {"why", e.why}});

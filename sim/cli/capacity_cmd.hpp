@@ -23,6 +23,7 @@ struct CapacityArgs {
   double horizon_s = -1;           ///< simulated seconds per run (default: the scenario's horizon_s, else 900)
   double warmup_s = -1;            ///< warm-up per run (default: the scenario's warmup_s, else horizon / 3)
   double rho = 0.25;               ///< GPU residency the static estimate assumes (the article's standard ρ)
+  double decode_per_prefill = 1;  ///< the P:D split the search's bracket grows along (decode instances per prefill instance)
   int max_nodes = 2048;            ///< give up a configuration beyond this many nodes
   int jobs = 0;                    ///< runs at once (default: one per core)
   std::string cost_model;          ///< override the scenario's cost model

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <optional>
 
 namespace servesim::cli {
@@ -10,7 +11,11 @@ namespace {
 
 class Search {
  public:
-  Search(const CapacityOracle& o, const NodeCount& n, int batch) : oracle_(o), nodes_(n), batch_(std::max(1, batch)) {}
+  Search(const CapacityOracle& o, const NodeCount& n, int batch, double ratio)
+      : oracle_(o), nodes_(n), batch_(std::max(1, batch)), ratio_(std::max(1e-9, ratio)) {}
+
+  // The bracket's allocation at scale t: t decode instances and t / ratio prefill (at least 1).
+  Alloc at(int t) const { return {std::max(1, static_cast<int>(std::lround(t / ratio_))), t}; }
 
   // What is known or inferred about a, if anything.
   std::optional<bool> known(const Alloc& a) const {
@@ -66,32 +71,52 @@ class Search {
 
   CapacitySearchResult run(int max_nodes) {
     // 1. bracket
-    int s = 1;
+    int t = 1;
+    Alloc top;
     for (bool done = false; !done;) {
       std::vector<Alloc> as;
-      for (int i = 0, t = s; i < batch_ && nodes_({t, t}) <= max_nodes; ++i, t *= 2) as.push_back({t, t});
+      for (int i = 0, u = t; i < batch_ && nodes_(at(u)) <= max_nodes; ++i, u *= 2) as.push_back(at(u));
       if (as.empty()) return r_;
       const std::vector<bool> ok = eval(as);
-      for (size_t i = 0; i < as.size() && !done; ++i) {
-        if (ok[i]) done = true, s = as[i].prefill;
-      }
-      if (!done) s = as.back().prefill * 2;
+      for (size_t i = 0; i < as.size() && !done; ++i)
+        if (ok[i]) done = true, top = as[i];
+      if (!done) t = as.back().decode * 2;
     }
-    consider({s, s});
-    // 2. frontier walk, P from s down
+    consider(top);
+    // 2. frontier walk, P from the bracket's down
     int d_lower = 1;  // D_min(P + 1): a lower bound of D_min(P)
-    for (int p = s; p >= 1; --p) {
-      int hi = d_lower - 1;  // the largest D whose nodes are below the best
-      while (nodes_({p, hi + 1}) <= r_.nodes && hi + 1 <= (p == s ? s : INT_MAX / 2)) ++hi;
-      if (p == s) hi = std::max(hi, s);
-      if (hi < d_lower) continue;
-      if (!eval({{p, hi}})[0]) {
-        d_lower = hi + 1;
+    int d_at_top = top.decode;
+    for (int p = top.prefill, idle = 0; p >= 1 && idle < 2; --p) {
+      int hi = d_lower - 1;  // the largest D whose nodes are at most the best
+      while (nodes_({p, hi + 1}) <= r_.nodes && (p != top.prefill || hi + 1 <= top.decode)) ++hi;
+      if (p == top.prefill) hi = std::max(hi, top.decode);
+      if (hi < d_lower) {
+        ++idle;
         continue;
       }
+      if (!eval({{p, hi}})[0]) {
+        d_lower = hi + 1, ++idle;
+        continue;
+      }
+      idle = 0;
       const int d = min_decode(p, d_lower, hi);
       consider({p, d});
       d_lower = d;
+      if (p == top.prefill) d_at_top = d;
+    }
+    // 3. and up: more prefill, fewer decode (D_min(P) <= D_min(P - 1)), while a D can still give
+    // fewer nodes; stops after two prefill counts in a row that improve nothing
+    for (int p = top.prefill + 1, idle = 0, d_upper = d_at_top; idle < 2; ++p) {
+      int hi = 0;  // the largest D below d_upper with fewer nodes than the best
+      while (hi + 1 <= d_upper && nodes_({p, hi + 1}) < r_.nodes) ++hi;
+      if (hi < 1) break;  // even one decode instance is not fewer nodes: larger P cannot be
+      if (!eval({{p, hi}})[0]) {
+        ++idle;
+        continue;
+      }
+      const int d = min_decode(p, 1, hi);
+      consider({p, d});
+      d_upper = d, idle = 0;
     }
     return r_;
   }
@@ -100,13 +125,14 @@ class Search {
   const CapacityOracle& oracle_;
   const NodeCount& nodes_;
   int batch_;
+  double ratio_;
   CapacitySearchResult r_;
 };
 
 }  // namespace
 
-CapacitySearchResult fewest_nodes(const CapacityOracle& oracle, const NodeCount& nodes, int max_nodes, int batch) {
-  return Search(oracle, nodes, batch).run(max_nodes);
+CapacitySearchResult fewest_nodes(const CapacityOracle& oracle, const NodeCount& nodes, int max_nodes, int batch, double decode_per_prefill) {
+  return Search(oracle, nodes, batch, decode_per_prefill).run(max_nodes);
 }
 
 }  // namespace servesim::cli

@@ -10,13 +10,16 @@
 // D_min(P) = the fewest decode instances that make P prefill instances feasible, non-increasing in P.
 //
 // Search (each "evaluate" is one simulated run, `batch` of them at once):
-//  1. bracket: (s, s) for s = 1, 2, 4, … until one is feasible (→ P_hi = D_hi = s) or nodes exceed
+//  1. bracket: (s / r, s) for s = 1, 2, 4, … (r = decode_per_prefill, the P:D split the bracket
+//     grows along; prefill at least 1) until one is feasible (→ P_hi, D_hi) or nodes exceed
 //     max_nodes (→ not found);
 //  2. frontier walk: for P = P_hi down to 1, D_min(P) by k-section (bisection with `batch` probes per
 //     round) between D_min(P + 1) (a lower bound, since D_min is non-increasing in P) and the largest
 //     D whose nodes(P, D) are at most the best found so far (a larger D cannot improve the answer);
-//     a P whose largest useful D is infeasible is skipped after one run. Ties in nodes go to the
-//     fewer prefill instances (the walk goes down in P).
+//     a P whose largest useful D is infeasible is skipped after one run, and the walk stops after
+//     two such P in a row. Ties in nodes go to the fewer prefill instances (the walk goes down in P);
+//  3. upward: for P = P_hi + 1, … D_min(P) in [1, D_min(P − 1)], only where some D gives fewer
+//     nodes than the best; it stops after two P in a row that improve nothing.
 // Every result is remembered; a point with at least as many instances of both kinds as a known
 // feasible one is feasible, one with at most as many as a known infeasible one is infeasible:
 // inferred, not run.
@@ -47,7 +50,8 @@ struct CapacitySearchResult {
   std::vector<std::pair<Alloc, bool>> known;  ///< every allocation run, with its result, in run order
 };
 
-/// The search above. `batch` ≥ 1 allocations per oracle call; `max_nodes` bounds the bracket.
-CapacitySearchResult fewest_nodes(const CapacityOracle& oracle, const NodeCount& nodes, int max_nodes, int batch);
+/// The search above. `batch` ≥ 1 allocations per oracle call; `max_nodes` bounds the bracket;
+/// `decode_per_prefill` > 0 the bracket's P:D split (1: both pools double together).
+CapacitySearchResult fewest_nodes(const CapacityOracle& oracle, const NodeCount& nodes, int max_nodes, int batch, double decode_per_prefill = 1.0);
 
 }  // namespace servesim::cli

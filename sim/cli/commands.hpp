@@ -19,6 +19,9 @@ struct RunArgs {
   int jobs = 0;                ///< deployments simulated in parallel (0: one per core)
   bool no_timeline = false;
   bool skip_bad_rows = false;  ///< skip and count malformed trace rows instead of stopping
+  std::string requests = "csv";    ///< requests file: csv | csv.gz (zlib) | none
+  std::string timeline_window;     ///< "START:END" simulated seconds: only that part of the timeline (empty: all)
+  bool quiet = false;              ///< no progress line and no info log lines on stderr
   std::vector<std::string> simgrid_cfg;
 };
 

@@ -3,6 +3,7 @@
 // print.
 #include "sim/cli/commands.hpp"
 #include "sim/cli/common.hpp"
+#include "sim/cli/run_progress.hpp"
 
 #include "costmodels/factory.hpp"
 #include "costmodels/fitted.hpp"
@@ -30,20 +31,36 @@ std::string default_scenario() { return (fs::path(data_dir()) / "default.json").
 
 namespace {
 
+// What a deployment's process writes besides summary.json, from the command line.
+struct Outputs {
+  std::string requests = "csv";  // csv | csv.gz | none
+  double timeline_from_s = 0, timeline_to_s = std::numeric_limits<double>::infinity();
+  ProgressSlot* progress = nullptr;
+};
+
 // One deployment, in this (child) process. Returns 0 on success.
-int run_one(const Scenario& s, const DeploymentSpec& d, const fs::path& dir, const std::vector<std::string>& simgrid_cfg) {
+int run_one(const Scenario& s, const DeploymentSpec& d, const fs::path& dir, const std::vector<std::string>& simgrid_cfg, const Outputs& o) {
   try {
     fs::create_directories(dir);
     auto cost = make_cost_model(s.cost_model, d.gpu);
     MetricsCollector metrics(d.slo, d.prefill.instances, d.decode.instances, s.warmup_s);
-    RequestsCsvWriter csv((dir / "requests.csv").string());
+    std::unique_ptr<RequestsCsvWriter> csv;
     std::unique_ptr<TimelineWriter> timeline;
     SinkFanout fan;
     fan.add(&metrics);
-    fan.add(&csv);
+    if (o.requests != "none") {
+      csv = std::make_unique<RequestsCsvWriter>((dir / ("requests." + o.requests)).string(), o.requests == "csv.gz");
+      fan.add(csv.get());
+    }
     if (s.timeline) {
-      timeline = std::make_unique<TimelineWriter>((dir / "timeline.json").string(), s.name + " / " + d.name, s.timeline_max_events);
+      timeline = std::make_unique<TimelineWriter>((dir / "timeline.json").string(), s.name + " / " + d.name, s.timeline_max_events, o.timeline_from_s,
+                                                  o.timeline_to_s);
       fan.add(timeline.get());
+    }
+    std::unique_ptr<ProgressSink> progress;
+    if (o.progress) {
+      progress = std::make_unique<ProgressSink>(o.progress);
+      fan.add(progress.get());
     }
     RunOptions opt;
     opt.horizon_s = s.horizon_s;
@@ -137,8 +154,8 @@ int check_cost_models(const Scenario& s) {
 // Reads the whole workload once before anything runs: a malformed row stops here, naming it.
 // Session traces are walked round by round too (generators are not: their rounds depend on the
 // simulation and they are not read from files). Exit status.
-int read_workload(const Scenario& s, const RunArgs& a) {
-  long long requests = 0;
+int read_workload(const Scenario& s, const RunArgs& a, long long& requests) {
+  requests = 0;
   try {
     auto src = make_source(s.workload, s.seed);
     const bool walk = is_trace(s.workload.kind);
@@ -167,16 +184,25 @@ int read_workload(const Scenario& s, const RunArgs& a) {
 
 // One process per deployment: SimGrid's engine is a per-process singleton, and the processes run
 // in parallel on the available cores. Exit status (the worst child's).
-int simulate_deployments(const Scenario& s, const fs::path& out, const RunArgs& a) {
+int simulate_deployments(const Scenario& s, const fs::path& out, const RunArgs& a, Outputs o, long long requests) {
   fs::create_directories(out);
   // One process per deployment: SimGrid's engine is a per-process singleton, and the processes
   // run in parallel on the available cores.
   const int jobs = a.jobs > 0 ? a.jobs : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::string> names;
+  for (const auto& d : s.deployments) names.push_back(d.name);
+  // the share done: simulated time over the horizon, or ended requests over a known count (not for
+  // generated sessions, whose rounds are not counted beforehand)
+  ProgressBoard board(names, s.horizon_s, s.workload.kind == WorkloadSpec::Kind::agent ? 0 : requests, !a.quiet);
   std::map<pid_t, std::string> running;
   int status_all = 0;
   auto reap = [&] {
     int st = 0;
-    const pid_t pid = wait(&st);
+    pid_t pid = 0;
+    while ((pid = waitpid(-1, &st, WNOHANG)) == 0) {  // redraw the progress line while waiting
+      board.draw();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
     if (pid <= 0) return;
     const int code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
     if (code != 0) {
@@ -185,27 +211,54 @@ int simulate_deployments(const Scenario& s, const fs::path& out, const RunArgs& 
     }
     running.erase(pid);
   };
-  for (const auto& d : s.deployments) {
+  for (size_t i = 0; i < s.deployments.size(); ++i) {
+    const DeploymentSpec& d = s.deployments[i];
     while (static_cast<int>(running.size()) >= jobs) reap();
     std::fflush(nullptr);
+    o.progress = board.slot(i);
     const pid_t pid = fork();
     if (pid < 0) {
       fmt::print(stderr, "error: fork failed\n");
       return 1;
     }
     if (pid == 0) {
-      const int code = run_one(s, d, out / d.name, a.simgrid_cfg);
+      const int code = run_one(s, d, out / d.name, a.simgrid_cfg, o);
       std::fflush(nullptr);
       _exit(code);  // skip SimGrid's exit handlers: the engine of this child is never torn down
     }
     running[pid] = d.name;
   }
   while (!running.empty()) reap();
+  board.finish();
   return status_all;
 }
 
+// --requests and --timeline-window. Exit status (0: go on).
+int outputs_from(const RunArgs& a, Outputs& o) {
+  if (a.requests != "csv" && a.requests != "csv.gz" && a.requests != "none") {
+    fmt::print(stderr, "error: --requests: \"{}\" is not one of csv, csv.gz, none\n", a.requests);
+    return 2;
+  }
+  o.requests = a.requests;
+  if (a.timeline_window.empty()) return 0;
+  const auto colon = a.timeline_window.find(':');
+  char* e1 = nullptr;
+  char* e2 = nullptr;
+  const std::string lo = a.timeline_window.substr(0, colon), hi = colon == std::string::npos ? "" : a.timeline_window.substr(colon + 1);
+  o.timeline_from_s = lo.empty() ? 0.0 : std::strtod(lo.c_str(), &e1);
+  o.timeline_to_s = hi.empty() ? std::numeric_limits<double>::infinity() : std::strtod(hi.c_str(), &e2);
+  const bool bad = colon == std::string::npos || (e1 && *e1) || (e2 && *e2) || !(o.timeline_from_s >= 0) || !(o.timeline_to_s > o.timeline_from_s) ||
+                   o.timeline_from_s > kMaxSeconds;
+  if (bad) {
+    fmt::print(stderr, "error: --timeline-window: \"{}\" must be START:END in simulated seconds, 0 <= START < END (either may be empty: from 0, to the end)\n",
+               a.timeline_window);
+    return 2;
+  }
+  return 0;
+}
+
 // The scenario-level summary.json (every deployment of this run) and the console table.
-void export_and_print(const Scenario& s, const fs::path& out) {
+void export_and_print(const Scenario& s, const fs::path& out, const std::string& requests) {
   std::vector<nlohmann::json> runs;
   for (const auto& d : s.deployments) {
     std::ifstream in(out / d.name / "summary.json");
@@ -220,8 +273,8 @@ void export_and_print(const Scenario& s, const fs::path& out) {
     fmt::print("DSV4/K3 unit cost on {} ($ per million output tokens, {} / {}): simulated {:.2f}, article 0.41 (decode bandwidth per token)\n",
                q["hardware"].get<std::string>(), q["dsv4_deployment"].get<std::string>(), q["k3_deployment"].get<std::string>(),
                q["simulated_usd_per_million_output_tokens_ratio"].get<double>());
-  fmt::print("\noutputs: {0}/summary.json (the deployments of this run), {0}/<deployment>/{{summary.json, requests.csv{1}}}\n", out.string(),
-             s.timeline ? ", timeline.json" : "");
+  fmt::print("\noutputs: {0}/summary.json (the deployments of this run), {0}/<deployment>/{{summary.json{1}{2}}}\n", out.string(),
+             requests == "none" ? "" : ", requests." + requests, s.timeline ? ", timeline.json" : "");
 }
 
 }  // namespace
@@ -236,11 +289,15 @@ int run(const RunArgs& a) {
                safe_file_name_rule());
     return 2;
   }
+  if (a.quiet) spdlog::set_level(spdlog::level::warn);
+  Outputs o;
+  if (int e = outputs_from(a, o)) return e;
   if (int e = check_cost_models(s)) return e;
-  if (int e = read_workload(s, a)) return e;
+  long long requests = 0;
+  if (int e = read_workload(s, a, requests)) return e;
   const fs::path out = a.out.empty() ? fs::path("out") / s.name : fs::path(a.out);
-  if (int e = simulate_deployments(s, out, a)) return e;
-  export_and_print(s, out);
+  if (int e = simulate_deployments(s, out, a, o, requests)) return e;
+  export_and_print(s, out, a.requests);
   return 0;
 }
 

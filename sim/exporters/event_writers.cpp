@@ -4,8 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <zlib.h>
+
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <iterator>
 #include <stdexcept>
 
@@ -52,16 +55,28 @@ std::string jstr(const std::string& s) { return nlohmann::json(s).dump(); }
 
 // ------------------------------------------------------------------------- requests.csv
 
-RequestsCsvWriter::RequestsCsvWriter(const std::string& path) : f_(open_or_throw(path)), path_(path) {
-  std::fputs(
+RequestsCsvWriter::RequestsCsvWriter(const std::string& path, bool gzip) : path_(path) {
+  if (gzip) {
+    gz_ = gzopen(path.c_str(), "wb6");
+    if (!gz_) throw std::runtime_error("cannot write " + path);
+  } else {
+    f_ = open_or_throw(path);
+  }
+  const char* header =
       "id,status,reason,arrival_s,admit_s,load_start_s,load_end_s,prefill_start_s,prefill_end_s,transfer_start_s,transfer_end_s,first_token_s,done_s,"
       "ttft_ms,tpot_ms,e2e_ms,input_tokens,cached_tokens,loaded_tokens,load_tier,output_tokens,generated_tokens,prefill_instance,"
-      "decode_instance,session,round\n",
-      f_);
+      "decode_instance,session,round\n";
+  put(header, std::strlen(header));
 }
 
 RequestsCsvWriter::~RequestsCsvWriter() {
   if (f_) std::fclose(f_);
+  if (gz_) gzclose(static_cast<gzFile>(gz_));
+}
+
+void RequestsCsvWriter::put(const char* data, size_t n) {
+  const bool ok = gz_ ? gzwrite(static_cast<gzFile>(gz_), data, static_cast<unsigned>(n)) == static_cast<int>(n) : std::fwrite(data, 1, n, f_) == n;
+  if (!ok) throw std::runtime_error("error writing " + path_);
 }
 
 // One row formatted into one buffer and written at once (fmt::format per field made ~14 strings
@@ -87,17 +102,23 @@ void RequestsCsvWriter::on_request(const RequestRecord& r) {
   if (r.session >= 0) fmt::format_to(out, "{},{}", r.session, r.round);
   else b.push_back(',');
   b.push_back('\n');
-  if (std::fwrite(b.data(), 1, b.size(), f_) != b.size()) throw std::runtime_error("error writing " + path_);
+  put(b.data(), b.size());
 }
 
 void RequestsCsvWriter::on_end(double) {
-  if (std::fflush(f_) != 0) throw std::runtime_error("error writing " + path_);
+  if (gz_) {
+    const int rc = gzclose(static_cast<gzFile>(gz_));
+    gz_ = nullptr;
+    if (rc != Z_OK) throw std::runtime_error("error writing " + path_);
+  } else if (std::fflush(f_) != 0) {
+    throw std::runtime_error("error writing " + path_);
+  }
 }
 
 // ------------------------------------------------------------------------- timeline.json
 
-TimelineWriter::TimelineWriter(const std::string& path, const std::string& title, long long max_events)
-    : f_(open_or_throw(path)), path_(path), max_events_(max_events) {
+TimelineWriter::TimelineWriter(const std::string& path, const std::string& title, long long max_events, double window_start_s, double window_end_s)
+    : f_(open_or_throw(path)), path_(path), max_events_(max_events), from_(window_start_s), to_(window_end_s) {
   fmt::print(f_, "{{\"displayTimeUnit\":\"ms\",\"otherData\":{{\"title\":{},\"time_unit\":\"simulated microseconds\"}},\"traceEvents\":[\n", jstr(title));
   const char* procs[] = {"", "prefill instances", "decode instances", "EP all-to-all + TP all-reduce", "KV transfers", "KV store (all nodes)"};
   for (int pid = 1; pid <= 5; ++pid)
@@ -122,6 +143,7 @@ void TimelineWriter::name_track(int pid, int tid, const std::string& name) {
 }
 
 void TimelineWriter::on_step(const StepEvent& e) {
+  if (!inside(e.start_s, e.end_s)) return;
   if (written_ >= max_events_) {
     ++dropped_;
     return;
@@ -146,6 +168,7 @@ void TimelineWriter::on_step(const StepEvent& e) {
 }
 
 void TimelineWriter::on_transfer(const TransferEvent& e) {
+  if (!inside(e.start_s, e.end_s)) return;
   const int tid = e.inter_node ? 0 : 1;
   write(fmt::format("{{\"ph\":\"b\",\"cat\":\"kv\",\"name\":\"KV P{}→D{}\",\"id\":{},\"pid\":4,\"tid\":{},\"ts\":{:.3f},\"args\":{{\"bytes\":{:.0f}}}}}",
                     e.prefill_instance, e.decode_instance, e.request, tid, us(ns(e.start_s)), e.bytes));
@@ -155,18 +178,24 @@ void TimelineWriter::on_transfer(const TransferEvent& e) {
 
 // Perfetto keys counter tracks by process and name: each instance's counter gets its own name.
 void TimelineWriter::on_memory(const MemoryEvent& e) {
+  if (!inside(e.t_s, e.t_s)) return;
   write(fmt::format("{{\"ph\":\"C\",\"name\":\"{} instance {} KV GB per GPU\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"args\":{{\"mean\":{:.4f},\"busiest\":{:.4f}}}}}",
                     to_string(e.role), e.instance, e.role == Phase::prefill ? 1 : 2, e.instance, us(ns(e.t_s)), e.kv_bytes_mean / 1e9,
                     e.kv_bytes_max / 1e9));
 }
 
 void TimelineWriter::on_tier(const TierEvent& e) {
+  if (!inside(e.t_s, e.t_s)) return;
   write(fmt::format("{{\"ph\":\"C\",\"name\":\"KV GB\",\"pid\":5,\"tid\":0,\"ts\":{:.3f},\"args\":{{\"L2 host DRAM\":{:.4f},\"L3 storage\":{:.4f}}}}}",
                     us(ns(e.t_s)), e.l2_bytes / 1e9, e.l3_bytes / 1e9));
 }
 
 void TimelineWriter::on_end(double t_s) {
-  fmt::print(f_, "\n],\"metadata\":{{\"end_s\":{:.6f},\"step_slices_written\":{},\"step_slices_dropped\":{}}}}}\n", t_s, written_, dropped_);
+  if (from_ > 0 || std::isfinite(to_))  // a window: stated (files without one keep their bytes)
+    fmt::print(f_, "\n],\"metadata\":{{\"end_s\":{:.6f},\"step_slices_written\":{},\"step_slices_dropped\":{},\"window_start_s\":{:.6f},\"window_end_s\":{:.6f}}}}}\n",
+               t_s, written_, dropped_, from_, std::min(to_, t_s));
+  else
+    fmt::print(f_, "\n],\"metadata\":{{\"end_s\":{:.6f},\"step_slices_written\":{},\"step_slices_dropped\":{}}}}}\n", t_s, written_, dropped_);
   if (std::fflush(f_) != 0) throw std::runtime_error("error writing " + path_);
 }
 

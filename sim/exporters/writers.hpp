@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <limits>
 #include <set>
 #include <optional>
 #include <string>
@@ -17,15 +18,19 @@ namespace servesim {
 
 /// requests.csv: one row per request, in the order requests ended (completed, rejected) followed
 /// by those in flight at the end, sorted by id. Times in seconds (simulated), latencies in ms.
+/// `gzip`: the same bytes through zlib's gzip format (gzopen level 6; the header carries no time
+/// stamp, so the file is byte-identical run to run).
 class RequestsCsvWriter final : public EventSink {
  public:
-  explicit RequestsCsvWriter(const std::string& path);  ///< throws std::runtime_error if unwritable
+  explicit RequestsCsvWriter(const std::string& path, bool gzip = false);  ///< throws std::runtime_error if unwritable
   ~RequestsCsvWriter() override;
   void on_request(const RequestRecord& r) override;
   void on_end(double) override;
 
  private:
+  void put(const char* data, size_t n);
   std::FILE* f_ = nullptr;
+  void* gz_ = nullptr;  // gzFile
   std::string path_;
 };
 
@@ -38,9 +43,12 @@ class RequestsCsvWriter final : public EventSink {
 ///     "intra-node (NVLink)" track;
 ///   pid 5 "KV store": counters of L2 (host DRAM) and L3 (storage) occupancy over all nodes.
 /// Steps beyond `max_events` are counted, not written (the file says how many were dropped).
+/// [window_start_s, window_end_s]: only step slices and transfers that overlap it, and counters
+/// set inside it, are written (the file's metadata states the window); the default is everything.
 class TimelineWriter final : public EventSink {
  public:
-  TimelineWriter(const std::string& path, const std::string& title, long long max_events);
+  TimelineWriter(const std::string& path, const std::string& title, long long max_events, double window_start_s = 0,
+                 double window_end_s = std::numeric_limits<double>::infinity());
   ~TimelineWriter() override;
   void on_step(const StepEvent& e) override;
   void on_transfer(const TransferEvent& e) override;
@@ -55,7 +63,9 @@ class TimelineWriter final : public EventSink {
   std::FILE* f_ = nullptr;
   std::string path_;
   long long max_events_, written_ = 0, dropped_ = 0;
+  double from_, to_;
   bool first_ = true;
+  bool inside(double a, double b) const { return b >= from_ && a <= to_; }
 };
 
 /// Everything summary.json and the printed table report for one deployment.
