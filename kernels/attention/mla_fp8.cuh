@@ -29,13 +29,15 @@ constexpr int kMlaFp8Group = 128;  // values per fp32 scale
 /// sm_90a kernel: one CTA = (64-head group, work item), 256 threads = two warpgroups, the BF16
 /// wgmma structure of mla_decode variant 0 (S = Q K^T by warpgroup 0, O += P V by both) with two
 /// BF16 KV tiles filled from the FP8 cache by the threads themselves (16-B loads into registers
-/// while the tensor core runs, dequantised and stored into the swizzled tile after it).
+/// while the tensor core runs, dequantised and stored into the swizzled tile after it). Any H
+/// (the last 64-head group padded); MLA has no attention sink (a.sink must be null).
 void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& plan, cudaStream_t s = 0);
 /// Name of the kernel configuration (for the tables).
 const char* mla_decode_fp8_config();
-/// 5 (default): three warpgroups, the third dequantising every tile into the free buffer while the
-/// two consumers run softmax and GEMMs (setmaxnreg 224 / 56); 4: two warpgroups that dequantise
-/// their own column blocks between GEMMs (the table of commit feaa895).
+/// 4 (default, the kernel of results/mla_decode_fp8kv.json): the two warpgroups dequantise the
+/// column blocks their own P V reads, between GEMMs. 5 (slower, 1.17x v4's time; kept for the
+/// record): a third warpgroup (setmaxnreg 56) dequantises every tile while the two consumers
+/// (setmaxnreg 224) run softmax and GEMMs.
 void mla_decode_fp8_set_variant(int v);
 
 /// Host: quantises one token's 576 latent values (512 NoPE + 64 RoPE) into the 656-B layout
