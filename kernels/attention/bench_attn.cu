@@ -9,6 +9,8 @@
 // three contexts each); --mla-decode-no-legacy: leave out the earlier mma.sync kernel's comparison rows;
 // --mla-decode-point B:H:L[,...]: only these points (for profiling); --mla-decode-variant V: the
 // mla_decode variant of the main grid (default 0; 3 = 32-token tiles, 4 stages, overlapped).
+// mla_decode_fp8kv (mla_fp8.cuh: FP8 latent cache, the mla_decode grid) runs with no --only or when
+// named exactly (--only mla_decode runs the BF16 op alone).
 // --mla-heads: heads per GPU of the mla_prefill sweep (default 96; attention TP t gives 96/t). The
 // (chunk, prefix) grid is bounded by 6e13 FLOP and 40 GB of K/V at the swept head count.
 // --proj-gemms: with --proj-tp, only these K3 projections (e.g. kv_b, which the MLA prefill op runs
