@@ -21,7 +21,7 @@ for kind in run sweep; do
   "$bin" report "$d/$kind" --out "$d/$kind.html" > "$d/$kind-report.log" 2>&1 || { cat "$d/$kind-report.log"; echo "FAIL: report $kind"; fail=1; continue; }
   if grep -Eqi '<(script|link|img|iframe)[^>]*(src|href)=' "$d/$kind.html"; then echo "FAIL: $kind.html loads something from outside"; fail=1; fi
   timeout 120 "$chromium" "${flags[@]}" --dump-dom "file://$d/$kind.html" > "$d/$kind.dom" 2> "$d/$kind.chromium.log"
-  timeout 120 "$chromium" "${flags[@]}" --window-size=1100,7000 --screenshot="$out/report-$kind.png" "file://$d/$kind.html" >> "$d/$kind.chromium.log" 2>&1
+  timeout 120 "$chromium" "${flags[@]}" --window-size=1100,9000 --screenshot="$out/report-$kind.png" "file://$d/$kind.html" >> "$d/$kind.chromium.log" 2>&1
   python3 - "$d/$kind.dom" "$kind" <<'EOF' || fail=1
 import html, json, re, sys
 dom, kind = open(sys.argv[1], encoding='utf-8').read(), sys.argv[2]
