@@ -351,6 +351,75 @@ void print_answer(const DeploymentSpec& d, const Answer& ans, const json& est, c
                sum["cost"]["usd_per_million_input_tokens"].get<double>(), sum["cost"]["usd_per_million_output_tokens"].get<double>());
 }
 
+// The search for one configuration. nullopt (and a line in `searched`) when it is latency-bound.
+std::optional<CapacitySearchResult> search_config(Runner& run, const Scenario& s, const CapacityArgs& a, const Config& c, json& searched) {
+  if (!a.quiet) fmt::print(stderr, "searching {} ...\n", c.label());
+  // Doubling both pools twice without moving TTFT or TPOT p99 by 1%, with no backlog (the TTFT
+  // p99 with the requests in flight within 5% of the completed requests' own): the SLO is bound
+  // by one request's latency, not by capacity; more instances will not meet it.
+  std::vector<Point> bracket;
+  auto on_bracket = [&](const Alloc& al) {
+    const bool pow2 = (al.decode & (al.decode - 1)) == 0;
+    return pow2 && al.prefill == std::max(1, static_cast<int>(std::lround(al.decode / a.decode_per_prefill)));
+  };
+  CapacityOracle oracle = [&](const std::vector<Alloc>& as) {
+    std::vector<bool> ok;
+    for (const Point& p : run.run(c, as, s.seed)) {
+      ok.push_back(p.ok);
+      const double done_p99 = p99_s(p.summary["latency"]["ttft"]);
+      const bool backlog = !std::isfinite(p.tpot_p99_s) || !std::isfinite(done_p99) || p.ttft_p99_s > 1.05 * done_p99;
+      if (p.ok || !on_bracket(p.alloc)) continue;
+      if (backlog) {
+        bracket.clear();
+        continue;
+      }
+      bracket.push_back(p);
+      const size_t n = bracket.size();
+      auto same = [](double x, double y) { return std::fabs(x - y) <= 0.01 * std::max(std::fabs(x), std::fabs(y)); };
+      if (n >= 3 && same(bracket[n - 1].ttft_p99_s, bracket[n - 3].ttft_p99_s) && same(bracket[n - 1].tpot_p99_s, bracket[n - 3].tpot_p99_s))
+        throw LatencyBound{fmt::format("{}: TTFT p99 {:.3f} s and TPOT p99 {:.1f} ms stayed put from {} to {} decode instances: "
+                                       "bound by one request's latency, not capacity",
+                                       c.label(), p.ttft_p99_s, p.tpot_p99_s * 1e3, bracket[n - 3].alloc.decode, p.alloc.decode)};
+    }
+    return ok;
+  };
+  NodeCount nodes = [&](const Alloc& al) { return run.nodes(c, al); };
+  try {
+    const CapacitySearchResult r = fewest_nodes(oracle, nodes, a.max_nodes, a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+                                                a.decode_per_prefill);
+    searched.push_back({{"attn_tp", c.attn_tp}, {"max_running", c.max_running}, {"found", r.found}, {"nodes", r.found ? json(r.nodes) : json()},
+                        {"runs", r.evaluations}});
+    return r;
+  } catch (const LatencyBound& e) {
+    fmt::print("{}\n", e.why);
+    searched.push_back({{"attn_tp", c.attn_tp}, {"max_running", c.max_running}, {"found", false}, {"why", e.why}});
+    return std::nullopt;
+  }
+}
+
+// The band, the static estimate, the printed answer and capacity.json.
+void finish(Runner& run, const Answer& best, const Scenario& s, const DeploymentSpec& base, const CapacityArgs& a, const fs::path& out,
+            const json& searched, std::chrono::steady_clock::time_point t0) {
+  const DeploymentSpec d = with(base, best.cfg, best.r.best);
+  const json bd = band(run, best, s, a);
+  const json est = static_estimate(d, a, best.point.summary);
+  print_answer(d, best, est, bd, best.point.summary, a);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print("search: {} configurations, {} runs in all (band included); wall time {:.1f} s; every run: {}/capacity.json\n", searched.size(),
+             run.done().size(), wall, out.string());
+  json pts = json::array();
+  for (const Point& p : run.done()) pts.push_back(point_json(p));
+  json rho = best.point.summary.contains("sessions")
+                 ? json{{"assumed", a.rho}, {"measured", best.point.summary["sessions"]["gpu_residency_measured"]},
+                        {"littles_law", best.point.summary["sessions"]["gpu_residency_littles_law"]}}
+                 : json{{"assumed", a.rho}};
+  std::ofstream(out / "capacity.json")
+      << json{{"found", true}, {"scenario", s.path}, {"deployment", base.name}, {"answer", point_json(best.point)}, {"band", bd},
+              {"static_estimate", est}, {"rho", rho}, {"window", best.point.summary["window"]}, {"configurations", searched}, {"runs", pts}}
+             .dump(2)
+      << "\n";
+}
+
 }  // namespace
 
 int capacity(const CapacityArgs& a) {
@@ -378,44 +447,9 @@ int capacity(const CapacityArgs& a) {
   json searched = json::array();
   try {
     for (const Config& c : configs(base, a)) {
-      if (!a.quiet) fmt::print(stderr, "searching {} ...\n", c.label());
-      // Doubling both pools twice without moving TTFT or TPOT p99 by 1%, with no backlog (the TTFT
-      // p99 with the requests in flight within 5% of the completed requests' own): the SLO is bound
-      // by one request's latency, not by capacity; more instances will not meet it.
-      std::vector<Point> diagonal;
-      CapacityOracle oracle = [&](const std::vector<Alloc>& as) {
-        std::vector<bool> ok;
-        for (const Point& p : run.run(c, as, s.seed)) {
-          ok.push_back(p.ok);
-          const double done_p99 = p99_s(p.summary["latency"]["ttft"]);
-          const bool backlog = !std::isfinite(p.tpot_p99_s) || !std::isfinite(done_p99) || p.ttft_p99_s > 1.05 * done_p99;
-          if (p.ok || p.alloc.prefill != p.alloc.decode) continue;
-          if (backlog) {
-            diagonal.clear();
-            continue;
-          }
-          diagonal.push_back(p);
-          const size_t n = diagonal.size();
-          auto same = [](double x, double y) { return std::fabs(x - y) <= 0.01 * std::max(std::fabs(x), std::fabs(y)); };
-          if (n >= 3 && same(diagonal[n - 1].ttft_p99_s, diagonal[n - 3].ttft_p99_s) && same(diagonal[n - 1].tpot_p99_s, diagonal[n - 3].tpot_p99_s))
-            throw LatencyBound{fmt::format("{}: TTFT p99 {:.3f} s and TPOT p99 {:.1f} ms stayed put from {} to {} instances of each pool: "
-                                           "bound by one request's latency, not capacity",
-                                           c.label(), p.ttft_p99_s, p.tpot_p99_s * 1e3, diagonal[n - 3].alloc.prefill, p.alloc.prefill)};
-        }
-        return ok;
-      };
-      NodeCount nodes = [&](const Alloc& al) { return run.nodes(c, al); };
-      CapacitySearchResult r;
-      try {
-        r = fewest_nodes(oracle, nodes, a.max_nodes, a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
-                         a.decode_per_prefill);
-      } catch (const LatencyBound& e) {
-        fmt::print("{}\n", e.why);
-        searched.push_back({{"attn_tp", c.attn_tp}, {"max_running", c.max_running}, {"found", false}, {"why", e.why}});
-        continue;
-      }
-      searched.push_back({{"attn_tp", c.attn_tp}, {"max_running", c.max_running}, {"found", r.found}, {"nodes", r.found ? json(r.nodes) : json()},
-                          {"runs", r.evaluations}});
+      const std::optional<CapacitySearchResult> found = search_config(run, s, a, c, searched);
+      if (!found) continue;
+      const CapacitySearchResult& r = *found;
       if (r.found && (!best || r.nodes < best->r.nodes)) {
         Point at;
         for (const Point& p : run.done())
@@ -428,24 +462,7 @@ int capacity(const CapacityArgs& a) {
       std::ofstream(out / "capacity.json") << json{{"found", false}, {"configurations", searched}}.dump(2) << "\n";
       return 1;
     }
-    const DeploymentSpec d = with(base, best->cfg, best->r.best);
-    const json bd = band(run, *best, s, a);
-    const json est = static_estimate(d, a, best->point.summary);
-    print_answer(d, *best, est, bd, best->point.summary, a);
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    fmt::print("search: {} configurations, {} runs in all (band included); wall time {:.1f} s; every run: {}/capacity.json\n", searched.size(),
-               run.done().size(), wall, out.string());
-    json pts = json::array();
-    for (const Point& p : run.done()) pts.push_back(point_json(p));
-    json rho = best->point.summary.contains("sessions")
-                   ? json{{"assumed", a.rho}, {"measured", best->point.summary["sessions"]["gpu_residency_measured"]},
-                          {"littles_law", best->point.summary["sessions"]["gpu_residency_littles_law"]}}
-                   : json{{"assumed", a.rho}};
-    std::ofstream(out / "capacity.json")
-        << json{{"found", true}, {"scenario", s.path}, {"deployment", base.name}, {"answer", point_json(best->point)}, {"band", bd},
-                {"static_estimate", est}, {"rho", rho}, {"window", best->point.summary["window"]}, {"configurations", searched}, {"runs", pts}}
-               .dump(2)
-        << "\n";
+    finish(run, *best, s, base, a, out, searched, t0);
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;
