@@ -83,13 +83,21 @@ TEST(CapacitySearch, PrefillBoundLargeAnswer) {
 
 // A bracket along P:D = 1:4 stops at (8, 32) (2·8 + 32 ≥ 40; (4, 16) misses): the answer needs more
 // prefill than that, 2P + D ≥ 40 at fewest P + D: P = 19, D = 2 (21 nodes; P = 20, D = 1 too, more
-// prefill), found by the upward walk. A straight frontier improves at every P, so the walk visits
-// each P between the bracket and the answer (~60-70 runs here, the search's worst shape).
+// prefill), found by the staircase from the corner (8, 24). A straight frontier improves at every
+// step, so the staircase visits each P between the corner and the answer (the search's worst shape).
 TEST(CapacitySearch, UpwardWalkFindsMorePrefillThanTheBracket) {
   const Case c{[](int p, int d) { return 2 * p + d >= 40; }, [](const Alloc& a) { return a.prefill + a.decode; }};
   EXPECT_EQ(brute(c).second, 21);
   for (int batch : {1, 2}) check(c, batch, 4.0, 80);
   for (int batch : {1, 2}) check(c, batch, 1.0, 80);
+}
+
+// Decode-bound with a prefill floor, as 10,000 K3 sessions were: P >= 50 and D >= 150, 4 nodes an
+// instance, bracket along 1:4. The corner is the answer (50, 150), found by bisections, not by
+// walking 14 prefill counts down from the bracket's 64.
+TEST(CapacitySearch, CornerByBisection) {
+  const Case c{[](int p, int d) { return p >= 50 && d >= 150; }, [](const Alloc& a) { return 4 * a.prefill + 4 * a.decode; }};
+  for (int batch : {1, 2}) check(c, batch, 4.0, 30);
 }
 
 TEST(CapacitySearch, NothingWithinTheNodeBound) {

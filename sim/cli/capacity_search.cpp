@@ -46,27 +46,36 @@ class Search {
     if (!r_.found || n < r_.nodes || (n == r_.nodes && a.prefill < r_.best.prefill)) r_.found = true, r_.best = a, r_.nodes = n;
   }
 
-  // Smallest d in [lo, hi] with (p, d) feasible, given (p, hi) feasible: k-section, batch_ probes a round.
-  int min_decode(int p, int lo, int hi) {
+  // Smallest x in [lo, hi] with make(x) feasible, given make(hi) feasible: k-section, batch_ probes
+  // a round. make(x) is (p, x) to search decode counts, (x, d) to search prefill counts.
+  template <class Make>
+  int min_feasible(Make make, int lo, int hi) {
     while (lo < hi) {
       std::vector<Alloc> probes;
+      std::vector<int> xs;
       for (int i = 1; i <= batch_; ++i) {
-        const int d = lo + static_cast<int>(static_cast<long long>(hi - lo) * i / (batch_ + 1));
-        if (d < hi && (probes.empty() || probes.back().decode != d)) probes.push_back({p, d});
+        const int x = lo + static_cast<int>(static_cast<long long>(hi - lo) * i / (batch_ + 1));
+        if (x < hi && (xs.empty() || xs.back() != x)) xs.push_back(x), probes.push_back(make(x));
       }
-      if (probes.empty()) probes.push_back({p, lo});
+      if (probes.empty()) xs.push_back(lo), probes.push_back(make(lo));
       const std::vector<bool> ok = eval(probes);
       int new_hi = hi, new_lo = lo;
       for (size_t i = 0; i < probes.size(); ++i) {
         if (ok[i]) {
-          new_hi = std::min(new_hi, probes[i].decode);
+          new_hi = std::min(new_hi, xs[i]);
           break;
         }
-        new_lo = probes[i].decode + 1;
+        new_lo = xs[i] + 1;
       }
       lo = new_lo, hi = new_hi;
     }
     return hi;
+  }
+  int min_decode(int p, int lo, int hi) {
+    return min_feasible([p](int d) { return Alloc{p, d}; }, lo, hi);
+  }
+  int min_prefill(int d, int lo, int hi) {
+    return min_feasible([d](int p) { return Alloc{p, d}; }, lo, hi);
   }
 
   CapacitySearchResult run(int max_nodes) {
@@ -83,40 +92,41 @@ class Search {
       if (!done) t = as.back().decode * 2;
     }
     consider(top);
-    // 2. frontier walk, P from the bracket's down
-    int d_lower = 1;  // D_min(P + 1): a lower bound of D_min(P)
-    int d_at_top = top.decode;
-    for (int p = top.prefill, idle = 0; p >= 1 && idle < 2; --p) {
-      int hi = d_lower - 1;  // the largest D whose nodes are at most the best
-      while (nodes_({p, hi + 1}) <= r_.nodes && (p != top.prefill || hi + 1 <= top.decode)) ++hi;
-      if (p == top.prefill) hi = std::max(hi, top.decode);
-      if (hi < d_lower) {
+    // 2. the corner: the fewest decode instances at the bracket's prefill, then the fewest prefill
+    // instances at those (on the frontier: D_min is non-increasing in P)
+    const int d_star = min_decode(top.prefill, 1, top.decode);
+    consider({top.prefill, d_star});
+    const int p_star = min_prefill(d_star, 1, top.prefill);
+    consider({p_star, d_star});
+    // 3. the staircase from the corner both ways, each step one more instance of one pool and the
+    // fewest of the other (bisection below the previous step's), only where nodes can still be at
+    // most the best (fewer, for more prefill); each way stops after two steps in a row that improve
+    // nothing
+    for (int d = d_star + 1, idle = 0, p_prev = p_star; idle < 2 && p_prev > 1; ++d) {  // more decode, less prefill
+      int hi = 0;
+      while (hi + 1 < p_prev && nodes_({hi + 1, d}) <= r_.nodes) ++hi;
+      if (hi < 1) break;
+      if (!eval({{hi, d}})[0]) {
         ++idle;
         continue;
       }
-      if (!eval({{p, hi}})[0]) {
-        d_lower = hi + 1, ++idle;
-        continue;
-      }
-      idle = 0;
-      const int d = min_decode(p, d_lower, hi);
-      consider({p, d});
-      d_lower = d;
-      if (p == top.prefill) d_at_top = d;
+      const Alloc a{min_prefill(d, 1, hi), d};
+      idle = nodes_(a) < r_.nodes || (nodes_(a) == r_.nodes && a.prefill < r_.best.prefill) ? 0 : idle + 1;
+      consider(a);
+      p_prev = a.prefill;
     }
-    // 3. and up: more prefill, fewer decode (D_min(P) <= D_min(P - 1)), while a D can still give
-    // fewer nodes; stops after two prefill counts in a row that improve nothing
-    for (int p = top.prefill + 1, idle = 0, d_upper = d_at_top; idle < 2; ++p) {
-      int hi = 0;  // the largest D below d_upper with fewer nodes than the best
-      while (hi + 1 <= d_upper && nodes_({p, hi + 1}) < r_.nodes) ++hi;
-      if (hi < 1) break;  // even one decode instance is not fewer nodes: larger P cannot be
+    for (int p = p_star + 1, idle = 0, d_prev = d_star; idle < 2 && d_prev > 1; ++p) {  // more prefill, less decode
+      int hi = 0;
+      while (hi + 1 < d_prev && nodes_({p, hi + 1}) < r_.nodes) ++hi;
+      if (hi < 1) break;
       if (!eval({{p, hi}})[0]) {
         ++idle;
         continue;
       }
-      const int d = min_decode(p, 1, hi);
-      consider({p, d});
-      d_upper = d, idle = 0;
+      const Alloc a{p, min_decode(p, 1, hi)};
+      idle = nodes_(a) < r_.nodes ? 0 : idle + 1;
+      consider(a);
+      d_prev = a.decode;
     }
     return r_;
   }

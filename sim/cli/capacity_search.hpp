@@ -13,13 +13,14 @@
 //  1. bracket: (s / r, s) for s = 1, 2, 4, … (r = decode_per_prefill, the P:D split the bracket
 //     grows along; prefill at least 1) until one is feasible (→ P_hi, D_hi) or nodes exceed
 //     max_nodes (→ not found);
-//  2. frontier walk: for P = P_hi down to 1, D_min(P) by k-section (bisection with `batch` probes per
-//     round) between D_min(P + 1) (a lower bound, since D_min is non-increasing in P) and the largest
-//     D whose nodes(P, D) are at most the best found so far (a larger D cannot improve the answer);
-//     a P whose largest useful D is infeasible is skipped after one run, and the walk stops after
-//     two such P in a row. Ties in nodes go to the fewer prefill instances (the walk goes down in P);
-//  3. upward: for P = P_hi + 1, … D_min(P) in [1, D_min(P − 1)], only where some D gives fewer
-//     nodes than the best; it stops after two P in a row that improve nothing.
+//  2. the corner: D* = the fewest decode instances at P_hi, then P* = the fewest prefill instances
+//     at D* (by k-section: bisection with `batch` probes per round); (P*, D*) is on the frontier;
+//  3. the staircase from the corner both ways: D = D* + 1, D* + 2, … each with the fewest prefill
+//     instances (at most the previous step's), and P = P* + 1, … each with the fewest decode
+//     instances, only where some allocation can still take at most the best nodes (fewer, for more
+//     prefill); each way stops after two steps in a row that improve nothing. Ties in nodes go to
+//     the fewer prefill instances. The stop makes it a local search around the corner: a frontier
+//     whose node count falls again far from it is not followed.
 // Every result is remembered; a point with at least as many instances of both kinds as a known
 // feasible one is feasible, one with at most as many as a known infeasible one is infeasible:
 // inferred, not run.
