@@ -539,3 +539,29 @@ TEST(InputRules, AnEmptyTraceYieldsNoRequests) {
   // a header and nothing else is empty too
   EXPECT_TRUE(read_all<CsvRequestReader>(CsvRequestReader::Format::azure, write_tmp("hdr.csv", kAzureHead + "\n"), 1.0, 0LL, false).empty());
 }
+
+// fuzz_tracelab_replay found a 1,776,649,316-token prompt at 16-token blocks taking 888 MB of block
+// ids (111 M). Generated ids stop at kMaxBlockIds = 2^22 (the engine rejects any prompt that long
+// against every model's context before it reads the blocks); the prompt length itself is kept.
+TEST(InputRules, AHugePromptGetsAtMostTheCappedNumberOfBlockIds) {
+  const std::string p = write_tmp("huge.csv",
+                                  "session_id,arrival_time,round_idx,prefix_len,input_len,output_len,tool_wait_after_ms\n"
+                                  "0,1000,0,0,1776649316,20,50\n");
+  TraceLabReplayReader r(p, 1.0, 0, 16, false);
+  auto q = r.next();
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->input_tokens, 1776649316);
+  EXPECT_EQ(q->block_hashes.size(), 4194304u);
+  WorkloadSpec w;
+  w.requests = 1, w.rate_per_s = 1, w.block_tokens = 16;
+  w.input.value = 1LL << 40, w.output.value = 1;
+  SyntheticSource s(w, 1);
+  auto g = s.next();
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->input_tokens, 1LL << 40);
+  EXPECT_EQ(g->block_hashes.size(), 4194304u);
+  // below the cap every block has its id: 1,000 tokens at 16 = 63 blocks
+  w.input.value = 1000;
+  SyntheticSource small(w, 1);
+  EXPECT_EQ(small.next()->block_hashes.size(), 63u);
+}

@@ -9,13 +9,22 @@
 
 namespace servesim {
 
+/// Most prefix-block ids a generator gives one prompt (4,194,304: 32 MB of ids). Generated prompts
+/// may be up to 2^40 tokens long (the readers' bound), but every shipped model's context is at most
+/// ~1M tokens and the engine rejects a longer request before it looks at its blocks, so the ids
+/// past this many blocks could never be used: a generator (synthetic, agent sessions, TraceLab
+/// replay) stops there instead of allocating gigabytes for a prompt that will be refused (found by
+/// fuzz_tracelab_replay: a 1.8e9-token row took 888 MB).
+inline constexpr long long kMaxBlockIds = 1LL << 22;
+
 /// One inference request as the engine sees it.
 struct Request {
   std::uint64_t id = 0;          ///< 0-based, in arrival order
   double arrival_s = 0;          ///< seconds since the start of the workload
   long long input_tokens = 0;    ///< prompt length, tokens (≥ 1)
   long long output_tokens = 0;   ///< tokens to generate (≥ 1), the first one by prefill
-  /// Prefix-block ids, one per `block_tokens` of the prompt (the last block may be partial).
+  /// Prefix-block ids, one per `block_tokens` of the prompt (the last block may be partial); at most
+  /// kMaxBlockIds of them from the generators.
   /// Ids are chained: equal ids at position i mean blocks 0..i are equal (Mooncake hash_ids).
   std::vector<std::uint64_t> block_hashes;
   int block_tokens = 0;          ///< tokens per prefix block (0 = no prefix information)
