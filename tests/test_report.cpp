@@ -99,8 +99,8 @@ TEST(Report, RunChartsFromHandMadeFilesAndMissingOnesListed) {
     "kv_transfer": {"bytes": 2e9}}]})");
   // 4 completed requests (TTFT 10..40 ms), a rejected one (TTFT cell empty) and a completed one-token answer (no TPOT)
   write(d / "a" / "requests.csv",
-        "id,status,reason,ttft_ms,tpot_ms,e2e_ms\n1,completed,,40,5,100\n2,completed,,10,6,200\n3,rejected,\"no, room\",,,\n"
-        "4,completed,,30,7,300\n5,completed,,20,,400\n");
+        "id,status,reason,arrival_s,ttft_ms,tpot_ms,e2e_ms\n1,completed,,0.5,40,5,100\n2,completed,,1,10,6,200\n3,rejected,\"no, room\",1,,,\n"
+        "4,completed,,2,30,7,300\n5,completed,,3,20,,400\n");
   const auto r = rp::build_report(d.string());
   EXPECT_EQ(r.kind, "run");
   const auto* ttft = chart(r, "cdf-ttft");
@@ -184,5 +184,31 @@ TEST(Report, NotAnOutputFolderExits2) {
   const auto o2 = test::sh("report " + d.string());
   EXPECT_EQ(o2.status, 2) << o2.text;
   EXPECT_NE(o2.text.find((d / "summary.json").string() + ": not valid JSON"), std::string::npos) << o2.text;
+  fs::remove_all(d);
+}
+
+// The report's latency CDFs cover the requests summary.json's latency figures cover: completed and
+// arrived at or after the run's warm-up (the review found warm-up rows in the CDFs: 38 points
+// against the summary's 5). A cell that is not a number is an error naming its line and column.
+TEST(Report, LatencyCdfsLeaveOutTheWarmUpAndRefuseBadCells) {
+  const fs::path d = fs::temp_directory_path() / ("servesim_report_lat_" + std::to_string(getpid()));
+  fs::create_directories(d);
+  const std::string head = "id,status,arrival_s,ttft_ms,tpot_ms,e2e_ms\n";
+  write(d / "requests.csv", head + "0,completed,1.0,900,20,3000\n1,completed,12.0,100,10,500\n2,in_flight,13.0,,,\n3,completed,10.0,200,,700\n");
+  const rp::Latencies all = rp::read_latencies((d / "requests.csv").string());
+  EXPECT_EQ(all.ttft_ms, (std::vector<double>{900, 100, 200}));
+  const rp::Latencies win = rp::read_latencies((d / "requests.csv").string(), 10.0);
+  EXPECT_EQ(win.ttft_ms, (std::vector<double>{100, 200}));  // arrival 1.0 is in the warm-up; 10.0 is the window's start
+  EXPECT_EQ(win.tpot_ms, (std::vector<double>{10}));       // an empty cell is no sample
+  EXPECT_EQ(win.e2e_ms, (std::vector<double>{500, 700}));
+  write(d / "bad.csv", head + "0,completed,1.0,900,20,3000\n1,completed,12.0,abc,10,500\n");
+  try {
+    rp::read_latencies((d / "bad.csv").string());
+    ADD_FAILURE() << "a non-numeric cell was accepted";
+  } catch (const rp::ReportError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.csv:3: column ttft_ms: \"abc\""), std::string::npos) << e.what();
+  }
+  write(d / "short.csv", head + "0,completed,1.0\n");
+  EXPECT_THROW(rp::read_latencies((d / "short.csv").string()), rp::ReportError);
   fs::remove_all(d);
 }

@@ -66,12 +66,14 @@ ojson report_json(const Report& r);
 /// m = min(n, max_points), each the smallest value v with (#values <= v)/n >= F (nearest rank).
 ojson cdf_points(std::vector<double> values, size_t max_points = 200);
 
-/// Latency columns of a requests.csv (or .csv.gz) of completed requests, in ms: ttft, tpot, e2e
-/// (empty cells skipped). Throws ReportError on a file without those columns.
+/// Latency columns of a requests.csv (or .csv.gz) of completed requests that arrived at or after
+/// `warmup_s` (the run's window.warmup_s: the same requests as summary.json's latency figures), in
+/// ms: ttft, tpot, e2e (empty cells skipped). Throws ReportError naming the file and line on a file
+/// without those columns, a row shorter than the header, or a cell that is not a finite number.
 struct Latencies {
   std::vector<double> ttft_ms, tpot_ms, e2e_ms;
 };
-Latencies read_latencies(const std::string& path);
+Latencies read_latencies(const std::string& path, double warmup_s = 0);
 
 /// What report charts use of a timeline.json (sim/exporters/event_writers.cpp writes one event per
 /// line): HBM KV per GPU (mean over the pool's instances of each instance's mean GPU), L2/L3 GB,

@@ -107,7 +107,7 @@ ojson cdf_points(std::vector<double> values, size_t max_points) {
   return pts;
 }
 
-Latencies read_latencies(const std::string& path) {
+Latencies read_latencies(const std::string& path, double warmup_s) {
   Lines in(path);
   std::string line;
   if (!in.next(line)) throw ReportError(path + ": empty (no header)");
@@ -117,14 +117,25 @@ Latencies read_latencies(const std::string& path) {
     if (it == header.end()) throw ReportError(path + ": no column \"" + std::string(name) + "\" in the header");
     return it - header.begin();
   };
-  const long status = col("status"), ttft = col("ttft_ms"), tpot = col("tpot_ms"), e2e = col("e2e_ms");
+  const long status = col("status"), arrival = col("arrival_s"), ttft = col("ttft_ms"), tpot = col("tpot_ms"), e2e = col("e2e_ms");
   Latencies l;
-  auto take = [](const std::vector<std::string>& f, long i, std::vector<double>& out) {
-    if (i < static_cast<long>(f.size()) && !f[i].empty()) out.push_back(std::strtod(f[i].c_str(), nullptr));
+  long line_no = 1;
+  auto number = [&](const std::vector<std::string>& f, long i) {
+    char* end = nullptr;
+    const double v = std::strtod(f[static_cast<size_t>(i)].c_str(), &end);
+    if (end == f[static_cast<size_t>(i)].c_str() || *end != '\0' || !std::isfinite(v))
+      throw ReportError(path + ":" + std::to_string(line_no) + ": column " + header[static_cast<size_t>(i)] + ": \"" + f[static_cast<size_t>(i)] + "\" is not a number");
+    return v;
+  };
+  auto take = [&](const std::vector<std::string>& f, long i, std::vector<double>& out) {
+    if (!f[static_cast<size_t>(i)].empty()) out.push_back(number(f, i));
   };
   while (in.next(line)) {
+    ++line_no;
     const auto f = split_csv(line);
-    if (status >= static_cast<long>(f.size()) || f[status] != "completed") continue;
+    if (f.size() < header.size())
+      throw ReportError(path + ":" + std::to_string(line_no) + ": " + std::to_string(f.size()) + " fields, the header has " + std::to_string(header.size()));
+    if (f[static_cast<size_t>(status)] != "completed" || number(f, arrival) < warmup_s) continue;
     take(f, ttft, l.ttft_ms), take(f, tpot, l.tpot_ms), take(f, e2e, l.e2e_ms);
   }
   return l;

@@ -39,7 +39,8 @@ void latency_cdfs(Report& r, const std::vector<Dep>& deps) {
       continue;
     }
     try {
-      lat.emplace_back(read_latencies(f->string()));
+      const ojson& w = at(d.summary, {"window", "warmup_s"});
+      lat.emplace_back(read_latencies(f->string(), w.is_number() ? w.get<double>() : 0.0));
     } catch (const ReportError& e) {
       lat.emplace_back(), missing.push_back(d.name + " (" + e.what() + ")");
     }
