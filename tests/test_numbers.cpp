@@ -367,3 +367,32 @@ TEST(Numbers, ShortestFirstPrefillTakesTheShortPromptsFirst) {
   EXPECT_NEAR(rec.by_id.at(2).prefill_end_s, 0.010, 1e-9);
   EXPECT_NEAR(rec.by_id.at(0).prefill_end_s, 0.020, 1e-9);
 }
+
+// Warm-up 10 s, end 19 s. The GPU time is the window's, so are the tokens (review finding: $/M
+// tokens 7x too high when a warm-up arrival's tokens made in the window were left out).
+//  - warm-up arrival, prefill ended at 7, decoding 8 → 18 with 11 tokens: (18 − 10)/(18 − 8) × 11 = 8.8 → 9
+//  - warm-up arrival, prefill ended at 12 (1,000 prompt tokens count), in flight since its first
+//    token at 9 with 6 tokens by the end: (19 − 10)/(19 − 9) × 6 = 5.4 → 5
+//  - window arrival: its 3 tokens and 500 prompt tokens, whole
+//  - warm-up arrival done before the window: nothing
+TEST(Numbers, TokensMadeInTheWindowCountAgainstTheWindowsGpuTime) {
+  MetricsCollector m({2.0, 0.1}, 1, 1, 10.0);
+  RequestRecord a;
+  a.status = RequestStatus::completed, a.arrival_s = 1, a.admit_s = 1, a.prefill_end_s = 7, a.first_token_s = 8, a.done_s = 18;
+  a.input_tokens = 700, a.output_tokens = a.generated_tokens = 11;
+  RequestRecord b;
+  b.status = RequestStatus::in_flight, b.arrival_s = 2, b.admit_s = 2, b.prefill_end_s = 12, b.first_token_s = 9;
+  b.input_tokens = 1000, b.output_tokens = 50, b.generated_tokens = 6;
+  RequestRecord c;
+  c.status = RequestStatus::completed, c.arrival_s = 11, c.admit_s = 11, c.prefill_end_s = 12, c.first_token_s = 12, c.done_s = 13;
+  c.input_tokens = 500, c.output_tokens = c.generated_tokens = 3;
+  RequestRecord d;
+  d.status = RequestStatus::completed, d.arrival_s = 0, d.admit_s = 0, d.prefill_end_s = 1, d.first_token_s = 1, d.done_s = 5;
+  d.input_tokens = 400, d.output_tokens = d.generated_tokens = 4;
+  for (const auto* r : {&a, &b, &c, &d}) m.on_request(*r);
+  m.on_end(19);
+  EXPECT_EQ(m.summary().output_tokens, 9 + 5 + 3);
+  EXPECT_EQ(m.summary().input_tokens, 1000 + 500);
+  EXPECT_EQ(m.summary().arrived, 1);  // the measured requests are still the window's arrivals
+  EXPECT_EQ(m.summary().warmup_arrived, 3);
+}

@@ -46,12 +46,26 @@ void MetricsCollector::on_transfer(const TransferEvent& e) {
   xfer_.push_back(e.end_s - e.start_s);
 }
 
+long long MetricsCollector::output_in_window(double first_token_s, double end_s, long long generated) const {
+  if (end_s <= first_token_s) return first_token_s >= warmup_ ? generated : 0;
+  const double inside = std::clamp((end_s - std::max(first_token_s, warmup_)) / (end_s - first_token_s), 0.0, 1.0);
+  return std::llround(static_cast<double>(generated) * inside);
+}
+
 void MetricsCollector::on_request(const RequestRecord& r) {
   if (r.arrival_s < warmup_) {  // warm-up: counted, not measured
     ++s_.warmup_arrived;
     s_.warmup_completed += r.status == RequestStatus::completed;
     s_.warmup_rejected += r.status == RequestStatus::rejected;
     s_.warmup_in_flight += r.status == RequestStatus::in_flight;
+    // ... but the work the GPUs do on it inside the window is in the window's GPU time, so its tokens
+    // made there count toward throughput and unit cost: its prompt if its prefill ended in the window,
+    // its output pro rata of its decode time in the window (tokens come at a steady TPOT)
+    if (r.prefill_end_s >= warmup_) s_.input_tokens += r.input_tokens, s_.cached_tokens += r.cached_tokens;
+    if (r.first_token_s >= 0 && r.generated_tokens > 0) {
+      if (r.done_s >= 0) s_.output_tokens += output_in_window(r.first_token_s, r.done_s, r.generated_tokens);
+      else warmup_decoding_.emplace_back(r.first_token_s, r.generated_tokens);
+    }
     return;
   }
   ++s_.arrived;
@@ -134,6 +148,7 @@ void MetricsCollector::on_end(double t_s) {
   s_.l2_mean = window > 0 ? l2_.area / window : 0, s_.l2_peak = l2_.peak;
   s_.l3_mean = window > 0 ? l3_.area / window : 0, s_.l3_peak = l3_.peak;
   s_.end_s = t_s;
+  for (auto [first, generated] : warmup_decoding_) s_.output_tokens += output_in_window(first, t_s, generated);
   for (double a : waiting_arrivals_) ttft_with_.push_back(t_s - a);
   s_.in_flight_without_first_token = static_cast<long long>(waiting_arrivals_.size());
   s_.ttft_with_in_flight_s = percentiles(ttft_with_);

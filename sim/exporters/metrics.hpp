@@ -34,9 +34,13 @@ struct Summary {
   /// a backlog at the horizon shows (completed-only percentiles hide it)
   Percentiles ttft_with_in_flight_s;
   long long in_flight_without_first_token = 0;
-  long long input_tokens = 0;   ///< prompt tokens of requests whose prefill finished
-  long long cached_tokens = 0;  ///< of those, served by the prefix cache or loaded back (not computed)
-  long long output_tokens = 0;  ///< tokens generated (completed and in flight)
+  /// Tokens made in the window (throughput and unit cost divide them by the window's time and GPU
+  /// time): prompt tokens of requests whose prefill finished (warm-up arrivals: finished in the
+  /// window), and output tokens generated (completed and in flight; a warm-up arrival's pro rata of
+  /// its decode time inside the window)
+  long long input_tokens = 0;
+  long long cached_tokens = 0;  ///< of input_tokens, served by the prefix cache or loaded back (not computed)
+  long long output_tokens = 0;
   long long slo_met = 0;        ///< completed requests with TTFT ≤ slo.ttft_s and TPOT ≤ slo.tpot_s
   long long slo_met_output_tokens = 0;
   long long transfers = 0;
@@ -108,6 +112,10 @@ class MetricsCollector final : public EventSink {
   std::map<std::pair<int, int>, Track> tracks_;  // (role, instance): mean KV per GPU over the instance's ranks
   std::map<std::pair<int, int>, Track> busiest_;  // (role, instance): busiest rank's KV per GPU (its peak)
   std::vector<double> waiting_arrivals_;         // in flight without a first token: arrival times
+  std::vector<std::pair<double, long long>> warmup_decoding_;  // warm-up requests in flight at the end: first token, tokens made
+  /// Of `generated` output tokens made from first_token_s to end_s at a steady rate, those made
+  /// at or after warmup_s (rounded).
+  long long output_in_window(double first_token_s, double end_s, long long generated) const;
   double decode_seq_sum_ = 0;
 };
 
