@@ -270,9 +270,11 @@ void export_and_print(const Scenario& s, const fs::path& out, const std::string&
   std::ofstream(out / "summary.json") << all.dump(2) << "\n";
   fmt::print("{}", summary_table(runs));
   for (const auto& q : ratios)
-    fmt::print("DSV4/K3 unit cost on {} ($ per million output tokens, {} / {}): simulated {:.2f}, article 0.41 (decode bandwidth per token)\n",
+    fmt::print("DSV4/K3 unit cost on {} ($ per million output tokens, {} / {}): simulated {:.2f}, article 0.41 (decode bandwidth per "
+               "token); decode GPUs {:.2f}: the simulated ratio compares efficiency only when both run at their own capacity (servesim capacity), "
+               "below it it is about the GPU ratio\n",
                q["hardware"].get<std::string>(), q["dsv4_deployment"].get<std::string>(), q["k3_deployment"].get<std::string>(),
-               q["simulated_usd_per_million_output_tokens_ratio"].get<double>());
+               q["simulated_usd_per_million_output_tokens_ratio"].get<double>(), q["decode_gpu_ratio"].get<double>());
   fmt::print("\noutputs: {0}/summary.json (the deployments of this run), {0}/<deployment>/{{summary.json{1}{2}}}\n", out.string(),
              requests == "none" ? "" : ", requests." + requests, s.timeline ? ", timeline.json" : "");
 }

@@ -263,6 +263,11 @@ void cost_json(const RunReport& r, nlohmann::json& j) {
 nlohmann::json unit_cost_ratios(const std::vector<nlohmann::json>& runs) {
   nlohmann::json out = nlohmann::json::array();
   auto usd_out = [](const nlohmann::json& j) -> const nlohmann::json& { return j["cost"]["usd_per_million_output_tokens"]; };
+  // the decode pools' GPU counts: when neither deployment is at capacity, the $ ratio is about this
+  auto decode_gpus = [](const nlohmann::json& j) {
+    const auto& p = j["decode_pool"];
+    return p.contains("ep") && p.contains("instances") ? p["ep"].get<double>() * p["instances"].get<double>() : 0.0;
+  };
   for (const auto& v4 : runs)
     for (const auto& k3 : runs) {
       if (v4["model"] != "deepseek-v4-pro" || k3["model"] != "kimi-k3" || v4["hardware"] != k3["hardware"]) continue;
@@ -271,12 +276,14 @@ nlohmann::json unit_cost_ratios(const std::vector<nlohmann::json>& runs) {
                      {"dsv4_deployment", v4["deployment"]},
                      {"k3_deployment", k3["deployment"]},
                      {"simulated_usd_per_million_output_tokens_ratio", r6(usd_out(v4).get<double>() / usd_out(k3).get<double>())},
+                     {"decode_gpu_ratio", r6(decode_gpus(v4) / std::max(1.0, decode_gpus(k3)))},
                      {"article_ratio", 0.41},
                      {"article_basis", "decode bandwidth per token, (49 + 6.1) / (104 + 30.7): active parameters + KV read at 500K context "
                                        "(shared/seed/two-paths-k3-vs-dsv4.txt, 'Unit Inference Cost')"},
                      {"note", "simulated: DeepSeek V4-Pro's $ per million output tokens / Kimi K3's, each from its decode pool's GPU-hours over "
                               "the output tokens it served in the window; a like-for-like comparison only when both deployments serve the same "
-                              "workload at their own capacity"}});
+                              "workload at their own capacity (servesim capacity): below capacity both serve the same tokens and the ratio is "
+                              "about decode_gpu_ratio, the deployments' sizes, not their efficiency"}});
     }
   return out;
 }
