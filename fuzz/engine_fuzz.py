@@ -87,8 +87,12 @@ def workload(rng, traces):
             w["burstiness"] = round(rng.uniform(0.5, 8), 3)
         return w
     if k < 0.85 or not traces:
-        return {"kind": "agent", "loop": "closed", "concurrency": rng.randint(1, 200),
-                "ramp_s": rng.choice([0, 1, 5]), "shared_prefix_tokens": rng.choice([0, 4096]), "block_tokens": 512}
+        w = {"kind": "agent", "shared_prefix_tokens": rng.choice([0, 4096]), "block_tokens": 512}
+        if rng.random() < 0.3:  # open loop: sessions arrive at a rate and start at round 0
+            w.update(loop="open", rate_per_s=round(rng.uniform(0.2, 20), 3), sessions=rng.randint(1, 200))
+        else:
+            w.update(loop="closed", concurrency=rng.randint(1, 200), ramp_s=rng.choice([0, 1, 5]), start=rng.choice(["ramp", "stationary"]))
+        return w
     return {"kind": "mooncake", "trace": os.path.join(traces, "mooncake", "conversation_trace.jsonl"), "block_tokens": 512}
 
 
@@ -109,8 +113,12 @@ def scenario(i, seed, deps, traces):
         d.pop("kv_tiers", None)
     d.pop("cluster", None)  # nodes: what the pools need
     d["slo"] = {"ttft_s": rng.choice([0.5, 2, 10]), "tpot_s": rng.choice([0.02, 0.05, 0.1])}
-    return {"name": f"efuzz-{seed}-{i}", "seed": rng.randint(0, 2**31), "horizon_s": round(rng.uniform(1, 8), 3),
-            "workload": workload(rng, traces), "timeline": {"enabled": True}, "deployments": [d]}
+    horizon = round(rng.uniform(1, 8) if rng.random() < 0.7 else rng.uniform(8, 30), 3)
+    sc = {"name": f"efuzz-{seed}-{i}", "seed": rng.randint(0, 2**31), "horizon_s": horizon,
+          "workload": workload(rng, traces), "timeline": {"enabled": True}, "deployments": [d]}
+    if rng.random() < 0.3:  # a steady-state window: warm-up arrivals counted apart
+        sc["warmup_s"] = round(horizon * rng.uniform(0.1, 0.6), 3)
+    return sc
 
 
 def hardware(name):
