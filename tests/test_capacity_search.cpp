@@ -162,3 +162,19 @@ TEST(CapacityCommand, AnswerMeetsTheSloAndOneInstanceFewerMisses) {
   fs::remove_all(dir);
 }
 #endif
+
+// Bad options are refused before any run starts, naming the option (review: an unknown cost model
+// forked runs and exited 1; attention TPs that fit nothing said "no configuration met the SLO").
+TEST(CapacityCommand, BadOptionsExitTwoBeforeAnyRun) {
+  const fs::path dir = fs::temp_directory_path() / ("servesim_capacity_bad_" + std::to_string(::getpid()));
+  const std::string sc = servesim::test::data("scenarios/agent-sessions.json");
+  auto o = ::test::sh("capacity " + sc + " --only k3-h200 --sessions 10 --quiet --cost-model bogus --out " + (dir / "a").string());
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.text.find("--cost-model: unknown cost model \"bogus\""), std::string::npos) << o.text;
+  EXPECT_FALSE(fs::exists(dir / "a" / "runs")) << "a run was started";
+  o = ::test::sh("capacity " + sc + " --only k3-h200 --sessions 10 --quiet --attn-tp 3 --attn-tp 5 --out " + (dir / "b").string());
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.text.find("attn_tp: 3 must divide ep = 32"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("--attn-tp / --max-running: no combination fits k3-h200"), std::string::npos) << o.text;
+  fs::remove_all(dir);
+}

@@ -439,6 +439,19 @@ int capacity(const CapacityArgs& a) {
     fmt::print(stderr, "error: {}\n", *missing);
     return 2;
   }
+  // bad input is refused before any run is started (exit 2, naming the option), not found out by
+  // the child runs (review: --cost-model bogus forked runs and exited 1)
+  try {
+    (void)make_cost_model(s.cost_model, base.gpu);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}{}\n", a.cost_model.empty() ? "" : "--cost-model: ", e.what());
+    return 2;
+  }
+  const std::vector<Config> cfgs = configs(base, a);
+  if (cfgs.empty()) {
+    fmt::print(stderr, "error: --attn-tp / --max-running: no combination fits {} (each is listed above with why)\n", base.name);
+    return 2;
+  }
   const fs::path out = a.out.empty() ? fs::path("out") / "capacity" / (s.name + "-" + base.name) : fs::path(a.out);
   fs::create_directories(out / "runs");
   const auto t0 = std::chrono::steady_clock::now();
@@ -446,7 +459,7 @@ int capacity(const CapacityArgs& a) {
   std::optional<Answer> best;
   json searched = json::array();
   try {
-    for (const Config& c : configs(base, a)) {
+    for (const Config& c : cfgs) {
       const std::optional<CapacitySearchResult> found = search_config(run, s, a, c, searched);
       if (!found) continue;
       const CapacitySearchResult& r = *found;
