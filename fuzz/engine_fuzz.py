@@ -189,8 +189,8 @@ def check_deployment(ddir, dsum, dep, horizon):
         into, held, left = t["bytes_offloaded_into_store"], t["bytes_held_at_end"], t["bytes_left_store"]
         if abs(into - (held + left)) > 1e-6 * max(1.0, into):
             bad.append(f"KV tiers: into store {into} != held {held} + left {left}")
-        if t["bytes_offload_copies_started"] < into + t["bytes_offload_abandoned"] - 1e-6 * max(1.0, into):
-            bad.append("KV tiers: copies started < into store + abandoned")
+        if t["bytes_offload_copies_started"] + t.get("bytes_preloaded_into_store", 0) < into + t["bytes_offload_abandoned"] - 1e-6 * max(1.0, into):
+            bad.append("KV tiers: copies started + preloaded < into store + abandoned")
     # KV transfers: bytes / duration within the TP group's aggregate link rate
     hw = hardware(dep.get("hardware", "h200"))
     tp = max(dep["prefill"].get("attn_tp", 1), dep["decode"].get("attn_tp", 1))

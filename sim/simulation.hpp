@@ -47,6 +47,9 @@ struct RunTotals {
   /// offload_bytes = copies started; of those, offload_abandoned_bytes finished after their session
   /// had ended (not stored); the rest landed in the store or are in flight at the end
   double offload_bytes = 0, offload_abandoned_bytes = 0, demote_bytes = 0, load_l2_bytes = 0, load_l3_bytes = 0;
+  /// stationary-start histories put into L2 at arrival without crossing any link (KvMover::preload)
+  long long preloads = 0;
+  double preload_bytes = 0;
   /// the store's own ledger: offloaded (landed in L2) = held at the end + left (loaded back, dropped)
   double store_offloaded_bytes = 0, store_dropped_bytes = 0, store_left_bytes = 0, store_held_bytes = 0;
   long long tokens_l1 = 0, tokens_l2 = 0, tokens_l3 = 0, prompt_tokens_admitted = 0;

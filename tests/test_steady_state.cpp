@@ -166,6 +166,12 @@ TEST(SteadyState, StoredHistoryIsLoadedBackFromTheHostTier) {
   EXPECT_EQ(r.loaded_tokens, 1000);
   EXPECT_EQ(r.cached_tokens, 1000);
   EXPECT_EQ(t.loads_l2, 1);
+  // the history entered L2 without crossing a link: a preload (1,000 tokens x 1,152 B of tiny-moe),
+  // not an offload copy (review: it was counted, and drawn, as GPU -> host PCIe traffic)
+  EXPECT_EQ(t.preloads, 1);
+  EXPECT_DOUBLE_EQ(t.preload_bytes, 1000 * 1152.0);
+  EXPECT_EQ(t.offloads, 0);  // its session's last round: nothing is copied out after it
+  EXPECT_DOUBLE_EQ(t.offload_bytes, 0.0);
 }
 
 TEST(SteadyState, StoredHistoryWithoutTiersIsPrefilled) {

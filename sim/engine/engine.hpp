@@ -222,7 +222,8 @@ class KvMover {
   /// that node's host DRAM; `release` runs when the copy is done (frees the GPU KV).
   void offload(ReqState* r, int src_gpu0, std::function<void()> release);
   /// A session that starts mid-life (Request::history_stored): its history's KV enters L2 of node
-  /// (session mod nodes) at arrival without a copy, counted as an offload (offloads, bytes).
+  /// (session mod nodes) at arrival without a copy, counted apart (preloads, preload_bytes: no link
+  /// carried it, so it is not offload traffic).
   void preload(const Request& r);
   /// History tokens of r's session the store can give back (0 without a store).
   long long store_tokens_for(const Request& r) const;

@@ -92,8 +92,8 @@ void KvMover::offload(ReqState* r, int src_gpu0, std::function<void()> release) 
 void KvMover::preload(const Request& r) {
   const double total = kv_bytes(e_.d.model, r.history_tokens, 1);
   const int node = static_cast<int>(r.session % static_cast<long long>(e_.d.cluster.nodes));
-  ++e_.totals.offloads;
-  e_.totals.offload_bytes += total;
+  ++e_.totals.preloads;
+  e_.totals.preload_bytes += total;
   for (const auto& dm : e_.store->put_l2(r.session, r.history_tokens, total, node, e_.now())) demote(dm);
   emit_tiers();
 }

@@ -180,6 +180,8 @@ void tiers_json(const RunReport& r, nlohmann::json& j) {
                    {"loads_from_L3", t.loads_l3},
                    {"bytes_offload_copies_started", t.offload_bytes},
                    {"bytes_offload_abandoned", t.offload_abandoned_bytes},
+                   {"preloaded_histories", t.preloads},
+                   {"bytes_preloaded_into_store", t.preload_bytes},
                    {"bytes_offloaded_into_store", t.store_offloaded_bytes},
                    {"bytes_demoted_L2_to_L3", t.demote_bytes},
                    {"bytes_loaded_from_L2", t.load_l2_bytes},
@@ -188,7 +190,8 @@ void tiers_json(const RunReport& r, nlohmann::json& j) {
                    {"bytes_held_at_end", t.store_held_bytes},
                    {"bytes_left_store", t.store_left_bytes},
                    {"ledger_note", "bytes_offloaded_into_store = bytes_held_at_end + bytes_left_store (loaded back, dropped or released); "
-                                   "bytes_offload_copies_started = into store + abandoned (the session had ended) + copies in flight at the end"},
+                                   "bytes_offload_copies_started + bytes_preloaded_into_store (stationary-start histories, put in at arrival without a "
+                                   "copy) = into store + abandoned (the session had ended) + copies in flight at the end"},
                    {"L2_gb_mean", r3(s.l2_mean / 1e9)},
                    {"L2_gb_peak", r3(s.l2_peak / 1e9)},
                    {"L3_gb_mean", r3(s.l3_mean / 1e9)},
