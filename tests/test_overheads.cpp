@@ -300,3 +300,26 @@ TEST(MemorySurvivors, WorkspaceCoversTheRunningSequencesWhenTheyOutnumberBatchTo
   c.max_running = 128;
   EXPECT_LT(plan_gpu_memory(d, c).workspace, plan_gpu_memory(d, a).workspace);
 }
+
+// The logits GEMM is split over attention TP (each rank holds vocab / t columns): its FLOPs are
+// 2 · L · hidden · vocab / t. A cost model that prices only lm_head at 1e-18 s per FLOP, tiny-moe
+// (hidden 1,024, vocab 1,000), 4 sequences each emitting logits on one DP
+// rank at attention TP 4: the step's "other" time is exactly that op (no host costs, nothing else
+// priced). Mutation M58 (FLOPs not divided by t) made it 4x.
+TEST(StepOverheads, LogitsFlopsAreSplitOverAttentionTp) {
+  class LmHeadCost final : public CostModel {
+   public:
+    std::string name() const override { return "lm_head"; }
+    OpLatency latency(const Op& o) const override { return {o.kind == OpKind::lm_head ? o.flops * 1e-18 : 0.0, Provenance::roofline}; }
+  };
+  const ModelSpec m = load_model(test::data("tests/data/tiny-moe.json"));
+  InstanceShape s;
+  s.ep = 8, s.attn_tp = 4;
+  const StepCostModel sc(m, std::make_shared<LmHeadCost>(), FabricParams{}, s, 0.0);
+  std::vector<std::vector<SeqWork>> ranks(2);
+  ranks[0] = std::vector<SeqWork>(4, SeqWork{1, 100, true});
+  const StepTime t = sc.step(ranks, Phase::decode);
+  const double hidden = 1024, vocab = 1000;  // tiny-moe.json hidden_size, vocab_size
+  ASSERT_EQ(m.hidden, hidden);
+  EXPECT_NEAR(t.other_s, 2.0 * 4 * hidden * vocab / 4 * 1e-18, 1e-21);  // 2.048e-12 s
+}
