@@ -1,13 +1,15 @@
 // Benchmark driver for the MoE family: writes one servesim.kernel-table/1 JSON per op into --out.
 // Usage: bench_moe --out DIR [--deadline-s S] [--quick] [--only op1,op2,...] [--w4-max-m M]
 //                  [--models K3,DSV4-Pro,...] [--w4-experts 8,32] [--w4-max-rows 32768] [--shared-tp 8,4,2]
-//                  [--w4-variants 0,1,...]
+//                  [--w4-variants 0,1,...] [--fp8-experts 8,32] [--fp8-max-m M]
 // Sections run in priority order; each checks the wall-clock deadline between measurements and
 // writes what it measured, so a run that hits the deadline still returns tables.
 // Coverage options (defaults reproduce the main sweep): --models keeps the grouped-GEMM, activation
 // and shared-expert shapes of those models; --w4-experts / --w4-max-rows set the W4A16 sweep's active
 // experts and its largest G*m; --shared-tp measures only K3's shared expert split over attention TP t
-// (I = 6144/t, rows carry "attn_tp") in the activation and shared-expert sweeps.
+// (I = 6144/t, rows carry "attn_tp") in the activation and shared-expert sweeps. --fp8-experts /
+// --fp8-max-m set the FP8 grid sweeps' active experts (cuBLASLt moe_grouped_gemm_fp8 and the own
+// fp8own grid; default 8,32) and their largest tokens per expert (default kMaxRows / G).
 #include "common/bench.cuh"
 #include "moe/moe.cuh"
 #include "moe/test_util.cuh"
@@ -59,6 +61,8 @@ struct Ctx {
   long long w4_max_m = 1 << 30;           // --w4-max-m: largest tokens per expert of the W4A16 sweep
   std::vector<int> shared_tp;             // --shared-tp (empty: the unsplit shapes of every model)
   int fp8_variant = -1;                   // --fp8-variant: bench form code of the own FP8 sweep (-1: fastest at prefill)
+  std::vector<int> fp8_experts = {8, 32};  // --fp8-experts: active experts of the FP8 grid sweeps
+  long long fp8_max_m = 1 << 30;           // --fp8-max-m: largest tokens per expert of the FP8 grid sweeps
 };
 
 double elapsed(const Ctx& c) { return std::chrono::duration<double>(Clock::now() - c.t0).count(); }
@@ -402,13 +406,13 @@ void bench_fp8(Ctx& c) {
             "2*G*m*N*K", "G*N*K weight bytes + G*m*K + 2*G*m*N", c.gpu);
   for (const auto& s : gemm_shapes(c)) {
     const size_t wmat = size_t(s.N) * s.K;
-    for (int G : c.quick ? std::vector<int>{8} : std::vector<int>{8, 32}) {
+    for (int G : c.quick ? std::vector<int>{8} : c.fp8_experts) {
       if (!time_left(c)) break;
-      const int sets = rotation_sets(double(G) * wmat, c.gpu.l2_bytes, 8);
+      const int sets = rotation_sets(double(G) * wmat, c.gpu.l2_bytes, G < 8 ? 32 : 8);
       const int P = G * sets;
       DevBuf<uint8_t> pool(wmat * P);
       fill_bytes(pool.p, pool.n, 8, 0x20, 0x4F, c.s);  // positive/moderate e4m3 codes, no NaN
-      const long long mmax = kMaxRows / G;
+      const long long mmax = std::min(kMaxRows / G, c.fp8_max_m);
       DevBuf<uint8_t> x(size_t(mmax) * G * s.K);
       fill_bytes(x.p, x.n, 9, 0x20, 0x4F, c.s);
       DevBuf<bf16> y(size_t(mmax) * G * s.N);
@@ -681,11 +685,11 @@ void bench_fp8_own(Ctx& c) {
             "2*G*m*N*K", "G*N*K weight bytes + G*m*K + 2*G*m*N", c.gpu);
   for (const auto& s : gemm_shapes(c)) {
     const size_t wmat = size_t(s.N) * s.K;
-    for (int G : c.quick ? std::vector<int>{8} : std::vector<int>{8, 32}) {
+    for (int G : c.quick ? std::vector<int>{8} : c.fp8_experts) {
       if (!time_left(c)) break;
-      const int sets = rotation_sets(double(G) * wmat, c.gpu.l2_bytes, 8);
+      const int sets = rotation_sets(double(G) * wmat, c.gpu.l2_bytes, G < 8 ? 32 : 8);
       const int P = G * sets;
-      const long long mmax = kMaxRows / G;
+      const long long mmax = std::min(kMaxRows / G, c.fp8_max_m);
       Fp8Buffers b(c, s.N, s.K, P, mmax * G);
       std::vector<int> eids(P);
       std::iota(eids.begin(), eids.end(), 0);
@@ -1204,6 +1208,8 @@ int main(int argc, char** argv) {
     else if (a == "--w4-max-rows" && i + 1 < argc) c.w4_max_rows = std::atoll(argv[++i]);
     else if (a == "--shared-tp" && i + 1 < argc) c.shared_tp = int_list(argv[++i]);
     else if (a == "--fp8-variant" && i + 1 < argc) c.fp8_variant = std::atoi(argv[++i]);
+    else if (a == "--fp8-experts" && i + 1 < argc) c.fp8_experts = int_list(argv[++i]);
+    else if (a == "--fp8-max-m" && i + 1 < argc) c.fp8_max_m = std::atoll(argv[++i]);
     else if (a == "--models" && i + 1 < argc) {
       std::stringstream ms(argv[++i]);
       for (std::string t; std::getline(ms, t, ',');)
@@ -1211,7 +1217,8 @@ int main(int argc, char** argv) {
     }
     else {
       std::fprintf(stderr, "usage: bench_moe --out DIR [--deadline-s S] [--quick] [--only a,b] [--w4-max-m 64] [--w4-variants 0,2] "
-                           "[--models K3,DSV4-Pro] [--w4-experts 8,32] [--w4-max-rows 32768] [--shared-tp 8,4,2]\n");
+                           "[--models K3,DSV4-Pro] [--w4-experts 8,32] [--w4-max-rows 32768] [--shared-tp 8,4,2] "
+                           "[--fp8-variant 5] [--fp8-experts 8,32] [--fp8-max-m 4096]\n");
       return 2;
     }
   }

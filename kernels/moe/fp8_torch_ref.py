@@ -16,6 +16,9 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--out", required=True)
 ap.add_argument("--deadline-s", type=float, default=60)
 ap.add_argument("--commit", default=os.environ.get("SERVESIM_COMMIT", "unknown"))
+ap.add_argument("--experts", default="8,32", help="active experts of the grid sweep (comma list)")
+ap.add_argument("--max-m", type=int, default=1 << 30, help="largest tokens per expert of the grid sweep")
+ap.add_argument("--no-deepgemm", action="store_true", help="skip the DeepGEMM reference shapes")
 a = ap.parse_args()
 T0 = time.time()
 dev = torch.device("cuda")
@@ -73,7 +76,7 @@ def add(model, matrix, G, m, N, K, Mrun, t, extra=None):
 def run_shape(model, matrix, N, K, Gs, ms):
     for G in Gs:
         wbytes = G * N * K
-        sets = max(1, min(8, -(-3 * L2 // wbytes)))
+        sets = max(1, min(8 if G >= 8 else 32, -(-3 * L2 // wbytes)))
         W = [rand_fp8((G, N, K)) for _ in range(sets)]  # [G, N, K] row-major -> mat_b = W.transpose(-2,-1)
         SW = [torch.rand(G, N, device=dev) * 0.5 + 0.5 for _ in range(sets)]
         for m in ms(G):
@@ -110,10 +113,12 @@ try:
 except Exception as ex:  # noqa: BLE001
     print(f"torch _scaled_grouped_mm unavailable: {type(ex).__name__}: {str(ex)[:300]}", flush=True)
 
-run_shape("DeepGEMM", "w13_like", 4096, 7168, [8], lambda G: [512, 1024, 2048, 4096])
-run_shape("DeepGEMM", "w2_like", 7168, 2048, [8], lambda G: [512, 1024, 2048, 4096])
+if not a.no_deepgemm:
+    run_shape("DeepGEMM", "w13_like", 4096, 7168, [8], lambda G: [512, 1024, 2048, 4096])
+    run_shape("DeepGEMM", "w2_like", 7168, 2048, [8], lambda G: [512, 1024, 2048, 4096])
+EXPERTS = [int(x) for x in a.experts.split(",") if x]
 for model, matrix, N, K in SHAPES:
-    run_shape(model, matrix, N, K, [8, 32], lambda G: grid(1, 32768 // G))
+    run_shape(model, matrix, N, K, EXPERTS, lambda G: grid(1, min(32768 // G, a.max_m)))
 
 out = {"schema": "servesim.kernel-table/1", "op": "moe_grouped_gemm_fp8", "model": "K3, DSV4-Pro, DSV4-Flash",
        "description": "Library reference: torch._scaled_grouped_mm (PyTorch " + torch.__version__ + ", e4m3 with row-wise "

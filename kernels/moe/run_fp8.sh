@@ -3,6 +3,8 @@
 # the own-kernel sweep (bench_moe --only fp8own), the torch._scaled_grouped_mm reference, SASS check.
 # EXTRA_ONLY=moe_grouped_gemm_fp8 adds the per-expert cuBLASLt sweep (tables/moe_grouped_gemm_fp8.json).
 # Binaries come prebuilt in $BUILD (carried).  MODE=quick|full  BENCH_S (deadline of bench_moe)  TORCH_S
+# BENCH_ARGS (extra bench_moe flags, e.g. --fp8-variant 5 --fp8-experts 2,4 --fp8-max-m 4096)  TORCH_ARGS
+# (extra fp8_torch_ref.py flags, e.g. --experts 2,4 --max-m 4096 --no-deepgemm)  SANITIZE=0 skips compute-sanitizer
 # Reproduce: MODE=full OUT=/tmp/out BUILD=build-moe bash kernels/moe/run_fp8.sh
 set -u
 MODE=${MODE:-full}; BUILD=${BUILD:-build-moe}; OUT=${OUT:-/tmp/fp8-out}
@@ -43,7 +45,7 @@ LOG=$OUT/log.txt
   [ -n "${DMON_PID:-}" ] && kill "$DMON_PID" 2>/dev/null
   if [ "$TORCH_S" -gt 0 ]; then
     echo "== torch._scaled_grouped_mm ($(($(date +%s)-T0)) s)"
-    PYTHONUNBUFFERED=1 timeout $((TORCH_S + 60)) python3 kernels/moe/fp8_torch_ref.py --out "$OUT/tables/fp8own" --deadline-s "$TORCH_S"
+    PYTHONUNBUFFERED=1 timeout $((TORCH_S + 60)) python3 kernels/moe/fp8_torch_ref.py --out "$OUT/tables/fp8own" --deadline-s "$TORCH_S" ${TORCH_ARGS:-}
     echo "torch exit: $?"
   fi
   if [ -n "${NCU_ARGS:-}" ] && command -v ncu >/dev/null; then
