@@ -1135,6 +1135,405 @@ __global__ void __launch_bounds__(128) mla_combine_kernel(MqaArgs a, const int* 
   if (a.lse && tid == 0) a.lse[static_cast<size_t>(qi) * H + h] = den > 0.f ? (M + log2f(den)) / kLog2e : kNegInf;
 }
 
+// ---------------------------------------------------------------------------------------------
+// MLA decode on Hopper, variant 4 ("seesaw", issue 12; the two-warpgroup schedule FlashMLA's
+// 2025-04 deep-dive describes, written here on the helpers of hopper.cuh). Block = (64-head group,
+// work item), 256 threads. Tiles are taken in pairs (K0 = tile 2i in stage 0, K1 = tile 2i+1 in
+// stage 1, one 64-token page each, 9 column blocks of 64 x 64 with one mbarrier per block).
+// Warpgroup 0 owns O[:, 0:256] and computes S0 = Q K0^T, warpgroup 1 owns O[:, 256:512] and
+// computes S1 = Q K1^T, concurrently. Online softmax split over the pair (m = running max):
+//   WG0: m0' = max(m, rowmax S0), c0 = 2^(m - m0'), P0 = 2^(S0 - m0'); O_L = c0 O_L + P0 V0L
+//   WG1: m1' = max(m0', rowmax S1), c1 = 2^(m0' - m1'), P1 = 2^(S1 - m1');
+//        O_R = c0 c1 O_R + P1 V1R + (c1 P0) V0R
+//   WG0: O_L = c1 O_L + P1 V1L
+// so each warpgroup's softmax runs while the other's GEMMs use the tensor cores. P0 / P1 (bf16,
+// 64 x 64) are written over column block 8 (the RoPE part, read only by S) of their own stage.
+// Stage release is per half: K0 blocks 0-3 go back to TMA after P0 V0L (WG0), blocks 4-8 after
+// c1P0 V0R (WG1); K1 blocks 0-3 and 8 after P1 V1L (WG0), blocks 4-7 after P1 V1R (WG1); the next
+// pair's S GEMMs wait per column block, so they start while the rest of their page is in flight.
+// Shared memory: Q 72 KB + 2 stages x 72 KB + scale / max exchange rows + 18 mbarriers.
+// ---------------------------------------------------------------------------------------------
+namespace wgs {
+constexpr int kTile = 64 * 576 * 2;  // 73728 B
+constexpr int kOffK = kTile;         // Q in [0, kTile), stage st at kOffK + st * kTile
+constexpr int kOffF = 3 * kTile;     // floats: sc0[64], m0[64], sc1[64], m1[64], lL[64], lR[64]
+constexpr int kOffBar = kOffF + 6 * 64 * 4;
+constexpr int kSmem = kOffBar + 18 * 8 + 1024;  // + slack for 1024-B alignment
+static_assert(kSmem <= 232448, "shared memory per block");
+
+// S (+)= Q[:, 64 cb .. ] K[:, 64 cb ..]^T over column blocks [B0, B1) of stage `st`, each block
+// waited on its own mbarrier (parity `par`); the first wgmma of block 0 overwrites S.
+// mbarrier wait whose loop branch is warp-uniform (vote.all): between wgmmas that accumulate into
+// the same registers, a per-thread try_wait loop is a divergent path to ptxas, which then injects
+// warpgroup.arrive and serialises every wgmma of the kernel (C7520).
+__device__ __forceinline__ void mbar_wait_uniform(uint64_t* bar, uint32_t parity) {
+  uint32_t ok;
+  do {
+    asm volatile("{\n.reg .pred P1;\nmbarrier.try_wait.parity.shared::cta.b64 P1, [%1], %2;\nselp.u32 %0, 1, 0, P1;\n}\n"
+                 : "=r"(ok)
+                 : "r"(sm90::saddr(bar)), "r"(parity)
+                 : "memory");
+  } while (!__all_sync(0xffffffffu, ok));
+}
+template <int B0, int B1>
+__device__ __forceinline__ void s_gemm(float (&s)[32], uint32_t sq, uint32_t kv, uint64_t* bars, uint32_t par) {
+  using namespace sm90;
+#pragma unroll
+  for (int cb = B0; cb < B1; ++cb) {
+    mbar_wait_uniform(&bars[cb], par);
+    wg_fence();  // as CUTLASS's mainloops: an explicit fence after each wait (else ptxas injects one)
+#pragma unroll
+    for (int k4 = 0; k4 < 4; ++k4) {
+      const uint32_t off = cb * 8192 + k4 * 32;
+      wgmma_m64n64k16_ss(s, sw128_desc(sq + off, 16, 1024), sw128_desc(kv + off, 16, 1024), (cb > 0 || k4 > 0) ? 1 : 0);
+    }
+  }
+}
+// O_half (+)= P V_half: P [64 x 64] bf16 at column block 8 of the stage, V = column blocks [4h, 4h+4).
+__device__ __forceinline__ void pv_gemm(float (&o)[128], uint32_t kv, int h) {
+  using namespace sm90;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    wgmma_m64n256k16_ss_tb(o, sw128_desc(kv + 8 * 8192 + kk * 32, 16, 1024), sw128_desc(kv + h * 4 * 8192 + kk * 2048, 8192, 1024), 1);
+}
+// Rows [valid, 64) of column blocks [c0, c1) of a stage -> 0 (a page tail past the context may hold
+// NaN; P is 0 there but 0 * NaN is not), by the 128 threads of one warpgroup.
+__device__ __forceinline__ void zero_tail(uint8_t* stage, int valid, int c0, int c1, int tw) {
+  const int nb = c1 - c0;
+  for (int u = tw; u < (64 - valid) * 8 * nb; u += 128) {
+    const int r = valid + u / (8 * nb), rem = u % (8 * nb);
+    *reinterpret_cast<uint4*>(stage + (c0 + rem / 8) * 8192 + r * 128 + (rem % 8) * 16) = make_uint4(0, 0, 0, 0);
+  }
+}
+// bf16(f * s) -> the swizzled P tile (K-major A operand) at `sp`, rows rA / rB of this thread.
+__device__ __forceinline__ void store_p(uint8_t* sp, const float (&s)[32], float fA, float fB, int rA, int rB, int t4) {
+#pragma unroll
+  for (int jj = 0; jj < 8; ++jj) {
+    *reinterpret_cast<uint32_t*>(sp + rA * 128 + ((jj ^ (rA & 7)) << 4) + 4 * t4) = pack_bf16(s[4 * jj] * fA, s[4 * jj + 1] * fA);
+    *reinterpret_cast<uint32_t*>(sp + rB * 128 + ((jj ^ (rB & 7)) << 4) + 4 * t4) = pack_bf16(s[4 * jj + 2] * fB, s[4 * jj + 3] * fB);
+  }
+}
+// Masked, log2-scaled S -> P = 2^(S - m_new) in place; returns the row maxima of this tile through
+// mxA / mxB (reduced over the quad) and the partial row sums through sumA / sumB.
+__device__ __forceinline__ void tile_max(float (&s)[32], int valid, float sl2, int t4, float& mxA, float& mxB) {
+  mxA = kNegInf;
+  mxB = kNegInf;
+#pragma unroll
+  for (int jj = 0; jj < 8; ++jj)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const bool v = 8 * jj + 2 * t4 + e < valid;
+      s[4 * jj + e] = v ? s[4 * jj + e] * sl2 : kNegInf;
+      s[4 * jj + 2 + e] = v ? s[4 * jj + 2 + e] * sl2 : kNegInf;
+      mxA = fmaxf(mxA, s[4 * jj + e]);
+      mxB = fmaxf(mxB, s[4 * jj + 2 + e]);
+    }
+  mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1));
+  mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
+  mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1));
+  mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
+}
+__device__ __forceinline__ void tile_exp(float (&s)[32], float mnA, float mnB, float& sumA, float& sumB) {
+  sumA = 0.f;
+  sumB = 0.f;
+#pragma unroll
+  for (int jj = 0; jj < 8; ++jj) {
+    s[4 * jj] = fast_exp2(s[4 * jj] - mnA);
+    s[4 * jj + 1] = fast_exp2(s[4 * jj + 1] - mnA);
+    s[4 * jj + 2] = fast_exp2(s[4 * jj + 2] - mnB);
+    s[4 * jj + 3] = fast_exp2(s[4 * jj + 3] - mnB);
+    sumA += s[4 * jj] + s[4 * jj + 1];
+    sumB += s[4 * jj + 2] + s[4 * jj + 3];
+  }
+}
+}  // namespace wgs
+
+__global__ void __launch_bounds__(256, 1)
+    mla_decode_seesaw_kernel(const __grid_constant__ CUtensorMap tmap, MqaArgs a, const int4* __restrict__ work) {
+  using namespace sm90;
+  using namespace wgs;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  const uint32_t sb = saddr(smem);
+  float* sSc0 = reinterpret_cast<float*>(smem + kOffF);
+  float* sM0 = sSc0 + 64;
+  float* sSc1 = sM0 + 64;
+  float* sM1 = sSc1 + 64;
+  float* sLL = sM1 + 64;
+  float* sLR = sLL + 64;
+  uint64_t* bar = reinterpret_cast<uint64_t*>(smem + kOffBar);  // [stage * 9 + column block]
+
+  const int4 wk = work[blockIdx.y];
+  const int qi = wk.x, rb = wk.y, re = wk.z, slot = wk.w;
+  const int head0 = blockIdx.x * 64, H = a.H;
+  const int tid = threadIdx.x, wg = tid >> 7, tw = tid & 127, lane = tid & 31, w4 = (tid >> 5) & 3, g = lane >> 2, t4 = lane & 3;
+  const int rA = 16 * w4 + g, rB = rA + 8;
+  const int ntiles = (re - rb + 63) / 64;
+  const int npairs = (ntiles + 1) / 2;
+  const int* bt = a.block_table + static_cast<size_t>(qi) * a.max_pages;
+  const int ps = a.page_size;
+  uint8_t* stg[2] = {smem + kOffK, smem + kOffK + kTile};
+  const uint32_t kv0 = sb + kOffK, kv1 = sb + kOffK + kTile;
+
+  // TMA of tile j's column blocks [c0, c1) into stage st (one thread)
+  auto issue = [&](int j, int st, int c0, int c1) {
+    const int tok = rb + 64 * j;
+    const int row = bt[tok / ps] * ps + tok % ps;
+    for (int cb = c0; cb < c1; ++cb) {
+      mbar_expect_tx(&bar[st * 9 + cb], 8192);
+      tma_load_2d(stg[st] + cb * 8192, &tmap, &bar[st * 9 + cb], cb * 64, row);
+    }
+  };
+  if (tid == 0) {
+    for (int i = 0; i < 18; ++i) mbar_init(&bar[i], 1);
+    mbar_fence_init();
+  }
+  __syncthreads();
+  if (tid == 0) {
+    if (ntiles > 0) issue(0, 0, 0, 9);
+    if (ntiles > 1) issue(1, 1, 0, 9);
+  }
+  {  // Q tile (padded heads read as zeros), swizzled like the TMA tiles
+    const bf16* qsrc = a.q + (static_cast<size_t>(qi) * H + head0) * 576;
+    for (int u = tid; u < 64 * 72; u += 256) {
+      const int r = u / 72, ch = u % 72;
+      const bool ok = head0 + r < H;
+      cp_async16(smem + (ch >> 3) * 8192 + r * 128 + (((ch & 7) ^ (r & 7)) << 4),
+                 qsrc + static_cast<size_t>(ok ? r : 0) * 576 + ch * 8, ok);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();
+  }
+
+  float o[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) o[i] = 0.f;
+  float s[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) s[i] = 0.f;
+  float mA = kNegInf, mB = kNegInf, lA = 0.f, lB = 0.f;
+  const float sl2 = a.sm_scale * kLog2e;
+
+  if (wg == 0) {
+    // ---------------- warpgroup 0: S0, softmax 0, O_L ----------------
+    if (ntiles > 0) {
+      fence_regs(s);
+      wg_fence();
+      s_gemm<0, 9>(s, sb, kv0, bar, 0);
+      wg_commit();
+      wg_wait<0>();
+      fence_regs(s);
+    }
+    for (int i = 0; i < npairs; ++i) {
+      const int j0 = 2 * i, j1 = j0 + 1;
+      const bool have1 = j1 < ntiles, next0 = j0 + 2 < ntiles, next1 = j1 + 2 < ntiles;
+      const uint32_t par = i & 1;
+      const int valid0 = min(64, re - rb - 64 * j0);
+      float mxA, mxB, sumA, sumB;
+      tile_max(s, valid0, sl2, t4, mxA, mxB);
+      const float mnA = fmaxf(mA, mxA), mnB = fmaxf(mB, mxB);
+      const float c0A = (mA == kNegInf) ? 0.f : fast_exp2(mA - mnA), c0B = (mB == kNegInf) ? 0.f : fast_exp2(mB - mnB);
+      tile_exp(s, mnA, mnB, sumA, sumB);
+      lA = lA * c0A + sumA;
+      lB = lB * c0B + sumB;
+      if (t4 == 0) {
+        sSc0[rA] = c0A; sSc0[rB] = c0B;
+        sM0[rA] = mnA; sM0[rB] = mnB;
+      }
+      named_bar_sync(5, 128);  // every warp's S0 wgmma has read column block 8
+      store_p(stg[0] + 8 * 8192, s, 1.f, 1.f, rA, rB, t4);
+      if (valid0 < 64) zero_tail(stg[0], valid0, 0, 4, tw);
+      fence_proxy_async();
+      named_bar_sync(5, 128);
+      named_bar_arrive(1, 256);  // c0 and m0' ready for warpgroup 1
+#pragma unroll
+      for (int q = 0; q < 32; ++q) {
+        o[4 * q] *= c0A; o[4 * q + 1] *= c0A; o[4 * q + 2] *= c0B; o[4 * q + 3] *= c0B;
+      }
+      fence_regs(o);
+      wg_fence();
+      pv_gemm(o, kv0, 0);
+      wg_commit();
+      wg_wait<0>();
+      fence_regs(o);
+      named_bar_sync(5, 128);  // P0 V0L done in every warp: K0 blocks 0-3 are free
+      if (tw == 0 && next0) issue(j0 + 2, 0, 0, 4);
+      named_bar_sync(2, 256);  // c1, m1' and P1 from warpgroup 1
+      const float c1A = sSc1[rA], c1B = sSc1[rB];
+      mA = sM1[rA];
+      mB = sM1[rB];
+      lA *= c1A;
+      lB *= c1B;
+      store_p(stg[0] + 8 * 8192, s, c1A, c1B, rA, rB, t4);  // c1 P0 over P0 (P0 V0L has completed)
+      fence_proxy_async();
+      named_bar_arrive(3, 256);  // c1 P0 ready for warpgroup 1
+#pragma unroll
+      for (int q = 0; q < 32; ++q) {
+        o[4 * q] *= c1A; o[4 * q + 1] *= c1A; o[4 * q + 2] *= c1B; o[4 * q + 3] *= c1B;
+      }
+      if (have1) {
+#pragma unroll
+        for (int cb = 0; cb < 4; ++cb) mbar_wait_uniform(&bar[9 + cb], par);
+        const int valid1 = min(64, re - rb - 64 * j1);
+        if (valid1 < 64) {
+          zero_tail(stg[1], valid1, 0, 4, tw);
+          fence_proxy_async();
+          named_bar_sync(5, 128);
+        }
+        fence_regs(o);
+        wg_fence();
+        pv_gemm(o, kv1, 0);
+        wg_commit();
+      }
+      if (next0) {
+        fence_regs(s);
+        wg_fence();
+        s_gemm<0, 4>(s, sb, kv0, bar, par ^ 1);
+        wg_commit();
+        wg_wait<1>();  // P1 V1L done: K1 blocks 0-3 and 8 are free
+        named_bar_sync(5, 128);
+        if (tw == 0 && next1) {
+          issue(j1 + 2, 1, 0, 4);
+          issue(j1 + 2, 1, 8, 9);
+        }
+        s_gemm<4, 9>(s, sb, kv0, bar, par ^ 1);
+        wg_commit();
+      }
+      wg_wait<0>();
+      fence_regs(o);
+      fence_regs(s);
+    }
+  } else {
+    // ---------------- warpgroup 1: S1, softmax 1, O_R ----------------
+    for (int i = 0; i < npairs; ++i) {
+      const int j0 = 2 * i, j1 = j0 + 1;
+      const bool have1 = j1 < ntiles, next0 = j0 + 2 < ntiles, next1 = j1 + 2 < ntiles;
+      const uint32_t par = i & 1;
+      // S1 (its K1 blocks were loaded after the previous pair's P1 V1 / at the start); issued and
+      // waited inside one branch: wgmma accumulators in flight across a loop edge or a data-dependent
+      // branch make ptxas serialise every wgmma of the kernel (C7518)
+      if (have1) {
+        fence_regs(s);
+        wg_fence();
+        s_gemm<0, 9>(s, sb, kv1, bar + 9, par);
+        wg_commit();
+        wg_wait<0>();
+        fence_regs(s);
+      }
+      named_bar_sync(1, 256);  // c0, m0' from warpgroup 0
+      const float c0A = sSc0[rA], c0B = sSc0[rB], m0A = sM0[rA], m0B = sM0[rB];
+      float c1A = 1.f, c1B = 1.f, sumA = 0.f, sumB = 0.f;
+      const int valid1 = have1 ? min(64, re - rb - 64 * j1) : 0;
+      if (have1) {
+        float mxA, mxB;
+        tile_max(s, valid1, sl2, t4, mxA, mxB);
+        mA = fmaxf(m0A, mxA);
+        mB = fmaxf(m0B, mxB);
+        c1A = (m0A == kNegInf) ? 0.f : fast_exp2(m0A - mA);
+        c1B = (m0B == kNegInf) ? 0.f : fast_exp2(m0B - mB);
+        tile_exp(s, mA, mB, sumA, sumB);
+        named_bar_sync(6, 128);  // every warp's S1 wgmma has read column block 8
+        store_p(stg[1] + 8 * 8192, s, 1.f, 1.f, rA, rB, t4);
+        if (valid1 < 64) zero_tail(stg[1], valid1, 4, 8, tw);
+      } else {
+        mA = m0A;
+        mB = m0B;
+      }
+      lA = lA * (c0A * c1A) + sumA;
+      lB = lB * (c0B * c1B) + sumB;
+      if (t4 == 0) {
+        sSc1[rA] = c1A; sSc1[rB] = c1B;
+        sM1[rA] = mA; sM1[rB] = mB;
+      }
+      // K0 blocks 4-7 (V0R): loaded long ago (S0 waited on them) and S0 is complete (barrier 1), so a
+      // partial page's tail is zeroed here, before any wgmma of this warpgroup is in flight (a
+      // divergent loop with in-flight accumulators makes ptxas serialise the kernel's wgmmas, C7518)
+#pragma unroll
+      for (int cb = 4; cb < 9; ++cb) mbar_wait_uniform(&bar[cb], par);
+      const int valid0 = min(64, re - rb - 64 * j0);
+      if (valid0 < 64) zero_tail(stg[0], valid0, 4, 8, tw);
+      fence_proxy_async();
+      named_bar_arrive(2, 256);  // c1, m1', P1 ready for warpgroup 0
+      named_bar_sync(6, 128);    // P1 (and the zeroed tail) written by every warp of this warpgroup
+      const float fA = c0A * c1A, fB = c0B * c1B;
+#pragma unroll
+      for (int q = 0; q < 32; ++q) {
+        o[4 * q] *= fA; o[4 * q + 1] *= fA; o[4 * q + 2] *= fB; o[4 * q + 3] *= fB;
+      }
+      fence_regs(o);
+      if (have1) {
+        wg_fence();
+        pv_gemm(o, kv1, 1);
+        wg_commit();
+      }
+      named_bar_sync(3, 256);  // c1 P0 from warpgroup 0
+      wg_fence();
+      pv_gemm(o, kv0, 1);
+      wg_commit();
+      if (have1) {
+        wg_wait<1>();  // P1 V1R done: K1 blocks 4-7 are free
+        named_bar_sync(6, 128);
+        if (tw == 0 && next1) issue(j1 + 2, 1, 4, 8);
+      }
+      wg_wait<0>();  // c1 P0 V0R done: K0 blocks 4-8 are free
+      fence_regs(o);
+      named_bar_sync(6, 128);
+      if (tw == 0 && next0) issue(j0 + 2, 0, 4, 9);
+    }
+  }
+
+  // l = l_L (warpgroup 0's partial sums) + l_R (warpgroup 1's); m is the same in both
+  lA += __shfl_xor_sync(0xffffffffu, lA, 1);
+  lA += __shfl_xor_sync(0xffffffffu, lA, 2);
+  lB += __shfl_xor_sync(0xffffffffu, lB, 1);
+  lB += __shfl_xor_sync(0xffffffffu, lB, 2);
+  if (t4 == 0) {
+    (wg == 0 ? sLL : sLR)[rA] = lA;
+    (wg == 0 ? sLL : sLR)[rB] = lB;
+  }
+  __syncthreads();
+  const float m0 = mA, m1 = mB;
+  const float l0 = sLL[rA] + sLR[rA], l1 = sLL[rB] + sLR[rB];
+  const int hA = head0 + rA, hB = head0 + rB;
+  const bool okA = hA < H, okB = hB < H;
+  const int c0 = wg * 256 + 2 * t4;
+  if (slot < 0) {
+    const float sA = (a.sink && okA) ? a.sink[hA] * kLog2e : kNegInf;
+    const float sB = (a.sink && okB) ? a.sink[hB] * kLog2e : kNegInf;
+    const float MA = fmaxf(m0, sA), MB = fmaxf(m1, sB);
+    const float wA = (m0 == kNegInf) ? 0.f : exp2f(m0 - MA), wB = (m1 == kNegInf) ? 0.f : exp2f(m1 - MB);
+    const float dA = l0 * wA + (sA == kNegInf ? 0.f : exp2f(sA - MA));
+    const float dB = l1 * wB + (sB == kNegInf ? 0.f : exp2f(sB - MB));
+    const float fA = dA > 0.f ? wA / dA : 0.f, fB = dB > 0.f ? wB / dB : 0.f;
+    bf16* oA = a.out + (static_cast<size_t>(qi) * H + hA) * 512 + c0;
+    bf16* oB = a.out + (static_cast<size_t>(qi) * H + hB) * 512 + c0;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      if (okA) *reinterpret_cast<uint32_t*>(oA + 8 * i) = pack_bf16(o[4 * i] * fA, o[4 * i + 1] * fA);
+      if (okB) *reinterpret_cast<uint32_t*>(oB + 8 * i) = pack_bf16(o[4 * i + 2] * fB, o[4 * i + 3] * fB);
+    }
+    if (a.lse && wg == 0 && t4 == 0) {
+      if (okA) a.lse[static_cast<size_t>(qi) * H + hA] = dA > 0.f ? (MA + log2f(dA)) / kLog2e : kNegInf;
+      if (okB) a.lse[static_cast<size_t>(qi) * H + hB] = dB > 0.f ? (MB + log2f(dB)) / kLog2e : kNegInf;
+    }
+  } else {
+    const float fA = l0 > 0.f ? 1.f / l0 : 0.f, fB = l1 > 0.f ? 1.f / l1 : 0.f;
+    float* oA = a.o_part + (static_cast<size_t>(slot) * H + hA) * 512 + c0;
+    float* oB = a.o_part + (static_cast<size_t>(slot) * H + hB) * 512 + c0;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      if (okA) *reinterpret_cast<float2*>(oA + 8 * i) = make_float2(o[4 * i] * fA, o[4 * i + 1] * fA);
+      if (okB) *reinterpret_cast<float2*>(oB + 8 * i) = make_float2(o[4 * i + 2] * fB, o[4 * i + 3] * fB);
+    }
+    if (wg == 0 && t4 == 0) {
+      if (okA) a.lse_part[static_cast<size_t>(slot) * H + hA] = l0 > 0.f ? m0 + log2f(l0) : kNegInf;
+      if (okB) a.lse_part[static_cast<size_t>(slot) * H + hB] = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
+    }
+  }
+}
+
 // Tensor map of the paged latent cache viewed as [rows, 576] bf16, box 64 x 64, 128-B swizzle.
 CUtensorMap latent_cache_map(const bf16* cache, long rows, int box_rows) {
   static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
@@ -1158,7 +1557,7 @@ CUtensorMap latent_cache_map(const bf16* cache, long rows, int box_rows) {
   return m;
 }
 
-void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, bool ns4) {
+void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, bool ns4, bool seesaw = false) {
   if (a.H <= 0) throw std::invalid_argument("mqa: head count must be positive");
   if (!a.q || !a.out) throw std::invalid_argument("mqa: q and out are required");
   if (plan.n_slots > 0 && (!a.o_part || !a.lse_part)) throw std::invalid_argument("mqa: split plan needs o_part/lse_part");
@@ -1172,11 +1571,17 @@ void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, boo
     SS_CUDA(cudaFuncSetAttribute(mla_decode_wgmma4_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wgk4::kSmem));
     attr4 = true;
   }
+  static bool attrS = false;
+  if (seesaw && !attrS) {
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
+    attrS = true;
+  }
   const long pages = a.cache_pages > 0 ? a.cache_pages : (1L << 24);
   const CUtensorMap tm = latent_cache_map(a.cache, pages * a.page_size, ns4 ? 32 : 64);
   const int groups = (a.H + 63) / 64;
   if (plan.n_work > 0) {
-    if (ns4) mla_decode_wgmma4_kernel<<<dim3(groups, plan.n_work), 256, wgk4::kSmem, s>>>(tm, a, plan.work.p);
+    if (seesaw) mla_decode_seesaw_kernel<<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
+    else if (ns4) mla_decode_wgmma4_kernel<<<dim3(groups, plan.n_work), 256, wgk4::kSmem, s>>>(tm, a, plan.work.p);
     else mla_decode_wgmma_kernel<<<dim3(groups, plan.n_work), 256, wgk::kSmem, s>>>(tm, a, plan.work.p);
     SS_LAUNCH_CHECK();
   }
@@ -1275,13 +1680,14 @@ void mla_combine(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
 const char* mla_decode_config(int H, int variant) {
   if (variant == 0) return "wgmma_tma_m64_tn64";
   if (variant == 3) return "wgmma_tma_m64_tn32_ns4";
+  if (variant == 4) return "wgmma_tma_m64_tn64_seesaw";
   if (H >= 48 && H % 48 == 0) return variant == 1 ? "mt3_tn32_ns2" : "mt3_tn64_ns2";
   return H > 16 ? "mt2_tn32_ns3" : "mt1_tn32_ns3";
 }
 void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, int variant) {
   if (!a.cache || !a.block_table) throw std::invalid_argument("mla_decode: cache and block_table required");
-  if ((variant == 0 || variant == 3) && a.page_size % 64 == 0) {
-    launch_mla_wgmma(a, plan, s, variant == 3);
+  if ((variant == 0 || variant == 3 || variant == 4) && a.page_size % 64 == 0) {
+    launch_mla_wgmma(a, plan, s, variant == 3, variant == 4);
   } else if (a.H >= 48 && a.H % 48 == 0) {
     if (variant == 1) launch_mqa<576, 3, 32, 2, false>(a, plan, s);
     else launch_mqa<576, 3, 64, 2, false>(a, plan, s);

@@ -65,6 +65,10 @@ struct MqaArgs {
 ///   needs page_size % 64 == 0 (else falls back to variant 2). The last head group is padded.
 /// variant 3: the same with 32-token tiles in 4 stages; warpgroup 0 issues S(j+1) before P V(j) and
 ///   runs softmax(j+1) while P V(j) is on the tensor pipe (same plan, page_size % 64 == 0).
+/// variant 4: "seesaw": tiles in pairs, S of the even tile on warpgroup 0 and of the odd one on
+///   warpgroup 1 at once, each warpgroup's softmax overlapping the other's GEMMs, P over the RoPE
+///   column block of its own stage, per-column-block mbarriers and per-half stage release (same
+///   plan, page_size % 64 == 0; mqa.cu wgs namespace).
 /// variant 1 / 2: the earlier mma.sync kernel with 32-row / 64-row tiles (heads in groups of 48,
 ///   32 or 16; variant 1 needs H % 48 == 0, else it runs variant 2's configuration).
 void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0, int variant = 0);
