@@ -173,49 +173,66 @@ void resample(const std::vector<Counter>& cs, const std::vector<double>& ts, Tim
 
 }  // namespace
 
+// The whole file (plain or gzip) as one string.
+static std::string slurp_maybe_gz(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) throw ReportError(path + ": cannot be read");
+  std::string text;
+  char buf[1 << 16];
+  int n = 0;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  const bool bad = n < 0;
+  gzclose(f);
+  if (bad) throw ReportError(path + ": cannot be read (gzip error)");
+  return text;
+}
+
+// Parsed as JSON (nlohmann), whatever its layout: each element of "traceEvents" is read when its
+// object ends and then dropped (a parser callback), so a timeline of millions of events is never
+// held as one document; "metadata" is kept.
 TimelineSeries read_timeline(const std::string& path, size_t samples) {
-  Lines in(path);
+  const std::string text = slurp_maybe_gz(path);
   TimelineSeries s;
   std::vector<Counter> cs;
   double end_s = 0;
-  std::string line;
-  while (in.next(line)) {
-    const bool counter = line.find("\"ph\":\"C\"") != std::string::npos;
-    const bool kv = line.find("\"ph\":\"b\"") != std::string::npos && line.find("\"cat\":\"kv\"") != std::string::npos;
-    const bool a2a = line.find("all-to-all\",\"pid\":3") != std::string::npos;
-    const bool meta = line.rfind("],\"metadata\"", 0) == 0;
-    if (!counter && !kv && !a2a && !meta) continue;
-    std::string text = meta ? "{" + line.substr(2) : line;
-    while (!text.empty() && (text.back() == ',' || text.back() == ' ')) text.pop_back();
-    ojson e;
-    try {
-      e = ojson::parse(text);
-    } catch (const std::exception&) {
-      continue;  // a line this reader does not know; the chart is drawn from the others
-    }
-    if (meta) {
-      end_s = std::max(end_s, num(e, {"metadata", "end_s"}));
-      continue;
-    }
+  bool in_events = false;
+  auto event = [&](const ojson& e) {
+    const std::string ph = e.value("ph", ""), name = e.value("name", ""), cat = e.value("cat", "");
     const double t = num(e, {"ts"}) / 1e6;
-    end_s = std::max(end_s, t);
-    const std::string name = e.value("name", "");
-    if (counter && name == "KV GB") {
+    if (ph == "C" && name == "KV GB") {
       cs.push_back({t, 2, 0, num(e, {"args", "L2 host DRAM"}), num(e, {"args", "L3 storage"})});
       s.has_tiers = true;
-    } else if (counter && name.find(" KV GB per GPU") != std::string::npos) {
+    } else if (ph == "C" && name.find(" KV GB per GPU") != std::string::npos) {
       const int pool = name.rfind("prefill", 0) == 0 ? 0 : 1;
       (pool == 0 ? s.has_prefill : s.has_decode) = true;
-      cs.push_back({t, pool, e.value("tid", 0), num(e, {"args", "mean"}), 0});
-    } else if (kv) {
-      (e.value("tid", 0) == 0 ? s.kv_bytes_nic : s.kv_bytes_nvlink) += num(e, {"args", "bytes"});
-    } else if (a2a) {
+      cs.push_back({t, pool, static_cast<int>(num(e, {"tid"})), num(e, {"args", "mean"}), 0});
+    } else if (ph == "b" && cat == "kv") {
+      (num(e, {"tid"}) == 0 ? s.kv_bytes_nic : s.kv_bytes_nvlink) += num(e, {"args", "bytes"});
+    } else if (ph == "X" && num(e, {"pid"}) == 3 && name.size() > 11 && name.compare(name.size() - 11, 11, " all-to-all") == 0) {
       const bool prefill = name.rfind("prefill", 0) == 0;
       (prefill ? s.a2a_s_prefill : s.a2a_s_decode) += num(e, {"dur"}) / 1e6;
       (prefill ? s.a2a_exposed_s_prefill : s.a2a_exposed_s_decode) += num(e, {"args", "exposed_ms"}) / 1e3;
       end_s = std::max(end_s, t + num(e, {"dur"}) / 1e6);
     }
+    if (ph != "M") end_s = std::max(end_s, t);
+  };
+  // depth 0: the document; 1: its members ("traceEvents", "metadata"); 2: the events
+  const ojson::parser_callback_t cb = [&](int depth, ojson::parse_event_t ev, ojson& parsed) {
+    if (depth == 1 && ev == ojson::parse_event_t::key) in_events = parsed == "traceEvents";
+    if (depth == 2 && in_events && ev == ojson::parse_event_t::object_end) {
+      event(parsed);
+      return false;  // read; not kept
+    }
+    return true;
+  };
+  ojson doc;
+  try {
+    doc = ojson::parse(text, cb);
+  } catch (const std::exception& e) {
+    throw ReportError(path + ": not valid JSON: " + e.what());
   }
+  if (!doc.is_object() || !doc.contains("traceEvents")) throw ReportError(path + ": no \"traceEvents\" array (not a servesim timeline)");
+  end_s = std::max(end_s, num(doc, {"metadata", "end_s"}));
   std::stable_sort(cs.begin(), cs.end(), [](const Counter& x, const Counter& y) { return x.t_s < y.t_s; });
   if (samples < 2) samples = 2;
   for (size_t k = 0; k < samples; ++k) s.t_s.push_back(round_to(end_s * static_cast<double>(k) / static_cast<double>(samples - 1), 3));

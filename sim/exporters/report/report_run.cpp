@@ -264,7 +264,13 @@ Report build_run_report(const std::string& title, const std::vector<RunDeploymen
       r.omitted.emplace_back("KV occupancy over time: " + deps[i].name, "no timeline.json (the run had --no-timeline or timeline.enabled false)");
       continue;
     }
-    tl.emplace_back(read_timeline(f->string()));
+    try {
+      tl.emplace_back(read_timeline(f->string()));
+    } catch (const ReportError& e) {
+      tl.emplace_back();
+      r.omitted.emplace_back("KV occupancy over time: " + deps[i].name, e.what());
+      continue;
+    }
     kv_over_time(r, deps[i], *tl.back(), i);
   }
   transfer_volume(r, deps, tl);

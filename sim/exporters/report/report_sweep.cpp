@@ -2,6 +2,7 @@
 // nodes needed per model x GPU, HBM per GPU, KV tiers, transfer volume and unit cost from the
 // points' summary.json.
 #include "sim/exporters/report/report.hpp"
+#include "sim/exporters/report/slo.hpp"
 
 #include <fmt/format.h>
 
@@ -137,6 +138,13 @@ void load_charts(Report& r, const Sweep& s) {
   }
 }
 
+// The SLO test of `servesim capacity` (slo.hpp), with each point's own bounds (its deployment's slo,
+// summary.json goodput.slo_ttft_s / slo_tpot_s) and capacity's default rejected share.
+constexpr double kMaxRejected = 0.01;
+constexpr const char* kSloText =
+    "in the window, TTFT p99 counting the requests still in flight <= the deployment's slo.ttft_s, TPOT p99 <= slo.tpot_s, "
+    "at most 1% of arrivals rejected";
+
 // The fewest nodes among the points of each model x hardware that met the SLO at each load.
 void nodes_needed(Report& r, const Sweep& s) {
   if (s.load.empty()) return;
@@ -147,7 +155,8 @@ void nodes_needed(Report& r, const Sweep& s) {
     const std::string k = row.model + " on " + row.hardware;
     if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
     const double nodes = num(row.dep, {"cluster", "nodes"}, -1);
-    if (nodes > 0 && num(row.dep, {"goodput", "fraction_of_finished"}, 0) >= 0.99) {
+    const double ttft = num(row.dep, {"goodput", "slo_ttft_s"}, -1), tpot = num(row.dep, {"goodput", "slo_tpot_s"}, -1);
+    if (nodes > 0 && ttft > 0 && tpot > 0 && judge_slo(row.dep, ttft, tpot, kMaxRejected).ok) {
       auto& b = best[k];
       if (!b.count(row.load) || nodes < b[row.load]) b[row.load] = nodes;
     }
@@ -158,8 +167,8 @@ void nodes_needed(Report& r, const Sweep& s) {
     return;
   }
   if (best.empty()) {
-    r.omitted.emplace_back(title, fmt::format("no point met the SLO (>= 99% of finished requests within the TTFT and TPOT SLO) at any load, "
-                                              "for any of the {} model x GPU pair(s)", keys.size()));
+    r.omitted.emplace_back(title, fmt::format("no point met the SLO (as servesim capacity judges it: {}) at any load, for any of the {} model x GPU "
+                                              "pair(s)", kSloText, keys.size()));
     return;
   }
   ojson ds = ojson::array();
@@ -171,8 +180,9 @@ void nodes_needed(Report& r, const Sweep& s) {
     ds.push_back(d);
   }
   r.charts.push_back({"nodes-needed", title,
-                      "The fewest nodes (summary.json cluster.nodes, both pools) among the sweep's points of each model x hardware that met "
-                      "the SLO (>= 99% of finished requests within TTFT and TPOT SLO) at each load; a missing point: none of that pair did",
+                      fmt::format("The fewest nodes (summary.json cluster.nodes, both pools) among the sweep's points of each model x hardware that "
+                                  "met the SLO at each load, as servesim capacity judges a run: {}; a missing point: none of that pair did",
+                                  kSloText),
                       xy_chart(ds, s.load, "nodes")});
 }
 
