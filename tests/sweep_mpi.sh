@@ -3,7 +3,8 @@
 # the same results table, byte for byte, as the single-process sweep; both ranks ran points (each
 # point's run.log names its rank); resume runs nothing; ranks whose output folders are different
 # folders (what ranks on nodes without a shared filesystem see) still give rank 0 every point's
-# summary and the same table; a bad grid exits 2 on every rank. Exit 77 (skipped) without mpirun
+# summary and the same table; a process alone in its MPI world while its launcher said 2 ranks
+# exits 2; a bad grid exits 2 on every rank. Exit 77 (skipped) without mpirun
 # or without the MPI helper (servesim built without MPI).
 #   tests/sweep_mpi.sh BUILD/servesim SOURCE_DIR
 set -uo pipefail
@@ -43,6 +44,14 @@ check "separate folders: rank 0's table byte-identical" "cmp '$d/single/results.
 check "separate folders: rank 0 holds all 6 summaries" "[ \$(ls '$d'/node0/out/points/*/summary.json | wc -l) -eq 6 ]"
 "$bin" sweep "$grid" --out "$d/node0/out" --jobs 1 > "$d/split-resume.log" 2>&1
 check "separate folders: a single-process resume from rank 0's folder runs nothing" "grep -q '(6 resumed, 0 failed)' '$d/split-resume.log'"
+
+# The ranks come from MPI_Comm_size, not from the launcher's variables: a process whose launcher
+# says 2 ranks but that is alone in its MPI world (srun with a PMI plugin this OpenMPI does not
+# speak, on a cluster) refuses with exit 2 instead of running the whole grid as if it were rank 0.
+timeout 120 env OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 "$bin" sweep "$grid" --out "$d/lone" --jobs 1 > "$d/lone.log" 2>&1
+st=$?
+check "alone in its MPI world though the launcher said 2 ranks: exit 2" "[ $st -eq 2 ] && grep -q 'MPI_Comm_size says 1' '$d/lone.log'"
+check "  and no point was run" "! ls '$d'/lone/points/p000* >/dev/null 2>&1"
 
 # A grid naming a field the scenario lacks: every rank exits 2, rank 0 names the field.
 printf '{"scenario": "%s/scenarios/default.json", "grid": {"deployments.0.decode.no_such": [1]}}\n' "$src" > "$d/bad.json"

@@ -96,13 +96,22 @@ int sweep(const SweepArgs& a) {
       fmt::print(stderr, "error: sweep: cannot start {}\n", helper.string());
       return 2;
     }
-    if (launcher_size > 1) {
+    if (launcher_size != 1) {  // more ranks, or a launcher that does not say how many (PMIx): refuse
       fmt::print(stderr, "error: sweep: started by an MPI launcher as one of {} ranks, but this servesim was built without MPI "
-                 "(no {}: install libopenmpi-dev and rebuild; README \"Sweeps beyond one machine\")\n", launcher_size, helper.string());
+                 "(no {}: install libopenmpi-dev and rebuild; README \"Sweeps beyond one machine\")\n",
+                 launcher_size > 1 ? std::to_string(launcher_size) : std::string("several"), helper.string());
       return 2;
     }
   }
   const MpiWorld w = launched && mpi_built() ? mpi_init() : MpiWorld{};
+  if (w.active && launcher_size > 1 && w.size != launcher_size) {
+    // e.g. srun with a PMI plugin this OpenMPI does not speak: every task is a world of its own and
+    // would run the whole grid into the same folder
+    fmt::print(stderr, "error: sweep: the launcher started {} ranks but MPI_Comm_size says {}: the ranks did not join one MPI world "
+               "(under Slurm use mpirun inside the allocation, or srun --mpi=pmix with a matching OpenMPI)\n", launcher_size, w.size);
+    mpi_finalize(w);
+    return 2;
+  }
   Grid g;
   std::string error;
   try {

@@ -24,15 +24,17 @@ namespace fs = std::filesystem;
 namespace servesim::cli {
 
 bool launched_by_mpi(int& size) {
-  size = 1;
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS"})
-    if (const char* s = std::getenv(v)) {
-      size = std::max(1, std::atoi(s));
-      return true;
-    }
-  for (const char* v : {"PMIX_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK"})
-    if (std::getenv(v)) return true;
-  return false;
+  // Only whether a launcher started us, and the world size it states if it does (0: not stated).
+  // The ranks a sweep runs on are MPI_Comm_size / MPI_Comm_rank of MPI_COMM_WORLD (mpi_init), never
+  // these variables (review: MPICH's MPI_LOCALNRANKS is the ranks on this host, not the world).
+  size = 0;
+  bool launched = false;
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK"})
+    launched = launched || std::getenv(v) != nullptr;
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const char* s = std::getenv(v); s && size == 0) size = std::max(0, std::atoi(s));
+  if (!launched) size = 1;
+  return launched;
 }
 
 #ifndef SERVESIM_HAVE_MPI

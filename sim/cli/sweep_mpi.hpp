@@ -21,7 +21,9 @@ struct MpiWorld {
 /// Whether this build has MPI.
 bool mpi_built();
 /// Whether an MPI launcher (mpirun/mpiexec, srun with PMI/PMIx) started this process, from the
-/// environment; `size` gets the world size it states (1 when it does not say).
+/// environment (servesim itself cannot call MPI: see sweep_cmd.cpp); `size` gets the world size the
+/// launcher states, 0 when it states none (PMIx), 1 when not launched. Only for the decision to exec
+/// the MPI helper or refuse; the helper takes the ranks from MPI_Comm_size / MPI_Comm_rank.
 bool launched_by_mpi(int& size);
 /// MPI_Init and the world's shape (only when mpi_built()).
 MpiWorld mpi_init();
