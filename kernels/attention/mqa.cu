@@ -1373,6 +1373,9 @@ __global__ void __launch_bounds__(256, 1)
       for (int q = 0; q < 32; ++q) {
         o[4 * q] *= c1A; o[4 * q + 1] *= c1A; o[4 * q + 2] *= c1B; o[4 * q + 3] *= c1B;
       }
+      // after warpgroup 1 has issued c1 P0 V0R (as FlashMLA's rO1sP0sV0RIssued): its completion
+      // releases K0 blocks 4-8 and starts the next S1, so it should not queue behind P1 V1L + S0
+      named_bar_sync(4, 256);
       if (have1) {
 #pragma unroll
         for (int cb = 0; cb < 4; ++cb) mbar_wait_uniform(&bar[9 + cb], par);
@@ -1472,6 +1475,7 @@ __global__ void __launch_bounds__(256, 1)
       wg_fence();
       pv_gemm(o, kv0, 1);
       wg_commit();
+      named_bar_arrive(4, 256);  // c1 P0 V0R issued: warpgroup 0 may queue P1 V1L and the next S0 behind it
       if (have1) {
         wg_wait<1>();  // P1 V1R done: K1 blocks 4-7 are free
         named_bar_sync(6, 128);

@@ -5,7 +5,9 @@
 # the compute-bound point (H=128, 512 x 4K), and -- only if SWEEP_S > 0, the tests passed and the
 # seesaw kernel was faster at the H=128 points -- the mla_decode sweep with variant 4.
 # Usage (repository root; binaries in $BUILD/kernels/attention):
-#   BUILD=build-attn OUT=/tmp/out SERVESIM_COMMIT=<sha> [POINTS=B:H:L,...] [SWEEP_S=150] [NCU=1] bash kernels/attention/run_seesaw.sh
+#   BUILD=build-attn OUT=/tmp/out SERVESIM_COMMIT=<sha> [POINTS=B:H:L,...] [SWEEP_S=150] [SWEEP_MIN=1.03 (v0/v4 median
+#   at H=128 above which the sweep runs)] [NCU=1] [NCU_EXTRA="--section SourceCounters --print-details all"] [SANITIZE=0]
+#   bash kernels/attention/run_seesaw.sh
 # -> $OUT/run.log, $OUT/cmp.tar.gz (bench tables + logs of the comparison), $OUT/ncu.txt, $OUT/tables.tar.gz (sweep)
 set -uo pipefail
 BUILD=${BUILD:-build-attn}
@@ -20,11 +22,11 @@ T0=$(date +%s)
   echo "commit $SERVESIM_COMMIT $(date -u +%FT%TZ)"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu --format=csv
   echo "=== test_mqa MlaDecode.*"
-  timeout 240 "$BIN/test_mqa" --gtest_filter='MlaDecode.*' > "$W/test_mqa.log" 2>&1
+  timeout 240 "$BIN/test_mqa" --gtest_filter="${TEST_FILTER:-MlaDecode.*}" > "$W/test_mqa.log" 2>&1
   RC=$?
   grep -E "attn-test|OK \]|FAILED|PASSED|Failure|Expected|Which is|error" "$W/test_mqa.log" | cut -c1-200
   echo "test_mqa exit $RC after $(( $(date +%s) - T0 )) s"
-  if [ "$RC" = 0 ] && command -v compute-sanitizer > /dev/null; then
+  if [ "$RC" = 0 ] && [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
     timeout 150 compute-sanitizer --tool memcheck --print-limit 20 "$BIN/test_mqa" --gtest_filter='MlaDecode.WgmmaSeesaw' > "$W/memcheck.log" 2>&1
     echo "memcheck exit $?: $(grep -E 'ERROR SUMMARY' "$W/memcheck.log" | tr '\n' ' ')"
     grep -E "Invalid|out of bounds" "$W/memcheck.log" | head -5
@@ -65,14 +67,14 @@ for k in sorted(t):
         print(f"{k[0]} {k[1]} {k[2]} | {a:.1f} ({a2[1]:.0f}, {a2[2]:.2f}) | {b:.1f} ({b2[1]:.0f}, {b2[2]:.2f}) | {a / b:.3f}")
 for h in sorted(rat):
     print(f"H={h}: speed-up v0/v4 median {st.median(rat[h]):.3f}")
-ok = 128 in rat and st.median(rat[128]) > 1.03
+ok = 128 in rat and st.median(rat[128]) > float(os.environ.get("SWEEP_MIN", "1.03"))
 open(os.path.join(W, "seesaw_faster"), "w").write("1" if ok else "0")
 PY
   fi
   if [ -n "${NCU:-}" ] && [ "$RC" = 0 ] && command -v ncu > /dev/null; then
     for v in 0 4; do
       timeout 100 ncu --clock-control none -k regex:'mla_decode_(wgmma|seesaw)_kernel' -c 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
-        --section Occupancy --section WarpStateStats --section ComputeWorkloadAnalysis --section SchedulerStats \
+        --section Occupancy --section WarpStateStats --section ComputeWorkloadAnalysis --section SchedulerStats ${NCU_EXTRA:-} \
         "$BIN/bench_attn" --out "$W/ncu_v$v" --only mla_decode --budget 20 --mla-decode-variant $v --mla-decode-point 512:128:4096 > "$W/ncu_v$v.txt" 2>&1
       echo "ncu v$v exit $?"; grep -E "Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\)|Registers|Achieved Occ|Issue Slots|No Eligible|Stall|Tensor|Pipe" "$W/ncu_v$v.txt" | head -24
     done
