@@ -130,6 +130,10 @@ CLI::App* add_capacity(CLI::App& app, CapacityArgs& c) {
   cap->add_option("--pd", c.decode_per_prefill, "decode instances per prefill instance along which the search's bracket grows")
       ->capture_default_str()->check(number_in(1e-3, 1e3));
   cap->add_option("--max-nodes", c.max_nodes, "give up a configuration beyond this many nodes")->capture_default_str()->check(integer_in(1, 1000000));
+  cap->add_option("--resolution", c.resolution,
+                  "bisections stop when their ends differ by at most this share of the nodes (0: exact, one instance)")
+      ->capture_default_str()->check(number_in(0, 0.5));
+  cap->add_flag("!--no-plan-start", c.plan_start, "start the bracket from 1 instance, not from the static estimate");
   cap->add_option("--jobs", c.jobs, "runs at once (default: one per core)")->check(integer_in(1, 4096));
   cap->add_option("--cost-model", c.cost_model, "cost model: fitted (default) or roofline");
   cap->add_flag("--quiet", c.quiet, "no line per run on stderr");

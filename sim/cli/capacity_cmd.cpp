@@ -3,6 +3,8 @@
 // counts (capacity_search.hpp), every evaluation a simulated run in its own process → the band over
 // seeds at the answer → the static estimate and ρ → print and capacity.json.
 #include "sim/cli/capacity_cmd.hpp"
+#include "sim/cli/capacity_band.hpp"
+#include "sim/cli/capacity_runner.hpp"
 #include "sim/cli/capacity_search.hpp"
 #include "sim/cli/common.hpp"
 
@@ -14,14 +16,11 @@
 #include "sim/simulation.hpp"
 #include "workloads/source.hpp"
 
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <thread>
 
 namespace servesim::cli {
@@ -31,158 +30,7 @@ using json = nlohmann::json;
 
 namespace {
 
-struct Config {
-  int attn_tp = 1, max_running = 1;
-  std::string label() const { return fmt::format("attn TP {}, decode batch limit {}", attn_tp, max_running); }
-};
-
-// One evaluated run: what the SLO check read from its summary.json.
-struct Point {
-  Config cfg;
-  Alloc alloc;
-  std::uint64_t seed = 0;
-  int nodes = 0, gpus = 0;
-  bool ok = false;
-  std::string why;  // the first bound missed
-  double ttft_p99_s = NAN, tpot_p99_s = NAN, wall_s = 0;
-  long long arrived = 0, rejected = 0, waiting = 0;  // waiting: in flight at the end without a first token
-  json summary;
-};
-
-DeploymentSpec with(DeploymentSpec d, const Config& c, const Alloc& a) {
-  d.prefill.attn_tp = d.decode.attn_tp = c.attn_tp;
-  d.decode.max_running = c.max_running;
-  d.decode.max_batch_tokens = std::max<long long>(d.decode.max_batch_tokens, c.max_running);
-  d.prefill.instances = a.prefill, d.decode.instances = a.decode;
-  d.cluster.nodes = required_nodes(d);
-  return d;
-}
-
-// The child: one run, its summary.json written to `file`.
-int simulate_to(const Scenario& s, const DeploymentSpec& d, std::uint64_t seed, const fs::path& file) {
-  try {
-    auto cost = make_cost_model(s.cost_model, d.gpu);
-    MetricsCollector metrics(d.slo, d.prefill.instances, d.decode.instances, s.warmup_s);
-    RunOptions opt;
-    opt.horizon_s = s.horizon_s;
-    opt.seed = seed;
-    auto source = make_source(workload_for(s.workload, d.prefix_cache), seed);
-    RunReport rep;
-    rep.workload = source->describe();
-    Simulation sim(d, std::move(source), cost, metrics, opt);
-    rep.totals = sim.run();
-    rep.deployment = &d;
-    rep.cost_model = cost->name();
-    rep.seed = seed;
-    rep.horizon_s = s.horizon_s;
-    rep.prefill_memory = sim.prefill_memory();
-    rep.decode_memory = sim.decode_memory();
-    rep.summary = metrics.summary();
-    std::ofstream(file) << summary_json(rep).dump(1) << "\n";
-    return 0;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "error: {}: {}\n", d.name, e.what());
-    return 1;
-  }
-}
-
-double p99_s(const json& pct) { return pct["p99_ms"].is_null() ? INFINITY : pct["p99_ms"].get<double>() / 1e3; }
-
-// The SLO check of one run (README "servesim capacity").
-void judge(Point& p, const CapacityArgs& a) {
-  const json& j = p.summary;
-  p.arrived = j["requests"]["arrived"];
-  p.rejected = j["requests"]["rejected"];
-  p.ttft_p99_s = p99_s(j["latency"]["ttft_with_in_flight"]);
-  p.waiting = j["latency"]["ttft_with_in_flight"]["in_flight_without_first_token"];
-  p.tpot_p99_s = p99_s(j["latency"]["tpot"]);
-  p.ok = false;
-  if (j["requests"]["completed"].get<long long>() == 0) p.why = "nothing completed in the window";
-  else if (p.rejected > a.max_rejected * static_cast<double>(p.arrived)) p.why = fmt::format("{} rejected", p.rejected);
-  else if (p.ttft_p99_s > a.ttft_p99_s) p.why = "TTFT";
-  else if (p.tpot_p99_s > a.tpot_p99_s) p.why = "TPOT";
-  else p.ok = true, p.why.clear();
-}
-
-class Runner {
- public:
-  Runner(const Scenario& s, const DeploymentSpec& base, const CapacityArgs& a, fs::path out)
-      : s_(s), base_(base), a_(a), out_(std::move(out)), jobs_(a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
-
-  // Runs the points not run yet, `jobs` at a time, each in its own process; every point judged.
-  // A point already run (same configuration, allocation and seed) is answered from memory.
-  std::vector<Point> run(const Config& c, const std::vector<Alloc>& allocs, std::uint64_t seed) {
-    std::vector<Point> out, fresh;
-    std::vector<Alloc> todo;
-    for (const auto& al : allocs)
-      if (!memo_.count(key(c, al, seed)) && std::find(todo.begin(), todo.end(), al) == todo.end()) todo.push_back(al);
-    for (const Point& p : run_new(c, todo, seed)) memo_[key(c, p.alloc, seed)] = p;
-    for (const auto& al : allocs) out.push_back(memo_.at(key(c, al, seed)));
-    return out;
-  }
-
-  const std::vector<Point>& done() const { return done_; }
-  int nodes(const Config& c, const Alloc& al) const { return required_nodes(with(base_, c, al)); }
-
- private:
-  static std::string key(const Config& c, const Alloc& a, std::uint64_t seed) {
-    return fmt::format("{}/{}/{}/{}/{}", c.attn_tp, c.max_running, a.prefill, a.decode, seed);
-  }
-  std::vector<Point> run_new(const Config& c, const std::vector<Alloc>& allocs, std::uint64_t seed) {
-    std::vector<Point> pts;
-    std::map<pid_t, size_t> running;
-    std::map<size_t, std::chrono::steady_clock::time_point> t0;
-    auto reap = [&] {
-      int st = 0;
-      const pid_t pid = wait(&st);
-      if (pid <= 0) return;
-      const size_t i = running[pid];
-      Point& p = pts[i];
-      running.erase(pid);
-      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) throw std::runtime_error(fmt::format("the run of {} failed", file(p).string()));
-      p.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0[i]).count();
-      p.summary = json::parse(std::ifstream(file(p)));
-      judge(p, a_);
-      if (!a_.quiet)
-        fmt::print(stderr, "  {} | P {:>3} D {:>3} | {:>4} nodes | seed {} | TTFT p99 {:>9.3f} s, TPOT p99 {:>7.1f} ms | {} ({:.1f} s)\n", p.cfg.label(),
-                   p.alloc.prefill, p.alloc.decode, p.nodes, p.seed, p.ttft_p99_s, p.tpot_p99_s * 1e3, p.ok ? "meets the SLO" : "misses: " + p.why,
-                   p.wall_s);
-      done_.push_back(p);
-    };
-    for (const auto& al : allocs) {
-      Point p;
-      p.cfg = c, p.alloc = al, p.seed = seed;
-      const DeploymentSpec d = with(base_, c, al);
-      p.nodes = required_nodes(d), p.gpus = required_gpus(d);
-      pts.push_back(p);
-    }
-    for (size_t i = 0; i < pts.size(); ++i) {
-      while (static_cast<int>(running.size()) >= jobs_) reap();
-      std::fflush(nullptr);
-      t0[i] = std::chrono::steady_clock::now();
-      const pid_t pid = fork();
-      if (pid < 0) throw std::runtime_error("fork failed");
-      if (pid == 0) {
-        const int code = simulate_to(s_, with(base_, c, pts[i].alloc), pts[i].seed, file(pts[i]));
-        std::fflush(nullptr);
-        _exit(code);
-      }
-      running[pid] = i;
-    }
-    while (!running.empty()) reap();
-    return pts;
-  }
-  fs::path file(const Point& p) const {
-    return out_ / "runs" / fmt::format("tp{}-mr{}-p{}-d{}-seed{}.json", p.cfg.attn_tp, p.cfg.max_running, p.alloc.prefill, p.alloc.decode, p.seed);
-  }
-  const Scenario& s_;
-  const DeploymentSpec& base_;
-  const CapacityArgs& a_;
-  fs::path out_;
-  int jobs_;
-  std::vector<Point> done_;
-  std::map<std::string, Point> memo_;
-};
+using namespace cap;
 
 // --sessions / --rate into the scenario's workload; the window. Exit status (0: go on).
 int set_load(Scenario& s, const CapacityArgs& a) {
@@ -236,19 +84,15 @@ struct LatencyBound {
   std::string why;
 };
 
-struct Answer {
-  Config cfg;
-  CapacitySearchResult r;
-  Point point;
-};
-
-// The static estimate of `plan` (the article's Section III derivation) for the answer's decode pool
-// and the same load: concurrency × ρ resident requests at the answer run's mean context.
-json static_estimate(const DeploymentSpec& d, const CapacityArgs& a, const json& summary) {
-  const long long reqs = summary["requests"]["completed"].get<long long>() + summary["requests"]["in_flight"].get<long long>();
-  const double ctx = reqs > 0 ? (summary["throughput"]["input_tokens"].get<double>() + summary["throughput"]["output_tokens"].get<double>()) / reqs : 0;
-  json j = {{"rho_assumed", a.rho}, {"mean_context_tokens", std::round(ctx)}};
-  if (a.sessions <= 0 || ctx <= 0) return j["note"] = "needs --sessions (a concurrency) and a measured context", j;
+// The static estimate of `plan` (the article's Section III derivation) for a decode pool and the
+// load: concurrency × ρ resident requests at `ctx` tokens of context each. nullopt (and a note in
+// `j`) when it cannot be made.
+std::optional<CapacityResult> plan_estimate(const DeploymentSpec& d, const CapacityArgs& a, double ctx, json& j) {
+  j = {{"rho_assumed", a.rho}, {"mean_context_tokens", std::round(ctx)}};
+  if (a.sessions <= 0 || ctx <= 0) {
+    j["note"] = "needs --sessions (a concurrency) and a context";
+    return std::nullopt;
+  }
   const GpuMemoryPlan m = plan_gpu_memory(d, d.decode);
   CapacityInputs c;
   c.label = d.name;
@@ -263,59 +107,37 @@ json static_estimate(const DeploymentSpec& d, const CapacityArgs& a, const json&
   try {
     const CapacityResult r = derive_nodes(c, Rounding::covering);
     j["nodes"] = r.total_nodes, j["decode_nodes"] = r.d_nodes, j["prefill_nodes"] = r.p_nodes, j["resident_requests"] = c.concurrency;
+    j["decode_instances"] = r.units;
+    return r;
   } catch (const std::exception& e) {
     j["note"] = e.what();
+    return std::nullopt;
   }
+}
+
+// The static estimate for the answer's decode pool at the answer run's mean context.
+json static_estimate(const DeploymentSpec& d, const CapacityArgs& a, const json& summary) {
+  const long long reqs = summary["requests"]["completed"].get<long long>() + summary["requests"]["in_flight"].get<long long>();
+  const double ctx = reqs > 0 ? (summary["throughput"]["input_tokens"].get<double>() + summary["throughput"]["output_tokens"].get<double>()) / reqs : 0;
+  json j;
+  (void)plan_estimate(d, a, ctx, j);
   return j;
 }
 
-// p-quantile (linear interpolation) of a few values.
-double quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  if (v.empty()) return NAN;
-  const double x = q * static_cast<double>(v.size() - 1);
-  const size_t i = static_cast<size_t>(std::floor(x));
-  if (std::isinf(v[i]) || (i + 1 < v.size() && x > static_cast<double>(i) && std::isinf(v[i + 1]))) return INFINITY;  // "more than"
-  return i + 1 < v.size() ? v[i] + (x - static_cast<double>(i)) * (v[i + 1] - v[i]) : v[i];
-}
-
-// The band over seeds at the answer: for each seed, the fewest nodes among the answer and its
-// neighbours one instance away (fewer when the answer meets the SLO, more when it misses); p10-p90
-// of those and of the answer's TTFT/TPOT p99.
-json band(Runner& run, const Answer& ans, const Scenario& s, const CapacityArgs& a) {
-  std::vector<double> need, ttft, tpot;
-  json seeds = json::array();
-  const Alloc b = ans.r.best;
-  for (int k = 0; k < std::max(1, a.seeds); ++k) {
-    const std::uint64_t seed = s.seed + static_cast<std::uint64_t>(k);
-    const Point at = run.run(ans.cfg, {b}, seed)[0];
-    ttft.push_back(at.ttft_p99_s), tpot.push_back(at.tpot_p99_s);
-    std::vector<Alloc> nb;
-    if (at.ok) {
-      if (b.prefill > 1) nb.push_back({b.prefill - 1, b.decode});
-      if (b.decode > 1) nb.push_back({b.prefill, b.decode - 1});
-    } else {
-      nb = {{b.prefill + 1, b.decode}, {b.prefill, b.decode + 1}};
-    }
-    double n = at.ok ? at.nodes : INFINITY;
-    for (const Point& p : run.run(ans.cfg, nb, seed))
-      if (p.ok) n = std::min<double>(n, p.nodes);
-    if (std::isinf(n)) {  // one more instance of each
-      const Point up = run.run(ans.cfg, {{b.prefill + 1, b.decode + 1}}, seed)[0];
-      if (up.ok) n = up.nodes;
-    }
-    need.push_back(n);
-    seeds.push_back({{"seed", seed}, {"meets_slo", at.ok},
-                     {"nodes_needed", std::isinf(n) ? json(fmt::format("more than {}", run.nodes(ans.cfg, {b.prefill + 1, b.decode + 1}))) : json(n)},
-                     {"ttft_p99_s", at.ttft_p99_s}, {"tpot_p99_s", at.tpot_p99_s}});
+// The mean context (prompt + output tokens) of the workload's first requests, drawn from the
+// generator without simulating: one per session for a closed loop (with a stationary start, the
+// stationary context), else the first 10,000. 0 when the source gives none.
+double prior_context(const Scenario& s, const DeploymentSpec& d, long long sessions) {
+  auto src = make_source(workload_for(s.workload, d.prefix_cache), s.seed);
+  const long long n = sessions > 0 ? sessions : 10000;
+  double sum = 0;
+  long long k = 0;
+  for (; k < n; ++k) {
+    const auto r = src->next();
+    if (!r) break;
+    sum += static_cast<double>(r->input_tokens + r->output_tokens);
   }
-  auto num = [](double x) { return std::isfinite(x) ? json(x) : json(); };
-  const std::string more = fmt::format("more than {}", run.nodes(ans.cfg, {b.prefill + 1, b.decode + 1}));
-  auto nodes_q = [&](double q) { return std::isinf(quantile(need, q)) ? json(more) : num(quantile(need, q)); };
-  return {{"seeds", seeds},
-          {"nodes_p10", nodes_q(0.1)}, {"nodes_p90", nodes_q(0.9)},
-          {"ttft_p99_s_p10", num(quantile(ttft, 0.1))}, {"ttft_p99_s_p90", num(quantile(ttft, 0.9))},
-          {"tpot_p99_s_p10", num(quantile(tpot, 0.1))}, {"tpot_p99_s_p90", num(quantile(tpot, 0.9))}};
+  return k > 0 ? sum / static_cast<double>(k) : 0;
 }
 
 json point_json(const Point& p) {
@@ -335,8 +157,20 @@ void print_answer(const DeploymentSpec& d, const Answer& ans, const json& est, c
              d.prefill.ep, b.decode, d.decode.ep, ans.cfg.label());
   fmt::print("  at the answer: TTFT p99 {:.3f} s, TPOT p99 {:.1f} ms\n", ans.point.ttft_p99_s, ans.point.tpot_p99_s * 1e3);
   auto show = [](const json& x) { return x.is_string() ? x.get<std::string>() : x.is_null() ? std::string("n/a") : fmt::format("{:.4g}", x.get<double>()); };
-  fmt::print("  band over {} seeds (p10-p90): nodes {}-{}, TTFT p99 {}-{} s, TPOT p99 {}-{} s\n", bd["seeds"].size(), show(bd["nodes_p10"]),
-             show(bd["nodes_p90"]), show(bd["ttft_p99_s_p10"]), show(bd["ttft_p99_s_p90"]), show(bd["tpot_p99_s_p10"]), show(bd["tpot_p99_s_p90"]));
+  auto whole = [](const json& x) { return x.is_string() ? x.get<std::string>() : x.is_number() ? std::to_string(x.get<long long>()) : std::string("n/a"); };
+  const json& ce = bd["cost_model_error"];
+  fmt::print("  band (p10-p90): {}-{} nodes; over {} seeds {}-{} nodes ({} points kept their first-seed verdict, far from the SLO's edge), "
+             "TTFT p99 {}-{} s, TPOT p99 {}-{} s\n",
+             whole(bd["nodes_p10"]), whole(bd["nodes_p90"]), bd["seeds"].size(), whole(bd["seed_nodes_p10"]), whole(bd["seed_nodes_p90"]),
+             bd["seed_points_inferred"].get<int>(), show(bd["ttft_p99_s_p10"]), show(bd["ttft_p99_s_p90"]), show(bd["tpot_p99_s_p10"]),
+             show(bd["tpot_p99_s_p90"]));
+  if (ce.contains("held_out_error"))
+    fmt::print("  cost model's held-out error: kernel times x{:.3f} to x{:.3f} (p10-p90 of the k-fold error, {} families): {:+d} / {} nodes "
+               "({}; {})\n",
+               ce["kernel_factor_p10"].get<double>(), ce["kernel_factor_p90"].get<double>(), ce["families"].get<int>(), ce["nodes_delta_p10"].get<int>(),
+               ce["nodes_delta_p90"].is_null() ? std::string("more") : fmt::format("{:+d}", ce["nodes_delta_p90"].get<int>()),
+               ce["p10_end"].get<std::string>(), ce["p90_end"].get<std::string>());
+  else fmt::print("  {}\n", ce.value("note", ""));
   if (est.contains("nodes"))
     fmt::print("static estimate (plan, the article's derivation): {} nodes ({} decode + {} prefill) for {} resident requests = sessions x rho {} "
                "at {} tokens of context\n",
@@ -352,14 +186,24 @@ void print_answer(const DeploymentSpec& d, const Answer& ans, const json& est, c
 }
 
 // The search for one configuration. nullopt (and a line in `searched`) when it is latency-bound.
-std::optional<CapacitySearchResult> search_config(Runner& run, const Scenario& s, const CapacityArgs& a, const Config& c, json& searched) {
-  if (!a.quiet) fmt::print(stderr, "searching {} ...\n", c.label());
+std::optional<CapacitySearchResult> search_config(Runner& run, const Scenario& s, const DeploymentSpec& base, const CapacityArgs& a, const Config& c,
+                                                  double prior_ctx, json& searched) {
+  // the bracket starts at the static estimate's decode instances for this configuration (at the
+  // workload's drawn context and the assumed rho), so the smallest allocations, overloaded and the
+  // slowest runs of all, are not run; it still doubles from there until a run meets the SLO
+  int start = 1;
+  json est;
+  if (a.plan_start)
+    if (const auto r = plan_estimate(with(base, c, {1, 1}), a, prior_ctx, est)) start = static_cast<int>(std::max<long>(1, r->units));
+  if (!a.quiet)
+    fmt::print(stderr, "searching {} from {} decode instances{} ...\n", c.label(), start,
+               start > 1 ? fmt::format(" (the static estimate at {:.0f} tokens of context, rho {})", prior_ctx, a.rho) : std::string());
   // Doubling both pools twice without moving TTFT or TPOT p99 by 1%, with no backlog (the TTFT
   // p99 with the requests in flight within 5% of the completed requests' own): the SLO is bound
   // by one request's latency, not by capacity; more instances will not meet it.
   std::vector<Point> bracket;
   auto on_bracket = [&](const Alloc& al) {
-    const bool pow2 = (al.decode & (al.decode - 1)) == 0;
+    const bool pow2 = al.decode % start == 0 && ((al.decode / start) & (al.decode / start - 1)) == 0;  // start x 2^k
     return pow2 && al.prefill == std::max(1, static_cast<int>(std::lround(al.decode / a.decode_per_prefill)));
   };
   CapacityOracle oracle = [&](const std::vector<Alloc>& as) {
@@ -385,10 +229,14 @@ std::optional<CapacitySearchResult> search_config(Runner& run, const Scenario& s
   };
   NodeCount nodes = [&](const Alloc& al) { return run.nodes(c, al); };
   try {
-    const CapacitySearchResult r = fewest_nodes(oracle, nodes, a.max_nodes, a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
-                                                a.decode_per_prefill);
+    CapacitySearchOptions opt;
+    opt.batch = a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    opt.decode_per_prefill = a.decode_per_prefill;
+    opt.start_decode = start;
+    opt.resolution = a.resolution;
+    const CapacitySearchResult r = fewest_nodes(oracle, nodes, a.max_nodes, opt);
     searched.push_back({{"attn_tp", c.attn_tp}, {"max_running", c.max_running}, {"found", r.found}, {"nodes", r.found ? json(r.nodes) : json()},
-                        {"runs", r.evaluations}});
+                        {"runs", r.evaluations}, {"bracket_start_decode", start}, {"resolution", a.resolution}});
     return r;
   } catch (const LatencyBound& e) {
     fmt::print("{}\n", e.why);
@@ -401,7 +249,13 @@ std::optional<CapacitySearchResult> search_config(Runner& run, const Scenario& s
 void finish(Runner& run, const Answer& best, const Scenario& s, const DeploymentSpec& base, const CapacityArgs& a, const fs::path& out,
             const json& searched, std::chrono::steady_clock::time_point t0) {
   const DeploymentSpec d = with(base, best.cfg, best.r.best);
-  const json bd = band(run, best, s, a);
+  std::optional<HeldOut> ho;
+  try {
+    ho = held_out_error(s.cost_model, base.gpu);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "warning: the cost model's held-out error could not be read ({}): the band is the seeds' alone\n", e.what());
+  }
+  const json bd = band(run, best, s, a, ho);
   const json est = static_estimate(d, a, best.point.summary);
   print_answer(d, best, est, bd, best.point.summary, a);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -459,16 +313,12 @@ int capacity(const CapacityArgs& a) {
   std::optional<Answer> best;
   json searched = json::array();
   try {
+    const double prior_ctx = a.plan_start && a.sessions > 0 ? prior_context(s, base, a.sessions) : 0;
     for (const Config& c : cfgs) {
-      const std::optional<CapacitySearchResult> found = search_config(run, s, a, c, searched);
+      const std::optional<CapacitySearchResult> found = search_config(run, s, base, a, c, prior_ctx, searched);
       if (!found) continue;
       const CapacitySearchResult& r = *found;
-      if (r.found && (!best || r.nodes < best->r.nodes)) {
-        Point at;
-        for (const Point& p : run.done())
-          if (p.cfg.attn_tp == c.attn_tp && p.cfg.max_running == c.max_running && p.alloc == r.best && p.seed == s.seed) at = p;
-        best = Answer{c, r, at};
-      }
+      if (r.found && (!best || r.nodes < best->r.nodes)) best = Answer{c, r, run.run(c, {r.best}, s.seed)[0]};  // run already, or inferred: run now
     }
     if (!best) {
       fmt::print("no configuration met the SLO within {} nodes (every run and why: {}/capacity.json)\n", a.max_nodes, out.string());

@@ -25,6 +25,8 @@ struct CapacityArgs {
   double rho = 0.25;               ///< GPU residency the static estimate assumes (the article's standard ρ)
   double decode_per_prefill = 1;  ///< the P:D split the search's bracket grows along (decode instances per prefill instance)
   int max_nodes = 2048;            ///< give up a configuration beyond this many nodes
+  double resolution = 0.02;        ///< bisections stop within this share of the nodes (0: exact)
+  bool plan_start = true;          ///< the bracket starts at the static estimate's decode instances (else at 1)
   int jobs = 0;                    ///< runs at once (default: one per core)
   std::string cost_model;          ///< override the scenario's cost model
   bool quiet = false;              ///< no per-run lines on stderr

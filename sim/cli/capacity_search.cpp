@@ -11,8 +11,9 @@ namespace {
 
 class Search {
  public:
-  Search(const CapacityOracle& o, const NodeCount& n, int batch, double ratio)
-      : oracle_(o), nodes_(n), batch_(std::max(1, batch)), ratio_(std::max(1e-9, ratio)) {}
+  Search(const CapacityOracle& o, const NodeCount& n, const CapacitySearchOptions& opt)
+      : oracle_(o), nodes_(n), batch_(std::max(1, opt.batch)), ratio_(std::max(1e-9, opt.decode_per_prefill)),
+        start_(std::max(1, opt.start_decode)), resolution_(std::max(0.0, opt.resolution)) {}
 
   // The bracket's allocation at scale t: t decode instances and t / ratio prefill (at least 1).
   Alloc at(int t) const { return {std::max(1, static_cast<int>(std::lround(t / ratio_))), t}; }
@@ -47,10 +48,20 @@ class Search {
   }
 
   // Smallest x in [lo, hi] with make(x) feasible, given make(hi) feasible: k-section, batch_ probes
-  // a round. make(x) is (p, x) to search decode counts, (x, d) to search prefill counts.
+  // a round. make(x) is (p, x) to search decode counts, (x, d) to search prefill counts. Stops when
+  // make(hi) takes at most resolution_ of its nodes more than make(lo): hi is then within that
+  // of the smallest (lo itself is not known to miss): at most resolution_ x make(hi)'s nodes more.
+  // Known or inferred results narrow [lo, hi]
+  // first, without a run.
   template <class Make>
   int min_feasible(Make make, int lo, int hi) {
-    while (lo < hi) {
+    for (int x = hi - 1; x >= lo; --x)  // the largest known miss below hi, the smallest known hit
+      if (auto k = known(make(x)); k && !*k) {
+        lo = x + 1;
+        break;
+      }
+    while (lo < hi && known(make(hi - 1)).value_or(false)) --hi;
+    while (lo < hi && (resolution_ == 0 || nodes_(make(hi)) - nodes_(make(lo)) > resolution_ * nodes_(make(hi)))) {
       std::vector<Alloc> probes;
       std::vector<int> xs;
       for (int i = 1; i <= batch_; ++i) {
@@ -79,30 +90,44 @@ class Search {
   }
 
   CapacitySearchResult run(int max_nodes) {
-    // 1. bracket
-    int t = 1;
+    // 1. bracket (from start_ decode instances: the static estimate, when the command has one)
+    int t = start_;
     Alloc top;
+    int soft = 0;  // the decode count of the bracket's last miss below `top`, if any
     for (bool done = false; !done;) {
       std::vector<Alloc> as;
       for (int i = 0, u = t; i < batch_ && nodes_(at(u)) <= max_nodes; ++i, u *= 2) as.push_back(at(u));
       if (as.empty()) return r_;
       const std::vector<bool> ok = eval(as);
-      for (size_t i = 0; i < as.size() && !done; ++i)
+      for (size_t i = 0; i < as.size() && !done; ++i) {
         if (ok[i]) done = true, top = as[i];
+        else soft = as[i].decode;
+      }
       if (!done) t = as.back().decode * 2;
     }
     consider(top);
     // 2. the corner: the fewest decode instances at the bracket's prefill, then the fewest prefill
-    // instances at those (on the frontier: D_min is non-increasing in P)
-    const int d_star = min_decode(top.prefill, 1, top.decode);
+    // instances at those (on the frontier: D_min is non-increasing in P). The decode search looks
+    // above the bracket's last miss first (with that many decode instances and fewer prefill the
+    // load was not served); only if nothing there was shown to miss does it check below.
+    int d_star = min_decode(top.prefill, soft + 1, top.decode);
+    if (soft > 0) {
+      bool miss_above = false;
+      for (int x = soft + 1; x < d_star && !miss_above; ++x) miss_above = known({top.prefill, x}) == std::optional<bool>(false);
+      if (!miss_above && eval({{top.prefill, soft}})[0]) d_star = min_decode(top.prefill, 1, soft);
+    }
     consider({top.prefill, d_star});
     const int p_star = min_prefill(d_star, 1, top.prefill);
     consider({p_star, d_star});
-    // 3. the staircase from the corner both ways, each step one more instance of one pool and the
-    // fewest of the other (bisection below the previous step's), only where nodes can still be at
-    // most the best (fewer, for more prefill); each way stops after two steps in a row that improve
-    // nothing
-    for (int d = d_star + 1, idle = 0, p_prev = p_star; idle < 2 && p_prev > 1; ++d) {  // more decode, less prefill
+    // 3. the staircase from the corner both ways, each step more instances of one pool (one, or as
+    // many as the resolution's nodes hold) and the fewest of the other (bisection below the previous
+    // step's), only where nodes can still be at most the best (fewer, for more prefill); each way
+    // stops after two steps in a row that improve nothing
+    int dstep = 1, pstep = 1;
+    const double res_nodes = resolution_ * nodes_({p_star, d_star});
+    while (resolution_ > 0 && nodes_({p_star, d_star + dstep + 1}) - nodes_({p_star, d_star}) <= res_nodes) ++dstep;
+    while (resolution_ > 0 && nodes_({p_star + pstep + 1, d_star}) - nodes_({p_star, d_star}) <= res_nodes) ++pstep;
+    for (int d = d_star + dstep, idle = 0, p_prev = p_star; idle < 2 && p_prev > 1; d += dstep) {  // more decode, less prefill
       int hi = 0;
       while (hi + 1 < p_prev && nodes_({hi + 1, d}) <= r_.nodes) ++hi;
       if (hi < 1) break;
@@ -115,7 +140,7 @@ class Search {
       consider(a);
       p_prev = a.prefill;
     }
-    for (int p = p_star + 1, idle = 0, d_prev = d_star; idle < 2 && d_prev > 1; ++p) {  // more prefill, less decode
+    for (int p = p_star + pstep, idle = 0, d_prev = d_star; idle < 2 && d_prev > 1; p += pstep) {  // more prefill, less decode
       int hi = 0;
       while (hi + 1 < d_prev && nodes_({p, hi + 1}) < r_.nodes) ++hi;
       if (hi < 1) break;
@@ -136,13 +161,21 @@ class Search {
   const NodeCount& nodes_;
   int batch_;
   double ratio_;
+  int start_;
+  double resolution_;
   CapacitySearchResult r_;
 };
 
 }  // namespace
 
+CapacitySearchResult fewest_nodes(const CapacityOracle& oracle, const NodeCount& nodes, int max_nodes, const CapacitySearchOptions& opt) {
+  return Search(oracle, nodes, opt).run(max_nodes);
+}
+
 CapacitySearchResult fewest_nodes(const CapacityOracle& oracle, const NodeCount& nodes, int max_nodes, int batch, double decode_per_prefill) {
-  return Search(oracle, nodes, batch, decode_per_prefill).run(max_nodes);
+  CapacitySearchOptions opt;
+  opt.batch = batch, opt.decode_per_prefill = decode_per_prefill;
+  return fewest_nodes(oracle, nodes, max_nodes, opt);
 }
 
 }  // namespace servesim::cli

@@ -1,0 +1,61 @@
+// servesim cli: one run of `servesim capacity` in its child process (capacity_runner.hpp).
+#include "sim/cli/capacity_runner.hpp"
+
+#include "costmodels/factory.hpp"
+#include "sim/exporters/writers.hpp"
+#include "sim/simulation.hpp"
+#include "workloads/source.hpp"
+
+namespace servesim::cli::cap {
+
+namespace {
+
+// A cost model whose every op latency is the wrapped model's times `factor`: runs at the ends of the
+// fitted model's held-out error (the band). Communication is not a cost-model op and is not scaled.
+class ScaledCostModel final : public CostModel {
+ public:
+  ScaledCostModel(std::shared_ptr<const CostModel> inner, double factor) : inner_(std::move(inner)), factor_(factor) {}
+  std::string name() const override { return inner_->name(); }
+  OpLatency latency(const Op& op) const override {
+    OpLatency l = inner_->latency(op);
+    l.seconds *= factor_;
+    return l;
+  }
+
+ private:
+  std::shared_ptr<const CostModel> inner_;
+  double factor_;
+};
+
+}  // namespace
+
+// The child: one run, its summary.json written to `file`.
+int simulate_to(const Scenario& s, const DeploymentSpec& d, std::uint64_t seed, double cost_factor, const fs::path& file) {
+  try {
+    std::shared_ptr<const CostModel> cost = make_cost_model(s.cost_model, d.gpu);
+    if (cost_factor != 1) cost = std::make_shared<ScaledCostModel>(cost, cost_factor);
+    MetricsCollector metrics(d.slo, d.prefill.instances, d.decode.instances, s.warmup_s);
+    RunOptions opt;
+    opt.horizon_s = s.horizon_s;
+    opt.seed = seed;
+    auto source = make_source(workload_for(s.workload, d.prefix_cache), seed);
+    RunReport rep;
+    rep.workload = source->describe();
+    Simulation sim(d, std::move(source), cost, metrics, opt);
+    rep.totals = sim.run();
+    rep.deployment = &d;
+    rep.cost_model = cost->name();
+    rep.seed = seed;
+    rep.horizon_s = s.horizon_s;
+    rep.prefill_memory = sim.prefill_memory();
+    rep.decode_memory = sim.decode_memory();
+    rep.summary = metrics.summary();
+    std::ofstream(file) << summary_json(rep).dump(1) << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}: {}\n", d.name, e.what());
+    return 1;
+  }
+}
+
+}  // namespace servesim::cli::cap
