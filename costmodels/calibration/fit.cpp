@@ -427,11 +427,6 @@ const std::vector<AccuracyException>& accuracy_exceptions() {
        "cuBLASLt FP8 block-scaled GEMMs change tile configuration between neighbouring M (wave quantisation: kv_a N=576 takes "
        "26 µs at M=3072, 47 µs at 4096, 50 µs at 6144; V4-Flash wo_b N=4096 K=8192 32 µs at M=512, 67 µs at 768); a held-out point "
        "at such a step cannot be interpolated from its neighbours. The dense-GEMM class as a whole meets the target (p95 14.5%)"},
-      {Family::grouped_fp8, 0.019, 0.165,
-       "issue 13: the fastest of three instruments at each shape (own masked kernel up to 64 rows per expert, own tokens-as-M "
-       "128x256 kernel above, per-expert cuBLASLt, which still wins from about 1,024 rows per expert depending on N, K); the winner "
-       "and its tile staircase change between neighbouring grid points, so a held-out point at a switch is off by up to ~20%. "
-       "k-fold median 1.8%, p95 16.4% on the e4119ca tables; the grouped expert GEMM class as a whole meets the target (p95 8.4%)"},
       {Family::combine, 0.028, 0.192,
        "eager-timed, µs-scale: 3-7 µs after the launch gap, ±1 µs jitter, and a 2.7x step between 384 and 512 tokens "
        "(5.7 vs 15.5 µs, K3); p95 19.10% with the issue-12 MLA decode rows in the launch-gap median"},
