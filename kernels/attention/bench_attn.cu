@@ -567,7 +567,7 @@ void bench_mla_decode(bool fp8 = false) {
         s.bt.upload(bt);
       }
       out->alloc(static_cast<size_t>(p.B) * H * 512);
-      *plan = (p.variant == 0 || p.variant == 3 || p.variant == 4) ? mla_decode_plan(ctx, H) : mqa_make_plan(ctx);
+      *plan = (p.variant == 0 || p.variant >= 3) ? mla_decode_plan(ctx, H) : mqa_make_plan(ctx);
       op->alloc(std::max<size_t>(1, mqa_part_floats(*plan, H)));
       lp->alloc(std::max<size_t>(1, mqa_lse_floats(*plan, H)));
       MqaArgs a;

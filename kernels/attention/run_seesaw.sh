@@ -7,6 +7,7 @@
 # Usage (repository root; binaries in $BUILD/kernels/attention):
 #   BUILD=build-attn OUT=/tmp/out SERVESIM_COMMIT=<sha> [POINTS=B:H:L,...] [SWEEP_S=150] [SWEEP_MIN=1.03 (v0/v4 median
 #   at H=128 above which the sweep runs)] [NCU=1] [NCU_EXTRA="--section SourceCounters --print-details all"] [SANITIZE=0]
+#   [VARIANTS="0 4 5" NEW=5 (the variant compared with 0 in the table and swept)] [NCU_VARIANTS="0 5"]
 #   bash kernels/attention/run_seesaw.sh
 # -> $OUT/run.log, $OUT/cmp.tar.gz (bench tables + logs of the comparison), $OUT/ncu.txt, $OUT/tables.tar.gz (sweep)
 set -uo pipefail
@@ -41,7 +42,7 @@ T0=$(date +%s)
   fi
   if [ "$RC" = 0 ]; then
     for rep in 1 2; do
-      for v in 0 4; do
+      for v in ${VARIANTS:-0 4}; do
         timeout 120 "$BIN/bench_attn" --out "$W/cmp_v${v}_r$rep" --only mla_decode --budget 60 --mla-decode-variant $v \
           --mla-decode-point "$POINTS" > "$W/compare_v${v}_r$rep.log" 2>&1
         echo "compare variant $v rep $rep exit $?"; grep -E "^  mla_decode" "$W/compare_v${v}_r$rep.log" | cut -c1-200
@@ -53,6 +54,11 @@ W = sys.argv[1]
 t = {}
 for f in glob.glob(os.path.join(W, "cmp_v*_r*", "mla_decode.json")):
     v = int(os.path.basename(os.path.dirname(f)).split("_")[1][1:])
+    NEWV = int(os.environ.get("NEW", "4"))
+    if v not in (0, NEWV):
+        continue
+    if v == NEWV:
+        v = 4  # the column "v4" below = the variant under test
     for r in json.load(open(f))["rows"]:
         s = r["shape"]
         k = (s["heads"], s["batch"], s["ctx_mean"])
@@ -72,18 +78,18 @@ open(os.path.join(W, "seesaw_faster"), "w").write("1" if ok else "0")
 PY
   fi
   if [ -n "${NCU:-}" ] && [ "$RC" = 0 ] && command -v ncu > /dev/null; then
-    for v in 0 4; do
+    for v in ${NCU_VARIANTS:-0 4}; do
       timeout 100 ncu --clock-control none -k regex:'mla_decode_(wgmma|seesaw)_kernel' -c 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
         --section Occupancy --section WarpStateStats --section ComputeWorkloadAnalysis --section SchedulerStats ${NCU_EXTRA:-} \
         "$BIN/bench_attn" --out "$W/ncu_v$v" --only mla_decode --budget 20 --mla-decode-variant $v --mla-decode-point 512:128:4096 > "$W/ncu_v$v.txt" 2>&1
       echo "ncu v$v exit $?"; grep -E "Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\)|Registers|Achieved Occ|Issue Slots|No Eligible|Stall|Tensor|Pipe" "$W/ncu_v$v.txt" | head -24
     done
-    cat "$W/ncu_v0.txt" "$W/ncu_v4.txt" > "$OUT/ncu.txt"
+    cat "$W"/ncu_v*.txt > "$OUT/ncu.txt"
   fi
   if [ "$RC" = 0 ] && [ "${SWEEP_S:-0}" != 0 ] && [ "$(cat "$W/seesaw_faster" 2>/dev/null)" = 1 ]; then
     echo "=== mla_decode sweep with variant 4 (${SWEEP_S} s)"
     timeout -k 5 $(( SWEEP_S + 40 )) "$BIN/bench_attn" --out "$W/tables" --only mla_decode \
-      --budget $(( SWEEP_S + 10 )) --share-scale $(awk "BEGIN{print ${SWEEP_S} / 70}") --mla-decode-variant 4 > "$W/bench_decode.log" 2>&1
+      --budget $(( SWEEP_S + 10 )) --share-scale $(awk "BEGIN{print ${SWEEP_S} / 70}") --mla-decode-variant ${NEW:-4} > "$W/bench_decode.log" 2>&1
     echo "bench exit $? after $(( $(date +%s) - T0 )) s"
     grep -E "^== |ratio" "$W/bench_decode.log" | head -30
   fi

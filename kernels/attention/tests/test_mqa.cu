@@ -72,7 +72,7 @@ void mla_case(const std::vector<int>& ctx, int force_split, int variant, int H =
   poison(dout.p, dout.n);
   poison(dlse.p, dlse.n);
   // variant 0 with no forced split uses its own wave-balanced plan (mla_decode_plan)
-  MqaPlan plan = ((variant == 0 || variant == 3 || variant == 4) && force_split == 0) ? mla_decode_plan(ctx, H)
+  MqaPlan plan = ((variant == 0 || variant >= 3) && force_split == 0) ? mla_decode_plan(ctx, H)
                                                                        : mqa_make_plan(ctx, 0, 256, force_split);
   opart.alloc(std::max<size_t>(1, mqa_part_floats(plan, H)));
   lpart.alloc(std::max<size_t>(1, mqa_lse_floats(plan, H)));
@@ -244,6 +244,20 @@ TEST(MlaDecode, WgmmaSeesaw) {
   mla_case({129, 1500, 31, 32, 95, 96}, 0, 4, 48, true);
   mla_case({5, 700, 2100}, 0, 4, 24);
   mla_case({64, 3000, 1, 128}, 0, 4, 12);
+}
+// variant 5: the seesaw with P0 V0 on both warpgroups right after softmax 0 (K0 released early)
+TEST(MlaDecode, WgmmaSeesawEarlyPv0) {
+  SKIP_WITHOUT_GPU();
+  mla_case({1, 2100, 64, 130, 33}, 0, 5, 128);
+  mla_case({1, 70, 700, 2100}, 0, 5, 96, true);
+  mla_case({3000, 77}, 256, 5, 128, true);
+  mla_case({129, 192, 191, 65, 128, 127}, 0, 5, 128, true);
+  mla_case({20000}, 0, 5, 64);
+  mla_case({9000}, 64, 5, 16);
+  mla_case({1, 300, 65}, 0, 5, 32, true);
+  mla_case({129, 1500, 31, 32, 95, 96}, 0, 5, 48, true);
+  mla_case({5, 700, 2100}, 0, 5, 24);
+  mla_case({64, 3000, 1, 128}, 0, 5, 12);
 }
 TEST(V4Attn, ShardedHeadCounts) {
   SKIP_WITHOUT_GPU();
