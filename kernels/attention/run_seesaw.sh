@@ -28,10 +28,10 @@ T0=$(date +%s)
   grep -E "attn-test|OK \]|FAILED|PASSED|Failure|Expected|Which is|error" "$W/test_mqa.log" | cut -c1-200
   echo "test_mqa exit $RC after $(( $(date +%s) - T0 )) s"
   if [ "$RC" = 0 ] && [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
-    timeout 150 compute-sanitizer --tool memcheck --print-limit 20 "$BIN/test_mqa" --gtest_filter='MlaDecode.WgmmaSeesaw' > "$W/memcheck.log" 2>&1
+    timeout 150 compute-sanitizer --tool memcheck --print-limit 20 "$BIN/test_mqa" --gtest_filter="${MEMCHECK_FILTER:-MlaDecode.WgmmaSeesaw}" > "$W/memcheck.log" 2>&1
     echo "memcheck exit $?: $(grep -E 'ERROR SUMMARY' "$W/memcheck.log" | tr '\n' ' ')"
     grep -E "Invalid|out of bounds" "$W/memcheck.log" | head -5
-    timeout 150 compute-sanitizer --tool synccheck "$BIN/test_mqa" --gtest_filter='MlaDecode.WgmmaSeesaw' > "$W/synccheck.log" 2>&1
+    timeout 150 compute-sanitizer --tool synccheck "$BIN/test_mqa" --gtest_filter="${MEMCHECK_FILTER:-MlaDecode.WgmmaSeesaw}" > "$W/synccheck.log" 2>&1
     echo "synccheck exit $?: $(grep -E 'ERROR SUMMARY' "$W/synccheck.log" | tr '\n' ' ')"
     echo "sanitizers done after $(( $(date +%s) - T0 )) s"
   fi
