@@ -68,7 +68,10 @@ struct MqaArgs {
 /// variant 4: "seesaw": tiles in pairs, S of the even tile on warpgroup 0 and of the odd one on
 ///   warpgroup 1 at once, each warpgroup's softmax overlapping the other's GEMMs, P over the RoPE
 ///   column block of its own stage, per-column-block mbarriers and per-half stage release (same
-///   plan, page_size % 64 == 0; mqa.cu wgs namespace).
+///   plan, page_size % 64 == 0; mqa.cu wgs namespace). Measured 1.00-1.06x variant 0 at 128 heads,
+///   0.96-1.00x below (NOTES.md, issue 12 fourth session): not the default.
+/// variant 5: variant 4 with both P0 V0 halves issued right after softmax 0 (K0 released early);
+///   no faster than variant 0 (same notes).
 /// variant 1 / 2: the earlier mma.sync kernel with 32-row / 64-row tiles (heads in groups of 48,
 ///   32 or 16; variant 1 needs H % 48 == 0, else it runs variant 2's configuration).
 void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0, int variant = 0);
