@@ -30,9 +30,10 @@ double quantile(std::vector<double> v, double q) {
 // How far a run is from the SLO's edge: its larger p99 over its bound (1 = on the edge).
 double margin(const Point& p, const CapacityArgs& a) { return std::max(p.ttft_p99_s / a.ttft_p99_s, p.tpot_p99_s / a.tpot_p99_s); }
 // A run whose margin is outside [1 / (1 + kEdge), 1 + kEdge] is taken to keep its verdict under
-// another seed: the seed-to-seed spread of TTFT p99 measured at 10,000 K3 sessions on H200 near the
-// edge was up to 15% (README "servesim capacity"); 25% leaves room.
-constexpr double kEdge = 0.25;
+// another seed: near the edge at 10,000 stationary sessions, TTFT p99 over seeds 11-13 was 8.5, 11.2
+// and 7.3 s at the K3 answer and 17.8, 21.3 and 22.6 s at the V4-Pro answer (README "Measured
+// performance"): a spread of up to ~1.3x; 1.5x leaves room.
+constexpr double kEdge = 0.5;
 bool near_edge(const Point& p, const CapacityArgs& a) {
   if (!p.ok && (p.why != "TTFT" && p.why != "TPOT")) return false;  // nothing completed, rejections: far
   const double m = margin(p, a);
