@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 namespace servesim {
@@ -162,6 +163,26 @@ class StepCostModel {
   std::vector<std::unique_ptr<ExpertLoad>> loads_;  // per ffn kind (null: dense)
   int main_moe_ = -1;                              // ffn kind whose load StepTime reports
   mutable std::vector<Op> scratch_;
+  // One FFN layer's priced parts, a pure function of (ffn kind, micro-batches, Tm, Tt, sample):
+  // finish() memoises them (decode steps repeat the same token counts and samples millions of
+  // times). Cleared when it reaches kFfnMemoMax entries; values are bit-for-bit what pricing gives.
+  struct FfnKey {
+    int ffn, mb, sample;
+    double tm, tt;
+    bool operator==(const FfnKey& o) const { return ffn == o.ffn && mb == o.mb && sample == o.sample && tm == o.tm && tt == o.tt; }
+  };
+  struct FfnKeyHash {
+    size_t operator()(const FfnKey& k) const;
+  };
+  struct FfnLayer {
+    double ffn = 0, ffn_extra = 0, comm = 0, a2a_dispatch = 0, a2a_combine = 0;
+    int kernels = 0;
+    Provenance source = Provenance::roofline;
+    std::uint32_t extrapolated_ops = 0;
+  };
+  static constexpr size_t kFfnMemoMax = size_t{1} << 18;
+  mutable std::unordered_map<FfnKey, FfnLayer, FfnKeyHash> ffn_memo_;
+  const FfnLayer& ffn_layer(int f, double mb, double Tm, double Tt, int sample) const;
   double sum_ops(const std::vector<Op>& ops, StepTime& st, double& extra) const;
   double host_seconds(int kernels, double gpu_s, int syncs) const;
 };

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 namespace servesim {
@@ -93,6 +94,45 @@ double StepCostModel::host_seconds(int kernels, double gpu_s, int syncs) const {
   return h + std::max(0.0, kernels * shape_.kernel_launch_s - gpu_s) + syncs * shape_.kernel_launch_s;
 }
 
+size_t StepCostModel::FfnKeyHash::operator()(const FfnKey& k) const {
+  std::uint64_t a, b;
+  static_assert(sizeof(double) == sizeof(std::uint64_t));
+  std::memcpy(&a, &k.tm, sizeof a), std::memcpy(&b, &k.tt, sizeof b);
+  std::uint64_t h = a * 0x9E3779B97F4A7C15ULL ^ (b + 0x632BE59BD9B4E019ULL);
+  h ^= (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.ffn)) << 40) ^ (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.sample)) << 8) ^
+       static_cast<std::uint64_t>(k.mb);
+  h ^= h >> 29, h *= 0xBF58476D1CE4E5B9ULL, h ^= h >> 32;
+  return static_cast<size_t>(h);
+}
+
+// The FFN half of one layer pair (what finish() adds per layer before composing it with the
+// attention): the FFN ops at the sampled load with their attention-TP all-reduce, and the EP
+// all-to-all (time and the busiest GPU's NIC bytes of dispatch and combine).
+const StepCostModel::FfnLayer& StepCostModel::ffn_layer(int f, double mb, double Tm, double Tt, int sample) const {
+  const FfnKey key{f, static_cast<int>(mb), sample, Tm, Tt};
+  if (auto it = ffn_memo_.find(key); it != ffn_memo_.end()) return it->second;
+  if (ffn_memo_.size() >= kFfnMemoMax) ffn_memo_.clear();
+  const FfnSpec& spec = model_.ffn_kinds[static_cast<size_t>(f)];
+  const double load = expert_load(f, Tt, sample);
+  FfnLayer l;
+  StepTime st;
+  st.source = static_cast<Provenance>(0);
+  double extra = 0;
+  scratch_.clear();
+  ffn_ops(f, Tm / mb, Tt / mb, scratch_, load);
+  l.ffn = mb * sum_ops(scratch_, st, extra);
+  l.ffn_extra = mb * extra;
+  for (const auto& o : scratch_) l.kernels += kernels_of(o);
+  if (spec.op == FfnOp::dense || spec.shared_experts > 0) l.ffn += allreduce_time(fabric_, shape_.attn_tp, Tm * model_.hidden * kAct);
+  l.comm = moe_comm_s(f, Tm, Tt, load);
+  if (l.comm > 0) {
+    l.a2a_dispatch = moe_alltoall_load(f, Tm, Tt, spec.dispatch_dtype, load).inter_bytes;
+    l.a2a_combine = moe_alltoall_load(f, Tm, Tt, spec.combine_dtype, load).inter_bytes;
+  }
+  l.source = st.source, l.extrapolated_ops = st.extrapolated_ops;
+  return ffn_memo_.emplace(key, l).first->second;
+}
+
 StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) const {
   StepTime st;
   st.source = parts.source, st.extrapolated_ops = parts.extrapolated_ops;
@@ -108,18 +148,13 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
   int kernels = 0, syncs = 0;
   // `count` layers of pair p with Tm / Tt tokens (busiest rank / instance) in their FFN
   auto add_layers = [&](const LayerPair& p, double Tm, double Tt, int count) {
-    const FfnSpec& f = model_.ffn_kinds[static_cast<size_t>(p.ffn)];
-    const double load = expert_load(p.ffn, Tt, sample);
-    scratch_.clear();
-    ffn_ops(p.ffn, Tm / mb, Tt / mb, scratch_, load);
-    double ffn = mb * sum_ops(scratch_, st, extra);
-    const double ffn_extra = mb * extra;
-    int k = 0;
-    for (const auto& o : scratch_) k += kernels_of(o);
-    if (f.op == FfnOp::dense || f.shared_experts > 0) ffn += allreduce_time(fabric_, shape_.attn_tp, Tm * model_.hidden * kAct);
-    const double comm = moe_comm_s(p.ffn, Tm, Tt, load);
+    const FfnLayer& l = ffn_layer(p.ffn, mb, Tm, Tt, sample);
+    st.source = worse(st.source, l.source), st.extrapolated_ops |= l.extrapolated_ops;
+    const double ffn = l.ffn, ffn_extra = l.ffn_extra, comm = l.comm;
+    const int k = l.kernels;
     if (comm > 0) {
-      for (DType m : {f.dispatch_dtype, f.combine_dtype}) st.a2a_inter_bytes_gpu += count * moe_alltoall_load(p.ffn, Tm, Tt, m, load).inter_bytes;
+      st.a2a_inter_bytes_gpu += count * l.a2a_dispatch;
+      st.a2a_inter_bytes_gpu += count * l.a2a_combine;
       if (normal) syncs += count * static_cast<int>(mb);
     }
     const double compute = parts.attn[static_cast<size_t>(p.attention)] + ffn;

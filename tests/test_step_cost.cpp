@@ -161,3 +161,38 @@ TEST(StepCost, TwoBatchOverlapNeedsTwoTokensPerRankInDecode) {
   EXPECT_GT(plain.step(one, Phase::decode).comm_s, 0);
   EXPECT_DOUBLE_EQ(tbo.step(one, Phase::decode).total_s, plain.step(one, Phase::decode).total_s);
 }
+
+// finish() memoises each FFN layer's priced parts by (FFN kind, micro-batches, tokens, expert-load
+// sample): what it returns must not depend on what was priced before. A model that priced another
+// sample, or the same token counts split into two micro-batches (prefill with two-batch overlap),
+// gives bit-for-bit what a fresh model gives; and the samples really do price differently, so a key
+// that dropped the sample or the micro-batch count would fail here.
+TEST(StepCost, FinishIsTheSameWhateverWasPricedBefore) {
+  const ModelSpec m = test::model("deepseek-v4-pro");
+  auto cost = std::make_shared<RooflineCostModel>(test::gpu("h200"));
+  InstanceShape shape{16, 1, 0, 0.0, true};
+  shape.expert_skew = true;
+  auto same = [](const StepTime& a, const StepTime& b) {
+    EXPECT_EQ(a.total_s, b.total_s);
+    EXPECT_EQ(a.ffn_s, b.ffn_s);
+    EXPECT_EQ(a.comm_s, b.comm_s);
+    EXPECT_EQ(a.comm_total_s, b.comm_total_s);
+    EXPECT_EQ(a.a2a_inter_bytes_gpu, b.a2a_inter_bytes_gpu);
+    EXPECT_EQ(a.expert_load, b.expert_load);
+  };
+  const std::vector<std::vector<SeqWork>> four(16, std::vector<SeqWork>(4, {1, 4000, true}));
+  const std::vector<std::vector<SeqWork>> one(16, {{1, 4000, true}});
+  StepCostModel fresh(m, cost, FabricParams{}, shape, 0.0), used(m, cost, FabricParams{}, shape, 0.0);
+  const StepParts p4 = fresh.attention_part(four, Phase::decode);
+  const StepTime s3 = used.finish(p4, Phase::decode, 3), s5_after = used.finish(p4, Phase::decode, 5);
+  const StepTime s5 = fresh.finish(p4, Phase::decode, 5);
+  EXPECT_NE(s3.total_s, s5.total_s);  // the samples are different loads
+  same(s5_after, s5);
+  // one token per rank: decode cannot split it (one micro-batch), prefill with overlap does (two)
+  StepCostModel fresh2(m, cost, FabricParams{}, shape, 0.0);
+  const StepTime pre = used.finish(used.attention_part(one, Phase::prefill), Phase::prefill, 5);
+  const StepTime dec_after = used.finish(used.attention_part(one, Phase::decode), Phase::decode, 5);
+  const StepTime dec = fresh2.finish(fresh2.attention_part(one, Phase::decode), Phase::decode, 5);
+  EXPECT_NE(pre.ffn_s, dec.ffn_s);
+  same(dec_after, dec);
+}
