@@ -198,21 +198,23 @@ WeightsPerGpu weights_per_gpu(const ModelSpec& m, int ep, int attn_tp, int redun
 namespace {
 
 // KV bytes of one layer of kind a: {per token (average), fixed per sequence} on one GPU, TP 1.
-KvLayerRow kv_layer(const AttentionSpec& a, int hidden) {
+// with_note = false skips the kind's name and the wording (the engine asks per request and per
+// transfer: building strings there cost more than the arithmetic).
+KvLayerRow kv_layer(const AttentionSpec& a, int hidden, bool with_note = true) {
   KvLayerRow r;
-  r.kind = a.name;
+  if (with_note) r.kind = a.name;
   switch (a.op) {
     case AttentionOp::kda: {
       const double hd = static_cast<double>(a.heads) * a.head_dim;
       const double state = hd * a.head_dim * bytes_per_element(a.state_dtype);
       const double conv = 3 * hd * (a.conv_kernel - 1) * kBf16;  // q/k/v conv windows of K-1 columns
       r.per_seq_bytes_per_layer = state + conv;
-      r.note = "recurrent state [H,D,D] " + std::string(to_string(a.state_dtype)) + " + conv state (K-1 columns of q/k/v, bf16)";
+      if (with_note) r.note = "recurrent state [H,D,D] " + std::string(to_string(a.state_dtype)) + " + conv state (K-1 columns of q/k/v, bf16)";
       break;
     }
     case AttentionOp::mla:
       r.per_token_bytes_per_layer = mla_latent_bytes(a);
-      r.note = std::to_string(a.kv_lora_rank + a.qk_rope_dim) + "-value latent, " + std::string(to_string(a.kv_dtype));
+      if (with_note) r.note = std::to_string(a.kv_lora_rank + a.qk_rope_dim) + "-value latent, " + std::string(to_string(a.kv_dtype));
       break;
     case AttentionOp::csa:
     case AttentionOp::hca:
@@ -227,7 +229,7 @@ KvLayerRow kv_layer(const AttentionSpec& a, int hidden) {
         if (a.indexer_heads > 0) comp += 2.0 * a.compress_ratio * coff * a.indexer_head_dim * 4;
       }
       r.per_seq_bytes_per_layer = window + comp;
-      r.note = a.compress_ratio > 0 ? "1 entry of " + std::to_string(static_cast<int>(a.kv_entry_bytes)) + " B" +
+      if (with_note) r.note = a.compress_ratio > 0 ? "1 entry of " + std::to_string(static_cast<int>(a.kv_entry_bytes)) + " B" +
                                           (a.indexer_heads > 0 ? " + indexer key " + std::to_string(static_cast<int>(a.indexer_entry_bytes)) + " B" : "") +
                                           " per " + std::to_string(a.compress_ratio) + " tokens; window " +
                                           std::to_string(a.window_tokens) + " entries + compressor state"
@@ -255,7 +257,7 @@ KvFootprint kv_footprint(const ModelSpec& m, int attn_tp) {
   KvFootprint f;
   for (size_t i = 0; i < m.attention_kinds.size(); ++i) {
     const AttentionSpec& a = m.attention_kinds[i];
-    const KvLayerRow r = kv_layer(a, m.hidden);
+    const KvLayerRow r = kv_layer(a, m.hidden, false);
     const int n = m.count_attention(static_cast<int>(i));
     const double shard = a.op == AttentionOp::kda ? attn_tp : 1;
     f.per_token_bytes += n * r.per_token_bytes_per_layer;
@@ -270,7 +272,7 @@ double kv_bytes(const ModelSpec& m, long long L, int attn_tp) {
     const AttentionSpec& a = m.attention_kinds[i];
     const int n = m.count_attention(static_cast<int>(i));
     if (n == 0) continue;
-    const KvLayerRow r = kv_layer(a, m.hidden);
+    const KvLayerRow r = kv_layer(a, m.hidden, false);
     if (a.op == AttentionOp::kda) {
       b += n * r.per_seq_bytes_per_layer / attn_tp;
     } else if (a.op == AttentionOp::mla) {
@@ -289,7 +291,7 @@ double resume_state_bytes(const ModelSpec& m, int attn_tp, int block_tokens) {
     const AttentionSpec& a = m.attention_kinds[i];
     const int n = m.count_attention(static_cast<int>(i));
     if (n == 0 || a.op == AttentionOp::mla) continue;
-    const KvLayerRow r = kv_layer(a, m.hidden);
+    const KvLayerRow r = kv_layer(a, m.hidden, false);
     if (a.op == AttentionOp::kda) {
       b += n * r.per_seq_bytes_per_layer / attn_tp;
       continue;

@@ -80,7 +80,7 @@ void DecodePool::enqueue(ReqState* r) {
 // Admission on a decode rank: the head of the queue takes a rank with room for its whole KV
 // (prompt + output); FIFO: while it waits, so do those behind it.
 void DecodePool::dispatch_pending() {
-  std::vector<DecodeCandidate> cand;
+  std::vector<DecodeCandidate>& cand = cand_;
   while (!pending_.empty()) {
     ReqState* r = pending_.front();
     const double need = r->kv_whole_bytes;

@@ -201,6 +201,7 @@ class DecodePool {
   Engine& e_;
   std::vector<Instance> inst_;
   std::deque<ReqState*> pending_;  // prefilled, waiting for KV room on a decode rank
+  std::vector<DecodeCandidate> cand_;  // dispatch_pending's scratch (kept to avoid an allocation per call)
   long long steps_for(long long tokens);
   long long made(const Instance& q, const ReqState* r) const;
   std::unique_ptr<DecodeBatcher> batcher_;
