@@ -36,7 +36,9 @@ enum class RequestStatus { completed, rejected, in_flight };
 struct RequestRecord {
   std::uint64_t id = 0;
   RequestStatus status = RequestStatus::in_flight;
-  std::string reason;          ///< rejected: why; in_flight: the phase it was in at the horizon
+  /// rejected: why, as "class" or "class: this request's figures" (summary.json counts by class);
+  /// in_flight: the phase it was in at the horizon
+  std::string reason;
   double arrival_s = 0;
   double admit_s = -1;                              ///< KV reserved on a prefill rank
   double load_start_s = -1, load_end_s = -1;        ///< load-back of the session's KV from L2/L3

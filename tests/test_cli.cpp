@@ -339,6 +339,6 @@ TEST(Cli, TheEnginesContextCheckCannotOverflow) {
   sim.run();
   ASSERT_EQ(rec.by_id.size(), 2u);
   EXPECT_EQ(rec.by_id.at(0).status, RequestStatus::rejected);
-  EXPECT_EQ(rec.by_id.at(0).reason, "context 9223372036854775807 tokens exceeds the model's 4096");
+  EXPECT_EQ(rec.by_id.at(0).reason, "context exceeds the model's 4096 tokens: 9223372036854775807 tokens");
   EXPECT_EQ(rec.by_id.at(1).status, RequestStatus::completed) << rec.by_id.at(1).reason;
 }

@@ -282,9 +282,27 @@ TEST(Numbers, AContextOfExactlyTheModelsMaximumIsServed) {
   const RunTotals t = sim.run();
   EXPECT_EQ(rec.by_id.at(0).status, RequestStatus::completed);
   EXPECT_EQ(rec.by_id.at(1).status, RequestStatus::rejected);
-  EXPECT_EQ(rec.by_id.at(1).reason, "context 4097 tokens exceeds the model's 4096");
+  EXPECT_EQ(rec.by_id.at(1).reason, "context exceeds the model's 4096 tokens: 4097 tokens");
   EXPECT_EQ(t.completed, 1);
   EXPECT_EQ(t.rejected, 1);
+}
+
+// summary.json counts rejections by the reason's class (the text before ": "): three oversized
+// requests of three different contexts and one over the decode KV budget make two classes, 3 + 1.
+TEST(Numbers, RejectionsAreCountedByTheirReasonsClass) {
+  MetricsCollector m({2.0, 0.1}, 1, 1);
+  for (const char* why : {"context exceeds the model's 4096 tokens: 4097 tokens", "context exceeds the model's 4096 tokens: 5000 tokens",
+                          "context exceeds the model's 4096 tokens: 9223372036854775807 tokens", "prompt+output KV exceeds a decode rank's KV budget"}) {
+    RequestRecord r;
+    r.status = RequestStatus::rejected, r.reason = why;
+    m.on_request(r);
+  }
+  m.on_end(1);
+  const auto& by = m.summary().rejected_reasons;
+  ASSERT_EQ(by.size(), 2u);
+  EXPECT_EQ(by.at("context exceeds the model's 4096 tokens"), 3);
+  EXPECT_EQ(by.at("prompt+output KV exceeds a decode rank's KV budget"), 1);
+  EXPECT_EQ(m.summary().rejected, 4);
 }
 
 // A request still decoding at the horizon reports the tokens it has: the prefill's one plus one per

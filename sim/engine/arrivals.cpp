@@ -97,7 +97,7 @@ bool Arrivals::reject_impossible(ReqState* r) {
   const DeploymentSpec& d = e_.d;
   const long long ctx = r->req.input_tokens > std::numeric_limits<long long>::max() - r->req.output_tokens ? std::numeric_limits<long long>::max() : r->req.input_tokens + r->req.output_tokens;  // saturates: no overflow
   if (ctx > d.model.max_context_tokens) {
-    end_request(r, RequestStatus::rejected, "context " + std::to_string(ctx) + " tokens exceeds the model's " + std::to_string(d.model.max_context_tokens));
+    end_request(r, RequestStatus::rejected, "context exceeds the model's " + std::to_string(d.model.max_context_tokens) + " tokens: " + std::to_string(ctx) + " tokens");
     return true;
   }
   r->kv_prompt_bytes = kv_bytes(d.model, r->req.input_tokens, d.prefill.attn_tp);  // computed once per request

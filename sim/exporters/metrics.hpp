@@ -27,6 +27,7 @@ struct Summary {
   double warmup_s = 0;
   long long warmup_arrived = 0, warmup_completed = 0, warmup_rejected = 0, warmup_in_flight = 0;
   long long arrived = 0, completed = 0, rejected = 0, in_flight = 0;
+  /// rejected_reasons: by the reason's class (RequestRecord::reason before ": "); in_flight_phases: by phase
   std::map<std::string, long long> rejected_reasons, in_flight_phases;
   Percentiles ttft_s, tpot_s, e2e_s;
   /// TTFT over completed requests and those in flight at the end: an in-flight request with a
