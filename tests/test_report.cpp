@@ -3,6 +3,7 @@
 // command's exit status on a folder that is no run's or sweep's output.
 #include "cli_run.hpp"
 #include "sim/exporters/report/report.hpp"
+#include "sim/exporters/report/slo.hpp"
 
 #include <gtest/gtest.h>
 
@@ -245,4 +246,25 @@ TEST(Report, LatencyCdfsLeaveOutTheWarmUpAndRefuseBadCells) {
   write(d / "short.csv", head + "0,completed,1.0\n");
   EXPECT_THROW(rp::read_latencies((d / "short.csv").string()), rp::ReportError);
   fs::remove_all(d);
+}
+
+// The SLO test capacity and the sweep report share (slo.hpp), bound by bound on a hand-made entry:
+// 1,000 arrived, 10 rejected (1.0%: allowed, 11 is not), TTFT p99 with in-flight 2,000 ms, TPOT p99 50 ms.
+TEST(Report, SloTestIsCapacitysTest) {
+  auto dep = [](long long completed, long long rejected, double ttft_ms, double tpot_ms) {
+    return ojson{{"requests", {{"arrived", 1000}, {"completed", completed}, {"rejected", rejected}}},
+                 {"latency", {{"ttft_with_in_flight", {{"p99_ms", ttft_ms}, {"in_flight_without_first_token", 3}}}, {"tpot", {{"p99_ms", tpot_ms}}}}}};
+  };
+  auto v = servesim::judge_slo(dep(900, 10, 2000, 50), 2.0, 0.05, 0.01);
+  EXPECT_TRUE(v.ok) << v.why;  // on every bound exactly
+  EXPECT_DOUBLE_EQ(v.ttft_p99_s, 2.0);
+  EXPECT_EQ(v.waiting, 3);
+  EXPECT_EQ(servesim::judge_slo(dep(900, 11, 2000, 50), 2.0, 0.05, 0.01).why, "11 rejected");
+  EXPECT_EQ(servesim::judge_slo(dep(900, 0, 2001, 50), 2.0, 0.05, 0.01).why, "TTFT");
+  EXPECT_EQ(servesim::judge_slo(dep(900, 0, 2000, 50.1), 2.0, 0.05, 0.01).why, "TPOT");
+  EXPECT_EQ(servesim::judge_slo(dep(0, 0, 1, 1), 2.0, 0.05, 0.01).why, "nothing completed in the window");
+  // no TPOT figure (null p99): a miss, not a pass
+  ojson no_tpot = dep(900, 0, 1000, 10);
+  no_tpot["latency"]["tpot"]["p99_ms"] = nullptr;
+  EXPECT_EQ(servesim::judge_slo(no_tpot, 2.0, 0.05, 0.01).why, "TPOT");
 }
