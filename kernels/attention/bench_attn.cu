@@ -11,6 +11,8 @@
 // mla_decode variant of the main grid (default 0; 3 = 32-token tiles, 4 stages, overlapped).
 // mla_decode_fp8kv (mla_fp8.cuh: FP8 latent cache, the mla_decode grid) runs with no --only or when
 // named exactly (--only mla_decode runs the BF16 op alone).
+// --mla-prefill-variant V[,V...]: mla_prefill variants (0 bm64, 1 bm128, 2 wgmma_tma_bm128_bn128); the
+// first is the main grid's kernel; --mla-prefill-point N:P:H[,...]: only these points, every listed variant.
 // --mla-heads: heads per GPU of the mla_prefill sweep (default 96; attention TP t gives 96/t). The
 // (chunk, prefix) grid is bounded by 6e13 FLOP and 40 GB of K/V at the swept head count.
 // --proj-gemms: with --proj-tp, only these K3 projections (e.g. kv_b, which the MLA prefill op runs
@@ -69,6 +71,8 @@ std::vector<int> MLA_HEADS = {96};  // --mla-heads
 std::vector<int> MLA_DECODE_HEADS = {128, 64, 48, 32, 24, 16, 12};  // --mla-decode-heads
 bool MLA_DECODE_LEGACY = true;      // --mla-decode-no-legacy
 int MLA_DECODE_VARIANT = 0;         // --mla-decode-variant (the kernel of the main grid)
+std::vector<int> MLA_PREFILL_VARIANTS = {0};  // --mla-prefill-variant V[,V..]: the first is the main grid's kernel
+std::vector<std::array<int, 3>> MLA_PREFILL_POINTS;  // --mla-prefill-point N:P:H[,...]: only these, every variant
 std::vector<std::array<int, 3>> MLA_DECODE_POINTS;  // --mla-decode-point B:H:L[,B:H:L...]
 std::vector<int> PROJ_TP;           // --proj-tp
 std::set<std::string> PROJ_GEMMS;   // --proj-gemms (empty: all)
@@ -626,9 +630,15 @@ void bench_mla_prefill() {
         const double mem = (Pf + N) * static_cast<double>(H) * 320 * 2;
         if (fl <= 6e13 && mem <= 40e9) pts.push_back({static_cast<int>(N), Pf, 0, H});
       }
-    if (H == 96)
+    for (auto& pt : pts) pt.variant = MLA_PREFILL_VARIANTS[0];
+    if (H == 96 && MLA_PREFILL_VARIANTS[0] == 0)
       for (auto pr : std::vector<std::pair<int, long>>{{4096, 0}, {8192, 16384}, {16384, 0}, {2048, 65536}})
         pts.push_back({pr.first, pr.second, 1, H});
+  }
+  if (!MLA_PREFILL_POINTS.empty()) {  // --mla-prefill-point: only these (N, P, H), every listed variant
+    pts.clear();
+    for (const auto& q : MLA_PREFILL_POINTS)
+      for (int v : MLA_PREFILL_VARIANTS) pts.push_back({q[0], q[1], v, q[2]});
   }
   std::stable_sort(pts.begin(), pts.end(), [](const P& a, const P& b) {
     return 1.0 * a.H * a.N * (a.Pfx + a.N / 2.0) < 1.0 * b.H * b.N * (b.Pfx + b.N / 2.0);
@@ -641,7 +651,7 @@ void bench_mla_prefill() {
     auto q = std::make_shared<std::vector<DevBuf<bf16>>>();
     auto kv = std::make_shared<std::vector<DevBuf<bf16>>>();
     auto out = std::make_shared<DevBuf<bf16>>();
-    r.point(p.variant ? "bm128" : "bm64", {{"chunk", p.N}, {"prefix", p.Pfx}, {"heads", H}, {"d_qk", 192}, {"d_v", 128}},
+    r.point(mla_prefill_variant_name(p.variant), {{"chunk", p.N}, {"prefix", p.Pfx}, {"heads", H}, {"d_qk", 192}, {"d_v", 128}},
             {{"qkv", "bf16"}, {"out", "bf16"}}, flops, bytes, [=]() {
               const int ns = nsets(bytes, 16);
               q->resize(ns); kv->resize(ns);
@@ -1259,6 +1269,20 @@ int main(int argc, char** argv) {
     else if (a == "--mla-decode-heads" && i + 1 < argc) MLA_DECODE_HEADS = int_list(argv[++i]);
     else if (a == "--mla-decode-no-legacy") MLA_DECODE_LEGACY = false;
     else if (a == "--mla-decode-variant" && i + 1 < argc) MLA_DECODE_VARIANT = std::atoi(argv[++i]);
+    else if (a == "--mla-prefill-variant" && i + 1 < argc) MLA_PREFILL_VARIANTS = int_list(argv[++i]);
+    else if (a == "--mla-prefill-point" && i + 1 < argc) {
+      std::string all = argv[++i];
+      size_t pos = 0;
+      while (pos <= all.size()) {
+        const size_t c = all.find(',', pos);
+        const std::string t = all.substr(pos, c == std::string::npos ? std::string::npos : c - pos);
+        std::array<int, 3> v{};
+        if (std::sscanf(t.c_str(), "%d:%d:%d", &v[0], &v[1], &v[2]) != 3) { std::fprintf(stderr, "bad --mla-prefill-point %s\n", t.c_str()); return 2; }
+        MLA_PREFILL_POINTS.push_back(v);
+        if (c == std::string::npos) break;
+        pos = c + 1;
+      }
+    }
     else if (a == "--mla-decode-point" && i + 1 < argc) {
       std::stringstream ss(argv[++i]);
       for (std::string t; std::getline(ss, t, ',');) {

@@ -205,8 +205,17 @@ void mla_prefill(const MhaPrefillArgs& a, cudaStream_t s, int variant) {
   if (!a.q || !a.k || !a.v || !a.out) throw std::invalid_argument("mla_prefill: null pointer");
   if (variant == 0)
     launch_pf<64>(a, s);
-  else
+  else if (variant == 1)
     launch_pf<128>(a, s);
+  else if (variant >= 2 && variant <= 4)
+    mla_prefill_wgmma(a, s, variant - 2);
+  else
+    throw std::invalid_argument("mla_prefill: unknown variant");
+}
+
+const char* mla_prefill_variant_name(int variant) {
+  return variant == 0 ? "bm64" : variant == 1 ? "bm128" : variant == 2 ? "wgmma_tma_bm128_bn128"
+         : variant == 3 ? "wgmma_tma_bm128_bn128_overlap" : variant == 4 ? "wgmma_tma_bm128_bn128_pingpong" : "unknown";
 }
 
 }  // namespace servesim::attn

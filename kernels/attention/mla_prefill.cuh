@@ -17,7 +17,14 @@ struct MhaPrefillArgs {
   int N = 0, P = 0, H = 0;
   float sm_scale = 0.07216878364870322f;  // 1/sqrt(192)
 };
-/// variant 0: 64 query rows per block (4 warps), 1: 128 query rows per block (8 warps).
+/// variant 0: 64 query rows per block (4 warps), 1: 128 query rows per block (8 warps) (both
+/// mma.sync, FlashAttention-2 style); 2-4: sm_90a wgmma + TMA, 128 query rows x 128-key tiles, a
+/// producer warpgroup and two consumer warpgroups (mla_prefill_wg.cu; need 16-byte aligned q/k/v):
+/// 2 = GEMMs and softmax in sequence, 3 = softmax of S_j overlapping P_{j-1} V_{j-1} (FA3's
+/// intra-warpgroup overlap), 4 = 3 plus the ping-pong of the two consumer warpgroups.
 void mla_prefill(const MhaPrefillArgs& a, cudaStream_t s = 0, int variant = 0);
+void mla_prefill_wgmma(const MhaPrefillArgs& a, cudaStream_t s, int mode);  // mode = variant - 2
+/// Table name of a variant: "bm64", "bm128", "wgmma_tma_bm128_bn128", "..._overlap", "..._pingpong".
+const char* mla_prefill_variant_name(int variant);
 
 }  // namespace servesim::attn

@@ -3,6 +3,7 @@
 
   python3 kernels/attention/torch_ref.py --out DIR [--budget S] [--ops mla_prefill,absorb] [--quick]
                                         [--heads 96,48,24,12] [--skip-existing TABLE.json]
+                                        [--points N:P:H,...] [--prefill-backends cudnn,flash]
 
 mla_prefill: the MHA-form MLA prefill core (causal chunk of N queries over a cached prefix of P,
   d_qk 192, d_v 128, H heads) through PyTorch's cuDNN fused attention, at the (chunk, prefix, heads)
@@ -183,6 +184,37 @@ def prefill_split(q, k, v, P):
     return ((o1.float() * w1 + o2.float() * w2) / (w1 + w2)).to(torch.bfloat16)
 
 
+def flash_attn(q, k, v, causal):
+    r = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=SCALE)
+    return r[0], r[1]
+
+
+def pad_v(v):
+    """[1, H, T, 128] -> [1, H, T, 192] zero-padded (the flash backend needs d_v == d_qk)."""
+    vp = torch.zeros(v.shape[0], v.shape[1], v.shape[2], 192, device=v.device, dtype=v.dtype)
+    vp[..., :128] = v
+    return vp
+
+
+def flash_single(q, k, vp, P):
+    from torch.nn.attention import sdpa_kernel, SDPBackend
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+        return F.scaled_dot_product_attention(q, k, vp, is_causal=True, scale=SCALE)[..., :128]
+
+
+def flash_split(q, k, vp, P):
+    if P == 0:
+        return flash_single(q, k, vp, 0)
+    o1, l1 = flash_attn(q, k[:, :, :P], vp[:, :, :P], False)
+    o2, l2 = flash_attn(q, k[:, :, P:], vp[:, :, P:], True)
+    l1 = l1.reshape(o1.shape[:-1]).float()
+    l2 = l2.reshape(o2.shape[:-1]).float()
+    m = torch.maximum(l1, l2)
+    w1 = torch.exp(l1 - m).unsqueeze(-1)
+    w2 = torch.exp(l2 - m).unsqueeze(-1)
+    return ((o1[..., :128].float() * w1 + o2[..., :128].float() * w2) / (w1 + w2)).to(torch.bfloat16)
+
+
 def ref_prefill(q, k, v, P):
     qf, kf, vf = q.double(), k.double(), v.double()
     N, T = q.shape[2], k.shape[2]
@@ -215,6 +247,30 @@ def bench_prefill(args, gi, commit, out):
     print(f"cuDNN causal flag bottom-right with a prefix: {single_ok}; split path correct: {split_ok}", flush=True)
     fn = prefill_single if single_ok else prefill_split
     variant = "torch_sdpa_cudnn" if single_ok else "torch_sdpa_cudnn_split"
+    ffn = None
+    if "flash" in args.prefill_backends:
+        fchecks = {}
+        for (N, P, H) in [(200, 0, 4), (128, 300, 4), (256, 1024, 2)]:
+            T = N + P
+            qb = torch.empty(N * H * 192, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1)
+            kvb = torch.empty(T * H * 320, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1)
+            q, k, v = views(qb, kvb, N, T, H)
+            ref = ref_prefill(q, k, v, P)
+            try:
+                e1 = rel(flash_single(q, k, pad_v(v), P), ref)
+                e2 = rel(flash_split(q, k, pad_v(v), P), ref)
+            except Exception as e:
+                print(f"flash backend unavailable: {str(e)[:200]}", flush=True)
+                e1 = e2 = float("inf")
+            fchecks[f"N{N}_P{P}_H{H}"] = {"single_call": e1, "split": e2}
+            print(f"flash check N={N} P={P} H={H}: single-call rel err {e1:.2e}, split {e2:.2e}", flush=True)
+        f_single = all(c["single_call"] < 1e-2 for c in fchecks.values())
+        f_split = all(c["split"] < 1e-2 for c in fchecks.values())
+        print(f"flash causal flag bottom-right with a prefix: {f_single}; split path correct: {f_split}", flush=True)
+        if f_single or f_split:
+            ffn = flash_single if f_single else flash_split
+            fvariant = "torch_sdpa_flash_padv" if f_single else "torch_sdpa_flash_padv_split"
+        checks["flash"] = fchecks
     tab = Table("mla_prefill", "kimi-k3",
                 "K3 MLA prefill attention core in MHA mode (d_qk 192, d_v 128), causal chunk of N over a prefix of P, "
                 "through PyTorch's cuDNN fused attention (library reference beside servesim's mla_prefill; see "
@@ -230,6 +286,8 @@ def bench_prefill(args, gi, commit, out):
                     pts.append((N, Pf, H))
     if args.quick:
         pts = [p for p in pts if (p[0], p[1]) in {(4096, 0), (8192, 0), (8192, 16384), (2048, 65536), (16384, 0)}]
+    if args.points:
+        pts = [tuple(int(x) for x in t.split(":")) for t in args.points.split(",")]
     if args.skip_existing and os.path.exists(args.skip_existing):
         with open(args.skip_existing) as f:
             have = {(r["shape"]["chunk"], r["shape"]["prefix"], r["shape"]["heads"]) for r in json.load(f)["rows"]}
@@ -254,9 +312,16 @@ def bench_prefill(args, gi, commit, out):
                 qb = torch.empty(N * H * 192, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1)
                 kvb = torch.empty(T * H * 320, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1)
                 sets.append(views(qb, kvb, N, T, H))
-            t = time_fn(lambda i: fn(*sets[i % ns], Pf), ns)
-            tab.add(variant, {"chunk": N, "prefix": Pf, "heads": H, "d_qk": 192, "d_v": 128},
-                    {"qkv": "bf16", "out": "bf16"}, t, fl, nb)
+            if "cudnn" in args.prefill_backends:
+                t = time_fn(lambda i: fn(*sets[i % ns], Pf), ns)
+                tab.add(variant, {"chunk": N, "prefix": Pf, "heads": H, "d_qk": 192, "d_v": 128},
+                        {"qkv": "bf16", "out": "bf16"}, t, fl, nb)
+            if ffn is not None:
+                fsets = [(q_, k_, pad_v(v_)) for (q_, k_, v_) in sets]
+                t = time_fn(lambda i: ffn(*fsets[i % ns], Pf), ns)
+                tab.add(fvariant, {"chunk": N, "prefix": Pf, "heads": H, "d_qk": 192, "d_v": 128},
+                        {"qkv": "bf16", "out": "bf16"}, t, fl, nb)
+                del fsets
             done += 1
             del sets
         except Exception as e:
@@ -270,9 +335,9 @@ def bench_prefill(args, gi, commit, out):
     print(f"mla_prefill torch: {done} points, {skipped} skipped", flush=True)
     for r in tab.j["rows"]:
         s = r["shape"]
-        if s["heads"] == 96 and (s["chunk"], s["prefix"]) in {(8192, 0), (16384, 0), (8192, 16384), (4096, 0)}:
-            print(f"  torch cuDNN H=96 N={s['chunk']} P={s['prefix']}: {r['us_median']:.1f} us {r['tflops']:.1f} TF/s",
-                  flush=True)
+        if args.points or (s["heads"] == 96 and (s["chunk"], s["prefix"]) in {(8192, 0), (16384, 0), (8192, 16384), (4096, 0)}):
+            print(f"  torch {r['variant']} H={s['heads']} N={s['chunk']} P={s['prefix']}: {r['us_median']:.1f} us "
+                  f"{r['tflops']:.1f} TF/s", flush=True)
 
 
 def bench_absorb(args, gi, commit, out):
@@ -385,6 +450,9 @@ def main():
     ap.add_argument("--heads", default="96,48,24,12")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--skip-existing", default="", help="mla_prefill: a table whose points are not run again")
+    ap.add_argument("--points", default="", help="mla_prefill: only these N:P:H points (comma-separated)")
+    ap.add_argument("--prefill-backends", default="cudnn", help="mla_prefill: cudnn and/or flash (SDPA flash backend, V "
+                    "zero-padded to 192 columns since it needs d_v == d_qk; its FLOPs are counted as the unpadded op's)")
     args = ap.parse_args()
     args.heads = [int(x) for x in args.heads.split(",")]
     os.makedirs(args.out, exist_ok=True)

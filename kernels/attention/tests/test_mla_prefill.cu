@@ -61,3 +61,27 @@ TEST(MlaPrefill, NoPrefixAlignedAndRagged) {
   prefill_case(200, 0, 2, 1);
   prefill_case(1, 300, 2, 0);
 }
+
+// variant 2 (wgmma + TMA, sm_90a): prefix + chunk, odd lengths, one query, a chunk shorter than a
+// key tile, several 128-row query tiles with a prefix that is not a multiple of 128; NaN-poisoned
+// outputs (poison) so an unwritten row fails.
+// Variants 2 (sequential), 3 (overlap) and 4 (overlap + ping-pong).
+TEST(MlaPrefill, WgmmaChunkWithPrefixOddLengths) {
+  SKIP_WITHOUT_GPU();
+  for (int v = 2; v <= 4; ++v) {
+    prefill_case(150, 77, 3, v);
+    prefill_case(333, 1000, 2, v);
+    prefill_case(1, 300, 2, v);
+    prefill_case(37, 5, 1, v);
+  }
+}
+TEST(MlaPrefill, WgmmaNoPrefixAlignedAndRagged) {
+  SKIP_WITHOUT_GPU();
+  for (int v = 2; v <= 4; ++v) {
+    prefill_case(128, 0, 2, v);
+    prefill_case(256, 0, 1, v);
+    prefill_case(200, 0, 2, v);
+    prefill_case(513, 127, 1, v);
+    prefill_case(64, 64, 1, v);
+  }
+}
