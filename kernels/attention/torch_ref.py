@@ -256,12 +256,15 @@ def bench_prefill(args, gi, commit, out):
             kvb = torch.empty(T * H * 320, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1)
             q, k, v = views(qb, kvb, N, T, H)
             ref = ref_prefill(q, k, v, P)
-            try:
+            e1 = e2 = float("inf")
+            try:  # PyTorch's flash backend refuses is_causal with seqlen_q != seqlen_k (P > 0)
                 e1 = rel(flash_single(q, k, pad_v(v), P), ref)
+            except Exception as e:
+                print(f"flash single call unavailable: {str(e)[:120]}", flush=True)
+            try:
                 e2 = rel(flash_split(q, k, pad_v(v), P), ref)
             except Exception as e:
-                print(f"flash backend unavailable: {str(e)[:200]}", flush=True)
-                e1 = e2 = float("inf")
+                print(f"flash split unavailable: {str(e)[:200]}", flush=True)
             fchecks[f"N{N}_P{P}_H{H}"] = {"single_call": e1, "split": e2}
             print(f"flash check N={N} P={P} H={H}: single-call rel err {e1:.2e}, split {e2:.2e}", flush=True)
         f_single = all(c["single_call"] < 1e-2 for c in fchecks.values())
