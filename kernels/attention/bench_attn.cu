@@ -11,8 +11,8 @@
 // mla_decode variant of the main grid (default 0; 3 = 32-token tiles, 4 stages, overlapped).
 // mla_decode_fp8kv (mla_fp8.cuh: FP8 latent cache, the mla_decode grid) runs with no --only or when
 // named exactly (--only mla_decode runs the BF16 op alone).
-// --mla-prefill-variant V[,V...]: mla_prefill variants (0 bm64, 1 bm128, 2 wgmma_tma_bm128_bn128); the
-// first is the main grid's kernel; --mla-prefill-point N:P:H[,...]: only these points, every listed variant.
+// --mla-prefill-variant V[,V...]: mla_prefill variants (0 bm64, 1 bm128, 2-4 wgmma_tma_bm128_bn128[_overlap,
+// _pingpong]); the first is the main grid's kernel (default 4); --mla-prefill-point N:P:H[,...]: only these points, every listed variant.
 // --mla-heads: heads per GPU of the mla_prefill sweep (default 96; attention TP t gives 96/t). The
 // (chunk, prefix) grid is bounded by 6e13 FLOP and 40 GB of K/V at the swept head count.
 // --proj-gemms: with --proj-tp, only these K3 projections (e.g. kv_b, which the MLA prefill op runs
@@ -71,7 +71,7 @@ std::vector<int> MLA_HEADS = {96};  // --mla-heads
 std::vector<int> MLA_DECODE_HEADS = {128, 64, 48, 32, 24, 16, 12};  // --mla-decode-heads
 bool MLA_DECODE_LEGACY = true;      // --mla-decode-no-legacy
 int MLA_DECODE_VARIANT = 0;         // --mla-decode-variant (the kernel of the main grid)
-std::vector<int> MLA_PREFILL_VARIANTS = {0};  // --mla-prefill-variant V[,V..]: the first is the main grid's kernel
+std::vector<int> MLA_PREFILL_VARIANTS = {4};  // --mla-prefill-variant V[,V..]: the first is the main grid's kernel
 std::vector<std::array<int, 3>> MLA_PREFILL_POINTS;  // --mla-prefill-point N:P:H[,...]: only these, every variant
 std::vector<std::array<int, 3>> MLA_DECODE_POINTS;  // --mla-decode-point B:H:L[,B:H:L...]
 std::vector<int> PROJ_TP;           // --proj-tp

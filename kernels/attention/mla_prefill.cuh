@@ -22,7 +22,7 @@ struct MhaPrefillArgs {
 /// producer warpgroup and two consumer warpgroups (mla_prefill_wg.cu; need 16-byte aligned q/k/v):
 /// 2 = GEMMs and softmax in sequence, 3 = softmax of S_j overlapping P_{j-1} V_{j-1} (FA3's
 /// intra-warpgroup overlap), 4 = 3 plus the ping-pong of the two consumer warpgroups.
-void mla_prefill(const MhaPrefillArgs& a, cudaStream_t s = 0, int variant = 0);
+void mla_prefill(const MhaPrefillArgs& a, cudaStream_t s = 0, int variant = 4);  // 4: the default (issue 12)
 void mla_prefill_wgmma(const MhaPrefillArgs& a, cudaStream_t s, int mode);  // mode = variant - 2
 /// Table name of a variant: "bm64", "bm128", "wgmma_tma_bm128_bn128", "..._overlap", "..._pingpong".
 const char* mla_prefill_variant_name(int variant);
