@@ -9,13 +9,14 @@
 
 namespace servesim {
 
-/// Most prefix-block ids a generator gives one prompt (4,194,304: 32 MB of ids). Generated prompts
-/// may be up to 2^40 tokens long (the readers' bound), but every shipped model's context is at most
-/// ~1M tokens and the engine rejects a longer request before it looks at its blocks, so the ids
-/// past this many blocks could never be used: a generator (synthetic, agent sessions, TraceLab
-/// replay) stops there instead of allocating gigabytes for a prompt that will be refused (found by
-/// fuzz_tracelab_replay: a 1.8e9-token row took 888 MB).
-inline constexpr long long kMaxBlockIds = 1LL << 22;
+/// Most prefix-block ids a generator gives one prompt (1,048,576: 8 MB of ids): every shipped
+/// model's whole context (at most 1,048,576 tokens) even at 1-token blocks. Generated prompts may be
+/// up to 2^40 tokens long (the readers' bound), but the engine rejects a request longer than its
+/// model's context before it looks at its blocks, so ids past this many blocks could never be used:
+/// a generator (synthetic, agent sessions, TraceLab replay) stops there instead of allocating
+/// gigabytes for a prompt that will be refused (found by fuzz_tracelab_replay: a 1.8e9-token row
+/// took 888 MB; at the former cap of 2^22, 32 MB per such row still pushed the fuzzers past 256 MB).
+inline constexpr long long kMaxBlockIds = 1LL << 20;
 
 /// One inference request as the engine sees it.
 struct Request {
