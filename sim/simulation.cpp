@@ -4,6 +4,11 @@
 
 #include <simgrid/s4u.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+
 namespace servesim {
 
 struct Simulation::Impl {
@@ -33,6 +38,25 @@ Simulation::Simulation(DeploymentSpec d, std::unique_ptr<RequestSource> source, 
     : impl_(std::make_unique<Impl>(std::move(d), std::move(source), std::move(cost), sink, std::move(options))) {}
 
 Simulation::~Simulation() = default;
+
+bool Simulation::simgrid_accepts(const std::vector<std::string>& cfg) {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    std::vector<std::string> args = {"servesim", "--log=root.thres:critical"};
+    for (const auto& c : cfg) args.push_back("--cfg=" + c);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    int argc = static_cast<int>(argv.size());
+    new sg4::Engine(&argc, argv.data());  // exits the child on a bad item
+    std::fflush(nullptr);
+    _exit(0);
+  }
+  int st = 0;
+  if (waitpid(pid, &st, 0) != pid) return false;
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
 
 RunTotals Simulation::run() { return impl_->run(); }
 const GpuMemoryPlan& Simulation::prefill_memory() const { return impl_->engine.pmem; }

@@ -72,6 +72,12 @@ class Simulation {
   const GpuMemoryPlan& prefill_memory() const;
   const GpuMemoryPlan& decode_memory() const;
 
+  /// Whether SimGrid accepts these configuration items ("key:value", as RunOptions::simgrid_cfg
+  /// without the "--cfg=" prefix): starts SimGrid's engine with them in a child process (SimGrid
+  /// ends the process on a bad key or value, printing its own message) and reports whether that
+  /// child exited 0. Lets the CLI refuse a bad --cfg with exit status 2 before running anything.
+  static bool simgrid_accepts(const std::vector<std::string>& cfg);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

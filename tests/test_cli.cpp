@@ -92,6 +92,22 @@ TEST(Cli, PathsTheFileSystemRefusesExitWithStatusTwo) {
   EXPECT_EQ(sh("report " + (dir / longname).string()).status, 2);
 }
 
+// A SimGrid configuration item SimGrid refuses (unknown key, unknown value) is a command-line error:
+// exit 2 before any deployment runs or any output is written (it was the child's exit 1 after
+// forking); an item it accepts runs as before.
+TEST(Cli, ABadCfgItemExitsWithStatusTwoBeforeRunning) {
+  const fs::path dir = tmp("cfg");
+  for (const std::string c : {"bogus/item:3", "network/model:NOPE"}) {
+    const Out o = sh("run " + test::data("scenarios/default.json") + " --only k3-h200 --horizon 1 --quiet --out " + (dir / "o").string() + " --cfg " + c);
+    EXPECT_EQ(o.status, 2) << c << ": " << o.text.substr(0, 300);
+    EXPECT_NE(o.text.find("error: --cfg: SimGrid refused one of " + c), std::string::npos) << o.text.substr(0, 300);
+    EXPECT_FALSE(fs::exists(dir / "o")) << c;
+  }
+  const Out ok = sh("run " + test::data("scenarios/default.json") + " --only k3-h200 --horizon 1 --quiet --out " + (dir / "o").string() + " --cfg network/model:CM02");
+  EXPECT_EQ(ok.status, 0) << ok.text.substr(0, 300);
+  EXPECT_TRUE(fs::exists(dir / "o" / "k3-h200" / "summary.json"));
+}
+
 TEST(Cli, PlanShowsTheArticleNextToTheRealConfigs) {
   const Out o = sh("plan");
   ASSERT_EQ(o.status, 0) << o.text;

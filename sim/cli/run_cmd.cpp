@@ -185,6 +185,10 @@ int read_workload(const Scenario& s, const RunArgs& a, long long& requests) {
 // One process per deployment: SimGrid's engine is a per-process singleton, and the processes run
 // in parallel on the available cores. Exit status (the worst child's).
 int simulate_deployments(const Scenario& s, const fs::path& out, const RunArgs& a, Outputs o, long long requests) {
+  if (!a.simgrid_cfg.empty() && !Simulation::simgrid_accepts(a.simgrid_cfg)) {
+    fmt::print(stderr, "error: --cfg: SimGrid refused one of {} (its message is above)\n", fmt::join(a.simgrid_cfg, ", "));
+    return 2;
+  }
   fs::create_directories(out);
   // One process per deployment: SimGrid's engine is a per-process singleton, and the processes
   // run in parallel on the available cores.
