@@ -541,7 +541,8 @@ TEST(InputRules, AnEmptyTraceYieldsNoRequests) {
 }
 
 // fuzz_tracelab_replay found a 1,776,649,316-token prompt at 16-token blocks taking 888 MB of block
-// ids (111 M). Generated ids stop at kMaxBlockIds = 2^20 (the engine rejects any prompt that long
+// ids (111 M). Generated ids cover the first kMaxBlockIdTokens = 2^21 tokens, at most kMaxBlockIds
+// = 2^20 ids (the engine rejects any prompt that long
 // against every model's context before it reads the blocks); the prompt length itself is kept.
 TEST(InputRules, AHugePromptGetsAtMostTheCappedNumberOfBlockIds) {
   const std::string p = write_tmp("huge.csv",
@@ -551,7 +552,7 @@ TEST(InputRules, AHugePromptGetsAtMostTheCappedNumberOfBlockIds) {
   auto q = r.next();
   ASSERT_TRUE(q);
   EXPECT_EQ(q->input_tokens, 1776649316);
-  EXPECT_EQ(q->block_hashes.size(), 1048576u);
+  EXPECT_EQ(q->block_hashes.size(), 131072u);  // 2^21 tokens / 16
   WorkloadSpec w;
   w.requests = 1, w.rate_per_s = 1, w.block_tokens = 16;
   w.input.value = 1LL << 40, w.output.value = 1;
@@ -559,11 +560,15 @@ TEST(InputRules, AHugePromptGetsAtMostTheCappedNumberOfBlockIds) {
   auto g = s.next();
   ASSERT_TRUE(g);
   EXPECT_EQ(g->input_tokens, 1LL << 40);
-  EXPECT_EQ(g->block_hashes.size(), 1048576u);
+  EXPECT_EQ(g->block_hashes.size(), 131072u);
   // a shipped model's whole context (1,048,576 tokens) at 1-token blocks still gets every id
   w.input.value = 1048576, w.block_tokens = 1;
   SyntheticSource whole(w, 1);
   EXPECT_EQ(whole.next()->block_hashes.size(), 1048576u);
+  // past 2^21 tokens at 512-token blocks: 2^21 / 512 = 4,096 ids, not the 4,097th partial block
+  w.input.value = (1LL << 21) + 5, w.block_tokens = 512;
+  SyntheticSource past(w, 1);
+  EXPECT_EQ(past.next()->block_hashes.size(), 4096u);
   w.block_tokens = 16;
   // below the cap every block has its id: 1,000 tokens at 16 = 63 blocks
   w.input.value = 1000;

@@ -9,14 +9,23 @@
 
 namespace servesim {
 
-/// Most prefix-block ids a generator gives one prompt (1,048,576: 8 MB of ids): every shipped
-/// model's whole context (at most 1,048,576 tokens) even at 1-token blocks. Generated prompts may be
-/// up to 2^40 tokens long (the readers' bound), but the engine rejects a request longer than its
-/// model's context before it looks at its blocks, so ids past this many blocks could never be used:
-/// a generator (synthetic, agent sessions, TraceLab replay) stops there instead of allocating
-/// gigabytes for a prompt that will be refused (found by fuzz_tracelab_replay: a 1.8e9-token row
-/// took 888 MB; at the former cap of 2^22, 32 MB per such row still pushed the fuzzers past 256 MB).
+/// Most prefix-block ids a generator gives one prompt: ids for its first kMaxBlockIdTokens tokens
+/// (2,097,152: twice the longest shipped model context, 1,048,576), and never more than
+/// kMaxBlockIds (1,048,576 ids, 8 MB) whatever the block size. Generated prompts may be up to 2^40
+/// tokens long (the readers' bound), but the engine rejects a request longer than its model's
+/// context before it looks at its blocks, so ids past that could never be used: a generator
+/// (synthetic, agent sessions, TraceLab replay) stops there instead of allocating gigabytes for a
+/// prompt that will be refused (found by fuzz_tracelab_replay: a 1.8e9-token row took 888 MB; with a
+/// cap of 2^22 ids the fuzzers still passed 256 MB, and with 2^20 ids at 16-token blocks a few
+/// such rows took over 1 s to generate).
+inline constexpr long long kMaxBlockIdTokens = 1LL << 21;
 inline constexpr long long kMaxBlockIds = 1LL << 20;
+/// Block ids a generator gives a prompt of `prompt_tokens` tokens at `block_tokens` per block (≥ 1).
+inline long long capped_block_ids(long long prompt_tokens, long long block_tokens) {
+  const long long want = prompt_tokens / block_tokens + (prompt_tokens % block_tokens != 0);
+  const long long cap = kMaxBlockIdTokens / block_tokens + (kMaxBlockIdTokens % block_tokens != 0);
+  return want < cap ? (want < kMaxBlockIds ? want : kMaxBlockIds) : (cap < kMaxBlockIds ? cap : kMaxBlockIds);
+}
 
 /// One inference request as the engine sees it.
 struct Request {

@@ -21,7 +21,7 @@ class SessionBlocks {
   /// Block ids of a prompt of `prompt_tokens` tokens whose first `shared_tokens` tokens equal the
   /// previous prompt's (or the previous prompt + its output: the session history).
   std::vector<std::uint64_t> assign(long long prompt_tokens, long long shared_tokens) {
-    const long long blocks = std::min((prompt_tokens + block_tokens_ - 1) / block_tokens_, kMaxBlockIds);
+    const long long blocks = capped_block_ids(prompt_tokens, block_tokens_);
     // only whole blocks of the previous prompt can be kept: its partial last block now holds other
     // (more) tokens, so it is new content
     const long long keep = std::min(shared_tokens / block_tokens_, prev_tokens_ / block_tokens_);

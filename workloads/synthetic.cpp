@@ -30,7 +30,7 @@ std::optional<Request> SyntheticSource::next() {
   r.input_tokens = std::max(spec_.input.sample_tokens(rng_), spec_.shared_prefix_tokens + 1);
   r.output_tokens = std::max<long long>(1, spec_.output.sample_tokens(rng_));
   r.block_tokens = spec_.block_tokens;
-  const long long blocks = std::min((r.input_tokens + spec_.block_tokens - 1) / spec_.block_tokens, kMaxBlockIds);
+  const long long blocks = capped_block_ids(r.input_tokens, spec_.block_tokens);
   const long long shared = spec_.shared_prefix_tokens / spec_.block_tokens;
   for (long long b = 0; b < blocks; ++b) r.block_hashes.push_back(b < shared ? static_cast<std::uint64_t>(b) : next_block_++);
   r.origin = "synthetic#" + std::to_string(emitted_);
