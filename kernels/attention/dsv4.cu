@@ -2,6 +2,7 @@
 // and per-row top-k (radix select). See dsv4.cuh.
 #include "attention/dsv4.cuh"
 #include "attention/hopper.cuh"
+#include "attention/tmap.cuh"
 
 #include <cooperative_groups.h>
 #include <cub/block/block_scan.cuh>
@@ -369,25 +370,13 @@ __global__ void __launch_bounds__(128) indexer_wgmma_kernel(const __grid_constan
 
 // Tensor maps of the indexer: keys [rows, 128] E4M3 and q [nq*64, 128] (box 64 x 128 B, 128-B
 // swizzle), scales [rows] fp32 (box 64).
-PFN_cuTensorMapEncodeTiled_v12000 tmap_encoder() {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    cudaDriverEntryPointQueryResult q;
-    void* fn = nullptr;
-    SS_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
-    if (q != cudaDriverEntryPointSuccess || !fn) throw std::runtime_error("v4_indexer: cuTensorMapEncodeTiled not found");
-    encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  });
-  return encode;
-}
 CUtensorMap rows128_map(const uint8_t* p, long rows) {
   CUtensorMap m;
   const cuuint64_t dims[2] = {128, static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {128};
   const cuuint32_t box[2] = {128, 64};
   const cuuint32_t estr[2] = {1, 1};
-  const CUresult r = tmap_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(p), dims, strides, box, estr,
+  const CUresult r = tensor_map_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(p), dims, strides, box, estr,
                                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) throw std::runtime_error("v4_indexer: cuTensorMapEncodeTiled (rows) failed (" + std::to_string(r) + ")");
@@ -399,7 +388,7 @@ CUtensorMap vec_map(const float* p, long n) {
   const cuuint64_t strides[1] = {4};
   const cuuint32_t box[1] = {ixw::kSBox};
   const cuuint32_t estr[1] = {1};
-  const CUresult r = tmap_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, const_cast<float*>(p), dims, strides, box, estr,
+  const CUresult r = tensor_map_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, const_cast<float*>(p), dims, strides, box, estr,
                                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
                                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) throw std::runtime_error("v4_indexer: cuTensorMapEncodeTiled (scales) failed (" + std::to_string(r) + ")");

@@ -113,4 +113,16 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_tb(float (&d)[64], const uin
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(saddr(bar)) : "memory");
 }
+// mbarrier wait whose loop branch is warp-uniform (vote.all): between wgmmas that accumulate into
+// the same registers, a per-thread try_wait loop is a divergent path to ptxas, which then injects
+// warpgroup.arrive and serialises every wgmma of the kernel (C7520).
+__device__ __forceinline__ void mbar_wait_uniform(uint64_t* bar, uint32_t parity) {
+  uint32_t ok;
+  do {
+    asm volatile("{\n.reg .pred P1;\nmbarrier.try_wait.parity.shared::cta.b64 P1, [%1], %2;\nselp.u32 %0, 1, 0, P1;\n}\n"
+                 : "=r"(ok)
+                 : "r"(saddr(bar)), "r"(parity)
+                 : "memory");
+  } while (!__all_sync(0xffffffffu, ok));
+}
 }  // namespace servesim::attn::sm90

@@ -20,6 +20,7 @@
 // head h starts at column h*192 + 64*c (h*128 + 64*c for v).
 #include "attention/mla_prefill.cuh"
 #include "attention/hopper.cuh"
+#include "attention/tmap.cuh"
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -44,18 +45,6 @@ constexpr int kOffBar = kOffV + 2 * kV;  // qfull, kfull[2], vfull[2], kempty[2]
 constexpr int kSmem = kOffBar + 128 + 1024;
 static_assert(kSmem <= 232448, "shared memory per block");
 
-// mbarrier wait whose loop branch is warp-uniform (vote.all): a per-thread try_wait loop while wgmma
-// accumulators are in flight is a divergent path to ptxas, which then serialises the wgmmas (C7520;
-// the same helper as mqa.cu's wgs::mbar_wait_uniform).
-__device__ __forceinline__ void wait_uniform(uint64_t* bar, uint32_t parity) {
-  uint32_t ok;
-  do {
-    asm volatile("{\n.reg .pred P1;\nmbarrier.try_wait.parity.shared::cta.b64 P1, [%1], %2;\nselp.u32 %0, 1, 0, P1;\n}\n"
-                 : "=r"(ok)
-                 : "r"(sm90::saddr(bar)), "r"(parity)
-                 : "memory");
-  } while (!__all_sync(0xffffffffu, ok));
-}
 // Masks keys outside [0, min(pos, T-1)] of the two rows (raw scores -> -inf).
 __device__ __forceinline__ void mask_tile(float (&s)[64], int k0, int t4, int limA, int limB) {
 #pragma unroll
@@ -237,14 +226,14 @@ __global__ void __launch_bounds__(384, 1)
     auto bar_arrive_if = [](int id, int flag) {
       asm volatile("{\n.reg .pred p;\nsetp.ne.u32 p, %1, 0;\n@p bar.arrive %0, 256;\n}\n" ::"r"(id), "r"(flag) : "memory");
     };
-    wait_uniform(qfull, 0);
+    sm90::mbar_wait_uniform(qfull, 0);
 
     if constexpr (MODE == 0) {
       for (int j = 0; j < nt; ++j) {
         const int st = j & 1;
         const uint32_t par = (j >> 1) & 1;
         float s[64];
-        wait_uniform(&kfull[st], par);
+        sm90::mbar_wait_uniform(&kfull[st], par);
         wg_fence();
         issue_s(s, qa, sb + kOffK + st * kK);
         wg_wait<0>();
@@ -258,7 +247,7 @@ __global__ void __launch_bounds__(384, 1)
         uint32_t p[8][4];
         to_p(s, p);
         scale_o(o, alA, alB);
-        wait_uniform(&vfull[st], par);
+        sm90::mbar_wait_uniform(&vfull[st], par);
         fence_regs(o);
         wg_fence();
         issue_pv(o, p, sb + kOffV + st * kV);
@@ -270,7 +259,7 @@ __global__ void __launch_bounds__(384, 1)
       uint32_t p[8][4];
       {  // tile 0: S_0, softmax, P_0
         float s[64];
-        wait_uniform(&kfull[0], 0);
+        sm90::mbar_wait_uniform(&kfull[0], 0);
         wg_fence();
         issue_s(s, qa, sb + kOffK);
         wg_wait<0>();
@@ -289,11 +278,11 @@ __global__ void __launch_bounds__(384, 1)
         const uint32_t par = (j >> 1) & 1, parp = ((j - 1) >> 1) & 1;
         float s[64];
         if (MODE == 2) named_bar_sync(1 + cw, 256);
-        wait_uniform(&kfull[st], par);
+        sm90::mbar_wait_uniform(&kfull[st], par);
         fence_regs(o);
         wg_fence();
         issue_s(s, qa, sb + kOffK + st * kK);
-        wait_uniform(&vfull[sp], parp);
+        sm90::mbar_wait_uniform(&vfull[sp], parp);
         issue_pv(o, p, sb + kOffV + sp * kV);
         if (MODE == 2) named_bar_arrive(cw == 0 ? 2 : 1, 256);  // the other consumer's turn (unconditional: a
         // predicated or branched arrive here, with wgmma in flight, makes ptxas serialise the wgmmas)
@@ -313,7 +302,7 @@ __global__ void __launch_bounds__(384, 1)
       }
       {  // last P V
         const int sl = (nt - 1) & 1;
-        wait_uniform(&vfull[sl], ((nt - 1) >> 1) & 1);
+        sm90::mbar_wait_uniform(&vfull[sl], ((nt - 1) >> 1) & 1);
         fence_regs(o);
         wg_fence();
         issue_pv(o, p, sb + kOffV + sl * kV);
@@ -345,18 +334,6 @@ __global__ void __launch_bounds__(384, 1)
   }
 }
 
-PFN_cuTensorMapEncodeTiled_v12000 encoder() {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    cudaDriverEntryPointQueryResult q;
-    void* fn = nullptr;
-    SS_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
-    if (q != cudaDriverEntryPointSuccess || !fn) throw std::runtime_error("mla_prefill: cuTensorMapEncodeTiled not found");
-    encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  });
-  return encode;
-}
 
 // [rows, cols] bf16 row-major (row stride = cols), box 64 columns x box_rows rows, 128-B swizzle.
 CUtensorMap map2d(const bf16* base, long cols, long rows, int box_rows) {
@@ -365,7 +342,7 @@ CUtensorMap map2d(const bf16* base, long cols, long rows, int box_rows) {
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * 2};
   const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t estr[2] = {1, 1};
-  const CUresult r = encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(base), dims, strides, box, estr,
+  const CUresult r = tensor_map_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(base), dims, strides, box, estr,
                                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) throw std::runtime_error("mla_prefill: cuTensorMapEncodeTiled failed (" + std::to_string(r) + ")");

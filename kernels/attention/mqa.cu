@@ -4,6 +4,7 @@
 // columns 256*(w%2)..+256 (fp32 accumulators, 128 registers).
 #include "attention/mqa.cuh"
 #include "attention/hopper.cuh"
+#include "attention/tmap.cuh"
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -1161,20 +1162,10 @@ constexpr int kOffBar = kOffF + 6 * 64 * 4;
 constexpr int kSmem = kOffBar + 18 * 8 + 1024;  // + slack for 1024-B alignment
 static_assert(kSmem <= 232448, "shared memory per block");
 
+using sm90::mbar_wait_uniform;  // hopper.cuh
+
 // S (+)= Q[:, 64 cb .. ] K[:, 64 cb ..]^T over column blocks [B0, B1) of stage `st`, each block
 // waited on its own mbarrier (parity `par`); the first wgmma of block 0 overwrites S.
-// mbarrier wait whose loop branch is warp-uniform (vote.all): between wgmmas that accumulate into
-// the same registers, a per-thread try_wait loop is a divergent path to ptxas, which then injects
-// warpgroup.arrive and serialises every wgmma of the kernel (C7520).
-__device__ __forceinline__ void mbar_wait_uniform(uint64_t* bar, uint32_t parity) {
-  uint32_t ok;
-  do {
-    asm volatile("{\n.reg .pred P1;\nmbarrier.try_wait.parity.shared::cta.b64 P1, [%1], %2;\nselp.u32 %0, 1, 0, P1;\n}\n"
-                 : "=r"(ok)
-                 : "r"(sm90::saddr(bar)), "r"(parity)
-                 : "memory");
-  } while (!__all_sync(0xffffffffu, ok));
-}
 template <int B0, int B1>
 __device__ __forceinline__ void s_gemm(float (&s)[32], uint32_t sq, uint32_t kv, uint64_t* bars, uint32_t par) {
   using namespace sm90;
@@ -1824,15 +1815,7 @@ __global__ void __launch_bounds__(256, 1)
 
 // Tensor map of the paged latent cache viewed as [rows, 576] bf16, box 64 x 64, 128-B swizzle.
 CUtensorMap latent_cache_map(const bf16* cache, long rows, int box_rows) {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    cudaDriverEntryPointQueryResult q;
-    void* fn = nullptr;
-    SS_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
-    if (q != cudaDriverEntryPointSuccess || !fn) throw std::runtime_error("mla_decode: cuTensorMapEncodeTiled not found");
-    encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  });
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   CUtensorMap m;
   const cuuint64_t dims[2] = {576, static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {576 * 2};
