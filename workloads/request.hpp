@@ -1,6 +1,7 @@
 // servesim workloads: the request model every reader and generator produces, and the streaming
 // interface the engine pulls from. Readers never know about SimGrid.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -22,9 +23,8 @@ inline constexpr long long kMaxBlockIdTokens = 1LL << 21;
 inline constexpr long long kMaxBlockIds = 1LL << 20;
 /// Block ids a generator gives a prompt of `prompt_tokens` tokens at `block_tokens` per block (≥ 1).
 inline long long capped_block_ids(long long prompt_tokens, long long block_tokens) {
-  const long long want = prompt_tokens / block_tokens + (prompt_tokens % block_tokens != 0);
-  const long long cap = kMaxBlockIdTokens / block_tokens + (kMaxBlockIdTokens % block_tokens != 0);
-  return want < cap ? (want < kMaxBlockIds ? want : kMaxBlockIds) : (cap < kMaxBlockIds ? cap : kMaxBlockIds);
+  const auto blocks = [block_tokens](long long tokens) { return tokens / block_tokens + (tokens % block_tokens != 0); };
+  return std::min({blocks(prompt_tokens), blocks(kMaxBlockIdTokens), kMaxBlockIds});
 }
 
 /// One inference request as the engine sees it.
