@@ -176,6 +176,11 @@ def prefill_split(q, k, v, P):
         return prefill_single(q, k, v, 0)
     o1, l1 = cudnn_attn(q, k[:, :, :P], v[:, :, :P], False)
     o2, l2 = cudnn_attn(q, k[:, :, P:], v[:, :, P:], True)
+    return merge_lse(o1, l1, o2, l2)
+
+
+def merge_lse(o1, l1, o2, l2):
+    """Two attention outputs over disjoint key sets, merged by their log-sum-exps (l: one per row)."""
     l1 = l1.reshape(o1.shape[:-1]).float()
     l2 = l2.reshape(o2.shape[:-1]).float()
     m = torch.maximum(l1, l2)
@@ -207,12 +212,7 @@ def flash_split(q, k, vp, P):
         return flash_single(q, k, vp, 0)
     o1, l1 = flash_attn(q, k[:, :, :P], vp[:, :, :P], False)
     o2, l2 = flash_attn(q, k[:, :, P:], vp[:, :, P:], True)
-    l1 = l1.reshape(o1.shape[:-1]).float()
-    l2 = l2.reshape(o2.shape[:-1]).float()
-    m = torch.maximum(l1, l2)
-    w1 = torch.exp(l1 - m).unsqueeze(-1)
-    w2 = torch.exp(l2 - m).unsqueeze(-1)
-    return ((o1[..., :128].float() * w1 + o2[..., :128].float() * w2) / (w1 + w2)).to(torch.bfloat16)
+    return merge_lse(o1[..., :128], l1, o2[..., :128], l2)
 
 
 def ref_prefill(q, k, v, P):
