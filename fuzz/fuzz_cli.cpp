@@ -1,7 +1,7 @@
 // The command line: sim/cli/args.cpp (its option table and the range checks of numeric options)
 // fed an argv made of the input's NUL-separated words after "servesim". The commands are stubs
 // that check the numbers they receive. Contract: exit status 0 or 2 (usage error), and every number
-// handed to a command is finite and in range. An exception escaping cli::main is a finding (the
+// handed to a command is finite and in range. An exception escaping the CommandLine is a finding (the
 // `--horizon inf` class of bug, exit 134).
 #include "fuzz/fuzz_common.hpp"
 #include "scenarios/scenario.hpp"
@@ -86,7 +86,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return f;
   }();
   (void)devnull;
-  const int rc = servesim::cli::main(static_cast<int>(words.size()), argv.data());
+  // One option table for the whole campaign (building CLI11's table is most of a parse's cost);
+  // CommandLine resets every option to its default before each parse, as a fresh process would.
+  static servesim::cli::CommandLine command_line;
+  const int rc = command_line(static_cast<int>(words.size()), argv.data());
   if (rc != 0 && rc != 2) servesim::fuzz::finding("exit status " + std::to_string(rc));
   return 0;
 }

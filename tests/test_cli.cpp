@@ -4,6 +4,7 @@
 #include "sim/simulation.hpp"
 
 #include "cli_run.hpp"
+#include "sim/cli/args.hpp"
 
 #include <gtest/gtest.h>
 
@@ -175,6 +176,39 @@ TEST(Cli, StepDefaultsFollowThePhaseAndWrongNamesListTheDeployments) {
   o = sh("step --ops");
   ASSERT_EQ(o.status, 0) << o.text;
   for (const char* s : {"kda_decode", "mla_decode", "moe_experts", "fitted"}) EXPECT_NE(o.text.find(s), std::string::npos) << s;
+}
+
+// One CommandLine parses many argvs (fuzz/fuzz_cli.cpp builds CLI11's table once per campaign):
+// each parse starts from every option's default, as a fresh process would. The first call sets
+// every step option away from its default; the second gives none and must print what a fresh
+// CommandLine prints (1 sequence, 1 new token, 2,048 cached).
+TEST(Cli, OneCommandLineParsesEachArgvAsAFreshProcessWould) {
+  const std::string scen = test::data("tests/data/small.json");
+  auto call = [](cli::CommandLine& c, std::vector<std::string> words, int want_status = 0) {
+    words.insert(words.begin(), "servesim");
+    std::vector<char*> argv;
+    for (auto& w : words) argv.push_back(w.data());
+    argv.push_back(nullptr);
+    std::fflush(stdout);
+    testing::internal::CaptureStdout();
+    const int rc = c(static_cast<int>(words.size()), argv.data());
+    std::fflush(stdout);
+    const std::string out = testing::internal::GetCapturedStdout();
+    EXPECT_EQ(rc, want_status) << out;
+    return out;
+  };
+  cli::CommandLine reused;
+  const std::string first =
+      call(reused, {"step", scen, "--phase", "prefill", "--tokens", "1000", "--context", "4096", "--seqs-per-rank", "3", "--ops"});
+  EXPECT_NE(first.find("3 sequences per DP rank, 1000 new tokens each, 4096 cached"), std::string::npos) << first;
+  const std::string second = call(reused, {"step", scen});
+  cli::CommandLine fresh;
+  EXPECT_EQ(second, call(fresh, {"step", scen}));
+  EXPECT_NE(second.find("1 new token each, 2048 cached"), std::string::npos) << second;
+  EXPECT_EQ(second.find("layer kind"), std::string::npos) << "--ops stayed set from the first argv";
+  // a usage error in between leaves nothing behind either
+  call(reused, {"step", scen, "--phase", "sideways"}, 2);
+  EXPECT_EQ(call(reused, {"step", scen}), second);
 }
 
 // ----------------------------------------------------------------------------- input rules (issue 10, items 6, 8-11)

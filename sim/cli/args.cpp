@@ -149,48 +149,78 @@ CLI::App* add_validate(CLI::App& app, ValidateArgs& v) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-
+// The option table, bound to the argument structs it fills. Built once per CommandLine: CLI11
+// builds every option and validator here, which is most of a parse's cost.
+struct CommandLine::Table {
   CLI::App app{"servesim: discrete-event simulator of LLM inference-serving clusters"};
-  app.require_subcommand(1);
   RunArgs r;
   StepArgs st;
   CostModelArgs cm;
-  CLI::App* cm_fit = nullptr;
-  auto* run = add_run(app, r);
-  std::string plan_file, topo_file;
-  auto* plan = app.add_subcommand("plan", "memory per GPU, KV per request and capacity; the article's Section III next to the real configs");
-  plan->add_option("scenario", plan_file, "scenario JSON file (default: the built-in scenario)");
-  auto* topo = app.add_subcommand("topology", "GPUs, links, per-node and bisection bandwidth of each deployment's cluster");
-  topo->add_option("scenario", topo_file, "scenario JSON file (default: the built-in scenario)");
-  auto* step = add_step(app, st);
-  auto* costmodel = add_costmodel(app, cm, cm_fit);
   ValidateArgs va;
-  auto* validate = add_validate(app, va);
   CapacityArgs ca;
-  auto* cap = add_capacity(app, ca);
   ReportArgs rp;
-  auto* rep = add_report(app, rp);
   SweepArgs sw;
-  auto* sweep = app.add_subcommand("sweep", "a Cartesian grid over scenario fields, run on the local cores, into one results table");
-  sweep->add_option("grid", sw.grid, "grid JSON file (scenarios/sweeps/)")->required();
-  sweep->add_option("--out", sw.out, "output folder (default out/sweeps/<grid name>)");
-  sweep->add_option("--jobs", sw.jobs, "points run in parallel (default: one per core)")->check(integer_in(1, 4096));
+  std::string plan_file, topo_file;
+  CLI::App *cm_fit = nullptr, *run = nullptr, *plan = nullptr, *topo = nullptr, *step = nullptr, *costmodel = nullptr,
+           *validate = nullptr, *cap = nullptr, *rep = nullptr, *sweep = nullptr;
+
+  Table() {
+    app.require_subcommand(1);
+    run = add_run(app, r);
+    plan = app.add_subcommand("plan", "memory per GPU, KV per request and capacity; the article's Section III next to the real configs");
+    plan->add_option("scenario", plan_file, "scenario JSON file (default: the built-in scenario)");
+    topo = app.add_subcommand("topology", "GPUs, links, per-node and bisection bandwidth of each deployment's cluster");
+    topo->add_option("scenario", topo_file, "scenario JSON file (default: the built-in scenario)");
+    step = add_step(app, st);
+    costmodel = add_costmodel(app, cm, cm_fit);
+    validate = add_validate(app, va);
+    cap = add_capacity(app, ca);
+    rep = add_report(app, rp);
+    sweep = app.add_subcommand("sweep", "a Cartesian grid over scenario fields, run on the local cores, into one results table");
+    sweep->add_option("grid", sw.grid, "grid JSON file (scenarios/sweeps/)")->required();
+    sweep->add_option("--out", sw.out, "output folder (default out/sweeps/<grid name>)");
+    sweep->add_option("--jobs", sw.jobs, "points run in parallel (default: one per core)")->check(integer_in(1, 4096));
+  }
+
+  // Every argument back to its default and CLI11's parse state cleared, so that a second command
+  // line sees nothing of the first (the options are bound to these members by reference).
+  void reset() {
+    app.clear();
+    r = RunArgs{};
+    st = StepArgs{};
+    cm = CostModelArgs{};
+    va = ValidateArgs{};
+    ca = CapacityArgs{};
+    rp = ReportArgs{};
+    sw = SweepArgs{};
+    plan_file.clear();
+    topo_file.clear();
+  }
+};
+
+CommandLine::CommandLine() : t_(std::make_unique<Table>()) {}
+CommandLine::~CommandLine() = default;
+
+int CommandLine::operator()(int argc, char** argv) {
+  Table& t = *t_;
+  t.reset();
   try {
-    app.parse(argc, argv);
+    t.app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);  // prints help (code 0) or the usage error
+    const int code = t.app.exit(e);  // prints help (code 0) or the usage error
     return code == 0 ? 0 : 2;
   }
-  if (*costmodel) return *cm_fit ? costmodel_fit(cm) : costmodel_report(cm);
-  if (*run) return cli::run(r);
-  if (*sweep) return cli::sweep(sw);
-  if (*rep) return cli::report(rp);
-  if (*cap) return cli::capacity(ca);
-  if (*step) return cli::step(st);
-  if (*validate) return cli::validate(va);
-  if (*plan) return cli::plan(plan_file.empty() ? default_scenario() : plan_file);
-  return cli::topology(topo_file.empty() ? default_scenario() : topo_file);
+  if (*t.costmodel) return *t.cm_fit ? costmodel_fit(t.cm) : costmodel_report(t.cm);
+  if (*t.run) return cli::run(t.r);
+  if (*t.sweep) return cli::sweep(t.sw);
+  if (*t.rep) return cli::report(t.rp);
+  if (*t.cap) return cli::capacity(t.ca);
+  if (*t.step) return cli::step(t.st);
+  if (*t.validate) return cli::validate(t.va);
+  if (*t.plan) return cli::plan(t.plan_file.empty() ? default_scenario() : t.plan_file);
+  return cli::topology(t.topo_file.empty() ? default_scenario() : t.topo_file);
 }
+
+int main(int argc, char** argv) { return CommandLine{}(argc, argv); }
 
 }  // namespace servesim::cli
