@@ -5,6 +5,10 @@
 # RUNS=1000000 fuzz/run.sh build-fuzz 3600 mooncake); SECONDS still caps the time.
 # Prints "target execs exec/s" per target; exit 1 if any target found something (crash-* files in
 # BUILD_DIR/findings/<target>/).
+# FORK=1 runs libFuzzer in fork mode with -ignore_timeouts=1, for long campaigns on a loaded machine:
+# a load spike that stretches one input past 1 s of wall time no longer ends the campaign. Every
+# timeout-* input is then re-run alone and timed; one that still takes > 1 s is a finding (exit 1).
+# Crashes and out-of-memory still stop the campaign.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=$1 secs=$2; shift 2
@@ -18,12 +22,33 @@ for t in "${targets[@]}"; do
   log="$build/fuzz_$t.log"
   # ASan keeps freed memory in a quarantine (256 MB by default), which alone would push a target
   # that frees large buffers past -rss_limit_mb=256; 32 MB keeps the RSS limit about retained memory
+  fork=()
+  [ "${FORK:-0}" = 1 ] && fork=(-fork=1 -ignore_timeouts=1 -ignore_ooms=0 -ignore_crashes=0)
   ASAN_OPTIONS="quarantine_size_mb=32${ASAN_OPTIONS:+:$ASAN_OPTIONS}" nice -n 19 "$build/fuzz_$t" "$work" "fuzz/corpus/$t" -dict="fuzz/dict/$t.dict" -max_total_time="$secs" \
-    -timeout=1 -rss_limit_mb=256 -malloc_limit_mb=256 -max_len=8192 -artifact_prefix="$found/" -print_final_stats=1 ${RUNS:+-runs="$RUNS"} >"$log" 2>&1
+    -timeout=1 -rss_limit_mb=256 -malloc_limit_mb=256 -max_len=8192 -artifact_prefix="$found/" -print_final_stats=1 ${RUNS:+-runs="$RUNS"} "${fork[@]}" >"$log" 2>&1
   rc=$?
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
-  rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$')
-  echo "$t execs=${execs:-?} exec/s=${rate:-?} rc=$rc"
+  if [ ${#fork[@]} -gt 0 ]; then
+    # fork mode prints "#N: cov: .. exec/s R oom/timeout/crash: a/b/c time: Ss" per job
+    last=$(grep -E '^#[0-9]+: cov' "$log" | tail -1)
+    execs=$(sed -E 's/^#([0-9]+):.*/\1/' <<<"$last")
+    rate=$(grep -oE 'exec/s [0-9]+' <<<"$last" | grep -oE '[0-9]+')
+    slow=0
+    for f in "$found"/timeout-*; do
+      [ -e "$f" ] || continue
+      t0=$(date +%s.%N)
+      ASAN_OPTIONS="quarantine_size_mb=32" "$build/fuzz_$t" -timeout=1 -rss_limit_mb=256 -malloc_limit_mb=256 "$f" >/dev/null 2>&1
+      r=$?
+      dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
+      echo "  re-run of $(basename "$f"): ${dt} s, exit $r"
+      { [ $r -ne 0 ] || awk -v d="$dt" 'BEGIN { exit !(d > 1) }'; } && slow=1
+    done
+    [ $slow -eq 1 ] && rc=1
+    echo "$t execs=${execs:-?} exec/s=${rate:-?} timeouts-under-load=$(grep -oE 'oom/timeout/crash: [0-9/]+' <<<"$last") rc=$rc"
+  else
+    execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
+    rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$')
+    echo "$t execs=${execs:-?} exec/s=${rate:-?} rc=$rc"
+  fi
   if [ $rc -ne 0 ]; then status=1; grep -m3 -E 'FINDING|ERROR: |runtime error|terminate' "$log"; ls "$found"; fi
 done
 exit $status
