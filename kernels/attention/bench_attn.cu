@@ -73,6 +73,7 @@ bool MLA_DECODE_LEGACY = true;      // --mla-decode-no-legacy
 int MLA_DECODE_VARIANT = 0;         // --mla-decode-variant (the kernel of the main grid)
 std::vector<int> MLA_PREFILL_VARIANTS = {4};  // --mla-prefill-variant V[,V..]: the first is the main grid's kernel
 std::vector<std::array<int, 3>> MLA_PREFILL_POINTS;  // --mla-prefill-point N:P:H[,...]: only these, every variant
+std::vector<std::array<int, 3>> V4_ATTN_POINTS;  // --v4-attn-point H:B:L[,...]
 std::vector<std::array<int, 3>> MLA_DECODE_POINTS;  // --mla-decode-point B:H:L[,B:H:L...]
 std::vector<int> PROJ_TP;           // --proj-tp
 std::set<std::string> PROJ_GEMMS;   // --proj-gemms (empty: all)
@@ -855,6 +856,13 @@ void bench_v4_attn(const std::string& op, int ratio, bool decode, double budget)
     const int h = std::atoi(mh);
     pts.erase(std::remove_if(pts.begin(), pts.end(), [&](const Pt& p) { return p.m.H < h; }), pts.end());
   }
+  if (!V4_ATTN_POINTS.empty()) {  // --v4-attn-point: only these (H, B, L)
+    pts.erase(std::remove_if(pts.begin(), pts.end(), [&](const Pt& p) {
+                return std::none_of(V4_ATTN_POINTS.begin(), V4_ATTN_POINTS.end(), [&](const std::array<int, 3>& v) {
+                  return v[0] == p.m.H && v[1] == p.B && v[2] == p.L;
+                });
+              }), pts.end());
+  }
   for (const auto& p : pts) {
     const V4Problem pr = decode ? v4_decode_problem(p.B, p.L, ratio, p.m.topk) : v4_prefill_problem(p.B, p.L, ratio, p.m.topk);
     double nsum = 0;
@@ -1263,6 +1271,15 @@ int main(int argc, char** argv) {
     else if (a == "--quick") QUICK = true;
     else if (a == "--v4-legacy") v4_set_variants(1, 1);
     else if (a == "--v4-attn-legacy") v4_attn_set_variant(1);
+    else if (a == "--v4-attn-variant" && i + 1 < argc) v4_attn_set_variant(std::atoi(argv[++i]));
+    else if (a == "--v4-attn-point" && i + 1 < argc) {  // H:B:L[,...]: only these V4 attention points (B = chunk, L = prefix for prefill)
+      std::stringstream ss(argv[++i]);
+      for (std::string t; std::getline(ss, t, ',');) {
+        std::array<int, 3> v{};
+        if (std::sscanf(t.c_str(), "%d:%d:%d", &v[0], &v[1], &v[2]) != 3) { std::fprintf(stderr, "bad --v4-attn-point %s\n", t.c_str()); return 2; }
+        V4_ATTN_POINTS.push_back(v);
+      }
+    }
     else if (a == "--skip-existing" && i + 1 < argc) SKIP_DIR = argv[++i];
     else if (a == "--share-scale" && i + 1 < argc) share_scale = std::atof(argv[++i]);
     else if (a == "--mla-heads" && i + 1 < argc) MLA_HEADS = int_list(argv[++i]);

@@ -664,6 +664,323 @@ __global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restri
   }
   cluster.sync();  // CTA 0's counters and every histogram stay alive until the cluster is done
 }
+
+// ------------------------------------------------------------------------------------------
+// V4 CSA/HCA attention, warp-specialised (issue 12, seventh session; v4_attn variant 3).
+// CTA = (64-head group, work item of the plan), 384 threads: warpgroups 0 and 1 are the consumers
+// of mqa.cu's v4_attn_wgmma_kernel (S = Q K^T on warpgroup 0, online softmax, O += P V split over
+// both, setmaxnreg 232); warpgroup 2 is the producer (setmaxnreg 40): it gathers tile j's 64 rows
+// straight into the BF16 KV buffer j % 2 and dequantises them there while the consumers run tile
+// j-1. Shared memory (1024-B aligned): Q [64 x 512] bf16 (64 KB, 8 column blocks of 8 KB, 128-B
+// swizzle), two KV buffers of the same layout (2 x 64 KB), P, scales, flags, mbarriers.
+// In-place staging: a row's E4M3 bytes of column block c (c < 7) land by cp.async (8-B copies) in
+// the upper half of that block (offset 4096 + 64 r), its BF16 RoPE part directly at its swizzled
+// place in block 7, its 7 UE8M0 scales in a side array; after the copies the producer converts
+// block by block (all 128 threads read their 32 raw bytes of block c, a producer barrier, then
+// write the 64 BF16 bytes), so no separate FP8 ring is needed next to the two BF16 buffers.
+// Conversion E4M3 -> BF16 by bit moves (PRMT, shift, LOP): the E4M3 sign / exponent / mantissa
+// placed in a BF16 word is the value x 2^-120 (subnormals too), then one BF16x2 multiply by
+// 2^(s - 7) applies the UE8M0 scale 2^(s - 127) and the rebias (two multiplies when s > 134).
+// Index pipeline: each producer lane holds the row index of tile j (used), j+1 (L2 prefetch of its
+// rows during tile j) and j+2 (loaded), so no copy waits on a dependent index load.
+// Handshake: full[b] (128 producer arrivals after fence.proxy.async), empty[b] (256 consumer
+// arrivals after their P V of the tile in buffer b).
+// ------------------------------------------------------------------------------------------
+namespace v4ws {
+constexpr int kOffKV = 64 * 512 * 2;        // Q at [0, 64 KB)
+constexpr int kKV = 64 * 512 * 2;           // one BF16 KV buffer
+constexpr int kOffP = kOffKV + 2 * kKV;     // 196608
+constexpr int kOffSc = kOffP + 64 * 64 * 2; // [2][64][8] B UE8M0 scales (+ pad byte)
+constexpr int kOffFlag = kOffSc + 2 * 512;  // [2][64] int
+constexpr int kOffF = kOffFlag + 512;       // alpha[64], m[64], l[64]
+constexpr int kOffBar = kOffF + 768;        // full[2], empty[2]
+constexpr int kSmem = kOffBar + 32 + 1024;  // + slack for 1024-B alignment
+static_assert(kOffP % 1024 == 0, "P tile alignment");
+static_assert(kOffBar % 8 == 0, "mbarrier alignment");
+static_assert(kSmem <= 232448, "shared memory per block");
+}  // namespace v4ws
+
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+// 4 E4M3 values (bytes of w, element 0 in the low byte) -> 4 BF16 (two bf16x2 words) times the
+// factor(s) f1 (and f2 when two): see the comment above.
+__device__ __forceinline__ uint2 e4m3x4_to_bf16_scaled(uint32_t w, uint32_t f1, uint32_t f2, bool two) {
+  const uint32_t t0 = __byte_perm(w, 0u, 0x1404), t1 = __byte_perm(w, 0u, 0x3424);
+  uint32_t r0 = (t0 & 0x80008000u) | ((t0 >> 4) & 0x07f007f0u);
+  uint32_t r1 = (t1 & 0x80008000u) | ((t1 >> 4) & 0x07f007f0u);
+  r0 = bf16x2_mul(r0, f1);
+  r1 = bf16x2_mul(r1, f1);
+  if (two) {
+    r0 = bf16x2_mul(r0, f2);
+    r1 = bf16x2_mul(r1, f2);
+  }
+  return make_uint2(r0, r1);
+}
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
+__global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int4* __restrict__ work) {
+  using namespace sm90;
+  using namespace v4ws;
+  constexpr float kLog2e = 1.4426950408889634f;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  const uint32_t sb = saddr(smem);
+  uint8_t* sP = smem + kOffP;
+  uint8_t* sSc = smem + kOffSc;
+  int* sFlag = reinterpret_cast<int*>(smem + kOffFlag);
+  float* sAlpha = reinterpret_cast<float*>(smem + kOffF);
+  float* sM = sAlpha + 64;
+  float* sL = sM + 64;
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kOffBar);
+  uint64_t* empty = full + 2;
+
+  const int4 wk = work[blockIdx.y];
+  const int qi = wk.x, rb = wk.y, re = wk.z, slot = wk.w;
+  const int head0 = blockIdx.x * 64, H = a.H;
+  const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31;
+  const int ntiles = (re - rb + 63) / 64;
+
+  if (tid == 0) {
+    mbar_init(&full[0], 128);
+    mbar_init(&full[1], 128);
+    mbar_init(&empty[0], 256);
+    mbar_init(&empty[1], 256);
+  }
+  {  // Q tile (padded heads read as zeros), swizzled, by all 384 threads
+    const bf16* qsrc = a.q + (static_cast<size_t>(qi) * H + head0) * 512;
+    for (int u = tid; u < 64 * 64; u += 384) {
+      const int r = u >> 6, ch = u & 63;
+      const bool ok = head0 + r < H;
+      cp_async16(smem + (ch >> 3) * 8192 + r * 128 + (((ch & 7) ^ (r & 7)) << 4),
+                 qsrc + static_cast<size_t>(ok ? r : 0) * 512 + ch * 8, ok);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+  }
+  fence_proxy_async();
+  __syncthreads();
+
+  if (wg == 2) {
+    // ------------------------------- producer -------------------------------
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    const int pt = tid - 256, pw = pt >> 5;
+    const int* idx = a.indices + static_cast<size_t>(qi) * a.idx_ld;
+    // lane l holds the index of row 16 pw + (l & 15) of a tile
+    auto load_idx = [&](int j) -> int {
+      const int r = rb + 64 * j + 16 * pw + (lane & 15);
+      return (j < ntiles && r < re) ? __ldg(idx + r) : -1;
+    };
+    // the lane's three 8-B chunks of a row: ch = lane, lane + 32, lane + 64 (source offset 8 ch)
+    const uint32_t dA = (lane >> 3) * 8192 + 4096 + (lane & 7) * 8;  // + 64 r
+    const bool bRope = lane >= 24;
+    const uint32_t dB = bRope ? 7 * 8192 + (lane & 1) * 8 : ((lane + 32) >> 3) * 8192 + 4096 + (lane & 7) * 8;
+    const int qB = (lane - 24) >> 1;               // RoPE 16-B chunk (lane >= 24)
+    const uint32_t dC = 7 * 8192 + (lane & 1) * 8;  // lane < 8: RoPE chunk 4 + lane / 2
+    const int qC = 4 + (lane >> 1);
+    const int dr = pt >> 1, dh = pt & 1;  // conversion: row dr, elements 32 dh .. 32 dh + 31 of a block
+    int id_cur = load_idx(0), id_nxt = load_idx(1);
+    for (int j = 0; j < ntiles; ++j) {
+      const int b = j & 1;
+      if (j >= 2) mbar_wait(&empty[b], ((j - 2) >> 1) & 1);  // P V(j-2) done: buffer b is free
+      const int id_nn = load_idx(j + 2);
+      uint8_t* kvb = smem + kOffKV + b * kKV;
+      uint8_t* scb = sSc + b * 512;
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        const int r = 16 * pw + i;
+        const int id = __shfl_sync(0xffffffffu, id_cur, i);
+        const bool ok = id >= 0;
+        const uint8_t* src = a.pool + static_cast<size_t>(ok ? id : 0) * kV4RowBytes + lane * 8;
+        cp_async8(kvb + dA + r * 64, src, ok);
+        cp_async8(bRope ? kvb + dB + r * 128 + (((qB ^ i) & 7) << 4) : kvb + dB + r * 64, src + 256, ok);
+        if (lane < 8) cp_async8(kvb + dC + r * 128 + (((qC ^ i) & 7) << 4), src + 512, ok);
+        else if (lane == 8) cp_async8(scb + r * 8, src + 512, ok);
+        if (lane == 0) sFlag[b * 64 + r] = ok;
+      }
+      cp_async_commit();
+      // L2 prefetch of tile j+1's rows: 6 lanes per row (5 lines at +128 k and the last byte)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int i = k * 5 + lane / 6, part = lane % 6;
+        const int id = __shfl_sync(0xffffffffu, id_nxt, i & 15);
+        if (lane < 30 && i < 16 && id >= 0)
+          prefetch_l2(a.pool + static_cast<size_t>(id) * kV4RowBytes + (part == 5 ? kV4RowBytes - 1 : part * 128));
+      }
+      cp_async_wait<0>();
+      named_bar_sync(3, 128);  // every copy of tile j has landed
+#pragma unroll 1
+      for (int c = 0; c < 7; ++c) {
+        uint8_t* blk = kvb + c * 8192;
+        const uint4 x0 = *reinterpret_cast<const uint4*>(blk + 4096 + dr * 64 + dh * 32);
+        const uint4 x1 = *reinterpret_cast<const uint4*>(blk + 4096 + dr * 64 + dh * 32 + 16);
+        const uint32_t s = scb[dr * 8 + c];
+        named_bar_sync(3, 128);  // all raw bytes of block c are in registers
+        const bool two = s > 134;
+        const uint32_t h1 = two ? (247u << 7) : ((s + 120u) << 7), h2 = s << 7;
+        const uint32_t f1 = h1 | (h1 << 16), f2 = h2 | (h2 << 16);
+        const uint32_t w[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const uint2 lo = e4m3x4_to_bf16_scaled(w[2 * k], f1, f2, two);
+          const uint2 hi = e4m3x4_to_bf16_scaled(w[2 * k + 1], f1, f2, two);
+          *reinterpret_cast<uint4*>(blk + dr * 128 + ((((4 * dh + k) ^ dr) & 7) << 4)) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+        }
+      }
+      fence_proxy_async();
+      mbar_arrive(&full[b]);
+      id_cur = id_nxt;
+      id_nxt = id_nn;
+    }
+    return;
+  }
+
+  // ------------------------------- consumers -------------------------------
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  const int w4 = (tid >> 5) & 3, g = lane >> 2, t4 = lane & 3;
+  const int rA = 16 * w4 + g, rB = rA + 8;
+  float o[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) o[i] = 0.f;
+  float m0 = kNegInf, m1 = kNegInf, l0 = 0.f, l1 = 0.f;
+  const float sl2 = a.sm_scale * kLog2e;
+
+  for (int j = 0; j < ntiles; ++j) {
+    const int b = j & 1;
+    mbar_wait_uniform(&full[b], (j >> 1) & 1);
+    const uint32_t kv = sb + kOffKV + b * kKV;
+    float alA, alB;
+    if (wg == 0) {
+      float s[32];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) s[i] = 0.f;
+      fence_regs(s);
+      wg_fence();
+#pragma unroll
+      for (int ks = 0; ks < 32; ++ks) {
+        const uint32_t off = (ks >> 2) * 8192 + (ks & 3) * 32;
+        wgmma_m64n64k16_ss(s, sw128_desc(sb + off, 16, 1024), sw128_desc(kv + off, 16, 1024), ks > 0);
+      }
+      wg_commit();
+      wg_wait<0>();
+      fence_regs(s);
+      float mxA = kNegInf, mxB = kNegInf;
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const bool v = sFlag[b * 64 + 8 * jj + 2 * t4 + e] != 0;
+          s[4 * jj + e] = v ? s[4 * jj + e] * sl2 : kNegInf;
+          s[4 * jj + 2 + e] = v ? s[4 * jj + 2 + e] * sl2 : kNegInf;
+          mxA = fmaxf(mxA, s[4 * jj + e]);
+          mxB = fmaxf(mxB, s[4 * jj + 2 + e]);
+        }
+      mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1));
+      mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
+      mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1));
+      mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
+      const float mnA = fmaxf(m0, mxA), mnB = fmaxf(m1, mxB);
+      // a tile of only -1 rows keeps m = -inf: its p are exp2(-inf - -inf) -> guard with the max
+      const float bA = mnA == kNegInf ? 0.f : mnA, bB = mnB == kNegInf ? 0.f : mnB;
+      alA = (m0 == kNegInf) ? 0.f : fast_exp2(m0 - mnA);
+      alB = (m1 == kNegInf) ? 0.f : fast_exp2(m1 - mnB);
+      float sumA = 0.f, sumB = 0.f;
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj) {
+        const float p0 = fast_exp2(s[4 * jj] - bA), p1 = fast_exp2(s[4 * jj + 1] - bA);
+        const float p2 = fast_exp2(s[4 * jj + 2] - bB), p3 = fast_exp2(s[4 * jj + 3] - bB);
+        sumA += p0 + p1;
+        sumB += p2 + p3;
+        *reinterpret_cast<uint32_t*>(sP + rA * 128 + ((jj ^ (rA & 7)) << 4) + 4 * t4) = pack_bf16(p0, p1);
+        *reinterpret_cast<uint32_t*>(sP + rB * 128 + ((jj ^ (rB & 7)) << 4) + 4 * t4) = pack_bf16(p2, p3);
+      }
+      l0 = l0 * alA + sumA;
+      l1 = l1 * alB + sumB;
+      m0 = mnA;
+      m1 = mnB;
+      if (t4 == 0) {
+        sAlpha[rA] = alA;
+        sAlpha[rB] = alB;
+      }
+      fence_proxy_async();
+      named_bar_sync(1, 256);
+    } else {
+      named_bar_sync(1, 256);
+      alA = sAlpha[rA];
+      alB = sAlpha[rB];
+    }
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      o[4 * i] *= alA;
+      o[4 * i + 1] *= alA;
+      o[4 * i + 2] *= alB;
+      o[4 * i + 3] *= alB;
+    }
+    fence_regs(o);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_m64n256k16_ss_tb(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024),
+                             sw128_desc(kv + wg * 4 * 8192 + kk * 2048, 8192, 1024), 1);
+    wg_commit();
+    wg_wait<0>();
+    fence_regs(o);
+    mbar_arrive(&empty[b]);
+    named_bar_sync(2, 256);  // both halves of P V done: P and alpha may be overwritten
+  }
+
+  if (wg == 0) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    if (t4 == 0) {
+      sM[rA] = m0; sM[rB] = m1;
+      sL[rA] = l0; sL[rB] = l1;
+    }
+  }
+  named_bar_sync(4, 256);
+  m0 = sM[rA]; m1 = sM[rB];
+  l0 = sL[rA]; l1 = sL[rB];
+  const int hA = head0 + rA, hB = head0 + rB;
+  const bool okA = hA < H, okB = hB < H;
+  const int c0 = wg * 256 + 2 * t4;
+  if (slot < 0) {
+    const float sA = (a.sink && okA) ? a.sink[hA] * kLog2e : kNegInf;
+    const float sB = (a.sink && okB) ? a.sink[hB] * kLog2e : kNegInf;
+    const float MA = fmaxf(m0, sA), MB = fmaxf(m1, sB);
+    const float wA = (m0 == kNegInf) ? 0.f : exp2f(m0 - MA), wB = (m1 == kNegInf) ? 0.f : exp2f(m1 - MB);
+    const float dA = l0 * wA + (sA == kNegInf ? 0.f : exp2f(sA - MA));
+    const float dB = l1 * wB + (sB == kNegInf ? 0.f : exp2f(sB - MB));
+    const float fA = dA > 0.f ? wA / dA : 0.f, fB = dB > 0.f ? wB / dB : 0.f;
+    bf16* oA = a.out + (static_cast<size_t>(qi) * H + hA) * 512 + c0;
+    bf16* oB = a.out + (static_cast<size_t>(qi) * H + hB) * 512 + c0;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      if (okA) *reinterpret_cast<uint32_t*>(oA + 8 * i) = pack_bf16(o[4 * i] * fA, o[4 * i + 1] * fA);
+      if (okB) *reinterpret_cast<uint32_t*>(oB + 8 * i) = pack_bf16(o[4 * i + 2] * fB, o[4 * i + 3] * fB);
+    }
+    if (a.lse && wg == 0 && t4 == 0) {
+      if (okA) a.lse[static_cast<size_t>(qi) * H + hA] = dA > 0.f ? (MA + log2f(dA)) / kLog2e : kNegInf;
+      if (okB) a.lse[static_cast<size_t>(qi) * H + hB] = dB > 0.f ? (MB + log2f(dB)) / kLog2e : kNegInf;
+    }
+  } else {
+    const float fA = l0 > 0.f ? 1.f / l0 : 0.f, fB = l1 > 0.f ? 1.f / l1 : 0.f;
+    float* oA = a.o_part + (static_cast<size_t>(slot) * H + hA) * 512 + c0;
+    float* oB = a.o_part + (static_cast<size_t>(slot) * H + hB) * 512 + c0;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      if (okA) *reinterpret_cast<float2*>(oA + 8 * i) = make_float2(o[4 * i] * fA, o[4 * i + 1] * fA);
+      if (okB) *reinterpret_cast<float2*>(oB + 8 * i) = make_float2(o[4 * i + 2] * fB, o[4 * i + 3] * fB);
+    }
+    if (wg == 0 && t4 == 0) {
+      if (okA) a.lse_part[static_cast<size_t>(slot) * H + hA] = l0 > 0.f ? m0 + log2f(l0) : kNegInf;
+      if (okB) a.lse_part[static_cast<size_t>(slot) * H + hB] = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
+    }
+  }
+}
 }  // namespace
 
 void v4_compress(const CompressorArgs& a, int ratio, int head_dim, cudaStream_t s) {
@@ -778,6 +1095,23 @@ void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int*
   cfg.numAttrs = 1;
   SS_CUDA(cudaLaunchKernelEx(&cfg, topk_cluster_kernel, logits, ld, len, topk, idx, chunk));
   SS_LAUNCH_CHECK();
+}
+
+void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
+  if (!a.pool || !a.indices || !a.q || !a.out) throw std::invalid_argument("v4_attn_ws: q, pool, indices and out are required");
+  if (a.H % 64 != 0) throw std::invalid_argument("v4_attn_ws: H must be a multiple of 64");
+  if (plan.n_slots > 0 && (!a.o_part || !a.lse_part)) throw std::invalid_argument("v4_attn_ws: split plan needs o_part/lse_part");
+  if (plan.nq != a.nq) throw std::invalid_argument("v4_attn_ws: plan built for another query count");
+  static bool attr = false;
+  if (!attr) {
+    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v4ws::kSmem));
+    attr = true;
+  }
+  if (plan.n_work > 0) {
+    v4_attn_ws_kernel<<<dim3(a.H / 64, plan.n_work), 384, v4ws::kSmem, s>>>(a, plan.work.p);
+    SS_LAUNCH_CHECK();
+  }
+  mla_combine(a, plan, s);
 }
 
 }  // namespace servesim::attn

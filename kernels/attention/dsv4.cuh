@@ -18,6 +18,7 @@
 // Errors: std::invalid_argument on unsupported shapes.
 #pragma once
 #include "attention/attn_common.cuh"
+#include "attention/mqa.cuh"
 
 namespace servesim::attn {
 
@@ -66,5 +67,12 @@ bool v4_topk_uses_cluster(int nq, int max_len);
 void v4_set_variants(int indexer_variant, int topk_variant);
 const char* v4_indexer_variant_name();
 const char* v4_topk_variant_name();
+
+/// V4 CSA/HCA/window attention, warp-specialised sm_90a kernel (issue 12, seventh session; v4_attn
+/// variant 3): same arguments, plans (mla_decode_plan) and partial buffers as v4_attn; H % 64 == 0.
+/// 384 threads per (64-head group, work item): a producer warpgroup gathers each 64-row tile into a
+/// BF16 KV buffer and dequantises it there (two buffers) while two consumer warpgroups run S = Q K^T,
+/// the online softmax and O += P V on wgmma for the previous tile. dsv4.cu has the details.
+void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0);
 
 }  // namespace servesim::attn

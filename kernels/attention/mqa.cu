@@ -3,6 +3,7 @@
 // heads 16*(w/2).. and, in the score step, keys half (w%2) of the tile, in the PV step output
 // columns 256*(w%2)..+256 (fp32 accumulators, 128 registers).
 #include "attention/mqa.cuh"
+#include "attention/dsv4.cuh"
 #include "attention/hopper.cuh"
 #include "attention/tmap.cuh"
 
@@ -1971,19 +1972,31 @@ void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, int varia
     launch_mqa<576, 1, 32, 3, false>(a, plan, s);
   }
 }
+namespace {
+int g_v4_attn_variant = 0;
+// The V4 kernel that variant 0 means at H % 64 == 0: 2 = v4_attn_wgmma_kernel (issue 12, second
+// session), 3 = the warp-specialised v4_attn_ws (dsv4.cu, issue 12, seventh session).
+constexpr int kV4AttnDefault = 2;
+int v4_attn_effective(int H) {
+  const int v = g_v4_attn_variant == 0 ? kV4AttnDefault : g_v4_attn_variant;
+  return (H % 64 == 0 && (v == 2 || v == 3)) ? v : 1;
+}
+}  // namespace
 const char* v4_attn_config(int H) {
-  if (v4_attn_uses_wgmma(H)) return "wgmma_m64_tn64";
+  if (v4_attn_effective(H) == 3) return "wgmma_ws_m64_tn64";
+  if (v4_attn_effective(H) == 2) return "wgmma_m64_tn64";
   if (H % 64 == 0) return "mt4_tn64_ns2";
   return H > 16 ? "mt2_tn32_ns3" : "mt1_tn32_ns3";
 }
-namespace {
-int g_v4_attn_variant = 0;
-}
 void v4_attn_set_variant(int v) { g_v4_attn_variant = v; }
-bool v4_attn_uses_wgmma(int H) { return g_v4_attn_variant == 0 && H % 64 == 0; }
+bool v4_attn_uses_wgmma(int H) { return v4_attn_effective(H) != 1; }
 
 void v4_attn(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   if (!a.pool || !a.indices) throw std::invalid_argument("v4_attn: pool and indices required");
+  if (v4_attn_effective(a.H) == 3) {
+    v4_attn_ws(a, plan, s);
+    return;
+  }
   if (v4_attn_uses_wgmma(a.H)) {
     if (!a.q || !a.out) throw std::invalid_argument("v4_attn: q and out are required");
     if (plan.n_slots > 0 && (!a.o_part || !a.lse_part)) throw std::invalid_argument("v4_attn: split plan needs o_part/lse_part");

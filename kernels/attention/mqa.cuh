@@ -79,7 +79,8 @@ void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0, int v
 /// H % 64 == 0 and variant 0 (default, issue 12): sm_90a kernel (the MLA decode wgmma structure:
 /// 64-head groups, S and P V on wgmma) with the rows gathered by cp.async and dequantised into the
 /// swizzled BF16 tile; mla_decode_plan(rows, H) is its wave-balanced plan (any plan works).
-/// Otherwise (or variant 1) the mma.sync kernel.
+/// Otherwise (or variant 1) the mma.sync kernel. Variant 2 = that sm_90a kernel explicitly, 3 = the
+/// warp-specialised kernel v4_attn_ws (dsv4.cuh); variant 0 = the default (kV4AttnDefault in mqa.cu).
 void v4_attn(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0);
 void v4_attn_set_variant(int v);
 bool v4_attn_uses_wgmma(int H);

@@ -103,7 +103,8 @@ void mla_case(const std::vector<int>& ctx, int force_split, int variant, int H =
 }
 
 // mode 0: mqa_make_plan (forced split if force_split > 0); 1: mla_decode_plan (the wgmma kernel's
-// own plan); 2: the mma.sync kernel (variant 1) at any H. Rows 128..191 of lists of >= 256 rows are
+// own plan); 2: the mma.sync kernel (variant 1) at any H; 3: the warp-specialised kernel (variant 3)
+// with mla_decode_plan; 4: variant 3 with mqa_make_plan (forced split if force_split > 0). Rows 128..191 of lists of >= 256 rows are
 // all -1 (a whole masked 64-row tile).
 void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_sink, int mode = 0) {
   const int D = 512, pool_rows = 6000;
@@ -130,14 +131,15 @@ void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_si
   dout.alloc(static_cast<size_t>(nq) * H * D);
   dlse.alloc(static_cast<size_t>(nq) * H);
   poison(dout.p, dout.n);
-  MqaPlan plan = mode == 1 ? mla_decode_plan(nrows, H) : mqa_make_plan(nrows, 0, 256, force_split);
+  MqaPlan plan = (mode == 1 || mode == 3) ? mla_decode_plan(nrows, H) : mqa_make_plan(nrows, 0, 256, force_split);
+  const int variant = mode == 2 ? 1 : mode >= 3 ? 3 : 0;
   opart.alloc(std::max<size_t>(1, mqa_part_floats(plan, H)));
   lpart.alloc(std::max<size_t>(1, mqa_lse_floats(plan, H)));
   MqaArgs a;
   a.q = dq.p; a.nq = nq; a.H = H; a.pool = pool.p; a.indices = didx.p; a.idx_ld = ld;
   a.sink = with_sink ? dsink.p : nullptr; a.sm_scale = 1.0f / std::sqrt(512.0f);
   a.out = dout.p; a.lse = dlse.p; a.o_part = opart.p; a.lse_part = lpart.p;
-  if (mode == 2) v4_attn_set_variant(1);
+  v4_attn_set_variant(variant);
   v4_attn(a, plan);
   v4_attn_set_variant(0);
   SS_CUDA(cudaDeviceSynchronize());
@@ -154,7 +156,7 @@ void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_si
   }
   const double e = rel_err(got, ref);
   char name[128];
-  if (mode == 2) v4_attn_set_variant(1);
+  v4_attn_set_variant(variant);
   std::snprintf(name, sizeof name, "v4_attn out (H=%d nq=%d split=%d sink=%d mode=%d %s)", H, nq, force_split, with_sink,
                 mode, v4_attn_config(H));
   v4_attn_set_variant(0);
@@ -204,6 +206,19 @@ TEST(V4Attn, WgmmaOwnPlanAndLegacy) {
   v4_case(128, {1152, 1152, 300, 65, 1}, 0, true, 1);
   v4_case(64, {8320, 640, 129}, 0, true, 1);
   v4_case(128, {1152, 200, 64}, 0, true, 2);
+}
+// Variant 3 (warp-specialised producer/consumer kernel): own plan and forced splits, H = 128 / 64,
+// 1-row and 1-tile lists, odd tile counts, whole masked 64-row tiles (rows 128..191), lists that
+// end inside a tile, one long list split many ways, no sink.
+TEST(V4Attn, WarpSpecialized) {
+  SKIP_WITHOUT_GPU();
+  v4_case(128, {1152, 1152, 300, 65, 1}, 0, true, 3);
+  v4_case(64, {8320, 640, 129}, 0, true, 3);
+  v4_case(128, {1152, 200, 64}, 0, true, 4);
+  v4_case(64, {640, 3000, 128, 1}, 256, true, 4);
+  v4_case(128, {3000, 77, 191, 192, 193}, 128, false, 4);
+  v4_case(64, {20000}, 0, true, 3);
+  v4_case(128, {500, 33}, 0, false, 3);
 }
 TEST(V4Attn, NoSink) {
   SKIP_WITHOUT_GPU();
