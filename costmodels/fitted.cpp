@@ -67,10 +67,8 @@ void add_mla_prefill(const Op& op, Buf& b) {
   // causal triangle has the pairs)
   double chunk = T, keys = T > 0 ? op.pairs / T : 0;
   if (keys < (T + 1) / 2) chunk = std::min(T, std::sqrt(2 * op.pairs)), keys = (chunk + 1) / 2;
-  // cuDNN (the measured instrument) needs a second call and a merge when the chunk has a cached
-  // prefix (calls = 2); a production kernel with cached-prefix support does it in one
-  const double calls = keys > (chunk + 1) / 2 + 0.5 ? 2 : 1;
-  b.add(Family::mla_prefill, chunk, keys, H, calls);
+  // one call with the cached prefix (our kernel, as production kernels, reads it in the same call)
+  b.add(Family::mla_prefill, chunk, keys, H);
   add_gemms(op, b);
 }
 

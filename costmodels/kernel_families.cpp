@@ -161,10 +161,11 @@ void t_mqa_plan(double* f) {
   const double len = 64 * std::ceil(std::ceil(L / ns) / 64);
   f[1] = std::ceil(B * ns / W) * len;
 }
-// MHA prefill (cuDNN fused attention, the measured instrument): query tiles of 128 rows, one per SM
-// at a time: H · ⌈N/128⌉ tiles over 132 SMs, the time follows the tiles of the busiest SM; the chunk
-// becomes the chunk that many tiles per SM could hold (below one tile per SM every SM still takes
-// a whole tile). (Our own kernel, kernels/attention/mla_prefill.cu, ran 64-row blocks 2 per SM.)
+// MHA prefill (our wgmma kernel, kernels/attention/mla_prefill_wg.cu: a block per (128 query rows,
+// head), one block per SM, 213 KB of shared memory): H · ⌈N/128⌉ tiles over 132 SMs, the time
+// follows the tiles of the busiest SM; the chunk becomes the chunk that many tiles per SM could hold
+// (below one tile per SM every SM still takes a whole tile). cuDNN's fused attention, the earlier
+// instrument, tiles the same way.
 void t_prefill_waves(double* f) {
   const double H = std::max(1.0, f[2]), tiles = H * std::ceil(f[0] / 128 - 1e-9);
   f[0] = std::max(f[0], 132 * std::ceil(tiles / 132 - 1e-9) * 128 / H);
@@ -239,8 +240,8 @@ void set_attention_families(std::vector<FamilyInfo>& v) {
       {"batch", "sm_rows", "heads"}, {0.2, 0.2, 0.1}, {false, true, false}, {2}, kLambda, w_mla_decode);
   v[static_cast<int>(Family::mla_decode)].transform = t_mqa_plan;
   set_family(v, Family::mla_prefill, "mla_prefill", "attention prefill",
-      "MHA-mode causal attention core: cuDNN fused attention through PyTorch SDPA (mla_prefill_torch torch_sdpa_cudnn_split, 12/24/48/96 heads; a cached prefix as two calls merged by LSE: calls = 2); keys_mean = prefix + (chunk+1)/2 keys per query",
-      {"chunk", "keys_mean", "heads", "calls"}, {0.2, 0.2, 0.1, 0.5}, {true, true, true, true}, {2}, kLambda, w_mla_prefill);
+      "MHA-mode causal attention core: mla_prefill wgmma_tma_bm128_bn128_pingpong (sm_90a, kernels/attention/mla_prefill_wg.cu; a cached prefix in the same call; 12/24/48/96 heads); keys_mean = prefix + (chunk+1)/2 keys per query",
+      {"chunk", "keys_mean", "heads"}, {0.2, 0.2, 0.1}, {true, true, true}, {2}, kLambda, w_mla_prefill);
   v[static_cast<int>(Family::mla_prefill)].transform = t_prefill_waves;
   set_family(v, Family::v4_attn_decode, "v4_attn_decode", "attention decode",
       "V4 attention core over FP8 584-B rows: csa_sparse_attn_decode, hca_attn_decode, swa_attn_decode (current tile configs; *_r1 rows only where no current row has the shape)",

@@ -379,13 +379,13 @@ TEST(Provenance, FewerThanOneRowCostsWhatOneRowCostsAndIsMeasured) {
 }
 
 TEST(KernelFamilies, MhaPrefillTimeFollowsTheBlocksOfTheBusiestSm) {
-  // mla_prefill (cuDNN fused attention): H·⌈chunk/128⌉ query tiles over 132 SMs; the feature becomes
+  // mla_prefill (our kernel: a block per 128 query rows and head, one per SM): H·⌈chunk/128⌉ query tiles over 132 SMs; the feature becomes
   // the chunk whose tiles fill ⌈tiles/132⌉ per SM. 12 heads × 768 (72 tiles), 48 × 256 (96) and
   // 24 × 256 (48): at most one per SM, 1; 96 × 256 (192 tiles): 2; 96 × 1536 (1,152): 9.
   const auto& info = family_info(Family::mla_prefill);
   ASSERT_TRUE(info.transform);
   auto per_sm = [&](double chunk, double heads) {
-    double f[4] = {chunk, 1024 + (chunk + 1) / 2, heads, 2};
+    double f[4] = {chunk, 1024 + (chunk + 1) / 2, heads, 0};
     info.transform(f);
     return f[0] * heads / 128 / 132;
   };
@@ -396,7 +396,7 @@ TEST(KernelFamilies, MhaPrefillTimeFollowsTheBlocksOfTheBusiestSm) {
   EXPECT_NEAR(per_sm(1536, 96), 9, 1e-9);
   // a chunk larger than the waves it needs keeps its size: 96 heads × 16,384 = 12,288 tiles, 94
   // per SM, 132 · 94 · 128 / 96 = 16,544 ≥ 16,384
-  double big[4] = {16384, 16384, 96, 1};
+  double big[4] = {16384, 16384, 96, 0};
   info.transform(big);
   EXPECT_NEAR(big[0], 16544, 1e-9);
 }
