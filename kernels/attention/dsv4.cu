@@ -669,15 +669,16 @@ __global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restri
 // V4 CSA/HCA attention, warp-specialised (issue 12, seventh session; v4_attn variant 3).
 // CTA = (64-head group, work item of the plan), 384 threads: warpgroups 0 and 1 are the consumers
 // of mqa.cu's v4_attn_wgmma_kernel (S = Q K^T on warpgroup 0, online softmax, O += P V split over
-// both, setmaxnreg 232); warpgroup 2 is the producer (setmaxnreg 40): it gathers tile j's 64 rows
+// both, setmaxnreg 224); warpgroup 2 is the producer (setmaxnreg 56): it gathers tile j's 64 rows
 // straight into the BF16 KV buffer j % 2 and dequantises them there while the consumers run tile
 // j-1. Shared memory (1024-B aligned): Q [64 x 512] bf16 (64 KB, 8 column blocks of 8 KB, 128-B
 // swizzle), two KV buffers of the same layout (2 x 64 KB), P, scales, flags, mbarriers.
-// In-place staging: a row's E4M3 bytes of column block c (c < 7) land by cp.async (8-B copies) in
-// the upper half of that block (offset 4096 + 64 r), its BF16 RoPE part directly at its swizzled
-// place in block 7, its 7 UE8M0 scales in a side array; after the copies the producer converts
-// block by block (all 128 threads read their 32 raw bytes of block c, a producer barrier, then
-// write the 64 BF16 bytes), so no separate FP8 ring is needed next to the two BF16 buffers.
+// In-place staging: producer warp w owns rows 16 w .. 16 w + 15 of each tile. A row's E4M3 bytes of
+// column block c (c < 7) land by cp.async (8-B copies) inside the 2 KB of block c that the warp's
+// own BF16 rows occupy (offset 2048 w + 1024 + 64 i for its row i), its BF16 RoPE part directly at
+// its swizzled place in block 7, its 7 UE8M0 scales in a side array; after its copies the warp
+// converts block by block (32 raw bytes per lane into registers, __syncwarp, 64 BF16 bytes out), so
+// no separate FP8 ring is needed next to the two BF16 buffers and no producer-wide barrier either.
 // Conversion E4M3 -> BF16 by bit moves (PRMT, shift, LOP): the E4M3 sign / exponent / mantissa
 // placed in a BF16 word is the value x 2^-120 (subnormals too), then one BF16x2 multiply by
 // 2^(s - 7) applies the UE8M0 scale 2^(s - 127) and the rebias (two multiplies when s > 134).
@@ -721,6 +722,9 @@ __device__ __forceinline__ uint2 e4m3x4_to_bf16_scaled(uint32_t w, uint32_t f1, 
 }
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
+// DBG (experiments only, env V4WS_DEBUG): 1 = no conversion (the raw bytes stay in place), 2 = no
+// gather (tiles converted from whatever the buffer holds). Both give wrong outputs; 0 = the kernel.
+template <int DBG>
 __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int4* __restrict__ work) {
   using namespace sm90;
   using namespace v4ws;
@@ -765,7 +769,7 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
 
   if (wg == 2) {
     // ------------------------------- producer -------------------------------
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
     const int pt = tid - 256, pw = pt >> 5;
     const int* idx = a.indices + static_cast<size_t>(qi) * a.idx_ld;
     // lane l holds the index of row 16 pw + (l & 15) of a tile
@@ -774,13 +778,17 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
       return (j < ntiles && r < re) ? __ldg(idx + r) : -1;
     };
     // the lane's three 8-B chunks of a row: ch = lane, lane + 32, lane + 64 (source offset 8 ch)
-    const uint32_t dA = (lane >> 3) * 8192 + 4096 + (lane & 7) * 8;  // + 64 r
+    // Warp pw owns rows 16 pw .. 16 pw + 15 of every tile: it gathers and converts them alone (no
+    // producer-wide barrier). Row 16 pw + i's E4M3 bytes of block c are staged at 2048 pw + 1024 + 64 i
+    // inside the block, i.e. inside the 2 KB that the warp's own BF16 rows of that block occupy.
+    const uint32_t dA = (lane >> 3) * 8192 + 2048 * pw + 1024 + (lane & 7) * 8;  // + 64 i
     const bool bRope = lane >= 24;
-    const uint32_t dB = bRope ? 7 * 8192 + (lane & 1) * 8 : ((lane + 32) >> 3) * 8192 + 4096 + (lane & 7) * 8;
+    const uint32_t dB = bRope ? 7 * 8192 + (lane & 1) * 8 : ((lane + 32) >> 3) * 8192 + 2048 * pw + 1024 + (lane & 7) * 8;
     const int qB = (lane - 24) >> 1;               // RoPE 16-B chunk (lane >= 24)
     const uint32_t dC = 7 * 8192 + (lane & 1) * 8;  // lane < 8: RoPE chunk 4 + lane / 2
     const int qC = 4 + (lane >> 1);
-    const int dr = pt >> 1, dh = pt & 1;  // conversion: row dr, elements 32 dh .. 32 dh + 31 of a block
+    const int di = lane >> 1, dh = lane & 1;  // conversion: row 16 pw + di, elements 32 dh .. 32 dh + 31 of a block
+    const int dr = 16 * pw + di;
     int id_cur = load_idx(0), id_nxt = load_idx(1);
     for (int j = 0; j < ntiles; ++j) {
       const int b = j & 1;
@@ -794,10 +802,12 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
         const int id = __shfl_sync(0xffffffffu, id_cur, i);
         const bool ok = id >= 0;
         const uint8_t* src = a.pool + static_cast<size_t>(ok ? id : 0) * kV4RowBytes + lane * 8;
-        cp_async8(kvb + dA + r * 64, src, ok);
-        cp_async8(bRope ? kvb + dB + r * 128 + (((qB ^ i) & 7) << 4) : kvb + dB + r * 64, src + 256, ok);
-        if (lane < 8) cp_async8(kvb + dC + r * 128 + (((qC ^ i) & 7) << 4), src + 512, ok);
-        else if (lane == 8) cp_async8(scb + r * 8, src + 512, ok);
+        if (DBG != 2) {
+          cp_async8(kvb + dA + i * 64, src, ok);
+          cp_async8(bRope ? kvb + dB + r * 128 + (((qB ^ i) & 7) << 4) : kvb + dB + i * 64, src + 256, ok);
+          if (lane < 8) cp_async8(kvb + dC + r * 128 + (((qC ^ i) & 7) << 4), src + 512, ok);
+          else if (lane == 8) cp_async8(scb + r * 8, src + 512, ok);
+        }
         if (lane == 0) sFlag[b * 64 + r] = ok;
       }
       cp_async_commit();
@@ -810,14 +820,15 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
           prefetch_l2(a.pool + static_cast<size_t>(id) * kV4RowBytes + (part == 5 ? kV4RowBytes - 1 : part * 128));
       }
       cp_async_wait<0>();
-      named_bar_sync(3, 128);  // every copy of tile j has landed
+      __syncwarp();  // every copy of this warp's 16 rows of tile j has landed
 #pragma unroll 1
       for (int c = 0; c < 7; ++c) {
         uint8_t* blk = kvb + c * 8192;
-        const uint4 x0 = *reinterpret_cast<const uint4*>(blk + 4096 + dr * 64 + dh * 32);
-        const uint4 x1 = *reinterpret_cast<const uint4*>(blk + 4096 + dr * 64 + dh * 32 + 16);
+        if (DBG == 1) continue;
+        const uint4 x0 = *reinterpret_cast<const uint4*>(blk + 2048 * pw + 1024 + di * 64 + dh * 32);
+        const uint4 x1 = *reinterpret_cast<const uint4*>(blk + 2048 * pw + 1024 + di * 64 + dh * 32 + 16);
         const uint32_t s = scb[dr * 8 + c];
-        named_bar_sync(3, 128);  // all raw bytes of block c are in registers
+        __syncwarp();  // the warp's raw bytes of block c are in registers
         const bool two = s > 134;
         const uint32_t h1 = two ? (247u << 7) : ((s + 120u) << 7), h2 = s << 7;
         const uint32_t f1 = h1 | (h1 << 16), f2 = h2 | (h2 << 16);
@@ -826,7 +837,7 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
         for (int k = 0; k < 4; ++k) {
           const uint2 lo = e4m3x4_to_bf16_scaled(w[2 * k], f1, f2, two);
           const uint2 hi = e4m3x4_to_bf16_scaled(w[2 * k + 1], f1, f2, two);
-          *reinterpret_cast<uint4*>(blk + dr * 128 + ((((4 * dh + k) ^ dr) & 7) << 4)) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+          *reinterpret_cast<uint4*>(blk + dr * 128 + ((((4 * dh + k) ^ di) & 7) << 4)) = make_uint4(lo.x, lo.y, hi.x, hi.y);
         }
       }
       fence_proxy_async();
@@ -838,7 +849,7 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
   }
 
   // ------------------------------- consumers -------------------------------
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
   const int w4 = (tid >> 5) & 3, g = lane >> 2, t4 = lane & 3;
   const int rA = 16 * w4 + g, rB = rA + 8;
   float o[128];
@@ -905,9 +916,9 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
         sAlpha[rB] = alB;
       }
       fence_proxy_async();
-      named_bar_sync(1, 256);
-    } else {
-      named_bar_sync(1, 256);
+    }
+    named_bar_sync(1, 256);  // one bar.sync instruction for both warpgroups (synccheck)
+    if (wg == 1) {
       alA = sAlpha[rA];
       alB = sAlpha[rB];
     }
@@ -1103,12 +1114,19 @@ void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   if (plan.n_slots > 0 && (!a.o_part || !a.lse_part)) throw std::invalid_argument("v4_attn_ws: split plan needs o_part/lse_part");
   if (plan.nq != a.nq) throw std::invalid_argument("v4_attn_ws: plan built for another query count");
   static bool attr = false;
+  static int dbg = 0;
   if (!attr) {
-    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v4ws::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, v4ws::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, v4ws::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, v4ws::kSmem));
+    if (const char* e = std::getenv("V4WS_DEBUG")) dbg = std::atoi(e);  // experiments only: wrong outputs
     attr = true;
   }
   if (plan.n_work > 0) {
-    v4_attn_ws_kernel<<<dim3(a.H / 64, plan.n_work), 384, v4ws::kSmem, s>>>(a, plan.work.p);
+    const dim3 grid(a.H / 64, plan.n_work);
+    if (dbg == 1) v4_attn_ws_kernel<1><<<grid, 384, v4ws::kSmem, s>>>(a, plan.work.p);
+    else if (dbg == 2) v4_attn_ws_kernel<2><<<grid, 384, v4ws::kSmem, s>>>(a, plan.work.p);
+    else v4_attn_ws_kernel<0><<<grid, 384, v4ws::kSmem, s>>>(a, plan.work.p);
     SS_LAUNCH_CHECK();
   }
   mla_combine(a, plan, s);

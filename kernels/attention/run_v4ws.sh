@@ -14,7 +14,9 @@ W=$(mktemp -d)
 mkdir -p "$W/tables" "$OUT"
 export SERVESIM_COMMIT=${SERVESIM_COMMIT:-unknown}
 DEC_PTS=${DEC_PTS:-128:512:65536,128:128:65536,128:32:65536,128:1:65536,128:512:4096,64:512:65536,64:128:65536,64:1:65536,64:512:4096,128:512:1048576,128:64:131072,64:512:1048576}
-PRE_PTS=${PRE_PTS:-128:4096:65536,128:16384:0,64:4096:65536,128:1024:1048576}
+PRE_PTS=${PRE_PTS-128:4096:65536,128:16384:0,64:4096:65536,128:1024:1048576}
+OPS=csa_sparse_attn_decode,hca_attn_decode${PRE_PTS:+,csa_sparse_attn_prefill}
+PTS=$DEC_PTS${PRE_PTS:+,$PRE_PTS}
 T0=$(date +%s)
 {
   echo "commit $SERVESIM_COMMIT"
@@ -35,14 +37,29 @@ T0=$(date +%s)
   if [ "$RC" = 0 ]; then
     for rep in 1 2; do
       for v in 2 3; do
-        timeout -k 5 200 "$BIN/bench_attn" --out "$W/cmp_v${v}_r${rep}" --only csa_sparse_attn_decode,hca_attn_decode,csa_sparse_attn_prefill \
-          --v4-attn-variant $v --v4-attn-point "$DEC_PTS,$PRE_PTS" --budget 190 --share-scale 3 > "$W/cmp_v${v}_r${rep}.log" 2>&1
+        timeout -k 5 200 "$BIN/bench_attn" --out "$W/cmp_v${v}_r${rep}" --only "$OPS" \
+          --v4-attn-variant $v --v4-attn-point "$PTS" --budget 190 --share-scale 3 > "$W/cmp_v${v}_r${rep}.log" 2>&1
         echo "variant $v rep $rep exit $? after $(( $(date +%s) - T0 )) s"
         grep -E "^  (csa|hca)" "$W/cmp_v${v}_r${rep}.log"
       done
     done
     mkdir -p "$W/tables/cmp"; cp -r "$W"/cmp_v* "$W/tables/cmp/" 2>/dev/null
-    timeout 150 env PYTHONUNBUFFERED=1 python3 kernels/attention/torch_v4attn.py --out "$W/tables" > "$W/torch.log" 2>&1
+    for d in ${DBG_MODES:-}; do  # experiments: 1 = no conversion, 2 = no gather (wrong outputs, timing only)
+      V4WS_DEBUG=$d timeout -k 5 100 "$BIN/bench_attn" --out "$W/dbg$d" --only csa_sparse_attn_decode --v4-attn-variant 3 \
+        --v4-attn-point "${DBG_PTS:-128:512:65536,128:128:65536,64:512:65536}" --budget 90 --share-scale 3 > "$W/dbg$d.log" 2>&1
+      echo "V4WS_DEBUG=$d exit $?"; grep -E "^  (csa|hca)" "$W/dbg$d.log"
+    done
+    if [ -n "${NCU:-}" ] && command -v ncu > /dev/null; then
+      timeout 200 ncu --clock-control none -k regex:v4_attn_ws_kernel -c 1 --set full --import-source yes -o "$W/ncu_ws" \
+        "$BIN/bench_attn" --out "$W/ncu_tables" --only csa_sparse_attn_decode --budget 30 --v4-attn-variant 3 \
+        --v4-attn-point "${NCU_PT:-128:128:65536}" > "$W/ncu_run.log" 2>&1
+      echo "ncu exit $? after $(( $(date +%s) - T0 )) s"
+      ncu -i "$W/ncu_ws.ncu-rep" --print-details all > "$W/ncu_ws.log" 2>&1
+      ncu -i "$W/ncu_ws.ncu-rep" --page source --csv --print-source sass > "$W/ncu_src.log" 2>&1
+      echo "source page exit $?, $(wc -l < "$W/ncu_src.log") lines"
+      grep -E "Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\)|Registers|Issue Slots|No Eligible|Stall|Tensor|Pipe|Warp Cycles" "$W/ncu_ws.log" | head -40
+    fi
+    [ "${TORCH:-1}" = 1 ] && timeout 150 env PYTHONUNBUFFERED=1 python3 kernels/attention/torch_v4attn.py --out "$W/tables" > "$W/torch.log" 2>&1
     echo "torch exit $? after $(( $(date +%s) - T0 )) s"; cat "$W/torch.log" | grep -v Warning | tail -14
     if [ "${SWEEP:-0}" = 1 ]; then
       for op in csa_sparse_attn_decode:${CSA_S:-40}:26 hca_attn_decode:${HCA_S:-60}:20 csa_sparse_attn_prefill:${CSAP_S:-40}:30 hca_attn_prefill:${HCAP_S:-30}:22 swa_attn_decode:${SWA_S:-10}:5 swa_attn_prefill:${SWAP_S:-10}:7; do
@@ -59,3 +76,4 @@ T0=$(date +%s)
 } 2>&1 | tee "$OUT/run.log"
 tar czf "$OUT/tables.tar.gz" -C "$W" tables
 tar czf "$OUT/logs.tar.gz" -C "$W" $(cd "$W" && ls *.log *.sass 2>/dev/null)
+[ -f "$W/ncu_ws.ncu-rep" ] && cp "$W/ncu_ws.ncu-rep" "$OUT/"
