@@ -730,7 +730,9 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
   using namespace v4ws;
   constexpr float kLog2e = 1.4426950408889634f;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  // 1024-B alignment by an offset from smem_raw (not through an integer cast): the compiler then
+  // knows every pointer below is shared and emits LDS/STS (the cast form gave generic LD/ST, ncu call 2)
+  uint8_t* smem = smem_raw + ((1024u - (sm90::saddr(smem_raw) & 1023u)) & 1023u);
   const uint32_t sb = saddr(smem);
   uint8_t* sP = smem + kOffP;
   uint8_t* sSc = smem + kOffSc;

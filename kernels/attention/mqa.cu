@@ -1976,7 +1976,7 @@ namespace {
 int g_v4_attn_variant = 0;
 // The V4 kernel that variant 0 means at H % 64 == 0: 2 = v4_attn_wgmma_kernel (issue 12, second
 // session), 3 = the warp-specialised v4_attn_ws (dsv4.cu, issue 12, seventh session).
-constexpr int kV4AttnDefault = 2;
+constexpr int kV4AttnDefault = 3;  // 1.2-1.6x variant 2 at every point measured (NOTES.md, seventh session)
 int v4_attn_effective(int H) {
   const int v = g_v4_attn_variant == 0 ? kV4AttnDefault : g_v4_attn_variant;
   return (H % 64 == 0 && (v == 2 || v == 3)) ? v : 1;

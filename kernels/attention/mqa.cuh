@@ -76,11 +76,11 @@ struct MqaArgs {
 ///   32 or 16; variant 1 needs H % 48 == 0, else it runs variant 2's configuration).
 void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0, int variant = 0);
 /// V4 attention over FP8 rows chosen by `indices`, any H (groups of 64, 32 or 16, last padded).
-/// H % 64 == 0 and variant 0 (default, issue 12): sm_90a kernel (the MLA decode wgmma structure:
-/// 64-head groups, S and P V on wgmma) with the rows gathered by cp.async and dequantised into the
-/// swizzled BF16 tile; mla_decode_plan(rows, H) is its wave-balanced plan (any plan works).
-/// Otherwise (or variant 1) the mma.sync kernel. Variant 2 = that sm_90a kernel explicitly, 3 = the
-/// warp-specialised kernel v4_attn_ws (dsv4.cuh); variant 0 = the default (kV4AttnDefault in mqa.cu).
+/// H % 64 == 0 and variant 0 (default) = variant 3: the warp-specialised sm_90a kernel v4_attn_ws
+/// (dsv4.cuh; issue 12, seventh session). Variant 2: the second session's sm_90a kernel (the MLA
+/// decode wgmma structure: 64-head groups, S and P V on wgmma, rows gathered by cp.async and
+/// dequantised into the swizzled BF16 tile by all threads between the GEMMs). mla_decode_plan(rows,
+/// H) is the wave-balanced plan of both (any plan works). Otherwise (or variant 1) the mma.sync kernel.
 void v4_attn(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0);
 void v4_attn_set_variant(int v);
 bool v4_attn_uses_wgmma(int H);

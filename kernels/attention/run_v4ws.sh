@@ -35,7 +35,7 @@ T0=$(date +%s)
   cuobjdump -sass "$BIN/test_mqa" | awk '/Function : .*v4_attn_ws_kernel/{f=1;next} /Function :/{f=0} f' > "$W/ws.sass"
   grep -oE "\b(HGMMA\.[0-9x]+[^ ]*|LDL[^ ]*|STL[^ ]*|LDGSTS[^ ]*|BAR\.[A-Z]+[^ ]*|SYNCS[^ ]*|USETMAXREG[^ ]*|PRMT|HMUL2[^ ]*)" "$W/ws.sass" | sort | uniq -c
   if [ "$RC" = 0 ]; then
-    for rep in 1 2; do
+    for rep in $(seq 1 ${REPS:-2}); do
       for v in 2 3; do
         timeout -k 5 200 "$BIN/bench_attn" --out "$W/cmp_v${v}_r${rep}" --only "$OPS" \
           --v4-attn-variant $v --v4-attn-point "$PTS" --budget 190 --share-scale 3 > "$W/cmp_v${v}_r${rep}.log" 2>&1

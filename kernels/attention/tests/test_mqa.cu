@@ -104,7 +104,8 @@ void mla_case(const std::vector<int>& ctx, int force_split, int variant, int H =
 
 // mode 0: mqa_make_plan (forced split if force_split > 0); 1: mla_decode_plan (the wgmma kernel's
 // own plan); 2: the mma.sync kernel (variant 1) at any H; 3: the warp-specialised kernel (variant 3)
-// with mla_decode_plan; 4: variant 3 with mqa_make_plan (forced split if force_split > 0). Rows 128..191 of lists of >= 256 rows are
+// with mla_decode_plan; 4: variant 3 with mqa_make_plan (forced split if force_split > 0); 5: the
+// second session's wgmma kernel (variant 2) with mla_decode_plan. Variant 0 (modes 0, 1) = variant 3. Rows 128..191 of lists of >= 256 rows are
 // all -1 (a whole masked 64-row tile).
 void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_sink, int mode = 0) {
   const int D = 512, pool_rows = 6000;
@@ -131,8 +132,8 @@ void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_si
   dout.alloc(static_cast<size_t>(nq) * H * D);
   dlse.alloc(static_cast<size_t>(nq) * H);
   poison(dout.p, dout.n);
-  MqaPlan plan = (mode == 1 || mode == 3) ? mla_decode_plan(nrows, H) : mqa_make_plan(nrows, 0, 256, force_split);
-  const int variant = mode == 2 ? 1 : mode >= 3 ? 3 : 0;
+  MqaPlan plan = (mode == 1 || mode == 3 || mode == 5) ? mla_decode_plan(nrows, H) : mqa_make_plan(nrows, 0, 256, force_split);
+  const int variant = mode == 2 ? 1 : mode == 5 ? 2 : mode >= 3 ? 3 : 0;
   opart.alloc(std::max<size_t>(1, mqa_part_floats(plan, H)));
   lpart.alloc(std::max<size_t>(1, mqa_lse_floats(plan, H)));
   MqaArgs a;
@@ -206,6 +207,8 @@ TEST(V4Attn, WgmmaOwnPlanAndLegacy) {
   v4_case(128, {1152, 1152, 300, 65, 1}, 0, true, 1);
   v4_case(64, {8320, 640, 129}, 0, true, 1);
   v4_case(128, {1152, 200, 64}, 0, true, 2);
+  v4_case(128, {1152, 1152, 300, 65, 1}, 0, true, 5);
+  v4_case(64, {8320, 640, 129}, 0, true, 5);
 }
 // Variant 3 (warp-specialised producer/consumer kernel): own plan and forced splits, H = 128 / 64,
 // 1-row and 1-tile lists, odd tile counts, whole masked 64-row tiles (rows 128..191), lists that
