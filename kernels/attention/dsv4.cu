@@ -721,6 +721,15 @@ __device__ __forceinline__ uint2 e4m3x4_to_bf16_scaled(uint32_t w, uint32_t f1, 
   return make_uint2(r0, r1);
 }
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+// 8-B cp.async to a shared-window address (src_size 0 = zero fill), optionally predicated (no branch)
+__device__ __forceinline__ void cp_async8_s(uint32_t dst, const void* src, uint32_t sz) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(sz) : "memory");
+}
+__device__ __forceinline__ void cp_async8_sp(uint32_t pred, uint32_t dst, const void* src, uint32_t sz) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %0, 0;\n@p cp.async.ca.shared.global [%1], [%2], 8, %3;\n}\n" ::"r"(pred), "r"(dst),
+               "l"(src), "r"(sz)
+               : "memory");
+}
 
 // DBG (experiments only, env V4WS_DEBUG): 1 = no conversion (the raw bytes stay in place), 2 = no
 // gather (tiles converted from whatever the buffer holds). Both give wrong outputs; 0 = the kernel.
@@ -798,17 +807,21 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
       const int id_nn = load_idx(j + 2);
       uint8_t* kvb = smem + kOffKV + b * kKV;
       uint8_t* scb = sSc + b * 512;
+      // branch-free issue: 32-bit shared addresses, the third copy predicated (lanes 0-8 only)
+      const uint32_t kvs = sb + kOffKV + b * kKV, scs = sb + kOffSc + b * 512;
 #pragma unroll
       for (int i = 0; i < 16; ++i) {
         const int r = 16 * pw + i;
         const int id = __shfl_sync(0xffffffffu, id_cur, i);
         const bool ok = id >= 0;
+        const uint32_t sz = ok ? 8u : 0u;
         const uint8_t* src = a.pool + static_cast<size_t>(ok ? id : 0) * kV4RowBytes + lane * 8;
         if (DBG != 2) {
-          cp_async8(kvb + dA + i * 64, src, ok);
-          cp_async8(bRope ? kvb + dB + r * 128 + (((qB ^ i) & 7) << 4) : kvb + dB + i * 64, src + 256, ok);
-          if (lane < 8) cp_async8(kvb + dC + r * 128 + (((qC ^ i) & 7) << 4), src + 512, ok);
-          else if (lane == 8) cp_async8(scb + r * 8, src + 512, ok);
+          const uint32_t b2 = bRope ? kvs + dB + r * 128 + (((qB ^ i) & 7) << 4) : kvs + dB + i * 64;
+          const uint32_t b3 = lane < 8 ? kvs + dC + r * 128 + (((qC ^ i) & 7) << 4) : scs + r * 8;
+          cp_async8_s(kvs + dA + i * 64, src, sz);
+          cp_async8_s(b2, src + 256, sz);
+          cp_async8_sp(lane <= 8, b3, src + 512, sz);
         }
         if (lane == 0) sFlag[b * 64 + r] = ok;
       }
@@ -823,18 +836,26 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
       }
       cp_async_wait<0>();
       __syncwarp();  // every copy of this warp's 16 rows of tile j has landed
+      // block c+1's raw bytes are loaded before block c is converted (different 8-KB blocks)
+      const uint8_t* raw = kvb + 2048 * pw + 1024 + di * 64 + dh * 32;
+      uint4 x0 = *reinterpret_cast<const uint4*>(raw), x1 = *reinterpret_cast<const uint4*>(raw + 16);
+      uint32_t s = scb[dr * 8];
 #pragma unroll 1
       for (int c = 0; c < 7; ++c) {
         uint8_t* blk = kvb + c * 8192;
         if (DBG == 1) continue;
-        const uint4 x0 = *reinterpret_cast<const uint4*>(blk + 2048 * pw + 1024 + di * 64 + dh * 32);
-        const uint4 x1 = *reinterpret_cast<const uint4*>(blk + 2048 * pw + 1024 + di * 64 + dh * 32 + 16);
-        const uint32_t s = scb[dr * 8 + c];
         __syncwarp();  // the warp's raw bytes of block c are in registers
-        const bool two = s > 134;
-        const uint32_t h1 = two ? (247u << 7) : ((s + 120u) << 7), h2 = s << 7;
+        const uint4 cx0 = x0, cx1 = x1;
+        const uint32_t cs = s;
+        if (c < 6) {
+          x0 = *reinterpret_cast<const uint4*>(raw + (c + 1) * 8192);
+          x1 = *reinterpret_cast<const uint4*>(raw + (c + 1) * 8192 + 16);
+          s = scb[dr * 8 + c + 1];
+        }
+        const bool two = cs > 134;
+        const uint32_t h1 = two ? (247u << 7) : ((cs + 120u) << 7), h2 = cs << 7;
         const uint32_t f1 = h1 | (h1 << 16), f2 = h2 | (h2 << 16);
-        const uint32_t w[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+        const uint32_t w[8] = {cx0.x, cx0.y, cx0.z, cx0.w, cx1.x, cx1.y, cx1.z, cx1.w};
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
           const uint2 lo = e4m3x4_to_bf16_scaled(w[2 * k], f1, f2, two);
