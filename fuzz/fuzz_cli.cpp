@@ -63,6 +63,20 @@ int sweep(const SweepArgs& a) { return a.jobs < 0 ? (finding("sweep: jobs"), 0) 
 #endif
 }  // namespace servesim::cli
 
+namespace {
+// One option table for the whole campaign (building CLI11's table is most of a parse's cost);
+// CommandLine resets every option to its default before each parse, as a fresh process would.
+// Built in LLVMFuzzerInitialize, outside libFuzzer's per-input timer: built inside the first input
+// of a loaded machine's fork-mode job it ran past 1 s, and libFuzzer's timeout handler, which
+// allocates, deadlocked inside ASan's allocator (Dec 1 2026 campaign).
+servesim::cli::CommandLine* command_line = nullptr;
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  command_line = new servesim::cli::CommandLine;
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 4096) return 0;
   std::vector<std::string> words{"servesim"};
@@ -86,10 +100,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return f;
   }();
   (void)devnull;
-  // One option table for the whole campaign (building CLI11's table is most of a parse's cost);
-  // CommandLine resets every option to its default before each parse, as a fresh process would.
-  static servesim::cli::CommandLine command_line;
-  const int rc = command_line(static_cast<int>(words.size()), argv.data());
+  const int rc = (*command_line)(static_cast<int>(words.size()), argv.data());
   if (rc != 0 && rc != 2) servesim::fuzz::finding("exit status " + std::to_string(rc));
   return 0;
 }
