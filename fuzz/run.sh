@@ -24,7 +24,9 @@ for t in "${targets[@]}"; do
   # that frees large buffers past -rss_limit_mb=256; 32 MB keeps the RSS limit about retained memory
   fork=()
   [ "${FORK:-0}" = 1 ] && fork=(-fork=1 -ignore_timeouts=1 -ignore_ooms=0 -ignore_crashes=0)
-  ASAN_OPTIONS="quarantine_size_mb=32${ASAN_OPTIONS:+:$ASAN_OPTIONS}" nice -n 19 "$build/fuzz_$t" "$work" "fuzz/corpus/$t" -dict="fuzz/dict/$t.dict" -max_total_time="$secs" \
+  # timeout: a libFuzzer timeout handler that fires inside ASan's allocator can deadlock (it
+  # allocates); in fork mode the parent would then wait for that job forever
+  ASAN_OPTIONS="quarantine_size_mb=32${ASAN_OPTIONS:+:$ASAN_OPTIONS}" timeout -k 10 $((secs + 600)) nice -n 19 "$build/fuzz_$t" "$work" "fuzz/corpus/$t" -dict="fuzz/dict/$t.dict" -max_total_time="$secs" \
     -timeout=1 -rss_limit_mb=256 -malloc_limit_mb=256 -max_len=8192 -artifact_prefix="$found/" -print_final_stats=1 ${RUNS:+-runs="$RUNS"} "${fork[@]}" >"$log" 2>&1
   rc=$?
   if [ ${#fork[@]} -gt 0 ]; then
