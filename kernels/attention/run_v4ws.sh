@@ -76,4 +76,4 @@ T0=$(date +%s)
 } 2>&1 | tee "$OUT/run.log"
 tar czf "$OUT/tables.tar.gz" -C "$W" tables
 tar czf "$OUT/logs.tar.gz" -C "$W" $(cd "$W" && ls *.log *.sass 2>/dev/null)
-[ -f "$W/ncu_ws.ncu-rep" ] && cp "$W/ncu_ws.ncu-rep" "$OUT/"
+[ -f "$W/ncu_ws.ncu-rep" ] && cp "$W/ncu_ws.ncu-rep" "$OUT/" || true
