@@ -733,7 +733,11 @@ __device__ __forceinline__ void cp_async8_sp(uint32_t pred, uint32_t dst, const 
 
 // DBG (experiments only, env V4WS_DEBUG): 1 = no conversion (the raw bytes stay in place), 2 = no
 // gather (tiles converted from whatever the buffer holds). Both give wrong outputs; 0 = the kernel.
-template <int DBG>
+// REG: registers after setmaxnreg, producer / consumers: 0 = 56 / 224 (ptxas: 8 B spill in the
+// producer), 1 = 96 / 208 (no spill). Without setmaxnreg (168 each) the consumers spill 216 B.
+// (A second producer warpgroup, 512 threads, does not compile: ptxas then holds every instruction
+// to 128 registers and the m64n256k16 accumulators need >= 154, C7602.)
+template <int DBG, int REG>
 __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int4* __restrict__ work) {
   using namespace sm90;
   using namespace v4ws;
@@ -764,9 +768,11 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
     mbar_init(&empty[0], 256);
     mbar_init(&empty[1], 256);
   }
-  {  // Q tile (padded heads read as zeros), swizzled, by all 384 threads
+  constexpr int NT = 384, RPW = 16;  // threads, rows per producer warp
+  constexpr int LPR = 32 / RPW, BPL = 64 / LPR;       // conversion: lanes per row, raw bytes per lane
+  {  // Q tile (padded heads read as zeros), swizzled, by all threads
     const bf16* qsrc = a.q + (static_cast<size_t>(qi) * H + head0) * 512;
-    for (int u = tid; u < 64 * 64; u += 384) {
+    for (int u = tid; u < 64 * 64; u += NT) {
       const int r = u >> 6, ch = u & 63;
       const bool ok = head0 + r < H;
       cp_async16(smem + (ch >> 3) * 8192 + r * 128 + (((ch & 7) ^ (r & 7)) << 4),
@@ -778,28 +784,30 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
   fence_proxy_async();
   __syncthreads();
 
-  if (wg == 2) {
+  if (wg >= 2) {
     // ------------------------------- producer -------------------------------
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
+    if constexpr (REG == 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
+    if constexpr (REG == 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 96;\n" ::: "memory");
     const int pt = tid - 256, pw = pt >> 5;
     const int* idx = a.indices + static_cast<size_t>(qi) * a.idx_ld;
     // lane l holds the index of row 16 pw + (l & 15) of a tile
     auto load_idx = [&](int j) -> int {
-      const int r = rb + 64 * j + 16 * pw + (lane & 15);
+      const int r = rb + 64 * j + RPW * pw + (lane & (RPW - 1));
       return (j < ntiles && r < re) ? __ldg(idx + r) : -1;
     };
     // the lane's three 8-B chunks of a row: ch = lane, lane + 32, lane + 64 (source offset 8 ch)
     // Warp pw owns rows 16 pw .. 16 pw + 15 of every tile: it gathers and converts them alone (no
     // producer-wide barrier). Row 16 pw + i's E4M3 bytes of block c are staged at 2048 pw + 1024 + 64 i
     // inside the block, i.e. inside the 2 KB that the warp's own BF16 rows of that block occupy.
-    const uint32_t dA = (lane >> 3) * 8192 + 2048 * pw + 1024 + (lane & 7) * 8;  // + 64 i
+    const uint32_t wreg = 128 * RPW * pw + 64 * RPW;  // the warp's raw staging inside each block
+    const uint32_t dA = (lane >> 3) * 8192 + wreg + (lane & 7) * 8;  // + 64 i
     const bool bRope = lane >= 24;
-    const uint32_t dB = bRope ? 7 * 8192 + (lane & 1) * 8 : ((lane + 32) >> 3) * 8192 + 2048 * pw + 1024 + (lane & 7) * 8;
+    const uint32_t dB = bRope ? 7 * 8192 + (lane & 1) * 8 : ((lane + 32) >> 3) * 8192 + wreg + (lane & 7) * 8;
     const int qB = (lane - 24) >> 1;               // RoPE 16-B chunk (lane >= 24)
     const uint32_t dC = 7 * 8192 + (lane & 1) * 8;  // lane < 8: RoPE chunk 4 + lane / 2
     const int qC = 4 + (lane >> 1);
-    const int di = lane >> 1, dh = lane & 1;  // conversion: row 16 pw + di, elements 32 dh .. 32 dh + 31 of a block
-    const int dr = 16 * pw + di;
+    const int di = lane / LPR, dh = lane % LPR;  // conversion: row RPW pw + di, elements BPL dh .. of a block
+    const int dr = RPW * pw + di;
     int id_cur = load_idx(0), id_nxt = load_idx(1);
     for (int j = 0; j < ntiles; ++j) {
       const int b = j & 1;
@@ -810,8 +818,8 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
       // branch-free issue: 32-bit shared addresses, the third copy predicated (lanes 0-8 only)
       const uint32_t kvs = sb + kOffKV + b * kKV, scs = sb + kOffSc + b * 512;
 #pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        const int r = 16 * pw + i;
+      for (int i = 0; i < RPW; ++i) {
+        const int r = RPW * pw + i;
         const int id = __shfl_sync(0xffffffffu, id_cur, i);
         const bool ok = id >= 0;
         const uint32_t sz = ok ? 8u : 0u;
@@ -828,39 +836,45 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
       cp_async_commit();
       // L2 prefetch of tile j+1's rows: 6 lanes per row (5 lines at +128 k and the last byte)
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
+      for (int k = 0; k < (RPW + 4) / 5; ++k) {
         const int i = k * 5 + lane / 6, part = lane % 6;
-        const int id = __shfl_sync(0xffffffffu, id_nxt, i & 15);
-        if (lane < 30 && i < 16 && id >= 0)
+        const int id = __shfl_sync(0xffffffffu, id_nxt, i & (RPW - 1));
+        if (lane < 30 && i < RPW && id >= 0)
           prefetch_l2(a.pool + static_cast<size_t>(id) * kV4RowBytes + (part == 5 ? kV4RowBytes - 1 : part * 128));
       }
       cp_async_wait<0>();
       __syncwarp();  // every copy of this warp's 16 rows of tile j has landed
       // block c+1's raw bytes are loaded before block c is converted (different 8-KB blocks)
-      const uint8_t* raw = kvb + 2048 * pw + 1024 + di * 64 + dh * 32;
-      uint4 x0 = *reinterpret_cast<const uint4*>(raw), x1 = *reinterpret_cast<const uint4*>(raw + 16);
+      const uint8_t* raw = kvb + wreg + di * 64 + dh * BPL;
+      constexpr int NX = BPL / 16;  // uint4 of raw bytes per lane and block
+      uint4 x[NX];
+#pragma unroll
+      for (int u = 0; u < NX; ++u) x[u] = *reinterpret_cast<const uint4*>(raw + 16 * u);
       uint32_t s = scb[dr * 8];
 #pragma unroll 1
       for (int c = 0; c < 7; ++c) {
         uint8_t* blk = kvb + c * 8192;
         if (DBG == 1) continue;
         __syncwarp();  // the warp's raw bytes of block c are in registers
-        const uint4 cx0 = x0, cx1 = x1;
+        uint32_t w[4 * NX];
+#pragma unroll
+        for (int u = 0; u < NX; ++u) {
+          w[4 * u] = x[u].x; w[4 * u + 1] = x[u].y; w[4 * u + 2] = x[u].z; w[4 * u + 3] = x[u].w;
+        }
         const uint32_t cs = s;
         if (c < 6) {
-          x0 = *reinterpret_cast<const uint4*>(raw + (c + 1) * 8192);
-          x1 = *reinterpret_cast<const uint4*>(raw + (c + 1) * 8192 + 16);
+#pragma unroll
+          for (int u = 0; u < NX; ++u) x[u] = *reinterpret_cast<const uint4*>(raw + (c + 1) * 8192 + 16 * u);
           s = scb[dr * 8 + c + 1];
         }
         const bool two = cs > 134;
         const uint32_t h1 = two ? (247u << 7) : ((cs + 120u) << 7), h2 = cs << 7;
         const uint32_t f1 = h1 | (h1 << 16), f2 = h2 | (h2 << 16);
-        const uint32_t w[8] = {cx0.x, cx0.y, cx0.z, cx0.w, cx1.x, cx1.y, cx1.z, cx1.w};
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
+        for (int k = 0; k < 2 * NX; ++k) {  // 16-B output chunks (8 values) of this lane
           const uint2 lo = e4m3x4_to_bf16_scaled(w[2 * k], f1, f2, two);
           const uint2 hi = e4m3x4_to_bf16_scaled(w[2 * k + 1], f1, f2, two);
-          *reinterpret_cast<uint4*>(blk + dr * 128 + ((((4 * dh + k) ^ di) & 7) << 4)) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+          *reinterpret_cast<uint4*>(blk + dr * 128 + ((((2 * NX * dh + k) ^ dr) & 7) << 4)) = make_uint4(lo.x, lo.y, hi.x, hi.y);
         }
       }
       fence_proxy_async();
@@ -872,7 +886,8 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
   }
 
   // ------------------------------- consumers -------------------------------
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
+  if constexpr (REG == 0) asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
+  if constexpr (REG == 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 208;\n" ::: "memory");
   const int w4 = (tid >> 5) & 3, g = lane >> 2, t4 = lane & 3;
   const int rA = 16 * w4 + g, rB = rA + 8;
   float o[128];
@@ -1137,19 +1152,22 @@ void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   if (plan.n_slots > 0 && (!a.o_part || !a.lse_part)) throw std::invalid_argument("v4_attn_ws: split plan needs o_part/lse_part");
   if (plan.nq != a.nq) throw std::invalid_argument("v4_attn_ws: plan built for another query count");
   static bool attr = false;
-  static int dbg = 0;
+  static int dbg = 0, reg = 0;
   if (!attr) {
-    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, v4ws::kSmem));
-    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, v4ws::kSmem));
-    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, v4ws::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<0, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, v4ws::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<1, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, v4ws::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<2, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, v4ws::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, v4ws::kSmem));
     if (const char* e = std::getenv("V4WS_DEBUG")) dbg = std::atoi(e);  // experiments only: wrong outputs
+    if (const char* e = std::getenv("V4WS_REG")) reg = std::atoi(e);    // experiments: register split (see the kernel)
     attr = true;
   }
   if (plan.n_work > 0) {
     const dim3 grid(a.H / 64, plan.n_work);
-    if (dbg == 1) v4_attn_ws_kernel<1><<<grid, 384, v4ws::kSmem, s>>>(a, plan.work.p);
-    else if (dbg == 2) v4_attn_ws_kernel<2><<<grid, 384, v4ws::kSmem, s>>>(a, plan.work.p);
-    else v4_attn_ws_kernel<0><<<grid, 384, v4ws::kSmem, s>>>(a, plan.work.p);
+    if (dbg == 1) v4_attn_ws_kernel<1, 0><<<grid, 384, v4ws::kSmem, s>>>(a, plan.work.p);
+    else if (dbg == 2) v4_attn_ws_kernel<2, 0><<<grid, 384, v4ws::kSmem, s>>>(a, plan.work.p);
+    else if (reg == 1) v4_attn_ws_kernel<0, 1><<<grid, 384, v4ws::kSmem, s>>>(a, plan.work.p);
+    else v4_attn_ws_kernel<0, 0><<<grid, 384, v4ws::kSmem, s>>>(a, plan.work.p);
     SS_LAUNCH_CHECK();
   }
   mla_combine(a, plan, s);
