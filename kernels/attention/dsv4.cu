@@ -733,8 +733,11 @@ __device__ __forceinline__ void cp_async8_sp(uint32_t pred, uint32_t dst, const 
 
 // DBG (experiments only, env V4WS_DEBUG): 1 = no conversion (the raw bytes stay in place), 2 = no
 // gather (tiles converted from whatever the buffer holds). Both give wrong outputs; 0 = the kernel.
-// REG: registers after setmaxnreg, producer / consumers: 0 = 56 / 224 (ptxas: 8 B spill in the
-// producer), 1 = 96 / 208 (no spill). Without setmaxnreg (168 each) the consumers spill 216 B.
+// REG: registers after setmaxnreg, producer / consumers: 0 = 56 / 224 (the default; ptxas: 8 B spill
+// in the producer), 1 = 88 / 208 (experiment, never run: call 5 ran 96 / 208, which hangs -- the
+// consumers' setmaxnreg.inc can only take what the producer's dec released from the 3 x 168
+// registers per thread the CTA was launched with, so 2 C + P must be <= 504). Without setmaxnreg
+// (168 each) the consumers spill 216 B.
 // (A second producer warpgroup, 512 threads, does not compile: ptxas then holds every instruction
 // to 128 registers and the m64n256k16 accumulators need >= 154, C7602.)
 template <int DBG, int REG>
@@ -787,7 +790,7 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
   if (wg >= 2) {
     // ------------------------------- producer -------------------------------
     if constexpr (REG == 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
-    if constexpr (REG == 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 96;\n" ::: "memory");
+    if constexpr (REG == 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 88;\n" ::: "memory");
     const int pt = tid - 256, pw = pt >> 5;
     const int* idx = a.indices + static_cast<size_t>(qi) * a.idx_ld;
     // lane l holds the index of row 16 pw + (l & 15) of a tile
