@@ -259,6 +259,23 @@ TEST(CapacityCommand, PrefillBoundAnswerIsTheStabilityBoundAtEverySeed) {
   EXPECT_TRUE(meets(run_p99(dir / "a", prefill_bound(42), 3, 1, rate)));
   const auto two = run_p99(dir / "b", prefill_bound(42), 2, 1, rate);
   EXPECT_GT(two.first, 15.0) << "two prefill instances at utilisation 1.25: a growing queue";
+  // an SLO no allocation within --max-nodes meets: exit 1, and capacity.json still lists every run
+  // with why it missed (it said "every run and why" but held only the configurations). At most 2
+  // nodes: the bracket's 1 + 1 allocation (2 nodes), one run; a 1 ms TTFT is below one prefill step.
+  {
+    const fs::path sc = write_scenario(dir / "none", prefill_bound(42));
+    const auto o = ::test::sh("capacity " + sc.string() + " --rate " + r + " --ttft-p99 0.001 --tpot-p99 1 --max-nodes 2 --no-plan-start --quiet --out " +
+                              (dir / "capnone").string());
+    EXPECT_EQ(o.status, 1) << o.text;
+    EXPECT_NE(o.text.find("no configuration met the SLO within 2 nodes"), std::string::npos) << o.text;
+    const auto c = nlohmann::json::parse(::test::slurp(dir / "capnone" / "capacity.json"));
+    EXPECT_FALSE(c["found"].get<bool>());
+    ASSERT_EQ(c["runs"].size(), 1u) << c.dump(2);
+    EXPECT_EQ(c["runs"][0]["nodes"], 2);
+    EXPECT_FALSE(c["runs"][0]["meets_slo"].get<bool>());
+    EXPECT_NE(c["runs"][0]["missed"].get<std::string>().find("TTFT"), std::string::npos) << c["runs"][0].dump();
+    EXPECT_TRUE(c["deployment"].is_string() && c["scenario"].is_string()) << c.dump(2);
+  }
   // without a load, or with both, exit 2
   EXPECT_EQ(::test::sh("capacity " + servesim::test::data("scenarios/default.json") + " --quiet --out " + (dir / "x").string()).status, 2);
   EXPECT_EQ(::test::sh("capacity " + servesim::test::data("scenarios/default.json") + " --sessions 10 --quiet --out " + (dir / "x").string()).status, 2);

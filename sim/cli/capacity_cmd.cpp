@@ -322,7 +322,11 @@ int capacity(const CapacityArgs& a) {
     }
     if (!best) {
       fmt::print("no configuration met the SLO within {} nodes (every run and why: {}/capacity.json)\n", a.max_nodes, out.string());
-      std::ofstream(out / "capacity.json") << json{{"found", false}, {"configurations", searched}}.dump(2) << "\n";
+      json pts = json::array();
+      for (const Point& p : run.done()) pts.push_back(point_json(p));
+      std::ofstream(out / "capacity.json") << json{{"found", false}, {"scenario", s.path}, {"deployment", base.name}, {"configurations", searched},
+                                                   {"runs", pts}}.dump(2)
+                                           << "\n";
       return 1;
     }
     finish(run, *best, s, base, a, out, searched, t0);
