@@ -275,6 +275,9 @@ TEST(CapacityCommand, PrefillBoundAnswerIsTheStabilityBoundAtEverySeed) {
     EXPECT_FALSE(c["runs"][0]["meets_slo"].get<bool>());
     EXPECT_NE(c["runs"][0]["missed"].get<std::string>().find("TTFT"), std::string::npos) << c["runs"][0].dump();
     EXPECT_TRUE(c["deployment"].is_string() && c["scenario"].is_string()) << c.dump(2);
+    EXPECT_DOUBLE_EQ(c["asked"]["slo"]["ttft_p99_s"].get<double>(), 0.001);
+    EXPECT_DOUBLE_EQ(c["asked"]["slo"]["tpot_p99_s"].get<double>(), 1.0);
+    EXPECT_NEAR(c["asked"]["load"]["rate_per_s"].get<double>(), std::stod(r), 1e-9);
   }
   // without a load, or with both, exit 2
   EXPECT_EQ(::test::sh("capacity " + servesim::test::data("scenarios/default.json") + " --quiet --out " + (dir / "x").string()).status, 2);

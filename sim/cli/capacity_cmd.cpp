@@ -245,6 +245,24 @@ std::optional<CapacitySearchResult> search_config(Runner& run, const Scenario& s
   }
 }
 
+// What was asked: the load and the SLO (capacity.json states them, found or not).
+json asked(const CapacityArgs& a) {
+  return {{"load", a.sessions > 0 ? json{{"sessions", a.sessions}} : json{{"rate_per_s", a.rate}}},
+          {"slo", {{"ttft_p99_s", a.ttft_p99_s}, {"tpot_p99_s", a.tpot_p99_s}, {"max_rejected", a.max_rejected}}}};
+}
+
+// Runs of the search seed at the cost model's own times that met the SLO with fewer nodes than the
+// answer: the band's neighbour runs can find one (the search is local: README "capacity"); the
+// answer is not changed (its band was built around it), the runs are named next to it.
+json fewer_nodes_met(const std::vector<Point>& done, const Answer& best, std::uint64_t seed) {
+  json out = json::array();
+  for (const Point& p : done)
+    if (p.ok && p.seed == seed && p.cost_factor == 1 && p.cfg.attn_tp == best.cfg.attn_tp && p.cfg.max_running == best.cfg.max_running &&
+        p.nodes < best.point.nodes)
+      out.push_back({{"prefill_instances", p.alloc.prefill}, {"decode_instances", p.alloc.decode}, {"nodes", p.nodes}});
+  return out;
+}
+
 // The band, the static estimate, the printed answer and capacity.json.
 void finish(Runner& run, const Answer& best, const Scenario& s, const DeploymentSpec& base, const CapacityArgs& a, const fs::path& out,
             const json& searched, std::chrono::steady_clock::time_point t0) {
@@ -259,6 +277,10 @@ void finish(Runner& run, const Answer& best, const Scenario& s, const Deployment
   const json est = static_estimate(d, a, best.point.summary);
   print_answer(d, best, est, bd, best.point.summary, a);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const json fewer = fewer_nodes_met(run.done(), best, s.seed);
+  for (const auto& f : fewer)
+    fmt::print("note: a band run met the SLO with fewer nodes: {} prefill + {} decode instances, {} nodes (the search is local)\n",
+               f["prefill_instances"].get<int>(), f["decode_instances"].get<int>(), f["nodes"].get<int>());
   fmt::print("search: {} configurations, {} runs in all (band included); wall time {:.1f} s; every run: {}/capacity.json\n", searched.size(),
              run.done().size(), wall, out.string());
   json pts = json::array();
@@ -268,8 +290,9 @@ void finish(Runner& run, const Answer& best, const Scenario& s, const Deployment
                         {"littles_law", best.point.summary["sessions"]["gpu_residency_littles_law"]}}
                  : json{{"assumed", a.rho}};
   std::ofstream(out / "capacity.json")
-      << json{{"found", true}, {"scenario", s.path}, {"deployment", base.name}, {"answer", point_json(best.point)}, {"band", bd},
-              {"static_estimate", est}, {"rho", rho}, {"window", best.point.summary["window"]}, {"configurations", searched}, {"runs", pts}}
+      << json{{"found", true}, {"scenario", s.path}, {"deployment", base.name}, {"asked", asked(a)}, {"answer", point_json(best.point)},
+              {"fewer_nodes_met_in_band_runs", fewer}, {"band", bd}, {"static_estimate", est}, {"rho", rho}, {"window", best.point.summary["window"]},
+              {"configurations", searched}, {"runs", pts}}
              .dump(2)
       << "\n";
 }
@@ -324,8 +347,8 @@ int capacity(const CapacityArgs& a) {
       fmt::print("no configuration met the SLO within {} nodes (every run and why: {}/capacity.json)\n", a.max_nodes, out.string());
       json pts = json::array();
       for (const Point& p : run.done()) pts.push_back(point_json(p));
-      std::ofstream(out / "capacity.json") << json{{"found", false}, {"scenario", s.path}, {"deployment", base.name}, {"configurations", searched},
-                                                   {"runs", pts}}.dump(2)
+      std::ofstream(out / "capacity.json") << json{{"found", false}, {"scenario", s.path}, {"deployment", base.name}, {"asked", asked(a)},
+                                                   {"configurations", searched}, {"runs", pts}}.dump(2)
                                            << "\n";
       return 1;
     }
