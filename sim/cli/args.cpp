@@ -202,7 +202,7 @@ CommandLine::CommandLine() : t_(std::make_unique<Table>()) {}
 CommandLine::~CommandLine() = default;
 
 int CommandLine::operator()(int argc, char** argv) {
-  // CLI11 2.3's App::clear() leaves App::parse_order_ (every option parsed, one pointer each) to
+  // CLI11 2.1's (Debian 12) App::clear() leaves App::parse_order_ (every option parsed, one pointer each) to
   // grow; a CommandLine that parses without end (fuzz/fuzz_cli.cpp) would grow with it (273 MB
   // after 782,950 parses): a fresh table every kParsesPerTable parses bounds it.
   if (++parses_ > kParsesPerTable) t_ = std::make_unique<Table>(), parses_ = 1;
