@@ -17,7 +17,7 @@ targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(mooncake azure burstgpt tracelab_replay tracelab_rounds scenario model hardware cli)
 status=0
 for t in "${targets[@]}"; do
-  [ -x "$build/fuzz_$t" ] || { echo "$t: not built"; continue; }
+  [ -x "$build/fuzz_$t" ] || { echo "$t: not built (a target named but not built is a failure, not a skip)"; status=1; continue; }
   work="$build/corpus/$t"; found="$build/findings/$t"
   mkdir -p "$work" "$found"
   log="$build/fuzz_$t.log"
