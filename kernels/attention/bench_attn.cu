@@ -78,6 +78,9 @@ std::vector<std::array<int, 3>> MLA_DECODE_POINTS;  // --mla-decode-point B:H:L[
 std::vector<int> PROJ_TP;           // --proj-tp
 std::set<std::string> PROJ_GEMMS;   // --proj-gemms (empty: all)
 long PROJ_M_MAX = 16384;            // --proj-m-max
+std::set<std::string> PROJ_KINDS;   // --proj-kinds bf16,fp8_tensor_scale,fp8_block_scale (empty: all)
+long PROJ_OWN_M_MAX = 4096;         // --proj-own-m-max: own FP8 GEMM rows up to this M (0: none)
+std::vector<std::array<int, 3>> PROJ_POINTS;  // --proj-point M:N:K[,...]: only these (FP8 block: cuBLASLt + own)
 using servesim::kernels::int_list;
 
 // "<variant>|<shape JSON>" of every row of TABLE_DIR/<op>.json (empty without --skip-existing)
@@ -1106,7 +1109,57 @@ struct GemmDef {
   int N, K, batch;
   long long ldx, ldw, ldd, sx, sw, sd;  // 0 = packed
   int attn_tp = 0;                       // > 0: the shape on one GPU of an attention-TP group (row field "attn_tp")
+  long only_m = 0;                       // > 0: this M only (--proj-point), else the M grid
 };
+// The own FP8 block-scaled GEMM (proj_fp8.cu, split-K wgmma) at one point, beside the cuBLASLt
+// row of the same point: variant "<gemm>/fp8_block_scale_own", row fields bt, split, tiles.
+// Random e4m3 operands and random scales (the cuBLASLt rows use all-ones scales: same work).
+void bench_proj_own(OpRun& r, const GemmDef& d, long M) {
+  const std::string var = d.name + "/fp8_block_scale_own";
+  const double flops = 2.0 * M * d.N * d.K;
+  const double bytes = 1.0 * M * d.K + 1.0 * d.N * d.K + 2.0 * M * d.N;
+  auto X = std::make_shared<DevBuf<uint8_t>>();
+  auto W = std::make_shared<std::vector<DevBuf<uint8_t>>>();
+  auto XS = std::make_shared<DevBuf<float>>(), WS = std::make_shared<DevBuf<float>>();
+  auto Dd = std::make_shared<DevBuf<bf16>>();
+  auto Wk = std::make_shared<DevBuf<uint8_t>>();
+  auto extra = std::make_shared<json>(json::object());
+  json shape = {{"M", M}, {"N", d.N}, {"K", d.K}, {"batch", 1}, {"gemm", d.name}};
+  if (d.attn_tp) shape["attn_tp"] = d.attn_tp;
+  r.point(var, shape, {{"in", "fp8_e4m3"}, {"out", "bf16"}, {"scales", "fp8_block_scale"}}, flops, bytes,
+          [&, X, W, XS, WS, Dd, Wk, extra]() {
+            const Fp8DenseConfig c = fp8_dense_plan(static_cast<int>(M), d.N, d.K);
+            (*extra)["kernel"] = "own_wgmma_splitk";
+            (*extra)["bt"] = c.bt;
+            (*extra)["split"] = c.split;
+            (*extra)["tiles"] = c.m_tiles * c.n_tiles;
+            const double wbytes = 1.0 * d.N * d.K;
+            const int ns = nsets(wbytes + 1.0 * M * d.K, 16);
+            W->resize(ns);
+            for (auto& w : *W) {
+              w.alloc(static_cast<size_t>(wbytes));
+              fill_e4m3(w.p, w.n, 8.f, seed());
+            }
+            X->alloc(static_cast<size_t>(M) * d.K);
+            fill_e4m3(X->p, X->n, 8.f, seed());
+            const int ld = static_cast<int>((M + 3) / 4 * 4), KB = d.K / 128;
+            XS->alloc(static_cast<size_t>(KB) * ld);
+            fill_uniform_f32(XS->p, XS->n, 0.5f, 2.f, seed());
+            WS->alloc(static_cast<size_t>((d.N + 127) / 128) * KB);
+            fill_uniform_f32(WS->p, WS->n, 0.5f, 2.f, seed());
+            Dd->alloc(static_cast<size_t>(M) * d.N);
+            const size_t wsb = fp8_dense_workspace_bytes(c);
+            Wk->alloc(wsb + 1);
+            SS_CUDA(cudaMemset(Wk->p, 0, Wk->n));
+            const int Mi = static_cast<int>(M);
+            return std::function<void(int)>([=](int i) {
+              fp8_dense_gemm(X->p, XS->p, ld, (*W)[i % W->size()].p, WS->p, Dd->p, Mi, d.N, d.K, Wk->p, Wk->n);
+            });
+          },
+          extra);
+  W->clear();
+}
+
 void bench_proj(const std::string& op, const std::string& model, const std::vector<GemmDef>& defs,
                 const std::vector<GemmKind>& kinds, double budget) {
   OpRun r(op, model,
@@ -1117,7 +1170,8 @@ void bench_proj(const std::string& op, const std::string& model, const std::vect
   std::vector<Pt> pts;
   for (const auto& d : defs)
     for (GemmKind k : kinds)
-      for (long M : qgrid(grid(1, PROJ_M_MAX)))
+      if (PROJ_KINDS.empty() || PROJ_KINDS.count(gemm_kind_name(k)))
+      for (long M : d.only_m ? std::vector<long>{d.only_m} : qgrid(grid(1, PROJ_M_MAX)))
         // --proj-m-max: leave out M whose activations and output would not fit beside the
         // rotated weights (60 GB cap, like mla_prefill's 40 GB of K/V)
         if (1.0 * M * d.K * d.batch * 2 + 2.0 * M * d.N * d.batch <= 60e9) pts.push_back({&d, k, M});
@@ -1176,6 +1230,7 @@ void bench_proj(const std::string& op, const std::string& model, const std::vect
             }, extra);
     if (unsup) unsupported[var]++;
     W->clear();
+    if (p.k == GemmKind::kFP8Block && d.batch == 1 && !d.ldx && p.M <= PROJ_OWN_M_MAX) bench_proj_own(r, d, p.M);
   }
   for (const auto& u : unsupported)
     SUMMARY.push_back(op + ": " + u.first + " not offered by cuBLASLt at " + std::to_string(u.second) + " M values");
@@ -1211,6 +1266,16 @@ void bench_all_proj() {
     }
     if (want("dense_proj_k3_kda") && !kda.empty()) bench_proj("dense_proj_k3_kda", "kimi-k3", kda, {GemmKind::kBF16}, 22);
     if (want("dense_proj_k3_mla") && !mla.empty()) bench_proj("dense_proj_k3_mla", "kimi-k3", mla, {GemmKind::kBF16}, 26);
+  }
+  if (!PROJ_POINTS.empty()) {  // --proj-point: reference points (e.g. DeepGEMM's dense shapes), not fit inputs
+    std::vector<GemmDef> defs;
+    for (const auto& v : PROJ_POINTS) {
+      GemmDef d{"point", v[1], v[2], 1, 0, 0, 0, 0, 0, 0};
+      d.only_m = v[0];
+      defs.push_back(d);
+    }
+    bench_proj("dense_proj_fp8_points", "reference", defs, {GemmKind::kFP8Block}, 60);
+    return;
   }
   if (want("dense_proj_k3_kda") && PROJ_TP.empty())
     bench_proj("dense_proj_k3_kda", "kimi-k3",
@@ -1310,6 +1375,19 @@ int main(int argc, char** argv) {
     }
     else if (a == "--proj-tp" && i + 1 < argc) PROJ_TP = int_list(argv[++i]);
     else if (a == "--proj-m-max" && i + 1 < argc) PROJ_M_MAX = std::atol(argv[++i]);
+    else if (a == "--proj-own-m-max" && i + 1 < argc) PROJ_OWN_M_MAX = std::atol(argv[++i]);
+    else if (a == "--proj-kinds" && i + 1 < argc) {
+      std::stringstream ss(argv[++i]);
+      for (std::string g; std::getline(ss, g, ',');) PROJ_KINDS.insert(g);
+    }
+    else if (a == "--proj-point" && i + 1 < argc) {
+      std::stringstream ss(argv[++i]);
+      for (std::string t; std::getline(ss, t, ',');) {
+        std::array<int, 3> v{};
+        if (std::sscanf(t.c_str(), "%d:%d:%d", &v[0], &v[1], &v[2]) != 3) { std::fprintf(stderr, "bad --proj-point %s\n", t.c_str()); return 2; }
+        PROJ_POINTS.push_back(v);
+      }
+    }
     else if (a == "--proj-gemms" && i + 1 < argc) {
       std::stringstream ss(argv[++i]);
       for (std::string g; std::getline(ss, g, ',');) PROJ_GEMMS.insert(g);
@@ -1320,7 +1398,8 @@ int main(int argc, char** argv) {
       while (std::getline(ss, t, ',')) ONLY.insert(t);
     } else {
       std::fprintf(stderr, "usage: bench_attn --out DIR [--budget S] [--only op,...] [--quick] [--skip-existing DIR] "
-                           "[--share-scale S] [--mla-heads 96] [--mla-decode-heads 128,64,...] [--mla-decode-no-legacy] [--proj-tp 8,4,2] [--proj-gemms kv_b] [--proj-m-max 16384]\n");
+                           "[--share-scale S] [--mla-heads 96] [--mla-decode-heads 128,64,...] [--mla-decode-no-legacy] [--proj-tp 8,4,2] [--proj-gemms kv_b] [--proj-m-max 16384] "
+                           "[--proj-kinds fp8_block_scale,...] [--proj-own-m-max 4096] [--proj-point M:N:K,...]\n");
       return 2;
     }
   }

@@ -53,4 +53,26 @@ class GemmPlan {
   DevBuf<float> ones_;  // default scales
 };
 
+// ---- own FP8 block-scaled dense GEMM for small M (proj_fp8.cu) -----------------------------------
+/// Y[M, N] bf16 = X[M, K] * W[N, K]^T with DeepSeek-style scales: X e4m3 with one fp32 scale per
+/// 1x128 (row, K block), stored K-block-major x_scale[kb * x_scale_ld + m] (as DeepGEMM takes them);
+/// W e4m3 with one fp32 scale per 128x128 block, w_scale[ceil(N/128)][K/128]; fp32 accumulation.
+/// wgmma + TMA, warp-specialised (the G = 1 form of kernels/moe's FP8 grouped kernel, variant 0):
+/// 128 weight rows x BT tokens per CTA, BT = 8..256 from M, and split-K over grid.z when the tiles
+/// do not fill the GPU (partials added into an fp32 workspace; the last split of a tile writes bf16).
+struct Fp8DenseConfig {
+  int bt = 0, m_tiles = 0, n_tiles = 0, split = 1;
+};
+/// The launch shape fp8_dense_gemm uses (force_split / force_bt > 0 override the heuristic).
+/// Throws std::invalid_argument unless N % 8 == 0, K % 128 == 0, 1 <= split <= K/128.
+Fp8DenseConfig fp8_dense_plan(int M, int N, int K, int force_split = 0, int force_bt = 0);
+/// Workspace bytes for a config (0 without split). The workspace must be zero-filled ONCE before
+/// its first use (cudaMemset); each call leaves it zero again, so calls can be graph-captured. Calls
+/// sharing a workspace must run in stream order (not concurrently).
+size_t fp8_dense_workspace_bytes(const Fp8DenseConfig& c);
+/// Enqueues the GEMM; returns the config used. x_scale_ld >= M. y 16-byte aligned.
+Fp8DenseConfig fp8_dense_gemm(const void* x, const float* x_scale, int x_scale_ld, const void* w, const float* w_scale,
+                              bf16* y, int M, int N, int K, void* workspace, size_t workspace_bytes,
+                              cudaStream_t s = 0, int force_split = 0, int force_bt = 0);
+
 }  // namespace servesim::attn

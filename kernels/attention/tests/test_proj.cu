@@ -3,6 +3,8 @@
 #include "attention/proj.cuh"
 #include "attention/tests/test_util.cuh"
 
+#include <algorithm>
+
 using namespace servesim::attn;
 using namespace servesim::attn::test;
 
@@ -70,3 +72,90 @@ TEST(Proj, Bf16Batched) { SKIP_WITHOUT_GPU(); gemm_case(GemmKind::kBF16, 19, 128
 TEST(Proj, Fp8TensorScale) { SKIP_WITHOUT_GPU(); gemm_case(GemmKind::kFP8Tensor, 64, 256, 512, 1); }
 TEST(Proj, Fp8TensorScaleBatched) { SKIP_WITHOUT_GPU(); gemm_case(GemmKind::kFP8Tensor, 32, 128, 256, 2); }
 TEST(Proj, Fp8BlockScale) { SKIP_WITHOUT_GPU(); gemm_case(GemmKind::kFP8Block, 128, 256, 512, 1); }
+
+// ---- own FP8 block-scaled dense GEMM (proj_fp8.cu) against a double-precision CPU reference ----
+namespace {
+struct OwnFp8Case {
+  int M, N, K, split, bt;  // split / bt 0: the heuristic
+};
+// Runs every case on fresh random data (e4m3 operands, random 1x128 / 128x128 scales) with one
+// shared workspace (zeroed once), each case `reps` times (the workspace must come back zero).
+void own_fp8_cases(const std::vector<OwnFp8Case>& cases, int reps) {
+  size_t ws_bytes = 0;
+  for (const auto& c : cases) ws_bytes = std::max(ws_bytes, fp8_dense_workspace_bytes(fp8_dense_plan(c.M, c.N, c.K, c.split, c.bt)));
+  DevBuf<uint8_t> ws(ws_bytes + 1);
+  SS_CUDA(cudaMemset(ws.p, 0, ws.n));
+  for (const auto& c : cases) {
+    const int M = c.M, N = c.N, K = c.K, KB = K / 128, NT = (N + 127) / 128, ld = (M + 3) / 4 * 4;
+    DevBuf<uint8_t> X8(static_cast<size_t>(M) * K), W8(static_cast<size_t>(N) * K);
+    fill_e4m3(X8.p, X8.n, 8.f, rng()());
+    fill_e4m3(W8.p, W8.n, 8.f, rng()());
+    const auto hxs = rand_f32(static_cast<size_t>(KB) * ld, 0.25f, 2.f), hws = rand_f32(static_cast<size_t>(NT) * KB, 0.25f, 2.f);
+    DevBuf<float> XS, WS;
+    XS.upload(hxs);
+    WS.upload(hws);
+    SS_CUDA(cudaDeviceSynchronize());
+    const auto hx = X8.download(), hw = W8.download();
+    std::vector<double> ref(static_cast<size_t>(M) * N);
+    std::vector<double> xd(hx.size()), wd(hw.size());
+    for (size_t i = 0; i < hx.size(); ++i) xd[i] = e4m3_to_float_host(hx[i]);
+    for (size_t i = 0; i < hw.size(); ++i) wd[i] = e4m3_to_float_host(hw[i]);
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N; ++n) {
+        double acc = 0;
+        for (int kb = 0; kb < KB; ++kb) {
+          double s = 0;
+          for (int k = kb * 128; k < kb * 128 + 128; ++k) s += xd[static_cast<size_t>(m) * K + k] * wd[static_cast<size_t>(n) * K + k];
+          acc += s * hxs[static_cast<size_t>(kb) * ld + m] * hws[static_cast<size_t>(n / 128) * KB + kb];
+        }
+        ref[static_cast<size_t>(m) * N + n] = acc;
+      }
+    const int guard = 8;  // rows past M must stay untouched
+    DevBuf<bf16> Y(static_cast<size_t>(M + guard) * N);
+    for (int r = 0; r < reps; ++r) {
+      poison(Y.p, Y.n);
+      const Fp8DenseConfig cfg = fp8_dense_gemm(X8.p, XS.p, ld, W8.p, WS.p, Y.p, M, N, K, ws.p, ws.n, 0, c.split, c.bt);
+      SS_CUDA(cudaDeviceSynchronize());
+      const auto all = to_double(Y.download());
+      const std::vector<double> got(all.begin(), all.begin() + static_cast<size_t>(M) * N);
+      size_t touched = 0;
+      for (size_t i = static_cast<size_t>(M) * N; i < all.size(); ++i) touched += std::isnan(all[i]) ? 0 : 1;
+      const double e = rel_err(got, ref);
+      char name[160];
+      std::snprintf(name, sizeof name, "own fp8 M=%d N=%d K=%d bt=%d split=%d rep %d", M, N, K, cfg.bt, cfg.split, r);
+      report(name, e, 1e-2);
+      EXPECT_LT(e, 1e-2) << name;
+      EXPECT_EQ(touched, 0u) << name << ": rows past M written";
+    }
+  }
+  // the workspace is left zero (counters and partial tiles)
+  const auto h = ws.download();
+  size_t nz = 0;
+  for (uint8_t b : h) nz += b != 0;
+  EXPECT_EQ(nz, 0u) << "workspace not left zero";
+}
+}  // namespace
+
+TEST(Proj, OwnFp8SmallM) {
+  SKIP_WITHOUT_GPU();
+  own_fp8_cases({{1, 64, 512, 0, 0},        // N < 128 (indexer weights projection shape class)
+                 {1, 1536, 7168, 0, 0},     // wq_a at decode: split-K
+                 {5, 2112, 1024, 0, 0},     // partial last N tile
+                 {16, 512, 2048, 0, 0},
+                 {37, 256, 1536, 0, 0},
+                 {64, 384, 2048, 1, 0},     // forced splits, even and uneven
+                 {64, 384, 2048, 3, 0},
+                 {64, 384, 2048, 16, 0},
+                 {24, 128, 512, 4, 0}},
+                2);
+}
+TEST(Proj, OwnFp8WideTiles) {
+  SKIP_WITHOUT_GPU();
+  own_fp8_cases({{100, 256, 1024, 0, 0},    // bt 128
+                 {128, 640, 1024, 5, 0},
+                 {300, 128, 512, 0, 0},     // bt 256 (two token tiles, partial)
+                 {256, 256, 1024, 3, 0},
+                 {200, 136, 512, 2, 128},   // bt 128 forced, partial N tile of 8 columns
+                 {33, 128, 256, 1, 64}},
+                2);
+}
