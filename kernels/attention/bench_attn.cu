@@ -81,6 +81,7 @@ long PROJ_M_MAX = 16384;            // --proj-m-max
 std::set<std::string> PROJ_KINDS;   // --proj-kinds bf16,fp8_tensor_scale,fp8_block_scale (empty: all)
 long PROJ_OWN_M_MAX = 4096;         // --proj-own-m-max: own FP8 GEMM rows up to this M (0: none)
 std::vector<std::array<int, 3>> PROJ_POINTS;  // --proj-point M:N:K[,...]: only these (FP8 block: cuBLASLt + own)
+std::vector<std::array<int, 2>> PROJ_OWN_CFGS;  // --proj-own-cfg BT:SPLIT[,...]: extra own rows with forced tile width / split (0 = auto)
 using servesim::kernels::int_list;
 
 // "<variant>|<shape JSON>" of every row of TABLE_DIR/<op>.json (empty without --skip-existing)
@@ -1114,8 +1115,9 @@ struct GemmDef {
 // The own FP8 block-scaled GEMM (proj_fp8.cu, split-K wgmma) at one point, beside the cuBLASLt
 // row of the same point: variant "<gemm>/fp8_block_scale_own", row fields bt, split, tiles.
 // Random e4m3 operands and random scales (the cuBLASLt rows use all-ones scales: same work).
-void bench_proj_own(OpRun& r, const GemmDef& d, long M) {
-  const std::string var = d.name + "/fp8_block_scale_own";
+void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit = 0) {
+  const std::string var = d.name + "/fp8_block_scale_own" +
+                          (fbt || fsplit ? "_bt" + std::to_string(fbt) + "_s" + std::to_string(fsplit) : std::string());
   const double flops = 2.0 * M * d.N * d.K;
   const double bytes = 1.0 * M * d.K + 1.0 * d.N * d.K + 2.0 * M * d.N;
   auto X = std::make_shared<DevBuf<uint8_t>>();
@@ -1128,7 +1130,7 @@ void bench_proj_own(OpRun& r, const GemmDef& d, long M) {
   if (d.attn_tp) shape["attn_tp"] = d.attn_tp;
   r.point(var, shape, {{"in", "fp8_e4m3"}, {"out", "bf16"}, {"scales", "fp8_block_scale"}}, flops, bytes,
           [&, X, W, XS, WS, Dd, Wk, extra]() {
-            const Fp8DenseConfig c = fp8_dense_plan(static_cast<int>(M), d.N, d.K);
+            const Fp8DenseConfig c = fp8_dense_plan(static_cast<int>(M), d.N, d.K, fsplit, fbt);
             (*extra)["kernel"] = "own_wgmma_splitk";
             (*extra)["bt"] = c.bt;
             (*extra)["split"] = c.split;
@@ -1153,7 +1155,7 @@ void bench_proj_own(OpRun& r, const GemmDef& d, long M) {
             SS_CUDA(cudaMemset(Wk->p, 0, Wk->n));
             const int Mi = static_cast<int>(M);
             return std::function<void(int)>([=](int i) {
-              fp8_dense_gemm(X->p, XS->p, ld, (*W)[i % W->size()].p, WS->p, Dd->p, Mi, d.N, d.K, Wk->p, Wk->n);
+              fp8_dense_gemm(X->p, XS->p, ld, (*W)[i % W->size()].p, WS->p, Dd->p, Mi, d.N, d.K, Wk->p, Wk->n, 0, fsplit, fbt);
             });
           },
           extra);
@@ -1230,7 +1232,10 @@ void bench_proj(const std::string& op, const std::string& model, const std::vect
             }, extra);
     if (unsup) unsupported[var]++;
     W->clear();
-    if (p.k == GemmKind::kFP8Block && d.batch == 1 && !d.ldx && p.M <= PROJ_OWN_M_MAX) bench_proj_own(r, d, p.M);
+    if (p.k == GemmKind::kFP8Block && d.batch == 1 && !d.ldx && p.M <= PROJ_OWN_M_MAX) {
+      bench_proj_own(r, d, p.M);
+      for (const auto& c : PROJ_OWN_CFGS) bench_proj_own(r, d, p.M, c[0], c[1]);
+    }
   }
   for (const auto& u : unsupported)
     SUMMARY.push_back(op + ": " + u.first + " not offered by cuBLASLt at " + std::to_string(u.second) + " M values");
@@ -1376,6 +1381,14 @@ int main(int argc, char** argv) {
     else if (a == "--proj-tp" && i + 1 < argc) PROJ_TP = int_list(argv[++i]);
     else if (a == "--proj-m-max" && i + 1 < argc) PROJ_M_MAX = std::atol(argv[++i]);
     else if (a == "--proj-own-m-max" && i + 1 < argc) PROJ_OWN_M_MAX = std::atol(argv[++i]);
+    else if (a == "--proj-own-cfg" && i + 1 < argc) {
+      std::stringstream ss(argv[++i]);
+      for (std::string t; std::getline(ss, t, ',');) {
+        std::array<int, 2> v{};
+        if (std::sscanf(t.c_str(), "%d:%d", &v[0], &v[1]) != 2) { std::fprintf(stderr, "bad --proj-own-cfg %s\n", t.c_str()); return 2; }
+        PROJ_OWN_CFGS.push_back(v);
+      }
+    }
     else if (a == "--proj-kinds" && i + 1 < argc) {
       std::stringstream ss(argv[++i]);
       for (std::string g; std::getline(ss, g, ',');) PROJ_KINDS.insert(g);
