@@ -80,8 +80,9 @@ std::set<std::string> PROJ_GEMMS;   // --proj-gemms (empty: all)
 long PROJ_M_MAX = 16384;            // --proj-m-max
 std::set<std::string> PROJ_KINDS;   // --proj-kinds bf16,fp8_tensor_scale,fp8_block_scale (empty: all)
 long PROJ_OWN_M_MAX = 4096;         // --proj-own-m-max: own FP8 GEMM rows up to this M (0: none)
+bool PROJ_OWN_TUNE = true;          // --proj-own-no-tune: the library heuristic's config only
 std::vector<std::array<int, 3>> PROJ_POINTS;  // --proj-point M:N:K[,...]: only these (FP8 block: cuBLASLt + own)
-std::vector<std::array<int, 2>> PROJ_OWN_CFGS;  // --proj-own-cfg BT:SPLIT[,...]: extra own rows with forced tile width / split (0 = auto)
+std::vector<std::array<int, 3>> PROJ_OWN_CFGS;  // --proj-own-cfg BT:SPLIT[,...]: extra own rows with forced tile width / split (0 = auto)
 using servesim::kernels::int_list;
 
 // "<variant>|<shape JSON>" of every row of TABLE_DIR/<op>.json (empty without --skip-existing)
@@ -1115,9 +1116,9 @@ struct GemmDef {
 // The own FP8 block-scaled GEMM (proj_fp8.cu, split-K wgmma) at one point, beside the cuBLASLt
 // row of the same point: variant "<gemm>/fp8_block_scale_own", row fields bt, split, tiles.
 // Random e4m3 operands and random scales (the cuBLASLt rows use all-ones scales: same work).
-void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit = 0) {
+void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit = 0, int fcl = 0) {
   const std::string var = d.name + "/fp8_block_scale_own" +
-                          (fbt || fsplit ? "_bt" + std::to_string(fbt) + "_s" + std::to_string(fsplit) : std::string());
+                          (fbt || fsplit ? "_bt" + std::to_string(fbt) + "_s" + std::to_string(fsplit) + (fcl ? "_cl" : "") : std::string());
   const double flops = 2.0 * M * d.N * d.K;
   const double bytes = 1.0 * M * d.K + 1.0 * d.N * d.K + 2.0 * M * d.N;
   auto X = std::make_shared<DevBuf<uint8_t>>();
@@ -1130,11 +1131,8 @@ void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit 
   if (d.attn_tp) shape["attn_tp"] = d.attn_tp;
   r.point(var, shape, {{"in", "fp8_e4m3"}, {"out", "bf16"}, {"scales", "fp8_block_scale"}}, flops, bytes,
           [&, X, W, XS, WS, Dd, Wk, extra]() {
-            const Fp8DenseConfig c = fp8_dense_plan(static_cast<int>(M), d.N, d.K, fsplit, fbt);
+            Fp8DenseConfig c = fp8_dense_plan(static_cast<int>(M), d.N, d.K, fsplit, fbt, fcl);
             (*extra)["kernel"] = "own_wgmma_splitk";
-            (*extra)["bt"] = c.bt;
-            (*extra)["split"] = c.split;
-            (*extra)["tiles"] = c.m_tiles * c.n_tiles;
             const double wbytes = 1.0 * d.N * d.K;
             const int ns = nsets(wbytes + 1.0 * M * d.K, 16);
             W->resize(ns);
@@ -1150,12 +1148,68 @@ void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit 
             WS->alloc(static_cast<size_t>((d.N + 127) / 128) * KB);
             fill_uniform_f32(WS->p, WS->n, 0.5f, 2.f, seed());
             Dd->alloc(static_cast<size_t>(M) * d.N);
+            const int Mi = static_cast<int>(M), KBl = d.K / 128;
+            if (!fbt && !fsplit && PROJ_OWN_TUNE) {
+              // per-shape tuning, as engines do offline: the heuristic's tile width and its neighbour,
+              // splits {S, S/2, 2S, 1}, atomic or cluster reduction; each candidate timed as 3 x 20
+              // back-to-back calls between events (best of 3), the fastest is then measured
+              std::vector<Fp8DenseConfig> cands;
+              std::vector<int> bts = {c.bt};
+              if (c.bt == 64 && M > 32) bts.push_back(128);
+              if (c.bt > 8) bts.push_back(c.bt / 2);
+              for (int bt : bts) {
+                const int s0 = fp8_dense_plan(Mi, d.N, d.K, 0, bt).split;
+                for (int sp : {s0, s0 / 2, s0 * 2, 1, 2, 4, 8})
+                  for (int cl : {0, 1}) {
+                    if (sp < 1 || sp > KBl || (cl && (sp < 2 || sp > 8))) continue;
+                    const Fp8DenseConfig k = fp8_dense_plan(Mi, d.N, d.K, sp, bt, cl);
+                    bool dup = false;
+                    for (const auto& o : cands) dup |= o.bt == k.bt && o.split == k.split && o.cluster == k.cluster;
+                    if (!dup) cands.push_back(k);
+                  }
+              }
+              size_t wmax = 0;
+              for (const auto& k : cands) wmax = std::max(wmax, fp8_dense_workspace_bytes(k));
+              Wk->alloc(wmax + 1);
+              SS_CUDA(cudaMemset(Wk->p, 0, Wk->n));
+              cudaEvent_t e0, e1;
+              SS_CUDA(cudaEventCreate(&e0));
+              SS_CUDA(cudaEventCreate(&e1));
+              double best = 1e30;
+              json tried = json::array();
+              for (const auto& k : cands) {
+                auto run = [&](int i) {
+                  fp8_dense_gemm(X->p, XS->p, ld, (*W)[i % W->size()].p, WS->p, Dd->p, Mi, d.N, d.K, Wk->p, Wk->n, 0,
+                                 k.split, k.bt, k.cluster ? 1 : 0);
+                };
+                for (int i = 0; i < 3; ++i) run(i);
+                double t = 1e30;
+                for (int rep = 0; rep < 3; ++rep) {
+                  SS_CUDA(cudaEventRecord(e0, cudaStreamPerThread));
+                  for (int i = 0; i < 20; ++i) run(i);
+                  SS_CUDA(cudaEventRecord(e1, cudaStreamPerThread));
+                  SS_CUDA(cudaEventSynchronize(e1));
+                  float ms = 0;
+                  SS_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+                  t = std::min(t, 1000.0 * ms / 20);
+                }
+                tried.push_back({{"bt", k.bt}, {"split", k.split}, {"cluster", k.cluster}, {"us_stream", t}});
+                if (t < best) { best = t; c = k; }
+              }
+              SS_CUDA(cudaEventDestroy(e0));
+              SS_CUDA(cudaEventDestroy(e1));
+              (*extra)["tuned_over"] = tried;
+            }
+            (*extra)["bt"] = c.bt;
+            (*extra)["split"] = c.split;
+            (*extra)["cluster_reduction"] = c.cluster;
+            (*extra)["tiles"] = c.m_tiles * c.n_tiles;
             const size_t wsb = fp8_dense_workspace_bytes(c);
             Wk->alloc(wsb + 1);
             SS_CUDA(cudaMemset(Wk->p, 0, Wk->n));
-            const int Mi = static_cast<int>(M);
+            const int cs = c.split, cb = c.bt, cc = c.cluster ? 1 : 0;
             return std::function<void(int)>([=](int i) {
-              fp8_dense_gemm(X->p, XS->p, ld, (*W)[i % W->size()].p, WS->p, Dd->p, Mi, d.N, d.K, Wk->p, Wk->n, 0, fsplit, fbt);
+              fp8_dense_gemm(X->p, XS->p, ld, (*W)[i % W->size()].p, WS->p, Dd->p, Mi, d.N, d.K, Wk->p, Wk->n, 0, cs, cb, cc);
             });
           },
           extra);
@@ -1234,7 +1288,7 @@ void bench_proj(const std::string& op, const std::string& model, const std::vect
     W->clear();
     if (p.k == GemmKind::kFP8Block && d.batch == 1 && !d.ldx && p.M <= PROJ_OWN_M_MAX) {
       bench_proj_own(r, d, p.M);
-      for (const auto& c : PROJ_OWN_CFGS) bench_proj_own(r, d, p.M, c[0], c[1]);
+      for (const auto& c : PROJ_OWN_CFGS) bench_proj_own(r, d, p.M, c[0], c[1], c[2]);
     }
   }
   for (const auto& u : unsupported)
@@ -1381,11 +1435,12 @@ int main(int argc, char** argv) {
     else if (a == "--proj-tp" && i + 1 < argc) PROJ_TP = int_list(argv[++i]);
     else if (a == "--proj-m-max" && i + 1 < argc) PROJ_M_MAX = std::atol(argv[++i]);
     else if (a == "--proj-own-m-max" && i + 1 < argc) PROJ_OWN_M_MAX = std::atol(argv[++i]);
+    else if (a == "--proj-own-no-tune") PROJ_OWN_TUNE = false;
     else if (a == "--proj-own-cfg" && i + 1 < argc) {
       std::stringstream ss(argv[++i]);
       for (std::string t; std::getline(ss, t, ',');) {
-        std::array<int, 2> v{};
-        if (std::sscanf(t.c_str(), "%d:%d", &v[0], &v[1]) != 2) { std::fprintf(stderr, "bad --proj-own-cfg %s\n", t.c_str()); return 2; }
+        std::array<int, 3> v{};
+        if (std::sscanf(t.c_str(), "%d:%d:%d", &v[0], &v[1], &v[2]) < 2) { std::fprintf(stderr, "bad --proj-own-cfg %s\n", t.c_str()); return 2; }
         PROJ_OWN_CFGS.push_back(v);
       }
     }
@@ -1412,7 +1467,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "usage: bench_attn --out DIR [--budget S] [--only op,...] [--quick] [--skip-existing DIR] "
                            "[--share-scale S] [--mla-heads 96] [--mla-decode-heads 128,64,...] [--mla-decode-no-legacy] [--proj-tp 8,4,2] [--proj-gemms kv_b] [--proj-m-max 16384] "
-                           "[--proj-kinds fp8_block_scale,...] [--proj-own-m-max 4096] [--proj-point M:N:K,...]\n");
+                           "[--proj-kinds fp8_block_scale,...] [--proj-own-m-max 4096] [--proj-own-no-tune] [--proj-own-cfg BT:SPLIT[:CLUSTER],...] [--proj-point M:N:K,...]\n");
       return 2;
     }
   }

@@ -62,10 +62,13 @@ class GemmPlan {
 /// do not fill the GPU (partials added into an fp32 workspace; the last split of a tile writes bf16).
 struct Fp8DenseConfig {
   int bt = 0, m_tiles = 0, n_tiles = 0, split = 1;
+  bool cluster = false;  // split partials reduced in a thread-block cluster through DSMEM (split <= 8; no workspace)
 };
-/// The launch shape fp8_dense_gemm uses (force_split / force_bt > 0 override the heuristic).
-/// Throws std::invalid_argument unless N % 8 == 0, K % 128 == 0, 1 <= split <= K/128.
-Fp8DenseConfig fp8_dense_plan(int M, int N, int K, int force_split = 0, int force_bt = 0);
+/// The launch shape fp8_dense_gemm uses (force_split / force_bt > 0 override the heuristic;
+/// force_cluster > 0: reduce the splits inside a cluster through distributed shared memory instead
+/// of the fp32 workspace). Throws std::invalid_argument unless N % 8 == 0, K % 128 == 0,
+/// 1 <= split <= K/128 (<= 8 with the cluster reduction).
+Fp8DenseConfig fp8_dense_plan(int M, int N, int K, int force_split = 0, int force_bt = 0, int force_cluster = 0);
 /// Workspace bytes for a config (0 without split). The workspace must be zero-filled ONCE before
 /// its first use (cudaMemset); each call leaves it zero again, so calls can be graph-captured. Calls
 /// sharing a workspace must run in stream order (not concurrently).
@@ -73,6 +76,6 @@ size_t fp8_dense_workspace_bytes(const Fp8DenseConfig& c);
 /// Enqueues the GEMM; returns the config used. x_scale_ld >= M. y 16-byte aligned.
 Fp8DenseConfig fp8_dense_gemm(const void* x, const float* x_scale, int x_scale_ld, const void* w, const float* w_scale,
                               bf16* y, int M, int N, int K, void* workspace, size_t workspace_bytes,
-                              cudaStream_t s = 0, int force_split = 0, int force_bt = 0);
+                              cudaStream_t s = 0, int force_split = 0, int force_bt = 0, int force_cluster = 0);
 
 }  // namespace servesim::attn

@@ -66,7 +66,23 @@ __device__ __forceinline__ void red_add_v4(float* addr, float a, float b, float 
                : "memory");
 }
 
-template <int BT>
+__device__ __forceinline__ float4 ld_dsmem_f4(const void* local, uint32_t rank) {
+  float4 v;
+  asm volatile(
+      "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %4, %5;\n"
+      "ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [ra];\n}\n"
+      : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+      : "r"(smem_u32(local)), "r"(rank)
+      : "memory");
+  return v;
+}
+
+/// CL = 1: split partials added into the fp32 workspace by vector atomics, last split stores bf16.
+/// CL = 1 with p.split == 1: no split. CL = 2: the p.split CTAs of a tile form one thread-block
+/// cluster (grid.z = split = cluster size <= 8); each puts its fp32 partial in its own shared
+/// memory, and after a cluster barrier each CTA sums 1/split of the tile over all peers' shared
+/// memory (DSMEM, fixed order: deterministic) and stores that part in bf16. No global workspace.
+template <int BT, int CL>
 __global__ void __launch_bounds__(384, DCfg<BT>::kMinBlocks)
     fp8_dense_kernel(const __grid_constant__ CUtensorMap tm_w, const __grid_constant__ CUtensorMap tm_x,
                      const DParams p) {
@@ -116,6 +132,10 @@ __global__ void __launch_bounds__(384, DCfg<BT>::kMinBlocks)
         for (int r = lane; r < BT; r += 32) mk::cp_async4(dst + r, r < rows ? src + r : p.xs, r < rows ? 4 : 0);
         asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(&full[slot])) : "memory");
       }
+    }
+    if constexpr (CL > 1) {  // the cluster barriers of the DSMEM reduction count every thread
+      mk::cluster_sync_all();
+      mk::cluster_sync_all();
     }
     return;
   }
@@ -168,6 +188,43 @@ __global__ void __launch_bounds__(384, DCfg<BT>::kMinBlocks)
     }
   }
 
+  if constexpr (CL > 1) {
+    // partial -> own shared memory [NH*NA/4][256] float4 (the ring is free: all stages consumed)
+    mk::named_bar(1, 256);
+    float4* sp4 = reinterpret_cast<float4*>(smem);
+#pragma unroll
+    for (int h = 0; h < NH; ++h)
+#pragma unroll
+      for (int i4 = 0; i4 < NA / 4; ++i4)
+        sp4[(h * (NA / 4) + i4) * 256 + ct] = make_float4(acc[h][4 * i4], acc[h][4 * i4 + 1], acc[h][4 * i4 + 2], acc[h][4 * i4 + 3]);
+    mk::cluster_sync_all();
+    // this CTA's part of the tile: float4 rows [lo, hi) of NH*NA/4; each float4 (row f, thread t) holds
+    // outputs (token c0, n0), (c0 + 1, n0), (c0, n0 + 8), (c0 + 1, n0 + 8) of consumer thread t's layout
+    constexpr int kF = NH * (NA / 4);
+    const int S = p.split, rank = static_cast<int>(mk::cluster_ctarank());
+    const int total = kF * 256, lo = rank * total / S, hi = (rank + 1) * total / S;
+    for (int idx = lo + ct; idx < hi; idx += 256) {
+      float4 v = ld_dsmem_f4(sp4 + idx, 0);
+      for (int q = 1; q < S; ++q) {
+        const float4 u = ld_dsmem_f4(sp4 + idx, q);
+        v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
+      }
+      const int f = idx >> 8, t = idx & 255;
+      const int h = f / (NA / 4), j = f - h * (NA / 4);
+      const int tl = t & 31, c0 = h * HB + 8 * j + 2 * (tl & 3), n0 = nt * kRows + (t >> 5) * 16 + (tl >> 2);
+      bf16* yb = p.y + static_cast<size_t>(row0) * p.N;
+      if (n0 < p.N) {
+        if (c0 < rows) yb[static_cast<size_t>(c0) * p.N + n0] = __float2bfloat16_rn(v.x);
+        if (c0 + 1 < rows) yb[static_cast<size_t>(c0 + 1) * p.N + n0] = __float2bfloat16_rn(v.y);
+      }
+      if (n0 + 8 < p.N) {
+        if (c0 < rows) yb[static_cast<size_t>(c0) * p.N + n0 + 8] = __float2bfloat16_rn(v.z);
+        if (c0 + 1 < rows) yb[static_cast<size_t>(c0 + 1) * p.N + n0 + 8] = __float2bfloat16_rn(v.w);
+      }
+    }
+    mk::cluster_sync_all();  // no CTA leaves while a peer may still read its shared memory
+    return;
+  }
   if (p.split > 1) {
     // add this split's partial into the tile's fp32 workspace (register layout: float4 i4 of
     // consumer thread ct at [i4][ct], coalesced), then count arrivals; the last split finishes
@@ -241,7 +298,8 @@ template <int BT>
 void launch(const void* x, const void* w, const DParams& p, const Fp8DenseConfig& c, cudaStream_t s) {
   static bool configured = false;
   if (!configured) {
-    SS_CUDA(cudaFuncSetAttribute(fp8_dense_kernel<BT>, cudaFuncAttributeMaxDynamicSharedMemorySize, DCfg<BT>::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(fp8_dense_kernel<BT, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, DCfg<BT>::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(fp8_dense_kernel<BT, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, DCfg<BT>::kSmem));
     configured = true;
   }
   const CUtensorMap tw = mk::make_map_2d(w, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, p.K, static_cast<uint64_t>(p.N), p.K, kKB,
@@ -249,21 +307,37 @@ void launch(const void* x, const void* w, const DParams& p, const Fp8DenseConfig
   const CUtensorMap tx = mk::make_map_2d(x, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, p.K, static_cast<uint64_t>(p.M), p.K, kKB,
                                          std::min(BT, 256), CU_TENSOR_MAP_SWIZZLE_128B);
   const dim3 grid(c.m_tiles, c.n_tiles, c.split);
-  fp8_dense_kernel<BT><<<grid, 384, DCfg<BT>::kSmem, s>>>(tw, tx, p);
+  if (c.cluster && c.split > 1) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(384);
+    cfg.dynamicSmemBytes = DCfg<BT>::kSmem;
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = c.split;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    SS_CUDA(cudaLaunchKernelEx(&cfg, fp8_dense_kernel<BT, 2>, tw, tx, p));
+  } else {
+    fp8_dense_kernel<BT, 1><<<grid, 384, DCfg<BT>::kSmem, s>>>(tw, tx, p);
+  }
   SS_LAUNCH_CHECK();
 }
 
 }  // namespace
 
-Fp8DenseConfig fp8_dense_plan(int M, int N, int K, int force_split, int force_bt) {
+Fp8DenseConfig fp8_dense_plan(int M, int N, int K, int force_split, int force_bt, int force_cluster) {
   if (M <= 0 || N <= 0 || K <= 0 || N % 8 != 0 || K % kKB != 0)
     throw std::invalid_argument("fp8_dense_gemm: need M, N, K > 0, N % 8 == 0, K % 128 == 0");
   Fp8DenseConfig c;
   if (force_bt) {
     c.bt = force_bt;
-  } else if (M <= 128) {
-    for (int bt : {8, 16, 32, 64, 128})
-      if (M <= bt) { c.bt = bt; break; }
+  } else if (M <= 128) {  // 65..128 rows: two 64-token tiles (measured faster than one 128-token tile)
+    for (int bt : {8, 16, 32, 64})
+      if (M <= bt || bt == 64) { c.bt = bt; break; }
   } else {
     c.bt = (M + 255) / 256 * 256 <= (M + 127) / 128 * 128 ? 256 : 128;  // fewest padded rows, ties to 256
   }
@@ -277,24 +351,28 @@ Fp8DenseConfig fp8_dense_plan(int M, int N, int K, int force_split, int force_bt
   if (force_split) {
     c.split = force_split;
   } else {
-    // fill the resident CTA slots (2 per SM up to BT = 64) once; at least 2 k-blocks per split
-    const long long slots = static_cast<long long>(sm_count()) * (c.bt <= 64 ? 2 : 1);
+    // about one CTA per SM (two at BT <= 16, whose partials are small); at least 2 k-blocks per
+    // split. More splits add partial traffic (split * M * N * 4 bytes) that costs more than the
+    // extra CTAs gain from 32 tokens up (H200, NOTES.md).
+    const long long slots = static_cast<long long>(sm_count()) * (c.bt <= 16 ? 2 : 1);
     c.split = static_cast<int>(std::max<long long>(1, std::min<long long>(slots / tiles, KB / 2)));
   }
   if (c.split < 1 || c.split > KB || c.split > 65535) throw std::invalid_argument("fp8_dense_gemm: split must be in 1..K/128");
+  c.cluster = force_cluster > 0 && c.split > 1;
+  if (c.cluster && c.split > 8) throw std::invalid_argument("fp8_dense_gemm: cluster reduction needs split <= 8");
   return c;
 }
 
 size_t fp8_dense_workspace_bytes(const Fp8DenseConfig& c) {
-  if (c.split <= 1) return 0;
+  if (c.split <= 1 || c.cluster) return 0;
   const size_t tiles = static_cast<size_t>(c.m_tiles) * c.n_tiles;
   return 256 + ((tiles * 4 + 255) / 256) * 256 + tiles * static_cast<size_t>(c.bt) * kRows * 4;
 }
 
 Fp8DenseConfig fp8_dense_gemm(const void* x, const float* x_scale, int x_scale_ld, const void* w, const float* w_scale,
                               bf16* y, int M, int N, int K, void* workspace, size_t workspace_bytes, cudaStream_t s,
-                              int force_split, int force_bt) {
-  const Fp8DenseConfig c = fp8_dense_plan(M, N, K, force_split, force_bt);
+                              int force_split, int force_bt, int force_cluster) {
+  const Fp8DenseConfig c = fp8_dense_plan(M, N, K, force_split, force_bt, force_cluster);
   if (x_scale_ld < M) throw std::invalid_argument("fp8_dense_gemm: x_scale_ld < M");
   const size_t need = fp8_dense_workspace_bytes(c);
   if (need > workspace_bytes || (need && !workspace))

@@ -25,13 +25,14 @@ if [ "${SANITIZE:-1}" = 1 ]; then
 fi
 echo "tests took $(( $(date +%s) - T0 )) s"
 if [ -n "${POINTS:-}" ]; then
-  timeout 200 "$BIN/bench_attn" --out "$OUT/tables" --budget ${POINTS_S:-90} --proj-point "$POINTS" > "$OUT/points.log" 2>&1
+  timeout 200 "$BIN/bench_attn" --out "$OUT/tables" --budget ${POINTS_S:-90} --only dense_proj_fp8_points --proj-point "$POINTS" ${POINTS_ARGS:-} > "$OUT/points.log" 2>&1
   grep -E "dense_proj_fp8" "$OUT/points.log" | sed 's/  */ /g' | cut -c1-170
   if [ "${TORCH:-1}" = 1 ]; then
     timeout 150 python3 kernels/attention/dense_fp8_torch_ref.py --out "$OUT/tables" --points "$POINTS" --deadline-s ${TORCH_S:-60} 2>&1 | tail -60
   fi
 fi
 echo "points done after $(( $(date +%s) - T0 )) s"
+if grep -q "FAILED" "$OUT/test.txt"; then echo "tests FAILED: no sweep"; SWEEP_ONLY=""; fi
 if [ -n "${SWEEP_ONLY:-}" ]; then
   timeout -k 5 $(( ${SWEEP_S:-300} + 30 )) "$BIN/bench_attn" --out "$OUT/tables" --budget ${SWEEP_S:-300} --only "$SWEEP_ONLY" \
     --proj-kinds fp8_block_scale ${SWEEP_ARGS:-} > "$OUT/sweep.log" 2>&1
@@ -40,7 +41,7 @@ if [ -n "${SWEEP_ONLY:-}" ]; then
 fi
 if [ -n "${NCU_POINT:-}" ] && command -v ncu >/dev/null; then
   timeout 120 ncu --clock-control none -k regex:fp8_dense --launch-skip 5 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
-    "$BIN/bench_attn" --out /tmp/ncu_tables --budget 20 --proj-point "$NCU_POINT" > "$OUT/ncu.txt" 2>&1
+    "$BIN/bench_attn" --out /tmp/ncu_tables --budget 20 --only dense_proj_fp8_points --proj-own-no-tune --proj-point "$NCU_POINT" > "$OUT/ncu.txt" 2>&1
   grep -E "Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Achieved Occupancy" "$OUT/ncu.txt" | head -12
 fi
 tar czf "$OUT/tables.tar.gz" -C "$OUT" tables && rm -rf "$OUT/tables"

@@ -77,12 +77,13 @@ TEST(Proj, Fp8BlockScale) { SKIP_WITHOUT_GPU(); gemm_case(GemmKind::kFP8Block, 1
 namespace {
 struct OwnFp8Case {
   int M, N, K, split, bt;  // split / bt 0: the heuristic
+  int cluster = 0;         // 1: split partials reduced in a cluster (DSMEM)
 };
 // Runs every case on fresh random data (e4m3 operands, random 1x128 / 128x128 scales) with one
 // shared workspace (zeroed once), each case `reps` times (the workspace must come back zero).
 void own_fp8_cases(const std::vector<OwnFp8Case>& cases, int reps) {
   size_t ws_bytes = 0;
-  for (const auto& c : cases) ws_bytes = std::max(ws_bytes, fp8_dense_workspace_bytes(fp8_dense_plan(c.M, c.N, c.K, c.split, c.bt)));
+  for (const auto& c : cases) ws_bytes = std::max(ws_bytes, fp8_dense_workspace_bytes(fp8_dense_plan(c.M, c.N, c.K, c.split, c.bt, c.cluster)));
   DevBuf<uint8_t> ws(ws_bytes + 1);
   SS_CUDA(cudaMemset(ws.p, 0, ws.n));
   for (const auto& c : cases) {
@@ -114,7 +115,7 @@ void own_fp8_cases(const std::vector<OwnFp8Case>& cases, int reps) {
     DevBuf<bf16> Y(static_cast<size_t>(M + guard) * N);
     for (int r = 0; r < reps; ++r) {
       poison(Y.p, Y.n);
-      const Fp8DenseConfig cfg = fp8_dense_gemm(X8.p, XS.p, ld, W8.p, WS.p, Y.p, M, N, K, ws.p, ws.n, 0, c.split, c.bt);
+      const Fp8DenseConfig cfg = fp8_dense_gemm(X8.p, XS.p, ld, W8.p, WS.p, Y.p, M, N, K, ws.p, ws.n, 0, c.split, c.bt, c.cluster);
       SS_CUDA(cudaDeviceSynchronize());
       const auto all = to_double(Y.download());
       const std::vector<double> got(all.begin(), all.begin() + static_cast<size_t>(M) * N);
@@ -122,7 +123,8 @@ void own_fp8_cases(const std::vector<OwnFp8Case>& cases, int reps) {
       for (size_t i = static_cast<size_t>(M) * N; i < all.size(); ++i) touched += std::isnan(all[i]) ? 0 : 1;
       const double e = rel_err(got, ref);
       char name[160];
-      std::snprintf(name, sizeof name, "own fp8 M=%d N=%d K=%d bt=%d split=%d rep %d", M, N, K, cfg.bt, cfg.split, r);
+      std::snprintf(name, sizeof name, "own fp8 M=%d N=%d K=%d bt=%d split=%d%s rep %d", M, N, K, cfg.bt, cfg.split,
+                    cfg.cluster ? " cluster" : "", r);
       report(name, e, 1e-2);
       EXPECT_LT(e, 1e-2) << name;
       EXPECT_EQ(touched, 0u) << name << ": rows past M written";
@@ -157,5 +159,17 @@ TEST(Proj, OwnFp8WideTiles) {
                  {256, 256, 1024, 3, 0},
                  {200, 136, 512, 2, 128},   // bt 128 forced, partial N tile of 8 columns
                  {33, 128, 256, 1, 64}},
+                2);
+}
+TEST(Proj, OwnFp8ClusterReduction) {
+  SKIP_WITHOUT_GPU();
+  own_fp8_cases({{1, 64, 512, 2, 0, 1},      // N < 128
+                 {5, 2112, 1024, 8, 0, 1},   // partial last N tile, 8 splits
+                 {37, 256, 1536, 3, 64, 1},  // uneven splits, rows < bt
+                 {64, 384, 2048, 4, 64, 1},
+                 {100, 256, 1024, 2, 128, 1},
+                 {300, 136, 512, 4, 256, 1},  // bt 256, partial N tile of 8 columns
+                 {16, 1536, 7168, 7, 16, 1},
+                 {24, 128, 512, 1, 32, 1}},   // split 1: plain path
                 2);
 }
