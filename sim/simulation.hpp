@@ -29,6 +29,13 @@ struct RunOptions {
   double horizon_s = 0;                  ///< stop at this simulated time (0: run until every request ends)
   std::vector<std::string> simgrid_cfg;  ///< extra SimGrid arguments, e.g. "--cfg=network/model:LV08"
   std::uint64_t seed = 0;                ///< the scenario's seed: the engine's own random streams (per-step expert loads)
+  /// Decode steps a decode instance may run as one SimGrid event while its batch cannot change
+  /// (no sequence finishes and none becomes ready before the last of them; a ready sequence cuts
+  /// the run at the end of the step in progress, as it would join there step by step). 1 = one
+  /// event per step. The results agree with 1 up to SimGrid's clock rounding (test
+  /// Engine.DecodeStepsPerEventKeepTheResults); all_to_all_on_fabric always runs one step per event
+  /// (its flows are per step). Must be >= 1.
+  int decode_steps_per_event = 64;
 };
 
 /// Totals the engine itself keeps (the metrics collector derives everything else from events).

@@ -9,7 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <zlib.h>
 
+#include <cmath>
 #include <filesystem>
+#include <sstream>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -105,4 +108,72 @@ TEST(RunOutputs, QuietAndNoProgressOffATerminal) {
   EXPECT_NE(loud.find("[info]"), std::string::npos) << loud;
   EXPECT_EQ(quiet.find("[info]"), std::string::npos) << quiet;
   EXPECT_NE(quiet.find("ttft p50"), std::string::npos) << quiet;  // the table still prints
+}
+
+namespace {
+
+// requests.csv as rows of fields (header first)
+std::vector<std::vector<std::string>> csv_rows(const fs::path& p) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(::test::slurp(p));
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> f;
+    std::istringstream ls(line);
+    for (std::string x; std::getline(ls, x, ',');) f.push_back(x);
+    rows.push_back(f);
+  }
+  return rows;
+}
+
+// digits after the decimal point of a printed number (0 for integers)
+int decimals(const std::string& s) {
+  const auto dot = s.find('.');
+  return dot == std::string::npos ? 0 : static_cast<int>(s.size() - dot - 1);
+}
+
+}  // namespace
+
+// Several decode steps per SimGrid event (the default) against one event per step: the same
+// requests, statuses and token counts, and every time equal to within one unit of its last printed
+// digit (the two differ only by the clock's rounding). The agent sessions run into a horizon with
+// sequences mid-decode (the settled token counts) and have sequences becoming ready while a batch is
+// running (a plan cut at the step in progress: joined one plan later, their first-token times would
+// move by whole steps, milliseconds).
+TEST(RunOutputs, DecodeStepsPerEventKeepTheResults) {
+  Dir d;
+  const std::string scn = servesim::test::data("scenarios/agent-sessions.json");
+  for (const char* n : {"1", "64"}) {
+    const auto o = ::test::sh("run " + scn + " --horizon 30 --no-timeline --quiet --jobs 1 --decode-steps-per-event " + n + " --out " + (d.p / n).string());
+    ASSERT_EQ(o.status, 0) << o.text;
+  }
+  int deployments = 0;
+  for (const auto& dep : fs::directory_iterator(d.p / "1")) {
+    if (!dep.is_directory()) continue;
+    ++deployments;
+    const std::string name = dep.path().filename().string();
+    const auto a = csv_rows(d.p / "1" / name / "requests.csv"), b = csv_rows(d.p / "64" / name / "requests.csv");
+    ASSERT_EQ(a.size(), b.size()) << name;
+    ASSERT_GT(a.size(), 100u) << name;
+    long long decoding_at_horizon = 0, multi_token = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(a[i].size(), b[i].size()) << name << " row " << i;
+      for (size_t k = 0; k < a[i].size(); ++k) {
+        if (a[i][k] == b[i][k]) continue;
+        char* e1 = nullptr;
+        char* e2 = nullptr;
+        const double x = std::strtod(a[i][k].c_str(), &e1), y = std::strtod(b[i][k].c_str(), &e2);
+        ASSERT_TRUE(*e1 == 0 && *e2 == 0 && !a[i][k].empty()) << name << " row " << i << " " << a[0][k] << ": " << a[i][k] << " vs " << b[i][k];
+        EXPECT_LE(std::abs(x - y), 1.01 * std::pow(10.0, -std::max(decimals(a[i][k]), decimals(b[i][k]))))
+            << name << " row " << i << " " << a[0][k] << ": " << a[i][k] << " vs " << b[i][k];
+      }
+      if (i > 0) decoding_at_horizon += a[i][1] == "in_flight" && a[i][2] == "decode", multi_token += a[i][21] != "0" && a[i][21] != "1";
+    }
+    EXPECT_GT(decoding_at_horizon, 0) << name;
+    EXPECT_GT(multi_token, 0) << name;
+    const auto sa = nlohmann::json::parse(::test::slurp(d.p / "1" / name / "summary.json"));
+    const auto sb = nlohmann::json::parse(::test::slurp(d.p / "64" / name / "summary.json"));
+    EXPECT_EQ(sa["engine"]["decode_steps"], sb["engine"]["decode_steps"]) << name;
+    EXPECT_EQ(sa["requests"], sb["requests"]) << name;
+  }
+  EXPECT_GT(deployments, 0);
 }

@@ -75,6 +75,10 @@ CLI::App* add_run(CLI::App& app, RunArgs& r) {
   run->add_flag("--quiet", r.quiet, "no progress line (shown on a terminal for runs over ~2 s) and no info log lines");
   run->add_flag("--skip-bad-rows", r.skip_bad_rows, "skip malformed trace rows (counted in summary.json) instead of stopping");
   run->add_option("--cfg", r.simgrid_cfg, "SimGrid configuration item, e.g. network/model:LV08 (repeatable)");
+  run->add_option("--decode-steps-per-event", r.decode_steps_per_event,
+                  "decode steps one SimGrid event may cover while the batch cannot change (1: one event per step; results agree up to clock "
+                  "rounding)")
+      ->capture_default_str()->check(integer_in(1, 1 << 20));
   return run;
 }
 

@@ -23,6 +23,7 @@ struct RunArgs {
   std::string timeline_window;     ///< "START:END" simulated seconds: only that part of the timeline (empty: all)
   bool quiet = false;              ///< no progress line and no info log lines on stderr
   std::vector<std::string> simgrid_cfg;
+  int decode_steps_per_event = 64;  ///< RunOptions::decode_steps_per_event (1: one SimGrid event per decode step)
 };
 
 int run(const RunArgs& a);

@@ -12,9 +12,7 @@ bool later(const std::tuple<long long, std::uint64_t, ReqState*>& a, const std::
 }
 }  // namespace
 
-// the pool's own stream of expert-load draws: "decode" mixed into the scenario's seed
-DecodePool::DecodePool(Engine& e)
-    : e_(e), load_rng_(e.opt.seed ^ 0x6465636f6465ULL), mtp_rng_(e.opt.seed ^ 0x6d7470ULL), tokens_per_step_(e.d.decode.tokens_per_step()) {}
+DecodePool::DecodePool(Engine& e) : e_(e), mtp_rng_(e.opt.seed ^ 0x6d7470ULL), tokens_per_step_(e.d.decode.tokens_per_step()) {}
 
 // Decode steps a sequence needs for `tokens` more tokens: 1 without MTP; with k drafts each step
 // yields 1 + the run of accepted drafts (draft i accepted with probability a if i − 1 was).
@@ -38,6 +36,9 @@ void DecodePool::build(const std::vector<int>& first_gpus) {
     q.id = static_cast<int>(i), q.first_gpu = first_gpus[i];
     q.ranks.resize(static_cast<size_t>(e_.d.decode.dp()));
     for (auto& r : q.ranks) r.capacity = e_.dmem.kv_budget;
+    // each instance its own stream of expert-load draws ("decode" and the instance id mixed into the
+    // scenario's seed), so that the draws of one instance do not depend on when the others step
+    q.load_rng = Rng(e_.opt.seed ^ 0x6465636f6465ULL ^ ((i + 1) * 0xd1b54a32d192ed03ULL));
     inst_.push_back(std::move(q));
   }
   work_.resize(static_cast<size_t>(e_.d.decode.dp()));
@@ -45,6 +46,8 @@ void DecodePool::build(const std::vector<int>& first_gpus) {
 
 void DecodePool::start() {
   for (auto& q : inst_) {
+    q.mutex = sg4::Mutex::create();
+    q.cv = sg4::ConditionVariable::create();
     q.actor = sg4::Actor::create("decode" + std::to_string(q.id), e_.platform.gpus[static_cast<size_t>(q.first_gpu)], [this, &q] { loop(q); });
     q.actor->daemonize();
   }
@@ -109,7 +112,8 @@ void DecodePool::dispatch_pending() {
 void DecodePool::ready(ReqState* r) {
   Instance& q = inst_[static_cast<size_t>(r->rec.decode_instance)];
   q.ranks[static_cast<size_t>(r->decode_rank)].ready.push_back(r);
-  wake(q);
+  if (q.in_plan) q.cv->notify_one();  // joins at the end of the step in progress
+  else wake(q);
 }
 
 void DecodePool::free_kv(int instance, int rank, double bytes) {
@@ -158,9 +162,9 @@ void DecodePool::join_batch(Instance& q) {
     }
 }
 
-// The attention half is re-priced when the batch moved (kStepReuse); each step then draws its
-// expert-load sample and takes finish() at that sample, computed once per evaluation.
-void DecodePool::evaluate_step(Instance& q) {
+// The attention half is re-priced when the batch moved (kStepReuse); each step then takes its
+// expert-load sample and finish() at that sample, computed once per evaluation.
+void DecodePool::evaluate_step(Instance& q, int sample) {
   const bool moved = std::abs(static_cast<double>(q.active - q.active_at_eval)) > kStepReuse * static_cast<double>(q.active_at_eval) ||
                      std::abs(q.ctx - q.ctx_at_eval) > kStepReuse * q.ctx_at_eval;
   if (!q.evaluated || moved) {
@@ -169,17 +173,75 @@ void DecodePool::evaluate_step(Instance& q) {
       for (ReqState* r : q.ranks[k].active)
         work_[k].push_back({1 + e_.d.decode.mtp_draft_tokens, r->req.input_tokens + r->rec.generated_tokens - 1 + made(q, r), true});
     }
-    q.parts = e_.dstep->attention_part(work_, Phase::decode);
+    StepParts parts = e_.dstep->attention_part(work_, Phase::decode);
+    if (q.planning) q.repricings.push_back({q.plan.size(), std::move(q.parts), q.ctx_at_eval, q.active_at_eval, q.evaluated});
+    q.parts = std::move(parts);
     q.ctx_at_eval = q.ctx, q.active_at_eval = q.active, q.evaluated = true;
     q.sample_valid = 0;
   }
-  const int sample = e_.dstep->draw_sample(load_rng_);
   const size_t slot = static_cast<size_t>(sample + 1);
   if (!((q.sample_valid >> slot) & 1u)) {
     q.at_sample[slot] = e_.dstep->finish(q.parts, Phase::decode, sample);
     q.sample_valid |= std::uint64_t{1} << slot;
   }
   q.last = q.at_sample[slot];
+}
+
+// The expert-load sample of the i-th step from now (drawn ahead from the instance's stream).
+int DecodePool::sample_at(Instance& q, size_t i) {
+  while (q.samples.size() <= i) q.samples.push_back(e_.dstep->draw_sample(q.load_rng));
+  return q.samples[i];
+}
+
+// k > 1 steps with the batch as it is: priced ahead, slept as one wait that ready() may cut.
+void DecodePool::run_planned_steps(Instance& q, std::unique_lock<sg4::Mutex>& lock, long long k) {
+  const long long step0 = q.step;
+  q.plan.clear(), q.repricings.clear();
+  q.planning = true;
+  double t = e_.now();
+  for (long long i = 0; i < k; ++i) {
+    evaluate_step(q, sample_at(q, static_cast<size_t>(i)));
+    q.plan.push_back({t, t + q.last.total_s, q.ctx, q.last});
+    ++q.step;
+    q.ctx += static_cast<double>(q.active) * tokens_per_step_;
+    t += q.last.total_s;
+  }
+  q.planning = false;
+  q.in_plan = true;
+  size_t j = q.plan.size();
+  if (q.cv->wait_until(lock, t) == std::cv_status::no_timeout) {
+    // a sequence became ready: the step in progress (the first not ended before now) is the last
+    const double now = e_.now();
+    j = static_cast<size_t>(std::lower_bound(q.plan.begin(), q.plan.end(), now, [](const Instance::PlannedStep& p, double x) { return p.end_s < x; }) -
+                            q.plan.begin()) + 1;
+    j = std::min(j, q.plan.size());
+    if (q.plan[j - 1].end_s > now) sg4::this_actor::sleep_until(q.plan[j - 1].end_s);
+  }
+  q.in_plan = false;
+  commit_plan(q, step0, j);
+}
+
+// The first j planned steps happened: emits them and, when the plan was cut, rolls the batch's
+// step count, context and pricing state back to what step j will see.
+void DecodePool::commit_plan(Instance& q, long long step0, size_t j) {
+  for (size_t i = 0; i < j; ++i) {
+    const auto& p = q.plan[i];
+    e_.sink.on_step({Phase::decode, q.id, p.start_s, p.end_s, q.active, q.active, p.time});
+  }
+  e_.totals.decode_steps += static_cast<long long>(j);
+  q.samples.erase(q.samples.begin(), q.samples.begin() + static_cast<std::ptrdiff_t>(j));
+  if (j < q.plan.size()) {
+    q.step = step0 + static_cast<long long>(j);
+    q.ctx = q.plan[j].ctx_before;
+    for (auto& rp : q.repricings)
+      if (rp.at >= j) {  // the first re-pricing at or after step j replaced the state step j sees
+        q.parts = std::move(rp.parts);
+        q.ctx_at_eval = rp.ctx_at_eval, q.active_at_eval = rp.active_at_eval, q.evaluated = rp.evaluated;
+        q.sample_valid = 0;
+        break;
+      }
+  }
+  q.plan.clear(), q.repricings.clear();
 }
 
 void DecodePool::finish_sequences(Instance& q) {
@@ -200,6 +262,8 @@ void DecodePool::finish_sequences(Instance& q) {
 }
 
 void DecodePool::loop(Instance& q) {
+  std::unique_lock lock(*q.mutex);
+  const bool per_step = e_.opt.decode_steps_per_event <= 1 || e_.d.decode.all_to_all_on_fabric;
   for (;;) {
     join_batch(q);
     if (q.active == 0) {
@@ -207,14 +271,21 @@ void DecodePool::loop(Instance& q) {
       sg4::this_actor::suspend();
       continue;
     }
-    evaluate_step(q);
-    const double start = e_.now();
-    e_.mover.inject_all_to_all(e_.d.decode, q.first_gpu, q.last, q.a2a_flows);
-    sg4::this_actor::sleep_for(q.last.total_s);
-    ++e_.totals.decode_steps;
-    e_.sink.on_step({Phase::decode, q.id, start, e_.now(), q.active, q.active, q.last});
-    ++q.step;
-    q.ctx += static_cast<double>(q.active) * tokens_per_step_;
+    // steps up to the one where the next sequence finishes (the batch cannot change before it ends)
+    const long long k = per_step ? 1 : std::min<long long>(std::get<0>(q.finish.front()) - q.step + 1, e_.opt.decode_steps_per_event);
+    if (k > 1) {
+      run_planned_steps(q, lock, k);
+    } else {
+      evaluate_step(q, sample_at(q, 0));
+      q.samples.pop_front();
+      const double start = e_.now();
+      e_.mover.inject_all_to_all(e_.d.decode, q.first_gpu, q.last, q.a2a_flows);
+      sg4::this_actor::sleep_for(q.last.total_s);
+      ++e_.totals.decode_steps;
+      e_.sink.on_step({Phase::decode, q.id, start, e_.now(), q.active, q.active, q.last});
+      ++q.step;
+      q.ctx += static_cast<double>(q.active) * tokens_per_step_;
+    }
     finish_sequences(q);
   }
 }
@@ -225,7 +296,19 @@ long long DecodePool::made(const Instance& q, const ReqState* r) const {
   return tokens_per_step_ == 1.0 ? steps : std::llround(static_cast<double>(steps) * tokens_per_step_);
 }
 
+void DecodePool::keep_alive() {
+  for (auto& q : inst_) new sg4::MutexPtr(q.mutex), new sg4::ConditionVariablePtr(q.cv);
+}
+
 void DecodePool::settle_counters() {
+  for (auto& q : inst_)
+    if (q.in_plan) {  // stopped at the horizon inside a plan: the steps that ended before now happened
+      const double now = e_.now();
+      size_t j = 0;
+      while (j < q.plan.size() && q.plan[j].end_s < now) ++j;
+      q.in_plan = false;
+      commit_plan(q, q.step - static_cast<long long>(q.plan.size()), j);
+    }
   for (auto& q : inst_)
     for (auto& dr : q.ranks)
       for (ReqState* r : dr.active)

@@ -46,6 +46,7 @@ void Engine::build() {
 // whatever did not end as in flight, each request with the phase it was in.
 RunTotals Engine::finish() {
   arrivals.keep_alive();
+  decode.keep_alive();
   for (auto& p : prefill.instances()) new std::vector<sg4::CommPtr>(std::move(p.a2a_flows));
   for (auto& q : decode.instances()) new std::vector<sg4::CommPtr>(std::move(q.a2a_flows));
   totals.end_s = now();

@@ -173,6 +173,27 @@ class DecodePool {
     std::uint64_t sample_valid = 0;
     double ctx = 0, ctx_at_eval = 0;  // Σ context of the next step's tokens
     long long active_at_eval = 0;
+    // several steps per SimGrid event (RunOptions::decode_steps_per_event): while the batch cannot
+    // change (no sequence finishes before the plan's last step) the steps are priced ahead and slept
+    // as one wait, cut at the end of the step in progress when a sequence becomes ready (ready())
+    struct PlannedStep {
+      double start_s = 0, end_s = 0, ctx_before = 0;  // simulated seconds; Σ context of the step's tokens
+      StepTime time;
+    };
+    struct Repricing {  // the pricing state a re-evaluation at plan step `at` replaced (to roll back a cut)
+      size_t at = 0;
+      StepParts parts;
+      double ctx_at_eval = 0;
+      long long active_at_eval = 0;
+      bool evaluated = false;
+    };
+    std::vector<PlannedStep> plan;
+    std::vector<Repricing> repricings;
+    bool planning = false, in_plan = false;
+    Rng load_rng{0};          // this instance's expert-load draws (seeded from the scenario's seed and the instance id)
+    std::deque<int> samples;  // sample indices drawn ahead; the front one is the next step's
+    sg4::MutexPtr mutex;
+    sg4::ConditionVariablePtr cv;
   };
   static constexpr double kStepReuse = 0.01;
   explicit DecodePool(Engine& e);
@@ -188,14 +209,20 @@ class DecodePool {
   void free_kv(int instance, int rank, double bytes);
   void emit_memory(int inst);
   void wake(Instance& q);
-  /// Tokens generated so far by sequences still decoding (their counters are kept implicitly).
+  /// At the end of the run (horizon): commits the planned steps that ended before now, then settles
+  /// the tokens generated so far by sequences still decoding (their counters are kept implicitly).
   void settle_counters();
+  /// Keeps the instances' synchronisation objects alive past a horizon stop (see Arrivals::keep_alive).
+  void keep_alive();
 
  private:
   void dispatch_pending();
   void loop(Instance& q);
   void join_batch(Instance& q);
-  void evaluate_step(Instance& q);
+  void evaluate_step(Instance& q, int sample);
+  int sample_at(Instance& q, size_t i);
+  void run_planned_steps(Instance& q, std::unique_lock<sg4::Mutex>& lock, long long k);
+  void commit_plan(Instance& q, long long step0, size_t j);
   void finish_sequences(Instance& q);
   void finish_round(ReqState* r);
   Engine& e_;
@@ -206,7 +233,6 @@ class DecodePool {
   long long made(const Instance& q, const ReqState* r) const;
   std::unique_ptr<DecodeBatcher> batcher_;
   std::vector<std::vector<SeqWork>> work_;
-  Rng load_rng_;  // per-step expert-load draws (seeded from the scenario's seed)
   Rng mtp_rng_;   // MTP draft acceptances (seeded from the scenario's seed)
   double tokens_per_step_ = 1;  // expected tokens per sequence per step (MTP)
 };
