@@ -43,7 +43,7 @@ void MetricsCollector::on_transfer(const TransferEvent& e) {
   if (e.start_s < warmup_) return;
   ++s_.transfers;
   s_.transfer_bytes += e.bytes;
-  xfer_.push_back(e.end_s - e.start_s);
+  xfer_.add(e.end_s - e.start_s);
 }
 
 long long MetricsCollector::output_in_window(double first_token_s, double end_s, long long generated) const {
@@ -86,25 +86,25 @@ void MetricsCollector::on_request(const RequestRecord& r) {
     case RequestStatus::in_flight:
       ++s_.in_flight;
       ++s_.in_flight_phases[r.reason];
-      if (r.first_token_s >= 0) ttft_with_.push_back(r.ttft_s());
+      if (r.first_token_s >= 0) ttft_with_.add(r.ttft_s());
       else waiting_arrivals_.push_back(r.arrival_s);
       return;
     case RequestStatus::completed: break;
   }
   ++s_.completed;
-  ttft_.push_back(r.ttft_s());
-  ttft_with_.push_back(r.ttft_s());
+  ttft_.add(r.ttft_s());
+  ttft_with_.add(r.ttft_s());
   const double load = r.load_start_s >= 0 ? r.load_end_s - r.load_start_s : 0.0;
-  queue_.push_back(r.admit_s - r.arrival_s);
-  load_.push_back(load);
-  prefill_.push_back(r.prefill_end_s - (r.load_end_s >= 0 ? r.load_end_s : r.admit_s));
+  queue_.add(r.admit_s - r.arrival_s);
+  load_.add(load);
+  prefill_.add(r.prefill_end_s - (r.load_end_s >= 0 ? r.load_end_s : r.admit_s));
   const bool moved = r.transfer_start_s >= 0;  // a single-token answer never goes to decode
-  kv_wait_.push_back(moved ? r.transfer_start_s - r.prefill_end_s : 0.0);
-  transfer_.push_back(moved ? r.transfer_end_s - r.transfer_start_s : 0.0);
-  slot_wait_.push_back(moved ? r.first_token_s - r.transfer_end_s : 0.0);
-  e2e_.push_back(r.e2e_s());
+  kv_wait_.add(moved ? r.transfer_start_s - r.prefill_end_s : 0.0);
+  transfer_.add(moved ? r.transfer_end_s - r.transfer_start_s : 0.0);
+  slot_wait_.add(moved ? r.first_token_s - r.transfer_end_s : 0.0);
+  e2e_.add(r.e2e_s());
   const double tpot = r.tpot_s();
-  if (tpot >= 0) tpot_.push_back(tpot);
+  if (tpot >= 0) tpot_.add(tpot);
   if (r.ttft_s() <= slo_.ttft_s && tpot <= slo_.tpot_s) {
     ++s_.slo_met;
     s_.slo_met_output_tokens += r.output_tokens;
@@ -138,12 +138,12 @@ void MetricsCollector::on_tier(const TierEvent& e) {
 }
 
 void MetricsCollector::on_end(double t_s) {
-  s_.ttft_queue_s = percentiles(queue_);
-  s_.ttft_load_s = percentiles(load_);
-  s_.ttft_prefill_s = percentiles(prefill_);
-  s_.ttft_decode_kv_wait_s = percentiles(kv_wait_);
-  s_.ttft_transfer_s = percentiles(transfer_);
-  s_.ttft_slot_wait_s = percentiles(slot_wait_);
+  s_.ttft_queue_s = queue_.result();
+  s_.ttft_load_s = load_.result();
+  s_.ttft_prefill_s = prefill_.result();
+  s_.ttft_decode_kv_wait_s = kv_wait_.result();
+  s_.ttft_transfer_s = transfer_.result();
+  s_.ttft_slot_wait_s = slot_wait_.result();
   const double window = t_s - warmup_;
   l2_.set(t_s, l2_.last_mean);
   l3_.set(t_s, l3_.last_mean);
@@ -151,13 +151,15 @@ void MetricsCollector::on_end(double t_s) {
   s_.l3_mean = window > 0 ? l3_.area / window : 0, s_.l3_peak = l3_.peak;
   s_.end_s = t_s;
   for (auto [first, generated] : warmup_decoding_) s_.output_tokens += output_in_window(first, t_s, generated);
-  for (double a : waiting_arrivals_) ttft_with_.push_back(t_s - a);
+  for (double a : waiting_arrivals_) ttft_with_.add(t_s - a);
   s_.in_flight_without_first_token = static_cast<long long>(waiting_arrivals_.size());
-  s_.ttft_with_in_flight_s = percentiles(ttft_with_);
-  s_.ttft_s = percentiles(ttft_);
-  s_.tpot_s = percentiles(tpot_);
-  s_.e2e_s = percentiles(e2e_);
-  s_.transfer_s = percentiles(xfer_);
+  s_.ttft_with_in_flight_s = ttft_with_.result();
+  s_.ttft_s = ttft_.result();
+  s_.tpot_s = tpot_.result();
+  s_.e2e_s = e2e_.result();
+  s_.transfer_s = xfer_.result();
+  for (const LatencyQuantiles* q : {&ttft_, &ttft_with_, &tpot_, &e2e_, &xfer_, &queue_, &load_, &prefill_, &kv_wait_, &transfer_, &slot_wait_})
+    s_.quantiles_approximate |= q->approximate();
   s_.decode_batch_mean = s_.decode_steps ? decode_seq_sum_ / static_cast<double>(s_.decode_steps) : 0.0;
   double psum = 0, dsum = 0;
   int pn = 0, dn = 0;
