@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <vector>
 
@@ -139,41 +140,53 @@ int decimals(const std::string& s) {
 // sequences mid-decode (the settled token counts) and have sequences becoming ready while a batch is
 // running (a plan cut at the step in progress: joined one plan later, their first-token times would
 // move by whole steps, milliseconds).
+// The same with MTP (V4-Pro, one draft token at 85% acceptance: fractional tokens per step).
 TEST(RunOutputs, DecodeStepsPerEventKeepTheResults) {
   Dir d;
-  const std::string scn = servesim::test::data("scenarios/agent-sessions.json");
-  for (const char* n : {"1", "64"}) {
-    const auto o = ::test::sh("run " + scn + " --horizon 30 --no-timeline --quiet --jobs 1 --decode-steps-per-event " + n + " --out " + (d.p / n).string());
-    ASSERT_EQ(o.status, 0) << o.text;
-  }
-  int deployments = 0;
-  for (const auto& dep : fs::directory_iterator(d.p / "1")) {
-    if (!dep.is_directory()) continue;
-    ++deployments;
-    const std::string name = dep.path().filename().string();
-    const auto a = csv_rows(d.p / "1" / name / "requests.csv"), b = csv_rows(d.p / "64" / name / "requests.csv");
-    ASSERT_EQ(a.size(), b.size()) << name;
-    ASSERT_GT(a.size(), 100u) << name;
-    long long decoding_at_horizon = 0, multi_token = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      ASSERT_EQ(a[i].size(), b[i].size()) << name << " row " << i;
-      for (size_t k = 0; k < a[i].size(); ++k) {
-        if (a[i][k] == b[i][k]) continue;
-        char* e1 = nullptr;
-        char* e2 = nullptr;
-        const double x = std::strtod(a[i][k].c_str(), &e1), y = std::strtod(b[i][k].c_str(), &e2);
-        ASSERT_TRUE(*e1 == 0 && *e2 == 0 && !a[i][k].empty()) << name << " row " << i << " " << a[0][k] << ": " << a[i][k] << " vs " << b[i][k];
-        EXPECT_LE(std::abs(x - y), 1.01 * std::pow(10.0, -std::max(decimals(a[i][k]), decimals(b[i][k]))))
-            << name << " row " << i << " " << a[0][k] << ": " << a[i][k] << " vs " << b[i][k];
-      }
-      if (i > 0) decoding_at_horizon += a[i][1] == "in_flight" && a[i][2] == "decode", multi_token += a[i][21] != "0" && a[i][21] != "1";
+  fs::create_directories(d.p);
+  auto scn = nlohmann::json::parse(::test::slurp(servesim::test::data("scenarios/agent-sessions.json")));
+  std::string mtp_dep;
+  for (auto& dep : scn["deployments"])
+    if (dep["model"] == "deepseek-v4-pro") dep["decode"]["mtp"] = {{"draft_tokens", 1}, {"acceptance", 0.85}}, dep["name"] = mtp_dep = "v4pro-mtp";
+  ASSERT_FALSE(mtp_dep.empty());
+  scn["name"] = "agent-sessions-mtp";
+  std::ofstream(d.p / "mtp.json") << scn.dump();
+  for (const std::string run : {"plain", "mtp"})
+    for (const char* n : {"1", "64"}) {
+      const std::string file = run == "mtp" ? (d.p / "mtp.json").string() : servesim::test::data("scenarios/agent-sessions.json");
+      const auto o = ::test::sh("run " + file + " --horizon 30 --no-timeline --quiet --jobs 1 --decode-steps-per-event " + n + " --out " + (d.p / run / n).string());
+      ASSERT_EQ(o.status, 0) << o.text;
     }
-    EXPECT_GT(decoding_at_horizon, 0) << name;
-    EXPECT_GT(multi_token, 0) << name;
-    const auto sa = nlohmann::json::parse(::test::slurp(d.p / "1" / name / "summary.json"));
-    const auto sb = nlohmann::json::parse(::test::slurp(d.p / "64" / name / "summary.json"));
-    EXPECT_EQ(sa["engine"]["decode_steps"], sb["engine"]["decode_steps"]) << name;
-    EXPECT_EQ(sa["requests"], sb["requests"]) << name;
+  int deployments = 0;
+  for (const std::string run : {"plain", "mtp"}) {
+    for (const auto& dep : fs::directory_iterator(d.p / run / "1")) {
+      if (!dep.is_directory()) continue;
+      ++deployments;
+      const std::string name = dep.path().filename().string();
+      const auto a = csv_rows(d.p / run / "1" / name / "requests.csv"), b = csv_rows(d.p / run / "64" / name / "requests.csv");
+      ASSERT_EQ(a.size(), b.size()) << name;
+      ASSERT_GT(a.size(), 100u) << name;
+      long long decoding_at_horizon = 0, multi_token = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        ASSERT_EQ(a[i].size(), b[i].size()) << name << " row " << i;
+        for (size_t k = 0; k < a[i].size(); ++k) {
+          if (a[i][k] == b[i][k]) continue;
+          char* e1 = nullptr;
+          char* e2 = nullptr;
+          const double x = std::strtod(a[i][k].c_str(), &e1), y = std::strtod(b[i][k].c_str(), &e2);
+          ASSERT_TRUE(*e1 == 0 && *e2 == 0 && !a[i][k].empty()) << name << " row " << i << " " << a[0][k] << ": " << a[i][k] << " vs " << b[i][k];
+          EXPECT_LE(std::abs(x - y), 1.01 * std::pow(10.0, -std::max(decimals(a[i][k]), decimals(b[i][k]))))
+              << name << " row " << i << " " << a[0][k] << ": " << a[i][k] << " vs " << b[i][k];
+        }
+        if (i > 0) decoding_at_horizon += a[i][1] == "in_flight" && a[i][2] == "decode", multi_token += a[i][21] != "0" && a[i][21] != "1";
+      }
+      EXPECT_GT(decoding_at_horizon, 0) << name;
+      EXPECT_GT(multi_token, 0) << name;
+      const auto sa = nlohmann::json::parse(::test::slurp(d.p / run / "1" / name / "summary.json"));
+      const auto sb = nlohmann::json::parse(::test::slurp(d.p / run / "64" / name / "summary.json"));
+      EXPECT_EQ(sa["engine"]["decode_steps"], sb["engine"]["decode_steps"]) << name;
+      EXPECT_EQ(sa["requests"], sb["requests"]) << name;
+    }
   }
-  EXPECT_GT(deployments, 0);
+  EXPECT_EQ(deployments, 4);  // k3 and v4pro, plain; k3 and v4pro-mtp
 }
