@@ -39,10 +39,10 @@ PrefixCache::Node* PrefixCache::split(Node* n, int k) {
   top->end = n->end - static_cast<int>(n->ids.size()) + k;
   top->pins = n->pins;
   top->last_use = n->last_use;
-  n->parent->children[top->ids.front()] = top;
+  n->parent->children.set(top->ids.front(), top);
   n->ids.erase(n->ids.begin(), n->ids.begin() + k);
   n->parent = top;
-  top->children[n->ids.front()] = n;
+  top->children.set(n->ids.front(), n);
   nodes_.emplace(top->key, std::move(owned));
   refresh(top);
   return top;
@@ -56,9 +56,8 @@ PrefixMatch PrefixCache::match(const Request& r) const {
   const Node* node = &root_;
   int pos = 0, last_len = block_tokens_, cp_blocks = 0;
   while (pos < n) {
-    auto it = node->children.find(ids[static_cast<size_t>(pos)]);
-    if (it == node->children.end()) break;
-    const Node* c = it->second;
+    const Node* c = node->children.find(ids[static_cast<size_t>(pos)]);
+    if (!c) break;
     int k = 0;
     const int len = static_cast<int>(c->ids.size());
     while (k < len && pos + k < n && c->ids[static_cast<size_t>(k)] == ids[static_cast<size_t>(pos + k)]) ++k;
@@ -85,7 +84,8 @@ std::vector<PrefixCache::Node*> PrefixCache::path(const Request& r, int blocks) 
   Node* node = &root_;
   int pos = 0;
   while (pos < blocks) {
-    Node* c = node->children.at(r.block_hashes[static_cast<size_t>(pos)]);
+    Node* c = node->children.find(r.block_hashes[static_cast<size_t>(pos)]);
+    if (!c) throw std::logic_error("PrefixCache::path: block not cached");
     const int len = static_cast<int>(c->ids.size());
     if (pos + len > blocks) c = split(c, blocks - pos);
     pos += static_cast<int>(c->ids.size());
@@ -130,9 +130,8 @@ double PrefixCache::release_and_insert(const Request& r, int pinned, double t_s)
   Node* node = &root_;
   int pos = 0;
   while (pos < n) {
-    auto it = node->children.find(ids[static_cast<size_t>(pos)]);
-    if (it == node->children.end()) break;
-    Node* c = it->second;
+    Node* c = node->children.find(ids[static_cast<size_t>(pos)]);
+    if (!c) break;
     int k = 0;
     const int len = static_cast<int>(c->ids.size());
     while (k < len && pos + k < n && c->ids[static_cast<size_t>(k)] == ids[static_cast<size_t>(pos + k)]) ++k;
@@ -148,7 +147,7 @@ double PrefixCache::release_and_insert(const Request& r, int pinned, double t_s)
     leaf->ids.assign(ids.begin() + pos, ids.end());
     leaf->last_tokens = static_cast<int>(std::min<long long>(block_tokens_, r.input_tokens - static_cast<long long>(n - 1) * block_tokens_));
     leaf->end = n;
-    node->children[leaf->ids.front()] = leaf;
+    node->children.set(leaf->ids.front(), leaf);
     nodes_.emplace(leaf->key, std::move(owned));
     bytes_ += node_bytes(*leaf);
     refresh(node);

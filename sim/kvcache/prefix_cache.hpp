@@ -66,7 +66,26 @@ class PrefixCache {
     double last_use = 0;
     bool offered = false;    ///< the eviction policy holds it as a candidate, at time offered_s
     double offered_s = 0;
-    std::unordered_map<std::uint64_t, Node*> children;  ///< by first block id
+    /// children by first block id; allocated with the first child (most nodes are leaves: an empty
+    /// map inline would cost 56 bytes each)
+    struct Children {
+      std::unique_ptr<std::unordered_map<std::uint64_t, Node*>> m;
+      Node* find(std::uint64_t id) const {
+        if (!m) return nullptr;
+        auto it = m->find(id);
+        return it == m->end() ? nullptr : it->second;
+      }
+      void set(std::uint64_t id, Node* n) {
+        if (!m) m = std::make_unique<std::unordered_map<std::uint64_t, Node*>>();
+        (*m)[id] = n;
+      }
+      void erase(std::uint64_t id) {
+        if (!m) return;
+        m->erase(id);
+        if (m->empty()) m.reset();
+      }
+      bool empty() const { return !m; }
+    } children;
   };
   bool usable(const Request& r) const { return r.block_tokens == block_tokens_ && !r.block_hashes.empty(); }
   double node_bytes(const Node& n) const;
