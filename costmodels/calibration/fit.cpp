@@ -423,10 +423,12 @@ const std::vector<AccuracyException>& accuracy_exceptions() {
   // Measured k-fold errors of the committed tables (rounded up in the last digit); the test fails
   // if a family exceeds them, and also if it meets the target (then the exception must go).
   static const std::vector<AccuracyException> v = {
-      {Family::gemm_fp8, 0.015, 0.162,
+      {Family::gemm_fp8, 0.024, 0.174,
        "cuBLASLt FP8 block-scaled GEMMs change tile configuration between neighbouring M (wave quantisation: kv_a N=576 takes "
        "26 µs at M=3072, 47 µs at 4096, 50 µs at 6144; V4-Flash wo_b N=4096 K=8192 32 µs at M=512, 67 µs at 768); a held-out point "
-       "at such a step cannot be interpolated from its neighbours. The dense-GEMM class as a whole meets the target (p95 14.5%)"},
+       "at such a step cannot be interpolated from its neighbours. Issue 13: each row is the faster of cuBLASLt and the own split-K "
+       "wgmma kernel (own at M <= ~128, 2-3x faster at M <= 64 on small N*K), so a series also switches kernel between M 64 and 256 "
+       "(median 1.5% -> 2.3%, p95 16.2% -> 17.3%). The dense-GEMM class as a whole meets the target (p95 14.5%)"},
       {Family::combine, 0.028, 0.192,
        "eager-timed, µs-scale: 3-7 µs after the launch gap, ±1 µs jitter, and a 2.7x step between 384 and 512 tokens "
        "(5.7 vs 15.5 µs, K3); p95 19.10% with the issue-12 MLA decode rows in the launch-gap median"},
