@@ -36,6 +36,9 @@ struct RunOptions {
   /// Engine.DecodeStepsPerEventKeepTheResults); all_to_all_on_fabric always runs one step per event
   /// (its flows are per step). Must be >= 1.
   int decode_steps_per_event = 64;
+  /// Distinct prompt-block ids the trace-level reuse closed form remembers (RunTotals::
+  /// trace_reuse_arrivals): 2^22 = 4,194,304 (a 64 MiB table); tests lower it.
+  std::size_t trace_reuse_max_block_ids = std::size_t{1} << 22;
 };
 
 /// Totals the engine itself keeps (the metrics collector derives everything else from events).
@@ -47,6 +50,9 @@ struct RunTotals {
   /// cached; and the trace-level reference: blocks an earlier arrival carried (arrival order,
   /// unlimited capacity — the closed form of the workload's reuse).
   long long prefix_lookup_blocks = 0, prefix_hit_blocks = 0, trace_reuse_blocks = 0, trace_blocks = 0;
+  /// −1: trace_reuse_blocks / trace_blocks cover every arrival; else only the first this many (the
+  /// engine remembers at most 2^22 distinct block ids for that closed form: bounded memory)
+  long long trace_reuse_arrivals = -1;
   long long prefill_steps = 0, decode_steps = 0;
   double transfer_bytes = 0;
   // KV store below the GPUs (sim/kv_store.hpp)

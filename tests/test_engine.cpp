@@ -136,6 +136,32 @@ TEST(Engine, PrefixCacheServesRepeatedPrefixes) {
   EXPECT_EQ(t.trace_blocks, 20);
 }
 
+// The trace-level reuse closed form remembers at most RunOptions::trace_reuse_max_block_ids
+// distinct ids, then stops. With room for 17: request 0 brings 8 ids, request 1 9 (7 repeated: 10
+// distinct), request 2 3 (13 distinct); request 3's 9 ids would pass 17 (13 + 9 > 17, the check
+// counts a request's ids before looking them up), so the closed form covers the first 3 arrivals:
+// 7 of 20 blocks reused (request 3 repeats 4 blocks that are not counted).
+TEST(Engine, TraceReuseClosedFormStopsAtItsBound) {
+  auto with_blocks = [](Request r, std::vector<std::uint64_t> b) {
+    r.block_hashes = std::move(b);
+    r.block_tokens = 100;
+    return r;
+  };
+  const std::vector<Request> rs{with_blocks(req(0, 0, 750, 2), {0, 1, 2, 3, 4, 5, 6, 7}), with_blocks(req(1, 1, 900, 2), {0, 1, 2, 3, 4, 5, 6, 8, 9}),
+                                with_blocks(req(2, 2, 300, 2), {10, 11, 12}), with_blocks(req(3, 3, 900, 2), {0, 1, 2, 3, 20, 21, 22, 23, 24})};
+  DeploymentSpec d = tiny();
+  d.prefix_cache.enabled = true;
+  d.prefix_cache.block_tokens = 100;
+  Records rec;
+  RunOptions opt;
+  opt.trace_reuse_max_block_ids = 17;
+  const RunTotals t = Simulation(d, std::make_unique<ListSource>(rs), std::make_shared<test::ZeroCost>(), rec, opt).run();
+  EXPECT_EQ(t.arrivals, 4);
+  EXPECT_EQ(t.trace_reuse_arrivals, 3);
+  EXPECT_EQ(t.trace_reuse_blocks, 7);
+  EXPECT_EQ(t.trace_blocks, 20);
+}
+
 namespace {
 
 void replay_mooncake(const std::string& model, PoolSpec p, PoolSpec q) {

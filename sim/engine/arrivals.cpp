@@ -81,10 +81,16 @@ void Arrivals::admit(Request req) {
   r->rec.round = r->req.round;
   e_.live.emplace(r->req.id, std::move(owned));
   ++e_.totals.arrivals;
-  // the workload's own reuse: blocks an earlier arrival carried (unlimited cache, arrival order)
-  if (r->req.session < 0) {  // (sessions reuse their history by construction; not tracked per block)
-    for (auto h : r->req.block_hashes) e_.totals.trace_reuse_blocks += !seen_blocks_.insert(h);
-    e_.totals.trace_blocks += static_cast<long long>(r->req.block_hashes.size());
+  // the workload's own reuse: blocks an earlier arrival carried (unlimited cache, arrival order),
+  // over the arrivals until RunOptions::trace_reuse_max_block_ids distinct ids were seen (bounded memory)
+  if (r->req.session < 0 && e_.totals.trace_reuse_arrivals < 0) {  // (sessions reuse their history by construction)
+    if (seen_blocks_.size() + r->req.block_hashes.size() > e_.opt.trace_reuse_max_block_ids) {
+      e_.totals.trace_reuse_arrivals = e_.totals.arrivals - 1;  // the closed form covers the arrivals before this one
+      seen_blocks_ = BlockIdSet();  // frees the table
+    } else {
+      for (auto h : r->req.block_hashes) e_.totals.trace_reuse_blocks += !seen_blocks_.insert(h);
+      e_.totals.trace_blocks += static_cast<long long>(r->req.block_hashes.size());
+    }
   }
   if (r->req.session >= 0) e_.sessions.round_arrived(r->req.session);
   if (reject_impossible(r)) return;

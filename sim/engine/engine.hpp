@@ -289,7 +289,7 @@ class Arrivals {
   };
   Engine& e_;
   std::vector<Request> followups_;  // next rounds of sessions: a min-heap on (arrival, id) via Later
-  BlockIdSet seen_blocks_;  // trace-level reuse
+  BlockIdSet seen_blocks_;  // trace-level reuse, up to RunOptions::trace_reuse_max_block_ids ids
   sg4::MutexPtr mutex_;
   sg4::ConditionVariablePtr cv_;
 };

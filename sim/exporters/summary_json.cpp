@@ -154,6 +154,11 @@ void cache_json(const RunReport& r, nlohmann::json& j) {
                        {"token_hit_rate", s.input_tokens > 0 ? r6(static_cast<double>(s.cached_tokens) / s.input_tokens) : 0.0}};
   j["prefix_cache"]["trace_block_reuse"] = r.totals.trace_blocks > 0 ? r6(static_cast<double>(r.totals.trace_reuse_blocks) / r.totals.trace_blocks) : 0.0;
   j["prefix_cache"]["trace_block_reuse_note"] = "closed form: share of prompt blocks an earlier arrival carried (unlimited cache, arrival order); block_hit_rate is what the simulated L1 caches found";
+  if (r.totals.trace_reuse_arrivals >= 0) {  // bounded memory: only past 2^22 distinct block ids
+    j["prefix_cache"]["trace_block_reuse_arrivals"] = r.totals.trace_reuse_arrivals;
+    j["prefix_cache"]["trace_block_reuse_note"] = j["prefix_cache"]["trace_block_reuse_note"].get<std::string>() +
+                                                  "; over the first trace_block_reuse_arrivals arrivals only (the engine remembers at most 4,194,304 distinct block ids)";
+  }
   j["kv_transfer"] = {{"count", s.transfers}, {"bytes", s.transfer_bytes}, {"time", pct_ms(s.transfer_s)}};
   j["ttft_split"] = {{"queue", pct_ms(s.ttft_queue_s)},
                      {"load_back", pct_ms(s.ttft_load_s)},
