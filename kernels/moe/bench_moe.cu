@@ -207,6 +207,12 @@ std::vector<GemmShape> gemm_shapes(const Ctx& c) {
                               {"DSV4-Flash", "w13", 2 * kV4FlashInter, kV4FlashHidden},
                               {"DSV4-Flash", "w2", kV4FlashHidden, kV4FlashInter}};
   if (c.quick) v.resize(2);
+  // DeepSeek-V3's routed experts (hidden 7168, expert intermediate 2048): only when asked for by name
+  // (--models DSV3), for the FP8 grids of the DSV3 scenarios and DeepGEMM's reference shapes (issue 13)
+  if (c.models.count("DSV3")) {
+    v.push_back({"DSV3", "w13", 2 * 2048, 7168});
+    v.push_back({"DSV3", "w2", 7168, 2048});
+  }
   std::vector<GemmShape> keep;
   for (const auto& s : v)
     if (want_model(c, s.model)) keep.push_back(s);

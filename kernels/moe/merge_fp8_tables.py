@@ -5,8 +5,9 @@ kernel_variant says which kernel ran: 0 = weights-as-M variant 0, 5 = tokens-as-
 variant 3) plus the per-expert cuBLASLt rows (cublaslt_block128) re-measured in the same run, on one
 grid. The *_alt rows (the slower own form at each point) stay in kernels/moe/results only.
 Extra grids measured in later calls at other expert counts (EXTRA below: fp8_g2g4/ = 2 and 4 active
-experts, binaries b5d3610, same sweep code and form) add their rows at those expert counts only; each
-row keeps the commit of the table it came from.
+experts, binaries b5d3610, same sweep code and form; fp8_dsv3/ = DeepSeek-V3's expert shapes 4096x7168 and
+7168x2048 at every expert count of the grid, bench_moe --models DSV3) add their rows; each row keeps the
+commit of the table it came from.
 Usage: merge_fp8_tables.py OUT_JSON [RESULTS_DIR]   (RESULTS_DIR defaults to kernels/moe/results)
 Exit status 2 with a message naming the file when an input is missing or malformed.
 """
@@ -43,14 +44,15 @@ for d, keep in ((own, ('own_masked', 'own_contiguous')), (lt, ('cublaslt_block12
             r['commit'] = d['commit']
             rows.append(r)
 # (subfolder of RESULTS_DIR, active-expert counts taken from it); skipped when the folder is absent
-EXTRA = [('fp8_g2g4', {2, 4})]
+# (None: every expert count of that folder)
+EXTRA = [('fp8_g2g4', {2, 4}), ('fp8_dsv3', None)]
 for sub, experts in EXTRA:
     if not os.path.isdir(os.path.join(res, sub)):
         continue
     xo, xl = load(os.path.join(sub, 'moe_grouped_gemm_fp8.json')), load(os.path.join(sub, 'moe_grouped_gemm_fp8_cublaslt.json'))
     for d, keep in ((xo, ('own_masked', 'own_contiguous')), (xl, ('cublaslt_block128',))):
         for r in d['rows']:
-            if r['variant'] in keep and r['shape']['active_experts'] in experts:
+            if r['variant'] in keep and (experts is None or r['shape']['active_experts'] in experts):
                 r = dict(r)
                 r['commit'] = d['commit']
                 rows.append(r)
@@ -63,7 +65,7 @@ merged['description'] = (
     'per expert, re-measured in the same run. The fit takes the fastest of them at each shape. Source tables: '
     'kernels/moe/results/moe_grouped_gemm_fp8.json and moe_grouped_gemm_fp8_cublaslt.json (NOTES.md section 9; 8 and 32 '
     'active experts, commit e4119ca), fp8_g2g4/ (2 and 4 active experts, same code path and form, commit b5d3610, NOTES.md '
-    'section 10); each row carries its commit. '
+    'section 10), fp8_dsv3/ (DeepSeek-V3 expert shapes, NOTES.md section 11); each row carries its commit. '
     '| own: ' + own['description'])
 merged['rows'] = rows
 with open(out, 'w') as f:
