@@ -33,8 +33,9 @@ struct RunOptions {
   /// (no sequence finishes and none becomes ready before the last of them; a ready sequence cuts
   /// the run at the end of the step in progress, as it would join there step by step). 1 = one
   /// event per step. The results agree with 1 up to SimGrid's clock rounding (test
-  /// Engine.DecodeStepsPerEventKeepTheResults); all_to_all_on_fabric always runs one step per event
-  /// (its flows are per step). Must be >= 1.
+  /// RunOutputs.DecodeStepsPerEventKeepTheResults); all_to_all_on_fabric always runs one step per
+  /// event (its flows are per step). Assumes the decode batcher admits from a rank's ready queue by
+  /// the queue and the running count alone (DecodeBatcher's contract). Must be >= 1.
   int decode_steps_per_event = 64;
   /// Distinct prompt-block ids the trace-level reuse closed form remembers (RunTotals::
   /// trace_reuse_arrivals): 2^22 = 4,194,304 (a 64 MiB table); tests lower it.
@@ -54,6 +55,9 @@ struct RunTotals {
   /// engine remembers at most 2^22 distinct block ids for that closed form: bounded memory)
   long long trace_reuse_arrivals = -1;
   long long prefill_steps = 0, decode_steps = 0;
+  /// SimGrid waits the decode steps took (RunOptions::decode_steps_per_event: one per step at 1,
+  /// one per plan of several steps otherwise, a cut plan's wait for its step in progress included)
+  long long decode_step_events = 0;
   double transfer_bytes = 0;
   // KV store below the GPUs (sim/kv_store.hpp)
   long long offloads = 0, offloads_in_flight = 0, loads_l2 = 0, loads_l3 = 0;

@@ -140,7 +140,11 @@ int decimals(const std::string& s) {
 // sequences mid-decode (the settled token counts) and have sequences becoming ready while a batch is
 // running (a plan cut at the step in progress: joined one plan later, their first-token times would
 // move by whole steps, milliseconds).
-// The same with MTP (V4-Pro, one draft token at 85% acceptance: fractional tokens per step).
+// The same with MTP (V4-Pro, one draft token at 85% acceptance: fractional tokens per step), and
+// on a saturated decode pool (the default scenario at 20 requests/s with one running sequence per
+// rank: sequences become ready while every rank is full, so a cut plan joins nobody and the batch
+// does not move: only the rolled-back pricing state gives step j its price; 164 V4-Pro rows differ
+// without that rollback).
 TEST(RunOutputs, DecodeStepsPerEventKeepTheResults) {
   Dir d;
   fs::create_directories(d.p);
@@ -151,14 +155,22 @@ TEST(RunOutputs, DecodeStepsPerEventKeepTheResults) {
   ASSERT_FALSE(mtp_dep.empty());
   scn["name"] = "agent-sessions-mtp";
   std::ofstream(d.p / "mtp.json") << scn.dump();
-  for (const std::string run : {"plain", "mtp"})
+  auto sat = nlohmann::json::parse(::test::slurp(servesim::test::data("scenarios/default.json")));
+  sat["name"] = "saturated-decode";
+  sat["workload"]["requests"] = 1500, sat["workload"]["rate_per_s"] = 20;
+  for (auto& dep : sat["deployments"]) dep["decode"]["max_running"] = 1;
+  std::ofstream(d.p / "sat.json") << sat.dump();
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"plain", servesim::test::data("scenarios/agent-sessions.json") + " --horizon 30"},
+      {"mtp", (d.p / "mtp.json").string() + " --horizon 30"},
+      {"saturated", (d.p / "sat.json").string() + " --horizon 60"}};
+  for (const auto& [run, args] : runs)
     for (const char* n : {"1", "64"}) {
-      const std::string file = run == "mtp" ? (d.p / "mtp.json").string() : servesim::test::data("scenarios/agent-sessions.json");
-      const auto o = ::test::sh("run " + file + " --horizon 30 --no-timeline --quiet --jobs 1 --decode-steps-per-event " + n + " --out " + (d.p / run / n).string());
+      const auto o = ::test::sh("run " + args + " --no-timeline --quiet --jobs 1 --decode-steps-per-event " + n + " --out " + (d.p / run / n).string());
       ASSERT_EQ(o.status, 0) << o.text;
     }
   int deployments = 0;
-  for (const std::string run : {"plain", "mtp"}) {
+  for (const auto& [run, args] : runs) {
     for (const auto& dep : fs::directory_iterator(d.p / run / "1")) {
       if (!dep.is_directory()) continue;
       ++deployments;
@@ -186,7 +198,13 @@ TEST(RunOutputs, DecodeStepsPerEventKeepTheResults) {
       const auto sb = nlohmann::json::parse(::test::slurp(d.p / run / "64" / name / "summary.json"));
       EXPECT_EQ(sa["engine"]["decode_steps"], sb["engine"]["decode_steps"]) << name;
       EXPECT_EQ(sa["requests"], sb["requests"]) << name;
+      // one event per step at 1; at 64 the plans took fewer (the setting reached the engine)
+      EXPECT_EQ(sa["engine"]["decode_steps_per_event"], 1) << name;
+      EXPECT_EQ(sb["engine"]["decode_steps_per_event"], 64) << name;
+      const long long steps = sa["engine"]["decode_steps"].get<long long>();
+      EXPECT_EQ(sa["engine"]["decode_step_events"].get<long long>(), steps) << name;
+      EXPECT_LT(sb["engine"]["decode_step_events"].get<long long>(), steps / 2) << name;
     }
   }
-  EXPECT_EQ(deployments, 4);  // k3 and v4pro, plain; k3 and v4pro-mtp
+  EXPECT_EQ(deployments, 6);  // k3 and v4pro: plain, with MTP (v4pro-mtp), saturated
 }

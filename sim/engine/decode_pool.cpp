@@ -208,6 +208,7 @@ void DecodePool::run_planned_steps(Instance& q, std::unique_lock<sg4::Mutex>& lo
   }
   q.planning = false;
   q.in_plan = true;
+  ++e_.totals.decode_step_events;
   size_t j = q.plan.size();
   if (q.cv->wait_until(lock, t) == std::cv_status::no_timeout) {
     // a sequence became ready: the step in progress (the first not ended before now) is the last
@@ -215,7 +216,8 @@ void DecodePool::run_planned_steps(Instance& q, std::unique_lock<sg4::Mutex>& lo
     j = static_cast<size_t>(std::lower_bound(q.plan.begin(), q.plan.end(), now, [](const Instance::PlannedStep& p, double x) { return p.end_s < x; }) -
                             q.plan.begin()) + 1;
     j = std::min(j, q.plan.size());
-    if (q.plan[j - 1].end_s > now) sg4::this_actor::sleep_until(q.plan[j - 1].end_s);
+    // (still in_plan while it sleeps: a horizon stop then commits only the steps that ended)
+    if (q.plan[j - 1].end_s > now) sg4::this_actor::sleep_until(q.plan[j - 1].end_s), ++e_.totals.decode_step_events;
   }
   q.in_plan = false;
   commit_plan(q, step0, j);
@@ -281,7 +283,7 @@ void DecodePool::loop(Instance& q) {
       const double start = e_.now();
       e_.mover.inject_all_to_all(e_.d.decode, q.first_gpu, q.last, q.a2a_flows);
       sg4::this_actor::sleep_for(q.last.total_s);
-      ++e_.totals.decode_steps;
+      ++e_.totals.decode_steps, ++e_.totals.decode_step_events;
       e_.sink.on_step({Phase::decode, q.id, start, e_.now(), q.active, q.active, q.last});
       ++q.step;
       q.ctx += static_cast<double>(q.active) * tokens_per_step_;

@@ -17,11 +17,11 @@ void LatencyQuantiles::add(double seconds) {
   if (std::isnan(seconds)) throw std::invalid_argument("LatencyQuantiles::add: NaN");
   ++n_;
   sum_ += seconds;
-  if (!folded_) {
+  if (!folded_ && exact_.size() < kExactValues) {
     exact_.push_back(seconds);
-    if (exact_.size() > kExactValues) fold();
     return;
   }
+  if (!folded_) fold();  // the (kExactValues + 1)-th value: no vector doubling past the bound
   if (seconds <= 0) ++zeros_;
   else hist_(std::clamp(seconds, kLowS, kHighS * (1 - 1e-12)));
 }

@@ -17,7 +17,10 @@ class DecodeBatcher {
   virtual std::string name() const = 0;
   /// The next sequence of `ready` (non-empty; in the order their KV arrived) to join a batch of
   /// `running` sequences, removed from `ready`; nullptr when none joins this step (the batch is
-  /// full at `max_running`, or the policy holds them back).
+  /// full at `max_running`, or the policy holds them back). The answer must depend on `ready`,
+  /// `running` and `max_running` alone (not on the time or the step count): the engine runs the
+  /// steps between batch changes as one event (RunOptions::decode_steps_per_event) and asks again
+  /// only when a sequence became ready or finished.
   virtual ReqState* next(std::deque<ReqState*>& ready, int running, int max_running) = 0;
 };
 
