@@ -197,6 +197,7 @@ class DecodePool {
   };
   static constexpr double kStepReuse = 0.01;
   explicit DecodePool(Engine& e);
+  ~DecodePool();
   void build(const std::vector<int>& first_gpus);
   void start();  ///< creates the instances' actors
   std::vector<Instance>& instances() { return inst_; }
@@ -217,6 +218,9 @@ class DecodePool {
 
  private:
   void dispatch_pending();
+  struct RankIndex;  // the ranks by least_loaded's key (decode_pool.cpp), when the router uses that rule
+  bool pick_indexed(double need, int& instance, int& rank);
+  void reindex(const Instance& q, size_t rank, bool insert);
   void loop(Instance& q);
   void join_batch(Instance& q);
   void evaluate_step(Instance& q, int sample);
@@ -229,6 +233,7 @@ class DecodePool {
   std::vector<Instance> inst_;
   std::deque<ReqState*> pending_;  // prefilled, waiting for KV room on a decode rank
   std::vector<DecodeCandidate> cand_;  // dispatch_pending's scratch (kept to avoid an allocation per call)
+  std::unique_ptr<RankIndex> index_;   // set when the decode router is least_loaded's rule: no scan of every rank
   long long steps_for(long long tokens);
   long long made(const Instance& q, const ReqState* r) const;
   std::unique_ptr<DecodeBatcher> batcher_;

@@ -48,6 +48,8 @@ class LeastLoaded final : public Router {
         [](const PrefillCandidate& a, const PrefillCandidate& b) { return a.queued_tokens == b.queued_tokens; });
   }
   std::size_t pick_decode(const Request&, const std::vector<DecodeCandidate>& c) override { return least_loaded_decode(c, tie_d_); }
+  bool decode_least_loaded() const override { return true; }
+  std::size_t rotate_decode_tie(std::size_t ties) override { return tie_d_++ % ties; }
 
  private:
   std::size_t tie_p_ = 0, tie_d_ = 0;
@@ -64,6 +66,8 @@ class CacheAware final : public Router {
         [&](const PrefillCandidate& a, const PrefillCandidate& b) { return cost(a) == cost(b); });
   }
   std::size_t pick_decode(const Request&, const std::vector<DecodeCandidate>& c) override { return least_loaded_decode(c, tie_d_); }
+  bool decode_least_loaded() const override { return true; }
+  std::size_t rotate_decode_tie(std::size_t ties) override { return tie_d_++ % ties; }
 
  private:
   std::size_t tie_p_ = 0, tie_d_ = 0;

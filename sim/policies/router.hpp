@@ -35,6 +35,13 @@ class Router {
   virtual std::size_t pick_prefill(const Request& r, const std::vector<PrefillCandidate>& c) = 0;
   /// Index into `c` (non-empty) of the decode rank that takes request r.
   virtual std::size_t pick_decode(const Request& r, const std::vector<DecodeCandidate>& c) = 0;
+  /// True when pick_decode is least_loaded's rule (fewest running, then most free KV, ties
+  /// rotating in candidate order): the engine may then find that rank in its own index of the
+  /// ranks instead of building the candidate vector (DecodePool), asking only rotate_decode_tie.
+  virtual bool decode_least_loaded() const { return false; }
+  /// Which of `ties` (>= 2) tied best decode candidates, in candidate order, takes the request
+  /// (0-based); advances the cursor pick_decode uses. Only called when decode_least_loaded().
+  virtual std::size_t rotate_decode_tie(std::size_t /*ties*/) { return 0; }
 };
 
 /// "round_robin": cycles through the candidates;
