@@ -41,7 +41,9 @@ int simulate_to(const Scenario& s, const DeploymentSpec& d, std::uint64_t seed, 
     auto source = make_source(workload_for(s.workload, d.prefix_cache), seed);
     RunReport rep;
     rep.workload = source->describe();
-    Simulation sim(d, std::move(source), cost, metrics, opt);
+    // released, not destroyed: the forked child _exits after this (the teardown costs seconds at scale)
+    auto owned = std::make_unique<Simulation>(d, std::move(source), cost, metrics, opt);
+    Simulation& sim = *owned;
     rep.totals = sim.run();
     rep.deployment = &d;
     rep.cost_model = cost->name();
@@ -52,6 +54,7 @@ int simulate_to(const Scenario& s, const DeploymentSpec& d, std::uint64_t seed, 
     rep.decode_memory = sim.decode_memory();
     rep.summary = metrics.summary();
     std::ofstream(file) << summary_json(rep).dump(1) << "\n";
+    (void)owned.release();
     return 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}: {}\n", d.name, e.what());
