@@ -1388,42 +1388,7 @@ __global__ void __launch_bounds__(256, 1)
   __syncthreads();
   const float m0 = mA, m1 = mB;
   const float l0 = sLL[rA] + sLR[rA], l1 = sLL[rB] + sLR[rB];
-  const int hA = head0 + rA, hB = head0 + rB;
-  const bool okA = hA < H, okB = hB < H;
-  const int c0 = wg * 256 + 2 * t4;
-  if (slot < 0) {
-    const float sA = (a.sink && okA) ? a.sink[hA] * kLog2e : kNegInf;
-    const float sB = (a.sink && okB) ? a.sink[hB] * kLog2e : kNegInf;
-    const float MA = fmaxf(m0, sA), MB = fmaxf(m1, sB);
-    const float wA = (m0 == kNegInf) ? 0.f : exp2f(m0 - MA), wB = (m1 == kNegInf) ? 0.f : exp2f(m1 - MB);
-    const float dA = l0 * wA + (sA == kNegInf ? 0.f : exp2f(sA - MA));
-    const float dB = l1 * wB + (sB == kNegInf ? 0.f : exp2f(sB - MB));
-    const float fA = dA > 0.f ? wA / dA : 0.f, fB = dB > 0.f ? wB / dB : 0.f;
-    bf16* oA = a.out + (static_cast<size_t>(qi) * H + hA) * 512 + c0;
-    bf16* oB = a.out + (static_cast<size_t>(qi) * H + hB) * 512 + c0;
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      if (okA) *reinterpret_cast<uint32_t*>(oA + 8 * i) = pack_bf16(o[4 * i] * fA, o[4 * i + 1] * fA);
-      if (okB) *reinterpret_cast<uint32_t*>(oB + 8 * i) = pack_bf16(o[4 * i + 2] * fB, o[4 * i + 3] * fB);
-    }
-    if (a.lse && wg == 0 && t4 == 0) {
-      if (okA) a.lse[static_cast<size_t>(qi) * H + hA] = dA > 0.f ? (MA + log2f(dA)) / kLog2e : kNegInf;
-      if (okB) a.lse[static_cast<size_t>(qi) * H + hB] = dB > 0.f ? (MB + log2f(dB)) / kLog2e : kNegInf;
-    }
-  } else {
-    const float fA = l0 > 0.f ? 1.f / l0 : 0.f, fB = l1 > 0.f ? 1.f / l1 : 0.f;
-    float* oA = a.o_part + (static_cast<size_t>(slot) * H + hA) * 512 + c0;
-    float* oB = a.o_part + (static_cast<size_t>(slot) * H + hB) * 512 + c0;
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      if (okA) *reinterpret_cast<float2*>(oA + 8 * i) = make_float2(o[4 * i] * fA, o[4 * i + 1] * fA);
-      if (okB) *reinterpret_cast<float2*>(oB + 8 * i) = make_float2(o[4 * i + 2] * fB, o[4 * i + 3] * fB);
-    }
-    if (wg == 0 && t4 == 0) {
-      if (okA) a.lse_part[static_cast<size_t>(slot) * H + hA] = l0 > 0.f ? m0 + log2f(l0) : kNegInf;
-      if (okB) a.lse_part[static_cast<size_t>(slot) * H + hB] = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
-    }
-  }
+  wg_store::store_rows(a, o, m0, m1, l0, l1, head0, H, rA, rB, wg, t4, qi, slot);
 }
 
 // ---------------------------------------------------------------------------------------------
