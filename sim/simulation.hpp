@@ -58,6 +58,9 @@ struct RunTotals {
   /// SimGrid waits the decode steps took (RunOptions::decode_steps_per_event: one per step at 1,
   /// one per plan of several steps otherwise, a cut plan's wait for its step in progress included)
   long long decode_step_events = 0;
+  /// decode steps one SimGrid event could cover in this run: RunOptions::decode_steps_per_event,
+  /// or 1 with all_to_all_on_fabric (its flows are per step)
+  int decode_steps_per_event = 1;
   double transfer_bytes = 0;
   // KV store below the GPUs (sim/kv_store.hpp)
   long long offloads = 0, offloads_in_flight = 0, loads_l2 = 0, loads_l3 = 0;

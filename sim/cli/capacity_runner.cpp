@@ -49,7 +49,6 @@ int simulate_to(const Scenario& s, const DeploymentSpec& d, std::uint64_t seed, 
     rep.cost_model = cost->name();
     rep.seed = seed;
     rep.horizon_s = s.horizon_s;
-    rep.decode_steps_per_event = d.decode.all_to_all_on_fabric ? 1 : opt.decode_steps_per_event;
     rep.prefill_memory = sim.prefill_memory();
     rep.decode_memory = sim.decode_memory();
     rep.summary = metrics.summary();

@@ -84,7 +84,6 @@ int run_one(const Scenario& s, const DeploymentSpec& d, const fs::path& dir, con
     rep.cost_model = cost->name();
     rep.seed = s.seed;
     rep.horizon_s = s.horizon_s;
-    rep.decode_steps_per_event = d.decode.all_to_all_on_fabric ? 1 : opt.decode_steps_per_event;  // what the engine ran
     rep.prefill_memory = sim.prefill_memory();
     rep.decode_memory = sim.decode_memory();
     rep.totals = totals;

@@ -89,6 +89,7 @@ void DecodePool::build(const std::vector<int>& first_gpus) {
     q.load_rng = Rng(e_.opt.seed ^ 0x6465636f6465ULL ^ ((i + 1) * 0xd1b54a32d192ed03ULL));
     inst_.push_back(std::move(q));
   }
+  e_.totals.decode_steps_per_event = e_.d.decode.all_to_all_on_fabric ? 1 : std::max(1, e_.opt.decode_steps_per_event);
   if (e_.decode_router->decode_least_loaded()) {
     index_ = std::make_unique<RankIndex>();
     for (const auto& q : inst_)
@@ -328,7 +329,7 @@ void DecodePool::finish_sequences(Instance& q) {
 
 void DecodePool::loop(Instance& q) {
   std::unique_lock lock(*q.mutex);
-  const bool per_step = e_.opt.decode_steps_per_event <= 1 || e_.d.decode.all_to_all_on_fabric;
+  const int per_event = e_.totals.decode_steps_per_event;
   for (;;) {
     join_batch(q);
     if (q.active == 0) {
@@ -337,7 +338,7 @@ void DecodePool::loop(Instance& q) {
       continue;
     }
     // steps up to the one where the next sequence finishes (the batch cannot change before it ends)
-    const long long k = per_step ? 1 : std::min<long long>(std::get<0>(q.finish.front()) - q.step + 1, e_.opt.decode_steps_per_event);
+    const long long k = std::min<long long>(std::get<0>(q.finish.front()) - q.step + 1, per_event);
     if (k > 1) {
       run_planned_steps(q, lock, k);
     } else {

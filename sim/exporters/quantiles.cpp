@@ -22,15 +22,17 @@ void LatencyQuantiles::add(double seconds) {
     return;
   }
   if (!folded_) fold();  // the (kExactValues + 1)-th value: no vector doubling past the bound
+  put(seconds);
+}
+
+void LatencyQuantiles::put(double seconds) {
   if (seconds <= 0) ++zeros_;
-  else hist_(std::clamp(seconds, kLowS, kHighS * (1 - 1e-12)));
+  else hist_(std::clamp(seconds, kLowS, kHighS * (1 - 1e-12)));  // (the upper edge belongs to the overflow bin)
 }
 
 void LatencyQuantiles::fold() {
   folded_ = true;
-  for (double v : exact_)
-    if (v <= 0) ++zeros_;
-    else hist_(std::clamp(v, kLowS, kHighS * (1 - 1e-12)));
+  for (double v : exact_) put(v);
   std::vector<double>().swap(exact_);
 }
 

@@ -46,6 +46,7 @@ class LatencyQuantiles {
   using Axis = boost::histogram::axis::regular<double, boost::histogram::axis::transform::log>;
   using Histogram = boost::histogram::histogram<std::tuple<Axis>, boost::histogram::dense_storage<std::uint64_t>>;
   void fold();
+  void put(double seconds);  ///< into the histogram (zeros counted apart, the rest clamped into range)
   /// The k-th smallest value (0-based) in histogram mode: 0 for the zeros, else its bin's centre.
   double order_statistic(std::uint64_t k) const;
   std::vector<double> exact_;

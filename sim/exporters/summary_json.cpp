@@ -226,7 +226,7 @@ void sessions_json(const RunReport& r, nlohmann::json& j) {
   }
   j["engine"] = {{"prefill_steps", s.prefill_steps},
                  {"decode_steps", s.decode_steps},
-                 {"decode_steps_per_event", r.decode_steps_per_event},
+                 {"decode_steps_per_event", r.totals.decode_steps_per_event},
                  {"decode_step_events", r.totals.decode_step_events},
                  {"mean_decode_batch", r3(s.decode_batch_mean)},
                  {"prefill_busy_fraction", r6(s.prefill_busy_s / dur / d.prefill.instances)},

@@ -75,7 +75,6 @@ struct RunReport {
   std::string cost_model;   ///< CostModel::name()
   std::uint64_t seed = 0;
   double horizon_s = 0;
-  int decode_steps_per_event = 1;  ///< decode steps per SimGrid event the engine ran (RunOptions; 1 with all_to_all_on_fabric)
   GpuMemoryPlan prefill_memory, decode_memory;
   RunTotals totals;
   Summary summary;
