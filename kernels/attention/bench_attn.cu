@@ -10,7 +10,7 @@
 // --mla-decode-point B:H:L[,...]: only these points (for profiling); --mla-decode-variant V: the
 // mla_decode variant of the main grid (default 0; 3 = 32-token tiles, 4 stages, overlapped).
 // mla_decode_fp8kv (mla_fp8.cuh: FP8 latent cache, the mla_decode grid) runs with no --only or when
-// named exactly (--only mla_decode runs the BF16 op alone).
+// named exactly (--only mla_decode runs the BF16 op alone); --mla-fp8-variant V: its kernel (mla_fp8.cuh).
 // --mla-prefill-variant V[,V...]: mla_prefill variants (0 bm64, 1 bm128, 2-4 wgmma_tma_bm128_bn128[_overlap,
 // _pingpong]); the first is the main grid's kernel (default 4); --mla-prefill-point N:P:H[,...]: only these points, every listed variant.
 // --mla-heads: heads per GPU of the mla_prefill sweep (default 96; attention TP t gives 96/t). The
@@ -1410,6 +1410,7 @@ int main(int argc, char** argv) {
     else if (a == "--mla-decode-heads" && i + 1 < argc) MLA_DECODE_HEADS = int_list(argv[++i]);
     else if (a == "--mla-decode-no-legacy") MLA_DECODE_LEGACY = false;
     else if (a == "--mla-decode-variant" && i + 1 < argc) MLA_DECODE_VARIANT = std::atoi(argv[++i]);
+    else if (a == "--mla-fp8-variant" && i + 1 < argc) mla_decode_fp8_set_variant(std::atoi(argv[++i]));
     else if (a == "--mla-prefill-variant" && i + 1 < argc) MLA_PREFILL_VARIANTS = int_list(argv[++i]);
     else if (a == "--mla-prefill-point" && i + 1 < argc) {
       std::string all = argv[++i];

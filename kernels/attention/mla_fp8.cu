@@ -37,9 +37,12 @@ void launch_mla_fp8_ws(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan
 
 namespace {
 using namespace fp8k;
+template <bool F16>
 __global__ void __launch_bounds__(256, 1)
     mla_decode_fp8_kernel(MqaArgs a, const uint8_t* __restrict__ cache, const int4* __restrict__ work) {
   using namespace sm90;
+  using S0 = std::conditional_t<F16, ShareH0, Share0>;
+  using S1 = std::conditional_t<F16, ShareH1, Share1>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
   const uint32_t sb = saddr(smem);
@@ -77,16 +80,52 @@ __global__ void __launch_bounds__(256, 1)
   }
   for (int j = 0; j < min(2, ntiles); ++j) {  // tiles 0 and 1: both warpgroups, their shares
     if (wg == 1) {
-      Share1 sh;
+      S1 sh;
       sh.load(tile_base(j), tile_valid(j), tid - 128);
       sh.store(sb + kOffKV + j * kTile, tid - 128);
     } else {
-      Share0 sh;
+      S0 sh;
       sh.load(tile_base(j), tile_valid(j), tid);
       sh.store(sb + kOffKV + j * kTile, tid);
     }
   }
   cp_async_wait<0>();
+  float qk = 1.f;  // variant 6: S is computed with Q x 2^-k (FP16 range); qk = 2^k
+  if constexpr (F16) {
+    __syncthreads();
+    float amax = 0.f;
+    for (int u = tid; u < 64 * 72; u += 256) {
+      const uint4 v = reinterpret_cast<const uint4*>(smem)[u];
+      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        amax = fmaxf(amax, fmaxf(fabsf(__uint_as_float(w[i] << 16)), fabsf(__uint_as_float(w[i] & 0xffff0000u))));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    if (lane == 0) sL[tid >> 5] = amax;
+    __syncthreads();
+    amax = sL[0];
+#pragma unroll
+    for (int i = 1; i < 8; ++i) amax = fmaxf(amax, sL[i]);
+    int e = 0;
+    frexpf(amax, &e);  // amax < 2^e (0 for amax == 0)
+    const int k = e > 15 ? e - 15 : 0;
+    qk = ldexpf(1.f, k);
+    const float qm = ldexpf(1.f, -k);
+    for (int u = tid; u < 64 * 72; u += 256) {
+      uint4 v = reinterpret_cast<const uint4*>(smem)[u];
+      uint32_t w[4] = {v.x, v.y, v.z, v.w};
+      if (u < 64 * 64) {  // NoPE blocks 0-7 -> FP16
+#pragma unroll
+        for (int i = 0; i < 4; ++i) w[i] = pack_f16(__uint_as_float(w[i] << 16) * qm, __uint_as_float(w[i] & 0xffff0000u) * qm);
+      } else if (k > 0) {  // RoPE block stays BF16, x 2^-k
+#pragma unroll
+        for (int i = 0; i < 4; ++i) w[i] = pack_bf16(__uint_as_float(w[i] << 16) * qm, __uint_as_float(w[i] & 0xffff0000u) * qm);
+      }
+      reinterpret_cast<uint4*>(smem)[u] = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
   fence_proxy_async();
   __syncthreads();
 
@@ -95,7 +134,7 @@ __global__ void __launch_bounds__(256, 1)
   for (int i = 0; i < 128; ++i) o[i] = 0.f;
   float s[32];
   float m0 = kNegInf, m1 = kNegInf, l0 = 0.f, l1 = 0.f;
-  const float sl2 = a.sm_scale * kLog2e;
+  const float sl2 = a.sm_scale * kLog2e * qk;
   // warpgroup 0: S = Q K(j)^T, async (the caller fences s and issues wgmma.fence first: a non-wgmma
   // write of an accumulator inside a pipeline stage would serialise the wgmmas)
   auto issue_s = [&](int j) {
@@ -103,7 +142,10 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
     for (int ks = 0; ks < 36; ++ks) {
       const uint32_t off = (ks >> 2) * 8192 + (ks & 3) * 32;
-      wgmma_m64n64k16_ss(s, sw128_desc(sb + off, 16, 1024), sw128_desc(kv + off, 16, 1024), ks > 0);
+      if (F16 && ks < 32)
+        wgmma_m64n64k16_ss_f16(s, sw128_desc(sb + off, 16, 1024), sw128_desc(kv + off, 16, 1024), ks > 0);
+      else
+        wgmma_m64n64k16_ss(s, sw128_desc(sb + off, 16, 1024), sw128_desc(kv + off, 16, 1024), ks > 0);
     }
     wg_commit();
   };
@@ -126,7 +168,7 @@ __global__ void __launch_bounds__(256, 1)
       const int valid = tile_valid(j);
       const bool more = j + 2 < ntiles;
       if (tid == 0 && j + 4 < ntiles) prefetch_l2(tile_base(j + 4), (tile_valid(j + 4) * kMlaFp8TokenBytes + 15) & ~15);
-      Share0 sh;  // tile j+2, column blocks 0-3: loads in flight during the softmax and the GEMMs
+      S0 sh;  // tile j+2, column blocks 0-3: loads in flight during the softmax and the GEMMs
       if (more) sh.load(tile_base(j + 2), tile_valid(j + 2), tid);
       if (j > 0) named_bar_sync(2, 256);  // warpgroup 1's P V(j-1) is done: P and alpha are free
       float mxA = kNegInf, mxB = kNegInf;
@@ -154,8 +196,8 @@ __global__ void __launch_bounds__(256, 1)
         const float p2 = fast_exp2(s[4 * jj + 2] - mnB), p3 = fast_exp2(s[4 * jj + 3] - mnB);
         sumA += p0 + p1;
         sumB += p2 + p3;
-        *reinterpret_cast<uint32_t*>(sP + rA * 128 + ((jj ^ (rA & 7)) << 4) + 4 * t4) = pack_bf16(p0, p1);
-        *reinterpret_cast<uint32_t*>(sP + rB * 128 + ((jj ^ (rB & 7)) << 4) + 4 * t4) = pack_bf16(p2, p3);
+        *reinterpret_cast<uint32_t*>(sP + rA * 128 + ((jj ^ (rA & 7)) << 4) + 4 * t4) = F16 ? pack_f16(p0, p1) : pack_bf16(p0, p1);
+        *reinterpret_cast<uint32_t*>(sP + rB * 128 + ((jj ^ (rB & 7)) << 4) + 4 * t4) = F16 ? pack_f16(p2, p3) : pack_bf16(p2, p3);
       }
       l0 = l0 * alA + sumA;
       l1 = l1 * alB + sumB;
@@ -180,8 +222,12 @@ __global__ void __launch_bounds__(256, 1)
       fence_regs(s);
       wg_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-        wgmma_m64n256k16_ss_tb(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024), sw128_desc(kv + kk * 2048, 8192, 1024), 1);
+      for (int kk = 0; kk < 4; ++kk) {
+        if constexpr (F16)
+          wgmma_m64n256k16_ss_tb_f16(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024), sw128_desc(kv + kk * 2048, 8192, 1024), 1);
+        else
+          wgmma_m64n256k16_ss_tb(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024), sw128_desc(kv + kk * 2048, 8192, 1024), 1);
+      }
       wg_commit();
       if constexpr (decltype(has_next)::value) {
         issue_s(j + 1);
@@ -204,7 +250,7 @@ __global__ void __launch_bounds__(256, 1)
       const int st = j & 1;
       const uint32_t kv = sb + kOffKV + st * kTile;
       const bool more = j + 2 < ntiles;
-      Share1 sh;  // tile j+2, column blocks 4-8: loads in flight while waiting for P
+      S1 sh;  // tile j+2, column blocks 4-8: loads in flight while waiting for P
       if (more) sh.load(tile_base(j + 2), tile_valid(j + 2), tid - 128);
       named_bar_sync(1, 256);
       const float alA = sAlpha[rA], alB = sAlpha[rB];
@@ -220,9 +266,14 @@ __global__ void __launch_bounds__(256, 1)
       fence_regs(o);
       wg_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-        wgmma_m64n256k16_ss_tb(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024),
-                               sw128_desc(kv + 4 * 8192 + kk * 2048, 8192, 1024), 1);
+      for (int kk = 0; kk < 4; ++kk) {
+        if constexpr (F16)
+          wgmma_m64n256k16_ss_tb_f16(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024),
+                                     sw128_desc(kv + 4 * 8192 + kk * 2048, 8192, 1024), 1);
+        else
+          wgmma_m64n256k16_ss_tb(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024),
+                                 sw128_desc(kv + 4 * 8192 + kk * 2048, 8192, 1024), 1);
+      }
       wg_commit();
       wg_wait<0>();
       fence_regs(o);
@@ -315,7 +366,9 @@ namespace {
 int g_fp8_variant = 4;
 }
 void mla_decode_fp8_set_variant(int v) { g_fp8_variant = v; }
-const char* mla_decode_fp8_config() { return g_fp8_variant == 5 ? "wgmma_fp8kv_ws_m64_tn64" : "wgmma_fp8kv_m64_tn64"; }
+const char* mla_decode_fp8_config() {
+  return g_fp8_variant == 5 ? "wgmma_fp8kv_ws_m64_tn64" : g_fp8_variant == 6 ? "wgmma_fp8kv_f16_m64_tn64" : "wgmma_fp8kv_m64_tn64";
+}
 
 void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& plan, cudaStream_t s) {
   if (a.H <= 0) throw std::invalid_argument("mla_decode_fp8: head count must be positive");
@@ -327,14 +380,18 @@ void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& p
   if (a.sink) throw std::invalid_argument("mla_decode_fp8: MLA has no attention sink (sink must be null)");
   static bool attr = false;
   if (!attr) {
-    SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     attr = true;
   }
   if (plan.n_work > 0) {
     if (g_fp8_variant == 5) {
       launch_mla_fp8_ws(a, cache_fp8, plan, s);
+    } else if (g_fp8_variant == 6) {
+      mla_decode_fp8_kernel<true><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p);
+      SS_LAUNCH_CHECK();
     } else {
-      mla_decode_fp8_kernel<<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p);
+      mla_decode_fp8_kernel<false><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p);
       SS_LAUNCH_CHECK();
     }
   }

@@ -37,7 +37,10 @@ const char* mla_decode_fp8_config();
 /// 4 (default, the kernel of results/mla_decode_fp8kv.json): the two warpgroups dequantise the
 /// column blocks their own P V reads, between GEMMs. 5 (slower, 1.17x v4's time; kept for the
 /// record): a third warpgroup (setmaxnreg 56) dequantises every tile while the two consumers
-/// (setmaxnreg 224) run softmax and GEMMs.
+/// (setmaxnreg 224) run softmax and GEMMs. 6: variant 4 with the GEMMs in FP16: E4M3 -> FP16 is
+/// exact (one cvt per pair) and the scale is one HMUL2 per pair, ~1 instruction per value instead of
+/// ~3; Q's NoPE part (x a power of 2 that keeps it in the FP16 range) and P are FP16, the RoPE block
+/// BF16. Needs dequantised latent values inside the FP16 range (|v| < 65504).
 void mla_decode_fp8_set_variant(int v);
 
 /// Host: quantises one token's 576 latent values (512 NoPE + 64 RoPE) into the 656-B layout

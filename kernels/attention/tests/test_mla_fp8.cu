@@ -39,7 +39,9 @@ void ref_mla(const double* q, int H, const std::vector<const double*>& keys, dou
 }
 
 // force_split > 0: mqa_make_plan with that many rows per split; else mla_decode_plan (the table's).
-void fp8_case(const std::vector<int>& ctx, int H, int force_split, bool nan_tail, int page = 64) {
+// q_exp: q scaled by 2^q_exp (exact) and sm_scale by 2^-q_exp (the same logits): q beyond the FP16
+// range exercises variant 6's power-of-2 Q factor.
+void fp8_case(const std::vector<int>& ctx, int H, int force_split, bool nan_tail, int page = 64, int q_exp = 0) {
   const int B = static_cast<int>(ctx.size());
   int max_pages = 1, used = 0;
   for (int c : ctx) {
@@ -73,6 +75,10 @@ void fp8_case(const std::vector<int>& ctx, int H, int force_split, bool nan_tail
       }
   std::vector<double> qd;
   auto q = rand_bf16(static_cast<size_t>(B) * H * 576, -1, 1, &qd);
+  for (size_t i = 0; i < q.size(); ++i) {
+    qd[i] = std::ldexp(qd[i], q_exp);
+    q[i] = float_to_bf16_host(static_cast<float>(qd[i]));
+  }
   DevBuf<uint8_t> dc;
   DevBuf<bf16> dq, dout;
   DevBuf<int> dbt;
@@ -87,7 +93,7 @@ void fp8_case(const std::vector<int>& ctx, int H, int force_split, bool nan_tail
   lpart.alloc(std::max<size_t>(1, mqa_lse_floats(plan, H)));
   MqaArgs a;
   a.q = dq.p; a.nq = B; a.H = H; a.block_table = dbt.p; a.max_pages = max_pages; a.page_size = page;
-  a.sm_scale = 1.0f / std::sqrt(192.0f); a.out = dout.p; a.lse = dlse.p; a.o_part = opart.p; a.lse_part = lpart.p;
+  a.sm_scale = std::ldexp(1.0f / std::sqrt(192.0f), -q_exp); a.out = dout.p; a.lse = dlse.p; a.o_part = opart.p; a.lse_part = lpart.p;
   mla_decode_fp8(a, dc.p, plan);
   SS_CUDA(cudaDeviceSynchronize());
   auto got = to_double(dout.download());
@@ -104,8 +110,8 @@ void fp8_case(const std::vector<int>& ctx, int H, int force_split, bool nan_tail
   }
   const double e = rel_err(got, ref), el = rel_err(glse, rlse);
   char name[200];
-  std::snprintf(name, sizeof name, "mla_decode_fp8 out (H=%d B=%d split=%d slots=%d nan_tail=%d page=%d %s)", H, B,
-                force_split, plan.n_slots, nan_tail, page, mla_decode_fp8_config());
+  std::snprintf(name, sizeof name, "mla_decode_fp8 out (H=%d B=%d split=%d slots=%d nan_tail=%d page=%d q_exp=%d %s)", H, B,
+                force_split, plan.n_slots, nan_tail, page, q_exp, mla_decode_fp8_config());
   report(name, e, 1e-2);
   report("mla_decode_fp8 lse", el, 1e-3);
   EXPECT_LT(e, 1e-2);
@@ -187,5 +193,27 @@ TEST(MlaFp8Decode, Variant5ProducerWarpgroup) {
   fp8_case({700, 192, 1, 5000}, 64, 0, true);
   fp8_case({2100, 5}, 96, 128, true);
   fp8_case({64, 3000, 1, 191}, 12, 0, true);
+  mla_decode_fp8_set_variant(4);
+}
+// Variant 6 (the GEMMs in FP16: E4M3 -> FP16 exact, scale by one HMUL2; Q's NoPE part and P FP16,
+// the RoPE block BF16). q_exp 20: |q| up to 2^20, beyond FP16, so the kernel's 2^-k factor on Q acts.
+TEST(MlaFp8Decode, Variant6Fp16Gemms) {
+  SKIP_WITHOUT_GPU();
+  mla_decode_fp8_set_variant(6);
+  fp8_case({1, 2100, 64, 130}, 128, 0, false);
+  fp8_case({3000, 77}, 128, 256, true);
+  fp8_case({20000}, 64, 0, false);
+  fp8_case({700, 192, 1, 5000}, 64, 0, true);
+  fp8_case({70, 1000, 128}, 32, 128, true);
+  fp8_case({129, 1500, 65}, 16, 0, true);
+  fp8_case({1, 70, 700, 2100}, 96, 0, true);
+  fp8_case({2100, 5}, 96, 128, true);
+  fp8_case({1, 300, 1500, 3000}, 48, 0, true);
+  fp8_case({5, 700, 2100}, 24, 256, false);
+  fp8_case({64, 3000, 1, 191}, 12, 0, true);
+  fp8_case({1000, 130, 4000}, 64, 0, true, 128);
+  fp8_case({300, 2000}, 128, 256, true, 256);
+  fp8_case({700, 2100}, 64, 0, true, 64, 20);
+  fp8_case({2100, 5}, 96, 128, true, 64, 20);
   mla_decode_fp8_set_variant(4);
 }
