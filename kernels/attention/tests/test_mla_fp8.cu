@@ -197,9 +197,8 @@ TEST(MlaFp8Decode, Variant5ProducerWarpgroup) {
 }
 // Variant 6 (the GEMMs in FP16: E4M3 -> FP16 exact, scale by one HMUL2; Q's NoPE part and P FP16,
 // the RoPE block BF16). q_exp 20: |q| up to 2^20, beyond FP16, so the kernel's 2^-k factor on Q acts.
-TEST(MlaFp8Decode, Variant6Fp16Gemms) {
-  SKIP_WITHOUT_GPU();
-  mla_decode_fp8_set_variant(6);
+namespace {
+void fp16_gemm_cases() {
   fp8_case({1, 2100, 64, 130}, 128, 0, false);
   fp8_case({3000, 77}, 128, 256, true);
   fp8_case({20000}, 64, 0, false);
@@ -215,5 +214,27 @@ TEST(MlaFp8Decode, Variant6Fp16Gemms) {
   fp8_case({300, 2000}, 128, 256, true, 256);
   fp8_case({700, 2100}, 64, 0, true, 64, 20);
   fp8_case({2100, 5}, 96, 128, true, 64, 20);
+  fp8_case({1000, 130, 4000}, 16, 0, true, 192);  // 3 tiles per page: the division path of variant 7
+}
+}  // namespace
+TEST(MlaFp8Decode, Variant6Fp16Gemms) {
+  SKIP_WITHOUT_GPU();
+  mla_decode_fp8_set_variant(6);
+  fp16_gemm_cases();
+  mla_decode_fp8_set_variant(4);
+}
+// Variant 7 (6 + lean issue: precomputed descriptors, no division per tile, block-table entries a
+// tile ahead, L2 prefetch by warpgroup 1): the same cases.
+TEST(MlaFp8Decode, Variant7LeanIssue) {
+  SKIP_WITHOUT_GPU();
+  mla_decode_fp8_set_variant(7);
+  fp16_gemm_cases();
+  mla_decode_fp8_set_variant(4);
+}
+// Variant 8 (7 + warpgroup 1 loads and dequantises whole tiles, barrier 3 from warpgroup 0).
+TEST(MlaFp8Decode, Variant8Warpgroup1Dequantises) {
+  SKIP_WITHOUT_GPU();
+  mla_decode_fp8_set_variant(8);
+  fp16_gemm_cases();
   mla_decode_fp8_set_variant(4);
 }
