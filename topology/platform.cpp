@@ -215,7 +215,15 @@ Platform build_platform(const ClusterSpec& cluster, const GpuSpec& gpu, double s
   const FabricParams f = fabric_params(cluster, gpu);
   Platform p;
   p.gpus_per_node = gpu.gpus_per_node;
+  // SimGrid 3.32 walks every zone attached to the engine's root zone for each new link's name and,
+  // in each zone's seal, for its hosts (NetZoneImpl::get_all_hosts → Engine::get_filtered_hosts):
+  // O(nodes²) over a cluster (about 100 s at 10,000 nodes). The engine's root is an empty zone while
+  // the fabric and its nodes are built and sealed beside it, so those walks find nothing to walk;
+  // the finished fabric is attached to it last. Routes never climb above the fabric (the common
+  // ancestor of any two endpoints), so they are the same as with the fabric as the root.
+  auto* top = sg4::create_empty_zone("servesim");
   auto* root = sg4::create_star_zone("fabric");
+  adopt_models(root, top);
   std::vector<NodeParts> nodes;
   nodes.reserve(static_cast<size_t>(cluster.nodes));
   for (int n = 0; n < cluster.nodes; ++n) {
@@ -227,7 +235,8 @@ Platform build_platform(const ClusterSpec& cluster, const GpuSpec& gpu, double s
   }
   attach_nodes(root, nodes);
   build_core_zone(root, f, p);
-  root->seal();
+  root->set_parent(top);
+  top->seal();
   return p;
 }
 
