@@ -47,7 +47,12 @@ __global__ void __launch_bounds__(256, 1)
   // 8: 7 + warpgroup 1 loads and dequantises the whole tile (warpgroup 0, whose instruction stream
   // is the critical path, only runs softmax and issues the GEMMs; it signals barrier 3 once its
   // P V(j) has read column blocks 0-3).
-  constexpr bool F16 = V >= 6, kLean = V >= 7, kWg1Dq = V >= 8;
+  // 9: 6 with warpgroup 0's loads of tile j+3 (and the L2 prefetch of tile j+5) issued right after
+  // it stored tile j+2 (inside the S(j+1) window) instead of at the top of iteration j+1, where the
+  // address math, the block-table load and the LDG issue sat between S(j+1)'s end and P V(j+1).
+  // 10: 9 + variant 7's precomputed wgmma descriptors (not its tile addressing or prefetch).
+  constexpr bool F16 = V >= 6, kLean = V == 7 || V == 8, kWg1Dq = V == 8, kLate = V == 9 || V == 10;
+  constexpr bool kDesc = kLean || V == 10;
   using S0 = std::conditional_t<F16, ShareH0, Share0>;
   using S1 = std::conditional_t<F16, ShareH1, Share1>;
   extern __shared__ uint8_t smem_raw[];
@@ -91,7 +96,7 @@ __global__ void __launch_bounds__(256, 1)
                  v_lo0 = dlo(sb + kOffKV, 8192);
 
   if (tid == 0)
-    for (int j = 0; j < min(4, ntiles); ++j) prefetch_l2(tile_base(j), (tile_valid(j) * kMlaFp8TokenBytes + 15) & ~15);
+    for (int j = 0; j < min(kLate ? 5 : 4, ntiles); ++j) prefetch_l2(tile_base(j), (tile_valid(j) * kMlaFp8TokenBytes + 15) & ~15);
   {  // Q tile (padded heads read as zeros), swizzled
     const bf16* qsrc = a.q + (static_cast<size_t>(qi) * H + head0) * 576;
     for (int u = tid; u < 64 * 72; u += 256) {
@@ -167,7 +172,7 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
     for (int ks = 0; ks < 36; ++ks) {
       const uint32_t off = (ks >> 2) * 8192 + (ks & 3) * 32;
-      if constexpr (kLean) {
+      if constexpr (kDesc) {
         if (ks < 32)
           wgmma_m64n64k16_ss_f16(s, mk(q_lo + (off >> 4)), mk(kvl + (off >> 4)), ks > 0);
         else
@@ -194,6 +199,9 @@ __global__ void __launch_bounds__(256, 1)
   int bt_cur = kLean ? bt_entry(2) : 0;   // lean: block-table entry of the tile this iteration loads
   int bt_pf = kLean ? bt_entry(4) : 0;    // lean, warpgroup 1: entry of the tile it prefetches into L2
   if (wg == 0) {
+    [[maybe_unused]] S0 shl;  // variant 9: tile j+2's share, loaded at the end of iteration j-1
+    if constexpr (kLate)
+      if (ntiles > 2) shl.load(tile_base(2), tile_valid(2), tid);
     auto body = [&](int j, auto has_next) {
       const int st = j & 1;
       [[maybe_unused]] const uint32_t kv = sb + kOffKV + st * kTile;
@@ -201,7 +209,7 @@ __global__ void __launch_bounds__(256, 1)
       const bool more = j + 2 < ntiles;
       [[maybe_unused]] S0 sh;  // tile j+2, column blocks 0-3: loads in flight during the softmax and the GEMMs
       [[maybe_unused]] int bt_next = 0;
-      if constexpr (kWg1Dq) {
+      if constexpr (kWg1Dq || kLate) {
       } else if constexpr (kLean) {
         bt_next = bt_entry(j + 3);  // used in the next iteration
         if (more) sh.load(lean_base(bt_cur, j + 2), tile_valid(j + 2), tid);
@@ -262,7 +270,7 @@ __global__ void __launch_bounds__(256, 1)
       wg_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        if constexpr (kLean)
+        if constexpr (kDesc)
           wgmma_m64n256k16_ss_tb_f16(o, mk(p_lo + kk * 2), mk(v_lo0 + st * (kTile >> 4) + kk * 128), 1);
         else if constexpr (F16)
           wgmma_m64n256k16_ss_tb_f16(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024), sw128_desc(kv + kk * 2048, 8192, 1024), 1);
@@ -279,6 +287,13 @@ __global__ void __launch_bounds__(256, 1)
       fence_regs(o);
       if constexpr (kWg1Dq) {
         if (more) named_bar_arrive(3, 256);  // P V(j) has read column blocks 0-3
+      } else if constexpr (kLate) {
+        if (more) {
+          shl.store(kv, tid);
+          fence_proxy_async();  // read by S(j+2), issued after the next barrier 1
+        }
+        if (j + 3 < ntiles) shl.load(tile_base(j + 3), tile_valid(j + 3), tid);  // for iteration j+1
+        if (tid == 0 && j + 5 < ntiles) prefetch_l2(tile_base(j + 5), (tile_valid(j + 5) * kMlaFp8TokenBytes + 15) & ~15);
       } else if (more) {
         sh.store(kv, tid);
         fence_proxy_async();  // read by S(j+2), issued after the next barrier 1
@@ -323,7 +338,7 @@ __global__ void __launch_bounds__(256, 1)
       wg_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        if constexpr (kLean)
+        if constexpr (kDesc)
           wgmma_m64n256k16_ss_tb_f16(o, mk(p_lo + kk * 2), mk(v_lo0 + st * (kTile >> 4) + 4 * 512 + kk * 128), 1);
         else if constexpr (F16)
           wgmma_m64n256k16_ss_tb_f16(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024),
@@ -431,7 +446,9 @@ void mla_decode_fp8_set_variant(int v) { g_fp8_variant = v; }
 const char* mla_decode_fp8_config() {
   return g_fp8_variant == 5 ? "wgmma_fp8kv_ws_m64_tn64" : g_fp8_variant == 6 ? "wgmma_fp8kv_f16_m64_tn64"
        : g_fp8_variant == 7 ? "wgmma_fp8kv_f16lean_m64_tn64"
-       : g_fp8_variant == 8 ? "wgmma_fp8kv_f16wg1dq_m64_tn64" : "wgmma_fp8kv_m64_tn64";
+       : g_fp8_variant == 8 ? "wgmma_fp8kv_f16wg1dq_m64_tn64"
+       : g_fp8_variant == 9 ? "wgmma_fp8kv_f16late_m64_tn64"
+       : g_fp8_variant == 10 ? "wgmma_fp8kv_f16late_desc_m64_tn64" : "wgmma_fp8kv_m64_tn64";
 }
 
 void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& plan, cudaStream_t s) {
@@ -448,11 +465,19 @@ void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& p
     SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel<6>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel<7>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel<9>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel<10>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     attr = true;
   }
   if (plan.n_work > 0) {
     if (g_fp8_variant == 5) {
       launch_mla_fp8_ws(a, cache_fp8, plan, s);
+    } else if (g_fp8_variant == 10) {
+      mla_decode_fp8_kernel<10><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p);
+      SS_LAUNCH_CHECK();
+    } else if (g_fp8_variant == 9) {
+      mla_decode_fp8_kernel<9><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p);
+      SS_LAUNCH_CHECK();
     } else if (g_fp8_variant == 8) {
       mla_decode_fp8_kernel<8><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p);
       SS_LAUNCH_CHECK();

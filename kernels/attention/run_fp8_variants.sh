@@ -6,6 +6,7 @@
 # stall samples) with the fastest variant whose tests and memcheck passed (sum of the 12 medians).
 # Usage (repository root, binaries built here and carried):
 #   BUILD=build-attn SERVESIM_COMMIT=<sha> VARIANTS="4 6 7 8" CANDIDATES="7 8" FP8_S=150 \
+#     [PICK_ALSO="6"] (variants checked in an earlier call that may win the pick) [NO_SWEEP_IF="6"] \
 #     NCU_POINT=512:64:4096 WORK=/tmp/w bash kernels/attention/run_fp8_variants.sh
 # -> $OUT/run.log, $OUT/tables.tar.gz (sweep table + compare tables), $OUT/logs.tar.gz
 set -uo pipefail
@@ -73,7 +74,7 @@ filter() { case $1 in 4) echo 'MlaFp8Format.*:MlaFp8Decode.DeepSeek*:MlaFp8Decod
       cp "$W/cmp_v${v}_$rep/mla_decode_fp8kv.json" "$W/tables/compare/mla_decode_fp8kv_v${v}_rep${rep}_points.json"
     done
   done
-  BEST=$(python3 - "$W/tables/compare" "$MC" <<'PY'
+  BEST=$(python3 - "$W/tables/compare" "$MC ${PICK_ALSO:-}" <<'PY'
 import json, sys, glob, os
 d, ok = sys.argv[1], sys.argv[2].split()
 best = None
@@ -91,6 +92,7 @@ print(best[1] if best else 4)
 PY
 )
   echo "fastest clean variant: $BEST"
+  case " ${NO_SWEEP_IF:-} " in *" $BEST "*) FP8_S=0; echo "no sweep: variant $BEST's table exists";; esac
   if [ "${FP8_S:-150}" != 0 ]; then
     echo "=== mla_decode_fp8kv sweep with variant $BEST (${FP8_S:-150} s) after $(( $(date +%s) - T0 )) s"
     timeout -k 5 $(( ${FP8_S:-150} + 40 )) "$BIN/bench_attn" --out "$W/tables" --only mla_decode_fp8kv --mla-fp8-variant $BEST \

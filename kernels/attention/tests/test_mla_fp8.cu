@@ -238,3 +238,17 @@ TEST(MlaFp8Decode, Variant8Warpgroup1Dequantises) {
   fp16_gemm_cases();
   mla_decode_fp8_set_variant(4);
 }
+// Variant 9 (6 + warpgroup 0's next loads issued after its store, inside the S window).
+TEST(MlaFp8Decode, Variant9LateLoads) {
+  SKIP_WITHOUT_GPU();
+  mla_decode_fp8_set_variant(9);
+  fp16_gemm_cases();
+  mla_decode_fp8_set_variant(4);
+}
+// Variant 10 (9 + variant 7's precomputed wgmma descriptors).
+TEST(MlaFp8Decode, Variant10LateLoadsLeanDescriptors) {
+  SKIP_WITHOUT_GPU();
+  mla_decode_fp8_set_variant(10);
+  fp16_gemm_cases();
+  mla_decode_fp8_set_variant(4);
+}
