@@ -40,6 +40,11 @@ struct RunOptions {
   /// Distinct prompt-block ids the trace-level reuse closed form remembers (RunTotals::
   /// trace_reuse_arrivals): 2^22 = 4,194,304 (a 64 MiB table); tests lower it.
   std::size_t trace_reuse_max_block_ids = std::size_t{1} << 22;
+  /// From this many prefill ranks on, a router that reads prefix matches gets them from one
+  /// pool-wide index (sim/kvcache/prefix_index.hpp) instead of a lookup in every rank's cache. Same
+  /// answers (tests RunOutputs.PrefixIndexKeepsTheResults, PrefixIndex.*); below it the lookups are
+  /// cheap and the index would only cost memory. Tests set 0 to force it.
+  int prefix_index_min_ranks = 64;
 };
 
 /// Totals the engine itself keeps (the metrics collector derives everything else from events).

@@ -208,3 +208,37 @@ TEST(RunOutputs, DecodeStepsPerEventKeepTheResults) {
   }
   EXPECT_EQ(deployments, 6);  // k3 and v4pro: plain, with MTP (v4pro-mtp), saturated
 }
+
+// The pool-wide prefix index (sim/kvcache/prefix_index.hpp) against a lookup in every rank's cache:
+// byte-identical outputs. 64 prefill ranks per deployment (16 instances of EP32 with attention TP 8)
+// share a 4,096-token system prompt (more holders than PrefixIndex::kFewHolders, so most ranks are
+// answered from the memo of their walk along it); Kimi K3 resumes only at state checkpoints,
+// DeepSeek-V3 (pure MLA) at any cached block.
+TEST(RunOutputs, PrefixIndexKeepsTheResults) {
+  Dir d;
+  fs::create_directories(d.p);
+  auto pool = [](int n) { return nlohmann::json{{"instances", n}, {"ep", 32}, {"attn_tp", 8}, {"two_batch_overlap", true}}; };
+  nlohmann::json scn = {{"name", "prefix-index"}, {"seed", 5}, {"horizon_s", 40},
+                        {"workload", {{"kind", "agent"}, {"loop", "closed"}, {"concurrency", 3000}, {"ramp_s", 10}, {"shared_prefix_tokens", 4096}, {"block_tokens", 512}}},
+                        {"timeline", {{"enabled", false}}}, {"deployments", nlohmann::json::array()}};
+  for (const char* model : {"kimi-k3", "deepseek-v3"}) {
+    auto prefill = pool(16);
+    prefill["max_batch_tokens"] = 16384, prefill["chunk_tokens"] = 8192;
+    scn["deployments"].push_back({{"name", model}, {"model", model}, {"hardware", "h200"}, {"prefill", prefill}, {"decode", pool(8)}});
+  }
+  std::ofstream(d.p / "s.json") << scn.dump();
+  for (const char* n : {"0", "1000000000"}) {
+    const auto o = ::test::sh("run " + (d.p / "s.json").string() + " --no-timeline --quiet --jobs 1 --prefix-index-min-ranks " + n + " --out " + (d.p / n).string());
+    ASSERT_EQ(o.status, 0) << o.text;
+  }
+  for (const char* model : {"kimi-k3", "deepseek-v3"}) {
+    const fs::path a = d.p / "0" / model, b = d.p / "1000000000" / model;
+    const std::string ca = ::test::slurp(a / "requests.csv"), cb = ::test::slurp(b / "requests.csv");
+    EXPECT_GT(std::count(ca.begin(), ca.end(), '\n'), 2000) << model;
+    EXPECT_TRUE(ca == cb) << model << ": requests.csv differ";
+    const auto sa = nlohmann::json::parse(::test::slurp(a / "summary.json")), sb = nlohmann::json::parse(::test::slurp(b / "summary.json"));
+    EXPECT_EQ(sa["requests"], sb["requests"]) << model;
+    EXPECT_EQ(sa["prefix_cache"], sb["prefix_cache"]) << model;
+    EXPECT_GT(sa["prefix_cache"]["token_hit_rate"].get<double>(), 0.05) << model;  // the lookups decided placements
+  }
+}

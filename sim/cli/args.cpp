@@ -79,6 +79,10 @@ CLI::App* add_run(CLI::App& app, RunArgs& r) {
                   "decode steps one SimGrid event may cover while the batch cannot change (1: one event per step; results agree up to clock "
                   "rounding)")
       ->capture_default_str()->check(integer_in(1, 1 << 20));
+  run->add_option("--prefix-index-min-ranks", r.prefix_index_min_ranks,
+                  "prefill ranks from which the cache-aware router's prefix lookups go through one pool-wide index (same answers; a "
+                  "huge value turns it off, for checking)")
+      ->capture_default_str()->check(integer_in(0, 1 << 30));
   return run;
 }
 

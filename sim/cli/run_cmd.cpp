@@ -37,6 +37,7 @@ struct Outputs {
   double timeline_from_s = 0, timeline_to_s = std::numeric_limits<double>::infinity();
   ProgressSlot* progress = nullptr;
   int decode_steps_per_event = 64;
+  int prefix_index_min_ranks = 64;
 };
 
 // One deployment, in this (child) process. Returns 0 on success.
@@ -67,6 +68,7 @@ int run_one(const Scenario& s, const DeploymentSpec& d, const fs::path& dir, con
     opt.horizon_s = s.horizon_s;
     opt.seed = s.seed;
     opt.decode_steps_per_event = o.decode_steps_per_event;
+    opt.prefix_index_min_ranks = o.prefix_index_min_ranks;
     for (const auto& c : simgrid_cfg) opt.simgrid_cfg.push_back("--cfg=" + c);
     auto source = make_source(workload_for(s.workload, d.prefix_cache), s.seed);
     const std::string workload = source->describe();
@@ -251,6 +253,7 @@ int outputs_from(const RunArgs& a, Outputs& o) {
   }
   o.requests = a.requests;
   o.decode_steps_per_event = a.decode_steps_per_event;
+  o.prefix_index_min_ranks = a.prefix_index_min_ranks;
   if (a.timeline_window.empty()) return 0;
   const auto colon = a.timeline_window.find(':');
   char* e1 = nullptr;

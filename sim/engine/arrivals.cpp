@@ -121,17 +121,19 @@ bool Arrivals::reject_impossible(ReqState* r) {
 
 void Arrivals::route(ReqState* r) {
   const long long from_store = e_.mover.store_tokens_for(r->req);
-  std::vector<PrefillCandidate> cand;
+  cand_.clear();
   // when the store holds the session's whole history, no L1 cache can offer more (the rest of
   // the prompt is new): skip the lookups
   const bool lookups = e_.prefill_router->uses_prefix_matches() && !(from_store > 0 && from_store >= r->req.history_tokens);
+  const bool indexed = lookups && e_.prefill.match_all(r->req, hits_);
+  size_t g = 0;
   for (auto& p : e_.prefill.instances())
-    for (size_t k = 0; k < p.ranks.size(); ++k) {
+    for (size_t k = 0; k < p.ranks.size(); ++k, ++g) {
       const auto& pr = p.ranks[k];
-      const long long hit = lookups && pr.cache ? pr.cache->match(r->req).tokens : 0;
-      cand.push_back({p.id, static_cast<int>(k), pr.queued_tokens, std::max(hit, from_store)});
+      const long long hit = indexed ? hits_[g] : lookups && pr.cache ? pr.cache->match(r->req).tokens : 0;
+      cand_.push_back({p.id, static_cast<int>(k), pr.queued_tokens, std::max(hit, from_store)});
     }
-  const PrefillCandidate& c = cand[e_.prefill_router->pick_prefill(r->req, cand)];
+  const PrefillCandidate& c = cand_[e_.prefill_router->pick_prefill(r->req, cand_)];
   e_.prefill.enqueue(r, c.instance, c.rank);
 }
 

@@ -23,6 +23,7 @@
 #include "sim/events.hpp"
 #include "sim/kvcache/kv_store.hpp"
 #include "sim/kvcache/prefix_cache.hpp"
+#include "sim/kvcache/prefix_index.hpp"
 #include "sim/policies/batch_scheduler.hpp"
 #include "sim/policies/decode_batcher.hpp"
 #include "sim/policies/router.hpp"
@@ -125,6 +126,10 @@ class PrefillPool {
   void enqueue(ReqState* r, int inst, int rank);
   /// Wakes the idle instances that got requests from enqueue().
   void wake_queued();
+  /// out[g] = what rank ordinal g's prefix cache would serve of r (instances in order, then ranks),
+  /// from the pool-wide index; false (out untouched) when the pool has none
+  /// (RunOptions::prefix_index_min_ranks).
+  bool match_all(const Request& r, std::vector<long long>& out);
   /// r's stored history was loaded back: its prefill resumes after `tokens`.
   void loaded(ReqState* r, long long tokens);
   /// r's prompt KV leaves the rank (transferred, or the request ends in prefill): frees the
@@ -142,6 +147,7 @@ class PrefillPool {
   std::unique_ptr<BatchScheduler> scheduler_;
   std::vector<std::vector<SeqWork>> work_;
   Rng load_rng_;  // per-step expert-load draws (seeded from the scenario's seed)
+  std::unique_ptr<PrefixIndex> index_;  // set when the router reads prefix matches and the pool is large
 };
 
 /// Decode instances: KV admission on a rank (FIFO), continuous batching steps.
@@ -294,6 +300,8 @@ class Arrivals {
   };
   Engine& e_;
   std::vector<Request> followups_;  // next rounds of sessions: a min-heap on (arrival, id) via Later
+  std::vector<PrefillCandidate> cand_;  // route()'s candidates and prefix hits (kept: no allocation per arrival)
+  std::vector<long long> hits_;
   BlockIdSet seen_blocks_;  // trace-level reuse, up to RunOptions::trace_reuse_max_block_ids ids
   sg4::MutexPtr mutex_;
   sg4::ConditionVariablePtr cv_;

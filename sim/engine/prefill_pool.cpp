@@ -23,6 +23,19 @@ void PrefillPool::build(const std::vector<int>& first_gpus) {
     inst_.push_back(std::move(p));
   }
   work_.resize(static_cast<size_t>(d.prefill.dp()));
+  const long long ranks = static_cast<long long>(inst_.size()) * d.prefill.dp();
+  if (d.prefix_cache.enabled && e_.prefill_router->uses_prefix_matches() && ranks >= e_.opt.prefix_index_min_ranks) {
+    std::vector<PrefixCache*> caches;
+    for (auto& p : inst_)
+      for (auto& pr : p.ranks) caches.push_back(pr.cache.get());
+    index_ = std::make_unique<PrefixIndex>(caches);
+  }
+}
+
+bool PrefillPool::match_all(const Request& r, std::vector<long long>& out) {
+  if (!index_) return false;
+  index_->match_all(r, out);
+  return true;
 }
 
 void PrefillPool::start() {

@@ -1,5 +1,7 @@
 #include "sim/kvcache/prefix_cache.hpp"
 
+#include "sim/kvcache/prefix_index.hpp"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -45,28 +47,37 @@ PrefixCache::Node* PrefixCache::split(Node* n, int k) {
   top->children.set(n->ids.front(), n);
   nodes_.emplace(top->key, std::move(owned));
   refresh(top);
+  changed();  // the same blocks, cut differently: match results stay, but say so (cheap, rare)
   return top;
+}
+
+template <class F>
+int PrefixCache::descend(const std::uint64_t* ids, int n, int& last_len, F&& on_full_node) const {
+  const Node* node = &root_;
+  int pos = 0;
+  last_len = block_tokens_;
+  while (pos < n) {
+    const Node* c = node->children.find(ids[pos]);
+    if (!c) break;
+    int k = 0;
+    const int len = static_cast<int>(c->ids.size());
+    while (k < len && pos + k < n && c->ids[static_cast<size_t>(k)] == ids[pos + k]) ++k;
+    pos += k;
+    last_len = k == len ? c->last_tokens : block_tokens_;
+    if (k < len) break;
+    on_full_node(*c);
+    node = c;
+  }
+  return pos;
 }
 
 PrefixMatch PrefixCache::match(const Request& r) const {
   PrefixMatch m;
   if (!usable(r)) return m;
-  const auto& ids = r.block_hashes;
-  const int n = static_cast<int>(ids.size());
-  const Node* node = &root_;
-  int pos = 0, last_len = block_tokens_, cp_blocks = 0;
-  while (pos < n) {
-    const Node* c = node->children.find(ids[static_cast<size_t>(pos)]);
-    if (!c) break;
-    int k = 0;
-    const int len = static_cast<int>(c->ids.size());
-    while (k < len && pos + k < n && c->ids[static_cast<size_t>(k)] == ids[static_cast<size_t>(pos + k)]) ++k;
-    pos += k;
-    last_len = k == len ? c->last_tokens : block_tokens_;
-    if (k < len) break;
-    if (c->checkpoint && static_cast<long long>(c->end) * block_tokens_ < r.input_tokens) cp_blocks = c->end;
-    node = c;
-  }
+  int last_len = 0, cp_blocks = 0;
+  const int pos = descend(r.block_hashes.data(), static_cast<int>(r.block_hashes.size()), last_len, [&](const Node& c) {
+    if (c.checkpoint && static_cast<long long>(c.end) * block_tokens_ < r.input_tokens) cp_blocks = c.end;
+  });
   m.present_blocks = pos;
   if (checkpoint_bytes_ > 0) {
     m.pin_blocks = cp_blocks;
@@ -77,6 +88,29 @@ PrefixMatch PrefixCache::match(const Request& r) const {
     m.tokens = std::min(m.tokens, r.input_tokens - 1);
   }
   return m;
+}
+
+PrefixWalk PrefixCache::walk(const std::uint64_t* ids, int n) const {
+  PrefixWalk w;
+  w.present = descend(ids, n, w.last_tokens, [&](const Node& c) {
+    if (c.checkpoint) w.checkpoint_end = c.end;
+  });
+  return w;
+}
+
+// Mirrors match(): for a rank whose match of r stops where the walk stopped, the walk saw the same
+// nodes; only the checkpoint rule depends on r (match takes the deepest checkpoint before r's end).
+long long PrefixCache::tokens_from_walk(const PrefixWalk& w, const Request& r) const {
+  if (checkpoint_bytes_ > 0) {
+    if (static_cast<long long>(w.checkpoint_end) * block_tokens_ >= r.input_tokens) return -1;
+    return static_cast<long long>(w.checkpoint_end) * block_tokens_;
+  }
+  const long long t = w.present > 0 ? static_cast<long long>(w.present - 1) * block_tokens_ + w.last_tokens : 0;
+  return std::min(t, r.input_tokens - 1);
+}
+
+void PrefixCache::changed() {
+  if (index_) index_->touched(index_rank_);
 }
 
 std::vector<PrefixCache::Node*> PrefixCache::path(const Request& r, int blocks) {
@@ -150,6 +184,8 @@ double PrefixCache::release_and_insert(const Request& r, int pinned, double t_s)
     node->children.set(leaf->ids.front(), leaf);
     nodes_.emplace(leaf->key, std::move(owned));
     bytes_ += node_bytes(*leaf);
+    if (index_) index_->add(index_rank_, leaf->ids, pos);
+    changed();
     refresh(node);
     node = leaf;
   }
@@ -166,6 +202,7 @@ double PrefixCache::release_and_insert(const Request& r, int pinned, double t_s)
       Node* cp = path(r, whole).back();
       if (!cp->checkpoint) {
         cp->checkpoint = true;
+        changed();
         bytes_ += checkpoint_bytes_;
         if (cp->pins > 0) pinned_bytes_ += checkpoint_bytes_;
       }
@@ -191,6 +228,8 @@ double PrefixCache::evict(double want) {
     Node* n = it->second.get();
     freed += node_bytes(*n);
     Node* parent = n->parent;
+    if (index_) index_->remove(index_rank_, n->ids, n->end - static_cast<int>(n->ids.size()));
+    changed();
     parent->children.erase(n->ids.front());
     nodes_.erase(it);
     refresh(parent);

@@ -25,11 +25,21 @@
 
 namespace servesim {
 
+class PrefixIndex;
+
 /// What the cache holds of a prompt.
 struct PrefixMatch {
   int present_blocks = 0;  ///< leading blocks of the prompt in the cache (hit statistics)
   long long tokens = 0;    ///< prompt tokens the prefill can skip (resumable, ≤ input − 1)
   int pin_blocks = 0;      ///< blocks those tokens occupy (to pin while prefilling)
+};
+
+/// What a walk down the tree along a run of block ids found, before any request-specific rule:
+/// `present` leading blocks held; `last_tokens`: tokens of the last of them as match() counts it
+/// (the node's last_tokens where the walk ended at a node's end, else block_tokens); `checkpoint_end`:
+/// the deepest state checkpoint (in blocks from the root) at a node end on the walked path, 0 = none.
+struct PrefixWalk {
+  int present = 0, last_tokens = 0, checkpoint_end = 0;
 };
 
 class PrefixCache {
@@ -40,6 +50,17 @@ class PrefixCache {
   ~PrefixCache();
 
   PrefixMatch match(const Request& r) const;
+  /// The walk along ids[0, n) (n ≤ the ids' length): what match() finds of a prompt whose first n
+  /// blocks these are, for a rank that does not hold the prompt's block n (sim/kvcache/prefix_index.hpp).
+  PrefixWalk walk(const std::uint64_t* ids, int n) const;
+  /// match(r).tokens from the walk of r's first blocks, valid when this cache does not hold r's
+  /// block at w's end (so that match(r) stops there too); −1 when the walk cannot tell (its deepest
+  /// checkpoint lies at or past r's prompt end: match(r) would take a shallower one).
+  long long tokens_from_walk(const PrefixWalk& w, const Request& r) const;
+  /// True when r's block ids can be looked up here (same block size, at least one block).
+  bool usable(const Request& r) const { return r.block_tokens == block_tokens_ && !r.block_hashes.empty(); }
+  /// Reports this cache's blocks and changes to a pool-wide index as rank `rank` (before any insert).
+  void attach_index(PrefixIndex* index, int rank) { index_ = index, index_rank_ = rank; }
   /// Pins blocks [0, blocks) of r (which must be cached) while its prefill runs.
   void pin(const Request& r, int blocks);
   /// Releases the pins of `pin` without inserting anything (the request did not start).
@@ -50,6 +71,7 @@ class PrefixCache {
   /// Evicts leaf nodes until at least `bytes` were freed or nothing is evictable; returns bytes freed.
   double evict(double bytes);
   double bytes() const { return bytes_; }
+  int block_tokens() const { return block_tokens_; }
   /// Bytes eviction could free now: everything not pinned (a pinned node's ancestors are pinned
   /// too, so every unpinned node is in an evictable subtree).
   double evictable_bytes() const { return bytes_ - pinned_bytes_; }
@@ -87,7 +109,6 @@ class PrefixCache {
       bool empty() const { return !m; }
     } children;
   };
-  bool usable(const Request& r) const { return r.block_tokens == block_tokens_ && !r.block_hashes.empty(); }
   double node_bytes(const Node& n) const;
   /// Splits n so that its first `k` blocks become a new parent node; returns that parent.
   Node* split(Node* n, int k);
@@ -102,7 +123,14 @@ class PrefixCache {
   std::unordered_map<std::uint64_t, std::unique_ptr<Node>> nodes_;
   std::uint64_t next_key_ = 1;
   void add_pins(Node* n, int delta);
+  /// Follows ids[0, n) down the tree; on_full_node(c) for each node whose whole edge matched.
+  /// Returns the blocks matched; sets last_len as match() counts the last of them.
+  template <class F>
+  int descend(const std::uint64_t* ids, int n, int& last_len, F&& on_full_node) const;
+  void changed();  ///< tells the index (if any) that match results may differ from now on
   double bytes_ = 0, pinned_bytes_ = 0;
+  PrefixIndex* index_ = nullptr;
+  int index_rank_ = 0;
 };
 
 }  // namespace servesim
