@@ -114,10 +114,11 @@ Work w_mhc(const double* f) { return {248 * f[0] * f[1], 28 * f[0] * f[1], DType
 // f[0] experts G, f[1] rows: rows → G · pad(rows / G)
 // kernels/moe W4A16: token tile bt = next power of two ≥ the mean rows per active expert, in [8, 256]
 double w4a16_tile(double mean) { return std::clamp(std::exp2(std::ceil(std::log2(std::max(mean, 1.0)) - 1e-9)), 8.0, 256.0); }
-// FP8 grouped GEMM, the faster instrument per shape (own kernel kernels/moe/gemm_fp8.cu, or
-// per-expert cuBLASLt above a few hundred rows): rows padded to the own kernel's token tile, the
-// next power of two ≥ m in [8, 256], then to multiples of 256
-double pad_fp8(double m) { return m <= 256 ? w4a16_tile(m) : 256 * std::ceil(m / 256 - 1e-9); }
+// FP8 grouped GEMM, the faster instrument per shape (own kernels kernels/moe/gemm_fp8.cu and
+// gemm_fp8_tm.cu, or per-expert cuBLASLt above a few hundred rows): rows padded to the own kernel's
+// token tile, the next power of two ≥ m in [8, 128], then to multiples of 128 (the 128-token tile
+// of the tokens-as-M kernel, which runs above one tile per expert; t_fp8_waves counts its waves)
+double pad_fp8(double m) { return m <= 128 ? w4a16_tile(m) : 128 * std::ceil(m / 128 - 1e-9); }
 double pad_bf16(double m) { return m <= 64 ? m : 64 * std::ceil(m / 64 - 1e-9); }  // cublasGemmGroupedBatchedEx: 64-row steps (measured)
 // top-k: one 1024-thread block per row, one block per SM (132 SMs on the H200): rows run in waves
 void t_waves(double* f) { f[0] = f[0] <= 132 ? f[0] : 132 * std::ceil(f[0] / 132 - 1e-9); }
@@ -170,6 +171,23 @@ void t_prefill_waves(double* f) {
   const double H = std::max(1.0, f[2]), tiles = H * std::ceil(f[0] / 128 - 1e-9);
   f[0] = std::max(f[0], 132 * std::ceil(tiles / 132 - 1e-9) * 128 / H);
 }
+// FP8 grouped GEMM above one token tile per expert (mean padded rows per expert > 128): the
+// tokens-as-M kernel (kernels/moe/gemm_fp8_tm.cu, variant 5: a CTA per 128 token rows × 256 weight
+// rows, 192 KB of shared memory, one CTA per SM) runs ⌈rows/128⌉ · ⌈N/256⌉ tiles over 132 SMs, and
+// its time steps with the waves ⌈tiles/132⌉ (measured, N 4096 K 7168: 2 experts × 384 or 512 rows,
+// 96 or 128 tiles, one wave, 54-56 µs; × 768 or 1024, 192 or 256 tiles, two waves, 103 µs; per-expert
+// cuBLASLt steps at the same points). From the second wave on, the rows become those that the
+// waves hold when full, 132 · 128 / ⌈N/256⌉ rows per wave (the form of t_prefill_waves); inside
+// the first wave they stay as they are (the time there grows slowly with the rows, 47 → 50 µs over
+// 2 × 192 → 2 × 512 at that shape, after the launch gap), and so do they at most one token tile per
+// expert (the weights-as-M kernel, bound by the weight reads).
+void t_fp8_waves(double* f) {
+  const double G = std::max(f[0], 1e-9), rows = f[1];
+  if (rows / G <= 128 * (1 + 1e-9)) return;
+  const double n_tiles = std::max(1.0, std::ceil(f[2] / 256 - 1e-9));
+  const double waves = std::ceil(std::ceil(rows / 128 - 1e-9) * n_tiles / 132 - 1e-9);
+  if (waves > 1) f[1] = std::max(rows, 132 * waves * 128 / n_tiles);
+}
 // short conv prefill: elements (tokens · channels) over a fixed grid
 Work w_conv_elements(const double* f) { return {8 * f[0], f[0] * 4, DType::bf16}; }
 
@@ -209,8 +227,11 @@ void set_gemm_families(std::vector<FamilyInfo>& v) {
       "own MXFP4 W4A16 grouped wgmma kernel (variant 4): moe_grouped_gemm_w4a16 w4a16, uniform routing; rows padded to the token tile",
       {"experts", "rows", "N", "K"}, {0.1, 0.2, 0.1, 0.1}, {true, true, true, true}, {2, 3}, kLambda, w_grouped_w4a16);
   set_family(v, Family::grouped_fp8, "grouped_fp8", "grouped expert GEMM",
-      "FP8 block-scaled grouped GEMM, the fastest at each shape of the own wgmma kernel (kernels/moe/gemm_fp8.cu, masked / contiguous layouts) and one cuBLASLt matmul per expert: moe_grouped_gemm_fp8; rows per expert padded to the own kernel's token tile (8-256), then to multiples of 256",
+      "FP8 block-scaled grouped GEMM, the fastest at each shape of the own wgmma kernel (kernels/moe/gemm_fp8.cu, masked / contiguous layouts) and one cuBLASLt matmul per expert: moe_grouped_gemm_fp8; rows per expert padded to the own kernel's token tile (8-128), then to multiples of 128; above one tile per expert "
+      "the rows follow the waves of the tokens-as-M kernel (gemm_fp8_tm.cu, 128x256 tiles, one CTA per SM): ceil(rows/128) x ceil(N/256) "
+      "tiles over 132 SMs; from two waves on, rows := the rows ceil(tiles/132) full waves hold (132 x 128 / ceil(N/256) per wave)",
       {"experts", "rows", "N", "K"}, {0.1, 0.2, 0.1, 0.1}, {true, true, true, true}, {2, 3}, kLambda, w_grouped_fp8);
+  v[static_cast<int>(Family::grouped_fp8)].transform = t_fp8_waves;
   set_family(v, Family::grouped_bf16, "grouped_bf16", "grouped expert GEMM",
       "cublasGemmGroupedBatchedEx BF16: moe_grouped_gemm_bf16 cublas_grouped; rows per expert padded to 64 as measured",
       {"experts", "rows", "N", "K"}, {0.1, 0.2, 0.1, 0.1}, {true, true, true, true}, {2, 3}, kLambda, w_grouped_bf16);

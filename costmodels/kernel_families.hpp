@@ -103,9 +103,10 @@ constexpr bool is_grouped(Family f) { return f == Family::grouped_w4a16 || f == 
 
 /// Rows an expert with m routed tokens occupies in grouped family f once padded to the kernel's
 /// token tile: W4A16 (kernels/moe) tile bt = next power of two ≥ the mean rows per active expert,
-/// clamped to [8, 256], rows padded to a multiple of bt; cuBLASLt FP8 per-expert matmuls: m up to
-/// 128 as is, then 256, then multiples of 512; cuBLAS grouped BF16: multiples of 64 above 64 (the
-/// last two read off the measured staircases). Other families: m.
+/// clamped to [8, 256], rows padded to a multiple of bt; FP8 (the own kernels' token tiles): the
+/// next power of two ≥ m in [8, 128], then multiples of 128 (the waves of those 128-row tiles are
+/// the family's transform); cuBLAS grouped BF16: multiples of 64 above 64 (read off the measured
+/// staircase). Other families: m.
 double pad_rows(Family f, double m, double mean_active);
 /// Expected padded rows of the grouped GEMM on one GPU holding `held` experts that receive `rows`
 /// routed rows in all, `active` of them at least one, when each expert's count is Poisson with
