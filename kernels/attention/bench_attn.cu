@@ -489,9 +489,10 @@ void bench_mla_decode(bool fp8 = false) {
   OpRun r(opname, "kimi-k3",
           fp8 ? "K3 / DeepSeek-V3-class MLA absorbed decode (MQA d_k 576 / d_v 512) over a paged FP8 latent cache "
                 "(page 64; FlashMLA FP8 KV layout, 656 B per token: 512 E4M3 + 4 fp32 scales per 128 values + 64 BF16 "
-                "RoPE), dequantised to BF16 in the kernel, split-KV flash decoding with the plan of mla_decode; variant "
-                "wgmma_fp8kv_m64_tn64 = the sm_90a kernel (64-head groups, wgmma, 16-B loads into registers during "
-                "the GEMMs); 'mixed' rows have per-sequence contexts uniform in [0.25, 1.75] x ctx_mean"
+                "RoPE), dequantised in the kernel, split-KV flash decoding with the plan of mla_decode; variant "
+                "wgmma_fp8kv_f16_m64_tn64 = the sm_90a kernel (variant 6, the default: 64-head groups, wgmma, 16-B loads "
+                "into registers during the GEMMs, E4M3 -> FP16 exact, FP16 GEMMs on the latent, BF16 on RoPE), "
+                "wgmma_fp8kv_m64_tn64 = variant 4 (dequantised to BF16, BF16 GEMMs); 'mixed' rows have per-sequence contexts uniform in [0.25, 1.75] x ctx_mean"
               : "K3 gated-MLA absorbed decode (MQA d_k 576 / d_v 512) over a paged BF16 latent cache (page 64), split-KV "
                 "flash decoding; variant wgmma_tma_m64_tn64 = the sm_90a kernel (TMA pages, wgmma, 64-head groups), "
                 "mt*_tn64/tn32 = the earlier mma.sync kernel (KV rows per tile); 'mixed' rows have per-sequence contexts "

@@ -19,8 +19,13 @@
 //                -> dequantise + store blocks 4-8 of tile j+2 -> barrier 1 of tile j+1
 // Thread 0 prefetches tile j+4 into L2 (cp.async.bulk.prefetch). Rows past the context in the last
 // tile are stored as zeros (never read: a NaN there would reach O as 0 x NaN).
-// This is variant 4 (the default; 3.8 us per tile at H=64, 512 x 4K). Earlier versions (NOTES.md):
-// v1 (8854a6d) 5.7 us per tile, v2 (7fb203d) 4.2, v3 (528c521) 4.0; the BF16 kernel 2.8 us.
+// mla_decode_fp8_kernel<true> is variant 6, the default since the fourth session: the same pipeline
+// with the GEMMs in FP16 (E4M3 -> FP16 exact, one cvt per pair, scale by one HMUL2 per pair; Q's
+// NoPE part converted once per CTA with a power-of-2 factor, P FP16, the RoPE block BF16), 3.6 us per
+// tile at H=64, 512 x 4K (2.7% faster than variant 4 over the table, more accurate). <false> is
+// variant 4 (E4M3 -> fp32 x scale -> BF16; 3.7-3.8 us per tile). Earlier versions (NOTES.md): v1
+// (8854a6d) 5.7 us per tile, v2 (7fb203d) 4.2, v3 (528c521) 4.0; the BF16 kernel 2.8-2.9 us.
+// Variants 7-10 (da4c335, 732ef02; not kept, NOTES.md fourth session) were no faster than 6.
 // Variant 5 (mla_decode_fp8_ws_kernel below): a third, producer warpgroup dequantises every tile
 // while the two consumers run softmax and GEMMs; correct but 5.3 us per tile (load-latency-bound
 // with 56 registers per producer thread).
@@ -37,22 +42,10 @@ void launch_mla_fp8_ws(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan
 
 namespace {
 using namespace fp8k;
-template <int V>
+template <bool F16>
 __global__ void __launch_bounds__(256, 1)
     mla_decode_fp8_kernel(MqaArgs a, const uint8_t* __restrict__ cache, const int4* __restrict__ work) {
   using namespace sm90;
-  // 4: BF16 GEMMs; 6: FP16 GEMMs; 7: 6 + lean issue (descriptors from precomputed low words, tile
-  // rows without a division, block-table entries loaded one tile ahead, the L2 prefetch by
-  // warpgroup 1 instead of thread 0 of warpgroup 0, whose warp is on the critical path).
-  // 8: 7 + warpgroup 1 loads and dequantises the whole tile (warpgroup 0, whose instruction stream
-  // is the critical path, only runs softmax and issues the GEMMs; it signals barrier 3 once its
-  // P V(j) has read column blocks 0-3).
-  // 9: 6 with warpgroup 0's loads of tile j+3 (and the L2 prefetch of tile j+5) issued right after
-  // it stored tile j+2 (inside the S(j+1) window) instead of at the top of iteration j+1, where the
-  // address math, the block-table load and the LDG issue sat between S(j+1)'s end and P V(j+1).
-  // 10: 9 + variant 7's precomputed wgmma descriptors (not its tile addressing or prefetch).
-  constexpr bool F16 = V >= 6, kLean = V == 7 || V == 8, kWg1Dq = V == 8, kLate = V == 9 || V == 10;
-  constexpr bool kDesc = kLean || V == 10;
   using S0 = std::conditional_t<F16, ShareH0, Share0>;
   using S1 = std::conditional_t<F16, ShareH1, Share1>;
   extern __shared__ uint8_t smem_raw[];
@@ -77,26 +70,9 @@ __global__ void __launch_bounds__(256, 1)
     return cache + row * kMlaFp8TokenBytes;
   };
   auto tile_valid = [&](int j) { return min(64, re - rb - 64 * j); };
-  // lean: tile j (64 tokens, never across a page) = entry page_of(j) of the block table, row
-  // offset 64 * (tile % tiles per page); shifts when the tiles per page are a power of 2.
-  const int tpp = ps >> 6, tlg = __ffs(tpp) - 1, t0 = rb >> 6;
-  const bool tpow2 = (tpp & (tpp - 1)) == 0;
-  auto page_of = [&](int j) { const int tt = t0 + j; return tpow2 ? tt >> tlg : tt / tpp; };
-  auto row_in_page = [&](int j) { const int tt = t0 + j; return 64 * (tpow2 ? (tt & (tpp - 1)) : tt % tpp); };
-  auto bt_entry = [&](int j) { return j < ntiles ? __ldg(bt + page_of(j)) : 0; };
-  auto lean_base = [&](int e, int j) {
-    return cache + (static_cast<long>(e) * ps + row_in_page(j)) * kMlaFp8TokenBytes;
-  };
-  // wgmma descriptors: 64-bit = {lo, kDescHi}; lo = address / 16 | (leading byte offset / 16) << 16.
-  // Offsets inside shared memory add to lo without a carry (addresses < 256 KB).
-  constexpr uint32_t kDescHi = (1024 >> 4) | (1u << 30);  // stride 1024 B, 128-B swizzle
-  auto dlo = [](uint32_t addr, uint32_t lbo) { return ((addr & 0x3FFFF) >> 4) | ((lbo >> 4) << 16); };
-  auto mk = [&](uint32_t lo) { return (static_cast<uint64_t>(kDescHi) << 32) | lo; };
-  const uint32_t q_lo = dlo(sb, 16), kv_lo0 = dlo(sb + kOffKV, 16), p_lo = dlo(sb + kOffP, 16),
-                 v_lo0 = dlo(sb + kOffKV, 8192);
 
   if (tid == 0)
-    for (int j = 0; j < min(kLate ? 5 : 4, ntiles); ++j) prefetch_l2(tile_base(j), (tile_valid(j) * kMlaFp8TokenBytes + 15) & ~15);
+    for (int j = 0; j < min(4, ntiles); ++j) prefetch_l2(tile_base(j), (tile_valid(j) * kMlaFp8TokenBytes + 15) & ~15);
   {  // Q tile (padded heads read as zeros), swizzled
     const bf16* qsrc = a.q + (static_cast<size_t>(qi) * H + head0) * 576;
     for (int u = tid; u < 64 * 72; u += 256) {
@@ -168,16 +144,10 @@ __global__ void __launch_bounds__(256, 1)
   // write of an accumulator inside a pipeline stage would serialise the wgmmas)
   auto issue_s = [&](int j) {
     const uint32_t kv = sb + kOffKV + (j & 1) * kTile;
-    const uint32_t kvl = kv_lo0 + (j & 1) * (kTile >> 4);
 #pragma unroll
     for (int ks = 0; ks < 36; ++ks) {
       const uint32_t off = (ks >> 2) * 8192 + (ks & 3) * 32;
-      if constexpr (kDesc) {
-        if (ks < 32)
-          wgmma_m64n64k16_ss_f16(s, mk(q_lo + (off >> 4)), mk(kvl + (off >> 4)), ks > 0);
-        else
-          wgmma_m64n64k16_ss(s, mk(q_lo + (off >> 4)), mk(kvl + (off >> 4)), 1);
-      } else if (F16 && ks < 32)
+      if (F16 && ks < 32)
         wgmma_m64n64k16_ss_f16(s, sw128_desc(sb + off, 16, 1024), sw128_desc(kv + off, 16, 1024), ks > 0);
       else
         wgmma_m64n64k16_ss(s, sw128_desc(sb + off, 16, 1024), sw128_desc(kv + off, 16, 1024), ks > 0);
@@ -196,27 +166,15 @@ __global__ void __launch_bounds__(256, 1)
   // alpha; warpgroup 1 stored its part of tile j+1) and warpgroup 1 signals barrier 2 (its P V(j)
   // is done: P and alpha may be overwritten). Warpgroup 0's last tile is peeled so that S(j+1) is
   // never issued on a divergent path (ptxas would serialise the wgmmas).
-  int bt_cur = kLean ? bt_entry(2) : 0;   // lean: block-table entry of the tile this iteration loads
-  int bt_pf = kLean ? bt_entry(4) : 0;    // lean, warpgroup 1: entry of the tile it prefetches into L2
   if (wg == 0) {
-    [[maybe_unused]] S0 shl;  // variant 9: tile j+2's share, loaded at the end of iteration j-1
-    if constexpr (kLate)
-      if (ntiles > 2) shl.load(tile_base(2), tile_valid(2), tid);
     auto body = [&](int j, auto has_next) {
       const int st = j & 1;
-      [[maybe_unused]] const uint32_t kv = sb + kOffKV + st * kTile;
+      const uint32_t kv = sb + kOffKV + st * kTile;
       const int valid = tile_valid(j);
       const bool more = j + 2 < ntiles;
-      [[maybe_unused]] S0 sh;  // tile j+2, column blocks 0-3: loads in flight during the softmax and the GEMMs
-      [[maybe_unused]] int bt_next = 0;
-      if constexpr (kWg1Dq || kLate) {
-      } else if constexpr (kLean) {
-        bt_next = bt_entry(j + 3);  // used in the next iteration
-        if (more) sh.load(lean_base(bt_cur, j + 2), tile_valid(j + 2), tid);
-      } else {
-        if (tid == 0 && j + 4 < ntiles) prefetch_l2(tile_base(j + 4), (tile_valid(j + 4) * kMlaFp8TokenBytes + 15) & ~15);
-        if (more) sh.load(tile_base(j + 2), tile_valid(j + 2), tid);
-      }
+      if (tid == 0 && j + 4 < ntiles) prefetch_l2(tile_base(j + 4), (tile_valid(j + 4) * kMlaFp8TokenBytes + 15) & ~15);
+      S0 sh;  // tile j+2, column blocks 0-3: loads in flight during the softmax and the GEMMs
+      if (more) sh.load(tile_base(j + 2), tile_valid(j + 2), tid);
       if (j > 0) named_bar_sync(2, 256);  // warpgroup 1's P V(j-1) is done: P and alpha are free
       float mxA = kNegInf, mxB = kNegInf;
 #pragma unroll
@@ -270,9 +228,7 @@ __global__ void __launch_bounds__(256, 1)
       wg_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        if constexpr (kDesc)
-          wgmma_m64n256k16_ss_tb_f16(o, mk(p_lo + kk * 2), mk(v_lo0 + st * (kTile >> 4) + kk * 128), 1);
-        else if constexpr (F16)
+        if constexpr (F16)
           wgmma_m64n256k16_ss_tb_f16(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024), sw128_desc(kv + kk * 2048, 8192, 1024), 1);
         else
           wgmma_m64n256k16_ss_tb(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024), sw128_desc(kv + kk * 2048, 8192, 1024), 1);
@@ -285,22 +241,12 @@ __global__ void __launch_bounds__(256, 1)
         wg_wait<0>();
       }
       fence_regs(o);
-      if constexpr (kWg1Dq) {
-        if (more) named_bar_arrive(3, 256);  // P V(j) has read column blocks 0-3
-      } else if constexpr (kLate) {
-        if (more) {
-          shl.store(kv, tid);
-          fence_proxy_async();  // read by S(j+2), issued after the next barrier 1
-        }
-        if (j + 3 < ntiles) shl.load(tile_base(j + 3), tile_valid(j + 3), tid);  // for iteration j+1
-        if (tid == 0 && j + 5 < ntiles) prefetch_l2(tile_base(j + 5), (tile_valid(j + 5) * kMlaFp8TokenBytes + 15) & ~15);
-      } else if (more) {
+      if (more) {
         sh.store(kv, tid);
         fence_proxy_async();  // read by S(j+2), issued after the next barrier 1
       }
       wg_wait<0>();
       fence_regs(s);
-      if constexpr (kLean && !kWg1Dq) bt_cur = bt_next;
     };
     for (int j = 0; j + 1 < ntiles; ++j) body(j, std::true_type{});
     if (ntiles > 0) body(ntiles - 1, std::false_type{});
@@ -310,19 +256,7 @@ __global__ void __launch_bounds__(256, 1)
       const uint32_t kv = sb + kOffKV + st * kTile;
       const bool more = j + 2 < ntiles;
       S1 sh;  // tile j+2, column blocks 4-8: loads in flight while waiting for P
-      [[maybe_unused]] ShareH0 sa;  // variant 8: column blocks 0-3 too
-      if constexpr (kLean) {
-        const int bt_next = bt_entry(j + 3), pf_next = bt_entry(j + 5);
-        if (more) sh.load(lean_base(bt_cur, j + 2), tile_valid(j + 2), tid - 128);
-        if constexpr (kWg1Dq)
-          if (more) sa.load(lean_base(bt_cur, j + 2), tile_valid(j + 2), tid - 128);
-        if (tid == 128 && j + 4 < ntiles)
-          prefetch_l2(lean_base(bt_pf, j + 4), (tile_valid(j + 4) * kMlaFp8TokenBytes + 15) & ~15);
-        bt_cur = bt_next;
-        bt_pf = pf_next;
-      } else {
-        if (more) sh.load(tile_base(j + 2), tile_valid(j + 2), tid - 128);
-      }
+      if (more) sh.load(tile_base(j + 2), tile_valid(j + 2), tid - 128);
       named_bar_sync(1, 256);
       const float alA = sAlpha[rA], alB = sAlpha[rB];
       if (__any_sync(0xffffffffu, alA != 1.f || alB != 1.f)) {  // skipped while no row maximum moved
@@ -338,9 +272,7 @@ __global__ void __launch_bounds__(256, 1)
       wg_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        if constexpr (kDesc)
-          wgmma_m64n256k16_ss_tb_f16(o, mk(p_lo + kk * 2), mk(v_lo0 + st * (kTile >> 4) + 4 * 512 + kk * 128), 1);
-        else if constexpr (F16)
+        if constexpr (F16)
           wgmma_m64n256k16_ss_tb_f16(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024),
                                      sw128_desc(kv + 4 * 8192 + kk * 2048, 8192, 1024), 1);
         else
@@ -353,10 +285,6 @@ __global__ void __launch_bounds__(256, 1)
       if (j + 1 < ntiles) named_bar_arrive(2, 256);  // P V(j) done: P and alpha may be overwritten
       if (more) {
         sh.store(kv, tid - 128);  // column blocks 4-7 (only this P V read them) and 8 (S(j) is done)
-        if constexpr (kWg1Dq) {
-          named_bar_sync(3, 256);  // warpgroup 0's P V(j) has read blocks 0-3
-          sa.store(kv, tid - 128);
-        }
         fence_proxy_async();
       }
     }
@@ -440,15 +368,14 @@ __global__ void fill_mla_fp8_kernel(uint8_t* p, size_t tokens, uint64_t seed) {
 }  // namespace
 
 namespace {
-int g_fp8_variant = 4;
+int g_fp8_variant = 6;
 }
-void mla_decode_fp8_set_variant(int v) { g_fp8_variant = v; }
+void mla_decode_fp8_set_variant(int v) {
+  if (v != 4 && v != 5 && v != 6) throw std::invalid_argument("mla_decode_fp8_set_variant: variants are 4, 5 and 6");
+  g_fp8_variant = v;
+}
 const char* mla_decode_fp8_config() {
-  return g_fp8_variant == 5 ? "wgmma_fp8kv_ws_m64_tn64" : g_fp8_variant == 6 ? "wgmma_fp8kv_f16_m64_tn64"
-       : g_fp8_variant == 7 ? "wgmma_fp8kv_f16lean_m64_tn64"
-       : g_fp8_variant == 8 ? "wgmma_fp8kv_f16wg1dq_m64_tn64"
-       : g_fp8_variant == 9 ? "wgmma_fp8kv_f16late_m64_tn64"
-       : g_fp8_variant == 10 ? "wgmma_fp8kv_f16late_desc_m64_tn64" : "wgmma_fp8kv_m64_tn64";
+  return g_fp8_variant == 5 ? "wgmma_fp8kv_ws_m64_tn64" : g_fp8_variant == 6 ? "wgmma_fp8kv_f16_m64_tn64" : "wgmma_fp8kv_m64_tn64";
 }
 
 void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& plan, cudaStream_t s) {
@@ -461,34 +388,18 @@ void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& p
   if (a.sink) throw std::invalid_argument("mla_decode_fp8: MLA has no attention sink (sink must be null)");
   static bool attr = false;
   if (!attr) {
-    SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel<6>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel<7>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel<9>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel<10>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     attr = true;
   }
   if (plan.n_work > 0) {
     if (g_fp8_variant == 5) {
       launch_mla_fp8_ws(a, cache_fp8, plan, s);
-    } else if (g_fp8_variant == 10) {
-      mla_decode_fp8_kernel<10><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p);
-      SS_LAUNCH_CHECK();
-    } else if (g_fp8_variant == 9) {
-      mla_decode_fp8_kernel<9><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p);
-      SS_LAUNCH_CHECK();
-    } else if (g_fp8_variant == 8) {
-      mla_decode_fp8_kernel<8><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p);
-      SS_LAUNCH_CHECK();
-    } else if (g_fp8_variant == 7) {
-      mla_decode_fp8_kernel<7><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p);
-      SS_LAUNCH_CHECK();
     } else if (g_fp8_variant == 6) {
-      mla_decode_fp8_kernel<6><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p);
+      mla_decode_fp8_kernel<true><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p);
       SS_LAUNCH_CHECK();
     } else {
-      mla_decode_fp8_kernel<4><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p);
+      mla_decode_fp8_kernel<false><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p);
       SS_LAUNCH_CHECK();
     }
   }

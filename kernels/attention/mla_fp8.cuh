@@ -26,21 +26,22 @@ constexpr int kMlaFp8ScaleOff = 512;
 constexpr int kMlaFp8RopeOff = 528;
 constexpr int kMlaFp8Group = 128;  // values per fp32 scale
 
-/// sm_90a kernel: one CTA = (64-head group, work item), 256 threads = two warpgroups, the BF16
+/// sm_90a kernel: one CTA = (64-head group, work item), 256 threads = two warpgroups, the
 /// wgmma structure of mla_decode variant 0 (S = Q K^T by warpgroup 0, O += P V by both) with two
-/// BF16 KV tiles filled from the FP8 cache by the threads themselves (16-B loads into registers
+/// 16-bit KV tiles (FP16 latent + BF16 RoPE in the default variant 6) filled from the FP8 cache by the threads themselves (16-B loads into registers
 /// while the tensor core runs, dequantised and stored into the swizzled tile after it). Any H
 /// (the last 64-head group padded); MLA has no attention sink (a.sink must be null).
 void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& plan, cudaStream_t s = 0);
 /// Name of the kernel configuration (for the tables).
 const char* mla_decode_fp8_config();
-/// 4 (default, the kernel of results/mla_decode_fp8kv.json): the two warpgroups dequantise the
-/// column blocks their own P V reads, between GEMMs. 5 (slower, 1.17x v4's time; kept for the
-/// record): a third warpgroup (setmaxnreg 56) dequantises every tile while the two consumers
+/// 4 (the default until the fourth session): the two warpgroups dequantise the column blocks their
+/// own P V reads, between GEMMs (E4M3 -> fp32 x scale -> BF16, BF16 GEMMs). 5 (slower, 1.17x
+/// v4's time; kept for the record): a third warpgroup (setmaxnreg 56) dequantises every tile while the two consumers
 /// (setmaxnreg 224) run softmax and GEMMs. 6: variant 4 with the GEMMs in FP16: E4M3 -> FP16 is
 /// exact (one cvt per pair) and the scale is one HMUL2 per pair, ~1 instruction per value instead of
 /// ~3; Q's NoPE part (x a power of 2 that keeps it in the FP16 range) and P are FP16, the RoPE block
-/// BF16. Needs dequantised latent values inside the FP16 range (|v| < 65504).
+/// BF16. Needs dequantised latent values inside the FP16 range (|v| < 65504). 6 is the default and
+/// the kernel of results/mla_decode_fp8kv.json (2.7% faster than 4 over its 702 shapes).
 void mla_decode_fp8_set_variant(int v);
 
 /// Host: quantises one token's 576 latent values (512 NoPE + 64 RoPE) into the 656-B layout

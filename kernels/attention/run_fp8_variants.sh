@@ -5,7 +5,7 @@
 # points (FP8 twice, interleaved), then the mla_decode_fp8kv sweep and a full ncu report (per-SASS
 # stall samples) with the fastest variant whose tests and memcheck passed (sum of the 12 medians).
 # Usage (repository root, binaries built here and carried):
-#   BUILD=build-attn SERVESIM_COMMIT=<sha> VARIANTS="4 6 7 8" CANDIDATES="7 8" FP8_S=150 \
+#   BUILD=build-attn SERVESIM_COMMIT=<sha> VARIANTS="6 4 5" CANDIDATES="6 4 5" FP8_S=150 \
 #     [PICK_ALSO="6"] (variants checked in an earlier call that may win the pick) [NO_SWEEP_IF="6"] \
 #     NCU_POINT=512:64:4096 WORK=/tmp/w bash kernels/attention/run_fp8_variants.sh
 # -> $OUT/run.log, $OUT/tables.tar.gz (sweep table + compare tables), $OUT/logs.tar.gz
@@ -20,7 +20,8 @@ VARIANTS=${VARIANTS:-4 6 7 8}
 CANDIDATES=${CANDIDATES:-7 8}
 CP=${COMPARE_POINTS:-256:128:2048,16:128:65536,512:128:4096,512:64:4096,128:64:32768,64:48:32768,64:32:32768,64:24:32768,64:16:32768,64:12:32768,512:96:4096,1:128:65536}
 T0=$(date +%s)
-filter() { case $1 in 4) echo 'MlaFp8Format.*:MlaFp8Decode.DeepSeek*:MlaFp8Decode.K3*:MlaFp8Decode.Larger*:MlaFp8Decode.Rejects*';; 5) echo 'MlaFp8Decode.Variant5*';; *) echo "MlaFp8Decode.Variant$1*";; esac; }
+# test filter of a variant: 6 (the default) runs the plain tests, the others their VariantN test
+filter() { case $1 in 6) echo 'MlaFp8Format.*:MlaFp8Decode.DeepSeek*:MlaFp8Decode.K3*:MlaFp8Decode.Larger*:MlaFp8Decode.Rejects*:MlaFp8Decode.LargeQ*';; *) echo "MlaFp8Decode.Variant$1*";; esac; }
 {
   echo "commit $SERVESIM_COMMIT"
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem,power.limit,temperature.gpu --format=csv,noheader
@@ -56,7 +57,8 @@ filter() { case $1 in 4) echo 'MlaFp8Format.*:MlaFp8Decode.DeepSeek*:MlaFp8Decod
     cuobjdump -sass "$BIN/test_mla_fp8" > "$W/sass_all.txt"
     for v in $VARIANTS; do
       [ "$v" = 5 ] && continue
-      awk -v k="ILi${v}E" '$0 ~ "Function : .*mla_decode_fp8_kernel" && $0 ~ k {f=1;next} /Function :/{f=0} f' "$W/sass_all.txt" > "$W/sass_v$v.sass"
+      k=$( [ "$v" = 6 ] && echo ILb1E || echo ILb0E )  # mla_decode_fp8_kernel<true> = 6, <false> = 4
+      awk -v k="$k" '$0 ~ "Function : .*mla_decode_fp8_kernel" && $0 ~ k {f=1;next} /Function :/{f=0} f' "$W/sass_all.txt" > "$W/sass_v$v.sass"
       echo "--- SASS variant $v: $(grep -cE '^ +/\*[0-9a-f]+\*/' "$W/sass_v$v.sass") instructions; $(grep -oE "\b(HGMMA\.[0-9x]+[^ ]*|LDL[^ ]*|STL[^ ]*|R2UR|BAR\.[A-Z]+)" "$W/sass_v$v.sass" | sort | uniq -c | sort -rn | tr '\n' ';')"
     done
     rm -f "$W/sass_all.txt"
