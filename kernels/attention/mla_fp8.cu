@@ -19,13 +19,13 @@
 //                -> dequantise + store blocks 4-8 of tile j+2 -> barrier 1 of tile j+1
 // Thread 0 prefetches tile j+4 into L2 (cp.async.bulk.prefetch). Rows past the context in the last
 // tile are stored as zeros (never read: a NaN there would reach O as 0 x NaN).
-// mla_decode_fp8_kernel<true> is variant 6, the default since the fourth session: the same pipeline
+// mla_decode_fp8_kernel<true> is variant 6, the default since the FP8-KV second pass (NOTES.md): the same pipeline
 // with the GEMMs in FP16 (E4M3 -> FP16 exact, one cvt per pair, scale by one HMUL2 per pair; Q's
 // NoPE part converted once per CTA with a power-of-2 factor, P FP16, the RoPE block BF16), 3.6 us per
 // tile at H=64, 512 x 4K (2.7% faster than variant 4 over the table, more accurate). <false> is
 // variant 4 (E4M3 -> fp32 x scale -> BF16; 3.7-3.8 us per tile). Earlier versions (NOTES.md): v1
 // (8854a6d) 5.7 us per tile, v2 (7fb203d) 4.2, v3 (528c521) 4.0; the BF16 kernel 2.8-2.9 us.
-// Variants 7-10 (da4c335, 732ef02; not kept, NOTES.md fourth session) were no faster than 6.
+// Variants 7-10 (da4c335, 732ef02; not kept, NOTES.md FP8-KV second pass) were no faster than 6.
 // Variant 5 (mla_decode_fp8_ws_kernel below): a third, producer warpgroup dequantises every tile
 // while the two consumers run softmax and GEMMs; correct but 5.3 us per tile (load-latency-bound
 // with 56 registers per producer thread).

@@ -34,7 +34,7 @@ constexpr int kMlaFp8Group = 128;  // values per fp32 scale
 void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& plan, cudaStream_t s = 0);
 /// Name of the kernel configuration (for the tables).
 const char* mla_decode_fp8_config();
-/// 4 (the default until the fourth session): the two warpgroups dequantise the column blocks their
+/// 4 (the default before the FP8-KV second pass, NOTES.md): the two warpgroups dequantise the column blocks their
 /// own P V reads, between GEMMs (E4M3 -> fp32 x scale -> BF16, BF16 GEMMs). 5 (slower, 1.17x
 /// v4's time; kept for the record): a third warpgroup (setmaxnreg 56) dequantises every tile while the two consumers
 /// (setmaxnreg 224) run softmax and GEMMs. 6: variant 4 with the GEMMs in FP16: E4M3 -> FP16 is

@@ -220,7 +220,7 @@ TEST(MlaFp8Decode, LargeQAndOddPages) {
   fp8_case({2100, 5}, 96, 128, true, 64, 20);
   fp8_case({1000, 130, 4000}, 16, 0, true, 192);
 }
-// Variant 4 (the default before the fourth session: E4M3 -> fp32 x scale -> BF16, BF16 GEMMs).
+// Variant 4 (the default before the FP8-KV second pass: E4M3 -> fp32 x scale -> BF16, BF16 GEMMs).
 TEST(MlaFp8Decode, Variant4Bf16Gemms) {
   SKIP_WITHOUT_GPU();
   mla_decode_fp8_set_variant(4);
