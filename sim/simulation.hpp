@@ -43,8 +43,10 @@ struct RunOptions {
   /// From this many prefill ranks on, a router that reads prefix matches gets them from one
   /// pool-wide index (sim/kvcache/prefix_index.hpp) instead of a lookup in every rank's cache. Same
   /// answers (tests RunOutputs.PrefixIndexKeepsTheResults, PrefixIndex.*); below it the lookups are
-  /// cheap and the index would only cost memory. Tests set 0 to force it.
-  int prefix_index_min_ranks = 64;
+  /// cheaper than keeping the index (it costs a hash-table update per inserted and evicted block):
+  /// 600 s of bench/scenarios/k3-812.json, 232 ranks: 12.1 s user without, 13.6 s with; 456 ranks:
+  /// even; 2,856 ranks (9,996 nodes): 219 -> 81 s for 90 simulated s. Tests set 0 to force it.
+  int prefix_index_min_ranks = 512;
 };
 
 /// Totals the engine itself keeps (the metrics collector derives everything else from events).

@@ -24,7 +24,7 @@ struct RunArgs {
   bool quiet = false;              ///< no progress line and no info log lines on stderr
   std::vector<std::string> simgrid_cfg;
   int decode_steps_per_event = 64;  ///< RunOptions::decode_steps_per_event (1: one SimGrid event per decode step)
-  int prefix_index_min_ranks = 64;  ///< RunOptions::prefix_index_min_ranks
+  int prefix_index_min_ranks = 512;  ///< RunOptions::prefix_index_min_ranks
 };
 
 int run(const RunArgs& a);

@@ -37,7 +37,7 @@ struct Outputs {
   double timeline_from_s = 0, timeline_to_s = std::numeric_limits<double>::infinity();
   ProgressSlot* progress = nullptr;
   int decode_steps_per_event = 64;
-  int prefix_index_min_ranks = 64;
+  int prefix_index_min_ranks = 512;
 };
 
 // One deployment, in this (child) process. Returns 0 on success.

@@ -29,7 +29,7 @@ void PrefixIndex::remove(int rank, const std::vector<std::uint64_t>& ids, int fi
   }
 }
 
-const std::vector<int>* PrefixIndex::holder_list(std::uint64_t id) const {
+const PrefixIndex::Holders* PrefixIndex::holder_list(std::uint64_t id) const {
   auto it = holders_.find(id);
   return it == holders_.end() ? nullptr : &it->second;
 }
@@ -71,7 +71,7 @@ void PrefixIndex::match_all(const Request& r, std::vector<long long>& out) {
     for (std::size_t g = 0; g < ranks; ++g) out[g] = caches_[g]->match(r).tokens;
     return;
   }
-  const std::vector<int>* few = holder_list(ids[static_cast<std::size_t>(J)]);
+  const Holders* few = holder_list(ids[static_cast<std::size_t>(J)]);
   auto ask = [&](std::size_t g) { out[g] = caches_[g]->match(r).tokens; };
   if (J == 0) {  // nobody but the few holds the first block
     if (few)

@@ -23,6 +23,8 @@
 #include "sim/kvcache/prefix_cache.hpp"
 #include "workloads/request.hpp"
 
+#include <boost/container/small_vector.hpp>
+
 #include <cstdint>
 #include <map>
 #include <unordered_map>
@@ -67,11 +69,13 @@ class PrefixIndex {
     std::uint64_t gen = 0;      ///< the rank's generation then
     PrefixWalk walk;
   };
-  const std::vector<int>* holder_list(std::uint64_t id) const;
+  /// a block's holders, sorted; most blocks (a session's own) have one or two: stored inline
+  using Holders = boost::container::small_vector<int, 3>;
+  const Holders* holder_list(std::uint64_t id) const;
   std::uint64_t prefix_version(const std::uint64_t* ids, int n);
   std::vector<PrefixCache*> caches_;
   int indexed_blocks_ = 1;  ///< positions [0, this) are indexed
-  std::unordered_map<std::uint64_t, std::vector<int>> holders_;
+  std::unordered_map<std::uint64_t, Holders> holders_;
   std::vector<std::uint64_t> gen_;
   std::vector<Memo> memo_;
   std::map<std::vector<std::uint64_t>, std::uint64_t> versions_;
