@@ -32,6 +32,7 @@
 #include "attention/mla_fp8_impl.cuh"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <type_traits>
 
@@ -44,7 +45,7 @@ namespace {
 using namespace fp8k;
 template <bool F16>
 __global__ void __launch_bounds__(256, 1)
-    mla_decode_fp8_kernel(MqaArgs a, const uint8_t* __restrict__ cache, const int4* __restrict__ work) {
+    mla_decode_fp8_kernel(MqaArgs a, const uint8_t* __restrict__ cache, const int4* __restrict__ work, int pf) {
   using namespace sm90;
   using S0 = std::conditional_t<F16, ShareH0, Share0>;
   using S1 = std::conditional_t<F16, ShareH1, Share1>;
@@ -72,7 +73,7 @@ __global__ void __launch_bounds__(256, 1)
   auto tile_valid = [&](int j) { return min(64, re - rb - 64 * j); };
 
   if (tid == 0)
-    for (int j = 0; j < min(4, ntiles); ++j) prefetch_l2(tile_base(j), (tile_valid(j) * kMlaFp8TokenBytes + 15) & ~15);
+    for (int j = 0; j < min(pf, ntiles); ++j) prefetch_l2(tile_base(j), (tile_valid(j) * kMlaFp8TokenBytes + 15) & ~15);
   {  // Q tile (padded heads read as zeros), swizzled
     const bf16* qsrc = a.q + (static_cast<size_t>(qi) * H + head0) * 576;
     for (int u = tid; u < 64 * 72; u += 256) {
@@ -172,7 +173,7 @@ __global__ void __launch_bounds__(256, 1)
       const uint32_t kv = sb + kOffKV + st * kTile;
       const int valid = tile_valid(j);
       const bool more = j + 2 < ntiles;
-      if (tid == 0 && j + 4 < ntiles) prefetch_l2(tile_base(j + 4), (tile_valid(j + 4) * kMlaFp8TokenBytes + 15) & ~15);
+      if (tid == 0 && j + pf < ntiles) prefetch_l2(tile_base(j + pf), (tile_valid(j + pf) * kMlaFp8TokenBytes + 15) & ~15);
       S0 sh;  // tile j+2, column blocks 0-3: loads in flight during the softmax and the GEMMs
       if (more) sh.load(tile_base(j + 2), tile_valid(j + 2), tid);
       if (j > 0) named_bar_sync(2, 256);  // warpgroup 1's P V(j-1) is done: P and alpha are free
@@ -386,6 +387,11 @@ void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& p
   if (plan.n_slots > 0 && (!a.o_part || !a.lse_part)) throw std::invalid_argument("mla_decode_fp8: split plan needs o_part/lse_part");
   if (plan.nq != a.nq) throw std::invalid_argument("mla_decode_fp8: plan built for another query count");
   if (a.sink) throw std::invalid_argument("mla_decode_fp8: MLA has no attention sink (sink must be null)");
+  // L2 prefetch distance in tiles (4; SERVESIM_MLA_FP8_PF overrides it for experiments)
+  static const int pf = [] {
+    const char* e = std::getenv("SERVESIM_MLA_FP8_PF");
+    return e ? std::max(1, std::atoi(e)) : 4;
+  }();
   static bool attr = false;
   if (!attr) {
     SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
@@ -396,10 +402,10 @@ void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& p
     if (g_fp8_variant == 5) {
       launch_mla_fp8_ws(a, cache_fp8, plan, s);
     } else if (g_fp8_variant == 6) {
-      mla_decode_fp8_kernel<true><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p);
+      mla_decode_fp8_kernel<true><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p, pf);
       SS_LAUNCH_CHECK();
     } else {
-      mla_decode_fp8_kernel<false><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p);
+      mla_decode_fp8_kernel<false><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p, pf);
       SS_LAUNCH_CHECK();
     }
   }
