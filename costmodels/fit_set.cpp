@@ -36,6 +36,7 @@ std::string fnv1a64_hex(const std::string& bytes) {
 Ceilings datasheet_ceilings(const GpuSpec& g) {
   Ceilings c;
   c.bf16 = g.bf16_flop_per_s, c.fp8 = g.fp8_flop_per_s, c.fp4 = g.fp4_flop_per_s, c.hbm = g.hbm_bandwidth_bytes_per_s;
+  c.hbm_achievable = g.hbm_bandwidth_measured_bytes_per_s;  // 0 where not measured
   return c;
 }
 
@@ -61,6 +62,8 @@ FitSet read_fit_json(const std::string& path) {
     const auto& rc = j.at("reference_ceilings");
     fs.reference.bf16 = rc.at("bf16_flop_per_s").get<double>(), fs.reference.fp8 = rc.at("fp8_flop_per_s").get<double>();
     fs.reference.fp4 = rc.at("fp4_flop_per_s").get<double>(), fs.reference.hbm = rc.at("hbm_bytes_per_s").get<double>();
+    // absent in files fitted before the cross-GPU rule used it: the datasheet figure then
+    fs.reference.hbm_achievable = rc.value("hbm_achievable_bytes_per_s", 0.0);
     for (const auto& t : j.at("tables"))
       fs.tables.push_back({t.at("file").get<std::string>(), t.at("op").get<std::string>(), t.at("commit").get<std::string>(),
                            t.at("fnv1a64").get<std::string>(), t.at("rows").get<int>()});

@@ -48,7 +48,7 @@ struct CommCalibration {
 /// Everything the fitted cost model needs, and where it came from.
 struct FitSet {
   std::string measured_on;  ///< hardware name of the GPU the tables were measured on ("h200")
-  Ceilings reference;       ///< its datasheet ceilings (scenarios/hardware/<measured_on>.json)
+  Ceilings reference;       ///< its datasheet ceilings and measured HBM copy bandwidth (scenarios/hardware/<measured_on>.json)
   std::array<FittedFamily, kFamilyCount> families{};
   std::array<int, kFamilyCount> rows{};  ///< training rows per family
   double launch_gap_s = 0;  ///< removed from every eagerly timed row (kernel_families.hpp launch_gap_s)
@@ -64,7 +64,8 @@ struct FitSet {
   std::string file_hash;  ///< FNV-1a 64 of that file
 };
 
-/// Datasheet ceilings of a GPU (bf16/fp8/fp4 dense FLOP/s, HBM bytes/s).
+/// Datasheet ceilings of a GPU (bf16/fp8/fp4 dense FLOP/s, HBM bytes/s), and its measured HBM
+/// bandwidth as hbm_achievable (0 where the hardware file has none).
 Ceilings datasheet_ceilings(const GpuSpec& gpu);
 
 /// FNV-1a 64-bit hash of a byte string, as 16 lowercase hex digits (content fingerprints).

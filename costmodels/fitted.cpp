@@ -213,11 +213,11 @@ double FittedCostModel::kernel_seconds(Family f, const double* x, bool* extrapol
   double t = family_seconds(info, fit_->families[static_cast<int>(f)], x, fit_->reference, extrapolated);
   if (scaled_) {
     // only the part above the kernel's fixed cost (launch, ramp, tail: the target GPU's
-    // kernel_fixed_s, capped at t) scales with the roofline-bound ratio (issue 11 item 4)
-    const Work w = info.work(x);
-    const double r = fit_->reference.bound(w);
+    // kernel_fixed_s, capped at t) is scaled (issue 11 item 4): its math path by the peak ratio,
+    // its memory path by the HBM as far as the kernel is bandwidth-bound, its latency term kept
+    // (cross_gpu_seconds, kernel_families.hpp)
     const double fixed = std::min(t, gpu_.kernel_fixed_s);
-    if (r > 0) t = fixed + (t - fixed) * (target_.bound(w) / r);
+    t = fixed + cross_gpu_seconds(t - fixed, info.work(x), fit_->reference, target_);
     if (extrapolated) *extrapolated = true;
   }
   return t;
@@ -274,7 +274,7 @@ FitProvenance fitted_provenance(const GpuSpec& gpu) {
   p.parameters = gpu.fitted_models;
   p.parameters_hash = fs->file_hash;
   p.measured_on = fs->measured_on;
-  p.scaling = gpu.name == fs->measured_on ? "none" : "extrapolated from " + upper(fs->measured_on) + " (roofline-bound ratio per kernel, datasheet ceilings)";
+  p.scaling = gpu.name == fs->measured_on ? "none" : "extrapolated from " + upper(fs->measured_on) + " (per kernel: math by the peak ratio, HBM stream by the achievable-bandwidth difference, latency kept)";
   p.measurement_commits = fs->measurement_commits;
   for (const auto& t : fs->tables) p.tables.push_back(t.file + "@" + t.commit + "#" + t.hash);
   return p;

@@ -31,9 +31,11 @@
 //
 // Provenance: `fitted` when every kernel's shape lies inside its family's measured range,
 // `extrapolated` when one does not (answered along the roofline form, kernel_families.hpp) and for
-// every op on a GPU other than the one measured: there each kernel's time is scaled by
-// bound(target) / bound(measured GPU) of its own FLOP and bytes (datasheet ceilings), i.e. the
-// measured efficiency is kept, and the model's name says "extrapolated from H200".
+// every op on a GPU other than the one measured: there each kernel's time above its fixed cost is
+// rescaled by cross_gpu_seconds (kernel_families.hpp): its math path by the peak ratio (efficiency
+// kept), its memory path by the change of B / achievable bandwidth only (Little's law: the latency
+// term of a kernel below the achievable bandwidth carries over; a bandwidth-bound kernel keeps its
+// efficiency), and the model's name says "extrapolated from H200".
 #pragma once
 #include "costmodels/cost_model.hpp"
 #include "costmodels/fit_set.hpp"
@@ -95,7 +97,7 @@ struct FitProvenance {
   std::string parameters;       ///< the hardware file's "fitted_models" as written
   std::string parameters_hash;  ///< FNV-1a 64 of the parameter file
   std::string measured_on;      ///< GPU the tables were measured on
-  std::string scaling;          ///< "none" or "extrapolated from H200 (roofline-bound ratio per kernel)"
+  std::string scaling;          ///< "none" or "extrapolated from H200 (per kernel: ...)" (fitted.cpp)
   std::vector<std::string> measurement_commits;
   std::vector<std::string> tables;  ///< "file@commit#hash"
 };

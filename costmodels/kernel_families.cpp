@@ -18,6 +18,18 @@ double Ceilings::peak(DType t) const {
 
 double Ceilings::bound(const Work& w) const { return std::max(w.flops / peak(w.math), w.bytes / hbm); }
 
+double cross_gpu_seconds(double s, const Work& w, const Ceilings& src, const Ceilings& dst) {
+  const double bs = src.bound(w);
+  if (!(s > 0) || !(bs > 0)) return s;
+  const double c = s * (w.flops / dst.peak(w.math)) / bs;
+  if (!(w.bytes > 0)) return c;
+  const double a_src = src.hbm_achievable > 0 ? src.hbm_achievable : src.hbm;
+  const double a_dst = dst.hbm_achievable > 0 ? dst.hbm_achievable : dst.hbm * a_src / src.hbm;
+  const double k = std::max(1.0, src.hbm * bs / s / a_src);  // achieved above the achievable: bandwidth-bound
+  const double m = s * (w.bytes / src.hbm) / bs + w.bytes / (k * a_dst) - w.bytes / (k * a_src);
+  return std::max(c, m);
+}
+
 namespace {
 
 // ------------------------------------------------------------------ work (table formulas)

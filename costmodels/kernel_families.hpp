@@ -62,6 +62,9 @@ struct Work {
 /// Ceilings a roofline bound uses (FLOP/s per tensor-core input type, bytes/s).
 struct Ceilings {
   double bf16 = 0, fp8 = 0, fp4 = 0, hbm = 0;
+  /// HBM bandwidth a streaming kernel achieves (measured device copy); 0 = not known: the
+  /// datasheet `hbm` (cross_gpu_seconds).
+  double hbm_achievable = 0;
   /// Peak for `t`: fp8 → fp8; mxfp4 → fp4 when the GPU has FP4 tensor cores, else bf16 (Hopper
   /// runs MXFP4 weights as W4A16, model-facts §3.2); everything else → bf16.
   double peak(DType t) const;
@@ -86,6 +89,33 @@ struct FamilyInfo {
   /// the surface is smooth in the transformed features. nullptr = identity.
   void (*transform)(double* f) = nullptr;
 };
+
+/// Seconds a kernel that takes `s` seconds (its fixed cost already removed) for work `w` on a GPU
+/// with ceilings `src` takes on a GPU with ceilings `dst` (the H200's tables priced on the H800,
+/// H100 and B300; issue 11 item 4). Little's law (throughput = data in flight / round-trip time; for
+/// GPU memory e.g. V. Volkov, "Understanding Latency Hiding on GPUs", UC Berkeley PhD thesis, 2016):
+/// a kernel keeps a fixed amount of data in flight N (its CTAs × pipeline stages × tile bytes, set by
+/// the same SMs), and each round trip costs the DRAM latency L plus the transfer of N at the
+/// achievable bandwidth A, so its memory path takes B·L/N + B/A: only the B/A term depends on the
+/// HBM, the latency term B·L/N carries over. A (hbm_achievable): 4.3 TB/s measured device copy on
+/// the H200 (../shared/reference/hardware.md), 0.896 of its datasheet; the same fraction of the
+/// H800's 3.35 TB/s is 3.0 TB/s, what FlashMLA's memory-bound decode reaches there. Hence, with
+/// bound = max(F / peak, B / hbm) (datasheet) on the source:
+///   math path   c = s · (F / peak_dst) / bound_src           (efficiency kept, as before)
+///   memory path m = s · (B / hbm_src) / bound_src + B / A_dst − B / A_src
+///   answer      max(c, m)
+/// where A = k · hbm_achievable (datasheet hbm where unknown; a target without a measured figure
+/// gets the source's achievable fraction of its own datasheet), k = max(1, achieved / A_src) and
+/// achieved = hbm_src · bound_src / s (a kernel at or above the achievable bandwidth is
+/// bandwidth-bound: then m = s · (B / hbm_dst) / bound_src, the old ratio rule exactly). The
+/// latency term is s · (B / hbm_src) / bound_src − B / A_src ≥ 0; it is 0 for a bandwidth-bound
+/// kernel and most of the time of a latency/occupancy-bound one (e.g. the H200's grouped FP8
+/// GEMM at 4×256 rows, N 7168, K 2048: 75.5 MB in 31 µs above the fixed cost, 2.4 TB/s of the
+/// achievable 4.3: +7.6 µs on the H800 (3.0 TB/s achievable) where the old rule
+/// s · bound_dst / bound_src added 13.4 µs). Carrying the latency term over is exact between
+/// H200, H100 and H800 (one GH100 die: 132 SMs, the same clocks and DRAM latency; only the HBM
+/// differs) and an assumption for B300 (more SMs, its own latency: the term is kept, not shrunk).
+double cross_gpu_seconds(double s, const Work& w, const Ceilings& src, const Ceilings& dst);
 
 const FamilyInfo& family_info(Family f);
 /// Family with this name; throws std::invalid_argument listing the names if none.

@@ -363,7 +363,9 @@ void write_fit_json(const FitSet& fs, const std::string& path) {
                              {"fp8_flop_per_s", fs.reference.fp8},
                              {"fp4_flop_per_s", fs.reference.fp4},
                              {"hbm_bytes_per_s", fs.reference.hbm},
-                             {"source", "datasheet figures of scenarios/hardware/" + fs.measured_on + ".json"}};
+                             {"hbm_achievable_bytes_per_s", fs.reference.hbm_achievable},
+                             {"source", "datasheet figures of scenarios/hardware/" + fs.measured_on + ".json; hbm_achievable_bytes_per_s: its "
+                                        "measured HBM copy bandwidth (0: none)"}};
   ojson tabs = ojson::array();
   for (const auto& t : fs.tables)
     tabs.push_back({{"file", t.file}, {"op", t.op}, {"commit", t.commit}, {"fnv1a64", t.hash}, {"rows", t.rows}});

@@ -3,7 +3,7 @@
 //  - composite checks: whole measured layers (moe_layer_*, dense_ffn_k3 / moe_shared_expert
 //    "total") against the sum of the engine's ops for the same shape, on the measured GPU;
 //  - published H800 kernel numbers (published-measurements.md §3.6-3.7, model-facts §3) against
-//    our kernels' fits scaled to the H800 by the roofline-bound ratio.
+//    our kernels' fits scaled to the H800 per kernel (cross_gpu_seconds, kernel_families.hpp).
 #pragma once
 #include "costmodels/calibration/fit.hpp"
 #include "scenarios/model_spec.hpp"

@@ -190,7 +190,7 @@ int costmodel_report(const CostModelArgs& a) {
     const auto models = bench_models();
     print_checks("Composite checks on the " + loaded->measured_on + " (whole measured layers vs the sum of the engine's ops for the same shape):",
                  composite_checks(loaded, gpu, tables, models));
-    print_checks("H800: published kernel figures vs our kernels' fits scaled by the roofline-bound ratio H800/H200\n"
+    print_checks("H800: published kernel figures vs our kernels' fits scaled H200 -> H800 per kernel (math by the peak ratio, the HBM stream\nby bytes over achievable bandwidth, latency kept: cross_gpu_seconds)\n"
                  "(the tables measure OUR kernels: FlashMLA / DeepGEMM are production wgmma kernels, kernels/attention/NOTES.md):",
                  published_h800_checks(loaded, h800));
     print_comm(loaded->comm);
