@@ -97,3 +97,37 @@ TEST(Flows, ConcurrentLoadsNeverExceedTheirBottleneck) {
   const double bound[] = {64e9, 64e9, 64e9, 64e9, 512e9, 512e9, 25e9, 25e9};
   for (size_t i = 0; i < r.size(); ++i) EXPECT_LE(r[i].bytes / r[i].done_s, bound[i] * (1 + 1e-9)) << "flow " << i << " ran faster than its bottleneck";
 }
+
+// SimGrid 3.32 does not cap a host-to-host comm (Comm::sendto_init) at the rate set with set_rate:
+// it gets its max-min fair share like any flow. all_to_all_on_fabric's background flows
+// (KvMover::inject_all_to_all) are built that way, so they burst at their fair share at each step
+// start instead of spreading the step's bytes at bytes / time (README "Limits"). This pins the
+// library's behaviour: two flows from GPU 0 to GPU 8 of the other node share GPU 0's 50 GB/s NIC;
+// one of 1 GB "capped" at 1 GB/s starts first, then a 4 GB copy. With the cap honoured the copy
+// would take 4 / 49 s; as SimGrid 3.32 shares, the copy gets 25 GB/s until the 1 GB flow ends
+// (at 2 x its remaining bytes over the NIC), then 50. If this fails after a SimGrid upgrade, the
+// background flows are capped now: re-check the all-to-all model and its tests.
+TEST(Flows, SimGrid332IgnoresTheRateOfAHostToHostComm) {
+  int argc = 1;
+  char name[] = "test";
+  char* argv[] = {name, nullptr};
+  auto* e = new sg4::Engine(&argc, argv);
+  configure_network_model();
+  ClusterSpec c;
+  c.nodes = 2;
+  const Platform p = build_platform(c, test::gpu("h200"), 25e9, 1e-4, {});
+  double copy_s = -1;
+  sg4::Actor::create("f", p.frontend, [&] {
+    auto capped = sg4::Comm::sendto_init()->set_payload_size(1000000000)->set_rate(1e9);
+    capped->set_source(p.gpu(0, 0));
+    capped->set_destination(p.gpu(1, 0));
+    const double t0 = sg4::Engine::get_clock();
+    sg4::Comm::sendto(p.gpu(0, 0), p.gpu(1, 0), 4e9);
+    copy_s = sg4::Engine::get_clock() - t0;
+    if (!capped->test()) capped->cancel();
+  });
+  e->run();
+  // uncapped: both at 25 GB/s until the 1 GB flow ends at 0.04 s, then the copy's last 3 GB at 50 GB/s
+  EXPECT_NEAR(copy_s, 0.04 + 3e9 / 50e9, 2e-4);
+  EXPECT_GT(copy_s, 4e9 / 49e9 * 1.2);  // far from the capped answer
+}
