@@ -88,25 +88,48 @@ class PrefixCache {
     double last_use = 0;
     bool offered = false;    ///< the eviction policy holds it as a candidate, at time offered_s
     double offered_s = 0;
-    /// children by first block id; allocated with the first child (most nodes are leaves: an empty
-    /// map inline would cost 56 bytes each)
+    /// children by first block id: the first one inline (a radix chain's inner nodes have one
+    /// child, and the per-arrival lookup at the root then costs no hash-table probe), the others in
+    /// a map allocated with the second (most nodes are leaves: an empty map inline would cost 56
+    /// bytes each). Invariant: the map is non-empty only while the inline slot is taken.
     struct Children {
+      std::uint64_t id0 = 0;
+      Node* n0 = nullptr;
       std::unique_ptr<std::unordered_map<std::uint64_t, Node*>> m;
       Node* find(std::uint64_t id) const {
+        if (n0 && id0 == id) return n0;
         if (!m) return nullptr;
         auto it = m->find(id);
         return it == m->end() ? nullptr : it->second;
       }
       void set(std::uint64_t id, Node* n) {
+        if (n0 && id0 == id) {
+          n0 = n;
+          return;
+        }
+        if (!n0) {  // (the map is empty then)
+          id0 = id, n0 = n;
+          return;
+        }
         if (!m) m = std::make_unique<std::unordered_map<std::uint64_t, Node*>>();
         (*m)[id] = n;
       }
       void erase(std::uint64_t id) {
+        if (n0 && id0 == id) {
+          n0 = nullptr;
+          if (m) {  // keep the invariant: one of the others moves inline
+            auto it = m->begin();
+            id0 = it->first, n0 = it->second;
+            m->erase(it);
+            if (m->empty()) m.reset();
+          }
+          return;
+        }
         if (!m) return;
         m->erase(id);
         if (m->empty()) m.reset();
       }
-      bool empty() const { return !m; }
+      bool empty() const { return !n0; }
     } children;
   };
   double node_bytes(const Node& n) const;
