@@ -133,8 +133,12 @@ void random_pool(int block_tokens, double checkpoint_bytes, unsigned seed, long 
   for (int step = 0; step < 1500; ++step) {
     const int what = pick(10);
     PrefixCache& c = *pool.caches[static_cast<size_t>(pick(ranks))];
-    if (what < 5) insert(c, random_prompt(), step);
-    else if (what < 6) c.evict(static_cast<double>(pick(40)));
+    if (what < 4) insert(c, random_prompt(), step);
+    else if (what < 5) {  // a cached system prompt's first k blocks again: often only new checkpoints, no new block
+      const auto& sys = systems[static_cast<size_t>(pick(4))];
+      const int k = 1 + pick(static_cast<int>(sys.size()));
+      insert(c, prompt(std::vector<int>(sys.begin(), sys.begin() + k), static_cast<long long>(k) * block_tokens, block_tokens), step);
+    } else if (what < 6) c.evict(static_cast<double>(pick(40)));
     const Request ask = random_prompt();
     pool.index->match_all(ask, out);
     ASSERT_EQ(out.size(), static_cast<size_t>(ranks));
@@ -160,4 +164,13 @@ TEST(PrefixIndex, PromptsPastTheIndexedPositionsAnswerAsEachRank) {
   static_assert(PrefixIndex::kIndexedTokens / 16384 == 4);
   random_pool(16384, 0.0, 13, 8);
   random_pool(16384, 0.5, 14, 8);
+}
+
+// The index must see every block from the start: a cache that already holds some is refused.
+TEST(PrefixIndex, RefusesACacheThatAlreadyHoldsBlocks) {
+  PrefixCache c(16, 1.0, 0.0, make_eviction_policy("lru"));
+  insert(c, prompt({1, 2}, 32, 16), 0.0);
+  EXPECT_THROW(PrefixIndex({&c}), std::logic_error);
+  PrefixCache empty(16, 1.0, 0.0, make_eviction_policy("lru"));
+  EXPECT_NO_THROW(PrefixIndex({&empty}));
 }

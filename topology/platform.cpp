@@ -218,8 +218,8 @@ Platform build_platform(const ClusterSpec& cluster, const GpuSpec& gpu, double s
   // SimGrid 3.32 walks every zone attached to the engine's root zone for each new link's name and,
   // in each zone's seal, for its hosts (NetZoneImpl::get_all_hosts → Engine::get_filtered_hosts):
   // O(nodes²) over a cluster (about 100 s at 10,000 nodes). The engine's root is an empty zone while
-  // the fabric and its nodes are built and sealed beside it, so those walks find nothing to walk;
-  // the finished fabric is attached to it last. Routes never climb above the fabric (the common
+  // the fabric and its node zones are built beside it (each node zone sealed there), so those walks
+  // find nothing to walk; the finished fabric is attached to it last and sealed with it. Routes never climb above the fabric (the common
   // ancestor of any two endpoints), so they are the same as with the fabric as the root.
   auto* top = sg4::create_empty_zone("servesim");
   auto* root = sg4::create_star_zone("fabric");

@@ -1,11 +1,16 @@
 #include "sim/kvcache/prefix_index.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace servesim {
 
 PrefixIndex::PrefixIndex(const std::vector<PrefixCache*>& caches) : caches_(caches), gen_(caches.size(), 1), memo_(caches.size()), last_(versions_.end()) {
-  for (std::size_t g = 0; g < caches_.size(); ++g) caches_[g]->attach_index(this, static_cast<int>(g));
+  for (std::size_t g = 0; g < caches_.size(); ++g) {
+    if (caches_[g]->bytes() > 0) throw std::logic_error("PrefixIndex: rank " + std::to_string(g) + "'s cache already holds blocks");
+    caches_[g]->attach_index(this, static_cast<int>(g));
+  }
   if (!caches_.empty()) indexed_blocks_ = static_cast<int>(std::max<long long>(1, kIndexedTokens / caches_[0]->block_tokens()));
 }
 
