@@ -11,6 +11,7 @@
 #include <simgrid/s4u.hpp>
 
 #include <functional>
+#include <utility>
 #include <vector>
 
 namespace sg4 = simgrid::s4u;
@@ -26,8 +27,9 @@ struct Flow {
   double done_s = -1;
 };
 
-// Runs the flows together from t = 0 on a 2-node H200 platform with a TP-8 group endpoint at GPU 0.
-std::vector<Flow> run(std::vector<Flow> flows) {
+// This process's SimGrid engine (left alive: one per process) and a 2-node H200 platform with the
+// given group endpoints.
+std::pair<sg4::Engine*, Platform> two_nodes(const std::vector<GpuGroup>& groups) {
   int argc = 1;
   char name[] = "test";
   char* argv[] = {name, nullptr};
@@ -35,7 +37,12 @@ std::vector<Flow> run(std::vector<Flow> flows) {
   configure_network_model();
   ClusterSpec c;
   c.nodes = 2;
-  const Platform p = build_platform(c, test::gpu("h200"), 25e9, 1e-4, {{0, 8}});
+  return {e, build_platform(c, test::gpu("h200"), 25e9, 1e-4, groups)};
+}
+
+// Runs the flows together from t = 0 on a 2-node H200 platform with a TP-8 group endpoint at GPU 0.
+std::vector<Flow> run(std::vector<Flow> flows) {
+  const auto [e, p] = two_nodes({{0, 8}});
   for (auto& f : flows)
     sg4::Actor::create("f", p.frontend, [&f, &p] {
       sg4::Comm::sendto(f.src(p), f.dst(p), static_cast<uint64_t>(f.bytes));
@@ -108,14 +115,7 @@ TEST(Flows, ConcurrentLoadsNeverExceedTheirBottleneck) {
 // (at 2 x its remaining bytes over the NIC), then 50. If this fails after a SimGrid upgrade, the
 // background flows are capped now: re-check the all-to-all model and its tests.
 TEST(Flows, SimGrid332IgnoresTheRateOfAHostToHostComm) {
-  int argc = 1;
-  char name[] = "test";
-  char* argv[] = {name, nullptr};
-  auto* e = new sg4::Engine(&argc, argv);
-  configure_network_model();
-  ClusterSpec c;
-  c.nodes = 2;
-  const Platform p = build_platform(c, test::gpu("h200"), 25e9, 1e-4, {});
+  const auto [e, p] = two_nodes({});
   double copy_s = -1;
   sg4::Actor::create("f", p.frontend, [&] {
     auto capped = sg4::Comm::sendto_init()->set_payload_size(1000000000)->set_rate(1e9);

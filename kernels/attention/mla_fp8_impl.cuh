@@ -57,6 +57,23 @@ __device__ __forceinline__ void convert16(const uint4& v, float sc, uint4& lo, u
 // block's 4 per token; with ROPE also RoPE chunks m = 128 u + t (u < 4): tokens t/8 + 16 u, chunk
 // t % 8. Every address is a per-thread base plus a compile-time offset; the swizzle (r % 8) is
 // the same for all of a thread's chunks.
+// The RoPE block of a tile (BF16, copied as is; Share and ShareH with ROPE): thread t's chunks
+// m = 128 u + t (u < 4), tokens t/8 + 16 u, chunk t % 8; rows past `valid` load as zeros. T: the
+// shared-memory address of the BF16 tile (its RoPE block follows the 8 column blocks of 8192 B).
+__device__ __forceinline__ void load_rope(uint4 (&rope)[4], const uint8_t* base, int valid, int t) {
+  const int q0 = t >> 3;
+  const uint8_t* gr = base + q0 * kMlaFp8TokenBytes + kMlaFp8RopeOff + 16 * (t & 7);
+#pragma unroll
+  for (int u = 0; u < 4; ++u)
+    rope[u] = q0 + 16 * u < valid ? __ldg(reinterpret_cast<const uint4*>(gr + 16 * u * kMlaFp8TokenBytes)) : make_uint4(0, 0, 0, 0);
+}
+__device__ __forceinline__ void store_rope(const uint4 (&rope)[4], uint32_t T, int t) {
+  const int q0 = t >> 3;
+  const uint32_t dr = T + 8 * 8192 + q0 * 128 + (((t & 7) ^ (q0 & 7)) << 4);
+#pragma unroll
+  for (int u = 0; u < 4; ++u) sts128(dr + u * 2048, rope[u]);
+}
+
 template <int W, bool ROPE>
 struct Share {
   static constexpr int kN = 8, kR = ROPE ? 4 : 0;
@@ -78,14 +95,7 @@ struct Share {
         sc[u] = 0.f;
       }
     }
-    if constexpr (ROPE) {
-      const int q0 = t >> 3;
-      const uint8_t* gr = base + q0 * kMlaFp8TokenBytes + kMlaFp8RopeOff + 16 * (t & 7);
-#pragma unroll
-      for (int u = 0; u < kR; ++u)
-        rope[u] = q0 + 16 * u < valid ? __ldg(reinterpret_cast<const uint4*>(gr + 16 * u * kMlaFp8TokenBytes))
-                                      : make_uint4(0, 0, 0, 0);
-    }
+    if constexpr (ROPE) load_rope(rope, base, valid, t);
   }
   // T: shared-memory address of the BF16 tile.
   __device__ __forceinline__ void store(uint32_t T, int t) const {
@@ -99,12 +109,7 @@ struct Share {
       sts128(d + kg * 8192 + half * 4096 + s0, lo);
       sts128(d + kg * 8192 + half * 4096 + s1, hi);
     }
-    if constexpr (ROPE) {
-      const int q0 = t >> 3;
-      const uint32_t dr = T + 8 * 8192 + q0 * 128 + (((t & 7) ^ (q0 & 7)) << 4);
-#pragma unroll
-      for (int u = 0; u < kR; ++u) sts128(dr + u * 2048, rope[u]);
-    }
+    if constexpr (ROPE) store_rope(rope, T, t);
   }
 };
 // Warpgroup w dequantises the column blocks its own P V reads (w = 0: blocks 0-3; w = 1: 4-7 and
@@ -165,14 +170,7 @@ struct ShareH {
       raw[u] = r0 + 32 * half < valid ? __ldg(reinterpret_cast<const uint4*>(tok + 64 * kg + 16 * (t & 3)))
                                       : make_uint4(0, 0, 0, 0);
     }
-    if constexpr (ROPE) {
-      const int q0 = t >> 3;
-      const uint8_t* gr = base + q0 * kMlaFp8TokenBytes + kMlaFp8RopeOff + 16 * (t & 7);
-#pragma unroll
-      for (int u = 0; u < kR; ++u)
-        rope[u] = q0 + 16 * u < valid ? __ldg(reinterpret_cast<const uint4*>(gr + 16 * u * kMlaFp8TokenBytes))
-                                      : make_uint4(0, 0, 0, 0);
-    }
+    if constexpr (ROPE) load_rope(rope, base, valid, t);
   }
   __device__ __forceinline__ void store(uint32_t T, int t) const {
     const int r0 = t >> 2, c = 2 * (t & 3);
@@ -191,12 +189,7 @@ struct ShareH {
       sts128(d + kg * 8192 + half * 4096 + s0, lo);
       sts128(d + kg * 8192 + half * 4096 + s1, hi);
     }
-    if constexpr (ROPE) {
-      const int q0 = t >> 3;
-      const uint32_t dr = T + 8 * 8192 + q0 * 128 + (((t & 7) ^ (q0 & 7)) << 4);
-#pragma unroll
-      for (int u = 0; u < kR; ++u) sts128(dr + u * 2048, rope[u]);
-    }
+    if constexpr (ROPE) store_rope(rope, T, t);
   }
 };
 using ShareH0 = ShareH<0, false>;

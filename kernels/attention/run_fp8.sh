@@ -13,6 +13,7 @@
 # ncu report with per-SASS-instruction stall samples at the first NCU point (source page as CSV).
 # -> $OUT/run.log, $OUT/tables.tar.gz (mla_decode_fp8kv.json, compare tables), $OUT/logs.tar.gz
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/ncu_fp8_full.sh"
 BUILD=${BUILD:-build-attn}
 OUT=${OUT:-/tmp/out-attn}
 BIN=$BUILD/kernels/attention
@@ -85,13 +86,7 @@ CP=${COMPARE_POINTS:-256:128:2048,16:128:65536,512:128:4096,512:64:4096,128:64:3
   if [ "$RC" = 0 ] && [ -n "${NCU_SOURCE:-}" ] && [ -n "${NCU_POINTS:-}" ] && command -v ncu > /dev/null; then
     pt=${NCU_POINTS%% *}
     for v in $FV; do
-      timeout 150 ncu --clock-control none -k regex:mla_decode_fp8 -c 1 --set full --import-source no \
-        --section SourceCounters --section WarpStateStats -o "$W/ncu_full_v$v" -f \
-        "$BIN/bench_attn" --out "$W/ncu_tables" --only mla_decode_fp8kv --mla-fp8-variant $v --budget 40 --mla-decode-point "$pt" > "$W/ncu_full_v$v.log" 2>&1
-      echo "=== ncu full variant $v at $pt exit $?"
-      ncu -i "$W/ncu_full_v$v.ncu-rep" --page details --print-details all > "$W/ncu_full_v$v.txt" 2>&1
-      ncu -i "$W/ncu_full_v$v.ncu-rep" --page source --csv --print-source sass > "$W/ncu_src_v$v.csv" 2>&1
-      grep -E "Duration|Issue Slots Busy|Executed Ipc A|No Eligible|Warp Cycles Per Issued|Stall|Registers Per|DRAM Throughput|Memory Throughput" "$W/ncu_full_v$v.txt" | head -30
+      ncu_fp8_full "$BIN" "$W" "$v" "$pt"
     done
   fi
   echo "=== summary"

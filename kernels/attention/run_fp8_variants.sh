@@ -10,6 +10,7 @@
 #     NCU_POINT=512:64:4096 WORK=/tmp/w bash kernels/attention/run_fp8_variants.sh
 # -> $OUT/run.log, $OUT/tables.tar.gz (sweep table + compare tables), $OUT/logs.tar.gz
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/ncu_fp8_full.sh"
 BUILD=${BUILD:-build-attn}
 OUT=${OUT:-/tmp/out-attn}
 BIN=$BUILD/kernels/attention
@@ -104,13 +105,7 @@ PY
   fi
   if [ -n "${NCU_POINT:-}" ] && command -v ncu > /dev/null; then
     for v in ${NCU_VARIANTS:-$BEST}; do
-      timeout 150 ncu --clock-control none -k regex:mla_decode_fp8 -c 1 --set full --import-source no \
-        --section SourceCounters --section WarpStateStats -o "$W/ncu_full_v$v" -f \
-        "$BIN/bench_attn" --out "$W/ncu_tables" --only mla_decode_fp8kv --mla-fp8-variant $v --budget 40 --mla-decode-point "$NCU_POINT" > "$W/ncu_full_v$v.log" 2>&1
-      echo "=== ncu full variant $v at $NCU_POINT exit $?"
-      ncu -i "$W/ncu_full_v$v.ncu-rep" --page details --print-details all > "$W/ncu_full_v$v.txt" 2>&1
-      ncu -i "$W/ncu_full_v$v.ncu-rep" --page source --csv --print-source sass > "$W/ncu_src_v$v.csv" 2>&1
-      grep -E "Duration|Issue Slots Busy|Executed Ipc A|No Eligible|Warp Cycles Per Issued|Stall (Barrier|Long|Wait|Short|Dispatch|Math)|DRAM Throughput|Tensor|L2 Cache Throughput" "$W/ncu_full_v$v.txt" | head -24
+      ncu_fp8_full "$BIN" "$W" "$v" "$NCU_POINT"
     done
   fi
   echo "total $(( $(date +%s) - T0 )) s"

@@ -84,8 +84,7 @@ PrefixMatch PrefixCache::match(const Request& r) const {
     m.tokens = static_cast<long long>(cp_blocks) * block_tokens_;
   } else {
     m.pin_blocks = pos;
-    m.tokens = pos > 0 ? static_cast<long long>(pos - 1) * block_tokens_ + last_len : 0;
-    m.tokens = std::min(m.tokens, r.input_tokens - 1);
+    m.tokens = resumable_tokens(pos, last_len, r);
   }
   return m;
 }
@@ -105,7 +104,13 @@ long long PrefixCache::tokens_from_walk(const PrefixWalk& w, const Request& r) c
     if (static_cast<long long>(w.checkpoint_end) * block_tokens_ >= r.input_tokens) return -1;
     return static_cast<long long>(w.checkpoint_end) * block_tokens_;
   }
-  const long long t = w.present > 0 ? static_cast<long long>(w.present - 1) * block_tokens_ + w.last_tokens : 0;
+  return resumable_tokens(w.present, w.last_tokens, r);
+}
+
+// Without checkpoints: the tokens of `present` leading blocks (the last one `last_len` tokens), less
+// r's last token, whose logits the prefill must compute.
+long long PrefixCache::resumable_tokens(int present, int last_len, const Request& r) const {
+  const long long t = present > 0 ? static_cast<long long>(present - 1) * block_tokens_ + last_len : 0;
   return std::min(t, r.input_tokens - 1);
 }
 

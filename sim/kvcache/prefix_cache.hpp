@@ -150,6 +150,8 @@ class PrefixCache {
   /// Returns the blocks matched; sets last_len as match() counts the last of them.
   template <class F>
   int descend(const std::uint64_t* ids, int n, int& last_len, F&& on_full_node) const;
+  /// match()'s tokens without checkpoints, from the blocks found and the last one's tokens
+  long long resumable_tokens(int present, int last_len, const Request& r) const;
   void changed();  ///< tells the index (if any) that match results may differ from now on
   double bytes_ = 0, pinned_bytes_ = 0;
   PrefixIndex* index_ = nullptr;
