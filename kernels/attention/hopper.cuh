@@ -125,4 +125,42 @@ __device__ __forceinline__ void mbar_wait_uniform(uint64_t* bar, uint32_t parity
                  : "memory");
   } while (!__all_sync(0xffffffffu, ok));
 }
+// ---- thread-block clusters (issue 12, mla_decode variant 6: 2-CTA clusters sharing each KV page) ----
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// Every thread of every CTA of the cluster (release / acquire at cluster scope).
+__device__ __forceinline__ void cluster_sync_all() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// Arrive (release, cluster scope) on the mbarrier at the same shared-memory offset as `bar` in CTA
+// `rank` of the cluster (this CTA included).
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank) {
+  asm volatile(
+      "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(saddr(bar)),
+      "r"(rank)
+      : "memory");
+}
+// mbar_wait_uniform with cluster-scope acquire (for arrivals made by another CTA of the cluster).
+__device__ __forceinline__ void mbar_wait_uniform_cluster(uint64_t* bar, uint32_t parity) {
+  uint32_t ok;
+  do {
+    asm volatile("{\n.reg .pred P1;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P1, [%1], %2;\nselp.u32 %0, 1, 0, P1;\n}\n"
+                 : "=r"(ok)
+                 : "r"(saddr(bar)), "r"(parity)
+                 : "memory");
+  } while (!__all_sync(0xffffffffu, ok));
+}
+// 2-D tile -> the same shared-memory offset in every CTA of `mask`, completion (bytes) counted on the
+// mbarrier at the same offset as `bar` in each of them.
+__device__ __forceinline__ void tma_load_2d_mc(void* dst, const void* tmap, uint64_t* bar, int c0, int c1, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(
+          saddr(dst)),
+      "l"(reinterpret_cast<uint64_t>(tmap)), "r"(saddr(bar)), "r"(c0), "r"(c1), "h"(mask)
+      : "memory");
+}
 }  // namespace servesim::attn::sm90

@@ -12,6 +12,7 @@
 #include <cudaTypedefs.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <mutex>
 #include <numeric>
 #include <type_traits>
@@ -1056,14 +1057,15 @@ constexpr int kTile = 64 * 576 * 2;  // 73728 B
 constexpr int kOffK = kTile;         // Q in [0, kTile), stage st at kOffK + st * kTile
 constexpr int kOffF = 3 * kTile;     // floats: sc0[64], m0[64], sc1[64], m1[64], lL[64], lR[64]
 constexpr int kOffBar = kOffF + 6 * 64 * 4;
-constexpr int kSmem = kOffBar + 18 * 8 + 1024;  // + slack for 1024-B alignment
+constexpr int kSmem = kOffBar + 22 * 8 + 1024;  // + slack for 1024-B alignment (variant 6: 4 release barriers)
 static_assert(kSmem <= 232448, "shared memory per block");
 
 using sm90::mbar_wait_uniform;  // hopper.cuh
 
 // S (+)= Q[:, 64 cb .. ] K[:, 64 cb ..]^T over column blocks [B0, B1) of stage `st`, each block
 // waited on its own mbarrier (parity `par`); the first wgmma of block 0 overwrites S.
-template <int B0, int B1>
+// FIRST: the column block whose first wgmma overwrites S (the first one issued).
+template <int B0, int B1, int FIRST = 0>
 __device__ __forceinline__ void s_gemm(float (&s)[32], uint32_t sq, uint32_t kv, uint64_t* bars, uint32_t par) {
   using namespace sm90;
 #pragma unroll
@@ -1073,7 +1075,7 @@ __device__ __forceinline__ void s_gemm(float (&s)[32], uint32_t sq, uint32_t kv,
 #pragma unroll
     for (int k4 = 0; k4 < 4; ++k4) {
       const uint32_t off = cb * 8192 + k4 * 32;
-      wgmma_m64n64k16_ss(s, sw128_desc(sq + off, 16, 1024), sw128_desc(kv + off, 16, 1024), (cb > 0 || k4 > 0) ? 1 : 0);
+      wgmma_m64n64k16_ss(s, sw128_desc(sq + off, 16, 1024), sw128_desc(kv + off, 16, 1024), (cb != FIRST || k4 > 0) ? 1 : 0);
     }
   }
 }
@@ -1136,6 +1138,17 @@ __device__ __forceinline__ void tile_exp(float (&s)[32], float mnA, float mnB, f
 }
 }  // namespace wgs
 
+// Template flags (variant 4 = <false, false>):
+// kMC (variant 6, issue 12 tenth session): the two head-group CTAs of a work item form a 2-CTA
+//   cluster and share every KV page: CTA r loads the column blocks cb with cb % 2 == r by TMA
+//   multicast into both CTAs (half the L2 -> SM bytes of variant 4, whose two CTAs each loaded the
+//   whole page). A block may be refilled only when both CTAs are done with it: each release group
+//   (K0 0-3, K0 4-8, K1 0-3 + 8, K1 4-7) has an mbarrier per CTA with 2 arrivals (one from each
+//   CTA's releasing warp, made on both CTAs); the releasing warp then waits for its own barrier's
+//   phase and issues its half. Each CTA counts the full 8 KB of every block on its own barriers.
+// kReorder (variants 6 and 7): S1 = Q K1^T runs over column blocks 4-7, 0-3, 8 (K1 4-7 are refilled
+//   after P1 V1R, before K1 0-3 + 8, which wait for P1 V1L; variant 4 waited on block 0 first).
+template <bool kMC, bool kReorder>
 __global__ void __launch_bounds__(256, 1)
     mla_decode_seesaw_kernel(const __grid_constant__ CUtensorMap tmap, MqaArgs a, const int4* __restrict__ work) {
   using namespace sm90;
@@ -1150,6 +1163,7 @@ __global__ void __launch_bounds__(256, 1)
   float* sLL = sM1 + 64;
   float* sLR = sLL + 64;
   uint64_t* bar = reinterpret_cast<uint64_t*>(smem + kOffBar);  // [stage * 9 + column block]
+  uint64_t* ebar = bar + 18;  // kMC: release group g (0: K0 0-3, 1: K0 4-8, 2: K1 0-3 + 8, 3: K1 4-7)
 
   const int4 wk = work[blockIdx.y];
   const int qi = wk.x, rb = wk.y, re = wk.z, slot = wk.w;
@@ -1163,20 +1177,38 @@ __global__ void __launch_bounds__(256, 1)
   uint8_t* stg[2] = {smem + kOffK, smem + kOffK + kTile};
   const uint32_t kv0 = sb + kOffK, kv1 = sb + kOffK + kTile;
 
-  // TMA of tile j's column blocks [c0, c1) into stage st (one thread)
+  const uint32_t crank = kMC ? cluster_ctarank() : 0u;
+  // TMA of tile j's column blocks [c0, c1) into stage st (one thread); kMC: this CTA's half of them,
+  // multicast to both CTAs of the cluster, and all of them counted on this CTA's barriers
   auto issue = [&](int j, int st, int c0, int c1) {
     const int tok = rb + 64 * j;
     const int row = bt[tok / ps] * ps + tok % ps;
     for (int cb = c0; cb < c1; ++cb) {
       mbar_expect_tx(&bar[st * 9 + cb], 8192);
-      tma_load_2d(stg[st] + cb * 8192, &tmap, &bar[st * 9 + cb], cb * 64, row);
+      if constexpr (kMC) {
+        if ((cb & 1) == static_cast<int>(crank)) tma_load_2d_mc(stg[st] + cb * 8192, &tmap, &bar[st * 9 + cb], cb * 64, row, 3);
+      } else {
+        tma_load_2d(stg[st] + cb * 8192, &tmap, &bar[st * 9 + cb], cb * 64, row);
+      }
     }
+  };
+  // kMC: warp 0 of a warpgroup, once the warpgroup is done with release group g (round r): arrive on
+  // both CTAs' barrier g, then wait until the other CTA has arrived too (the caller's lane 0 issues).
+  auto release_wait = [&](int g, uint32_t r) {
+    if (lane == 0) {
+      mbar_arrive_cluster(&ebar[g], 0);
+      mbar_arrive_cluster(&ebar[g], 1);
+    }
+    mbar_wait_uniform_cluster(&ebar[g], r & 1);
   };
   if (tid == 0) {
     for (int i = 0; i < 18; ++i) mbar_init(&bar[i], 1);
+    if constexpr (kMC)
+      for (int i = 18; i < 22; ++i) mbar_init(&bar[i], 2);
     mbar_fence_init();
   }
-  __syncthreads();
+  if constexpr (kMC) cluster_sync_all();  // both CTAs' barriers initialised before any multicast
+  else __syncthreads();
   if (tid == 0) {
     if (ntiles > 0) issue(0, 0, 0, 9);
     if (ntiles > 1) issue(1, 1, 0, 9);
@@ -1247,7 +1279,14 @@ __global__ void __launch_bounds__(256, 1)
       wg_wait<0>();
       fence_regs(o);
       named_bar_sync(5, 128);  // P0 V0L done in every warp: K0 blocks 0-3 are free
-      if (tw == 0 && next0) issue(j0 + 2, 0, 0, 4);
+      if constexpr (kMC) {
+        if (w4 == 0 && next0) {
+          release_wait(0, par);
+          if (lane == 0) issue(j0 + 2, 0, 0, 4);
+        }
+      } else if (tw == 0 && next0) {
+        issue(j0 + 2, 0, 0, 4);
+      }
       named_bar_sync(2, 256);  // c1, m1' and P1 from warpgroup 1
       const float c1A = sSc1[rA], c1B = sSc1[rB];
       mA = sM1[rA];
@@ -1285,7 +1324,15 @@ __global__ void __launch_bounds__(256, 1)
         wg_commit();
         wg_wait<1>();  // P1 V1L done: K1 blocks 0-3 and 8 are free
         named_bar_sync(5, 128);
-        if (tw == 0 && next1) {
+        if constexpr (kMC) {
+          if (w4 == 0 && next1) {
+            release_wait(2, par);
+            if (lane == 0) {
+              issue(j1 + 2, 1, 0, 4);
+              issue(j1 + 2, 1, 8, 9);
+            }
+          }
+        } else if (tw == 0 && next1) {
           issue(j1 + 2, 1, 0, 4);
           issue(j1 + 2, 1, 8, 9);
         }
@@ -1308,7 +1355,13 @@ __global__ void __launch_bounds__(256, 1)
       if (have1) {
         fence_regs(s);
         wg_fence();
-        s_gemm<0, 9>(s, sb, kv1, bar + 9, par);
+        if constexpr (kReorder) {
+          s_gemm<4, 8, 4>(s, sb, kv1, bar + 9, par);
+          s_gemm<0, 4, 4>(s, sb, kv1, bar + 9, par);
+          s_gemm<8, 9, 4>(s, sb, kv1, bar + 9, par);
+        } else {
+          s_gemm<0, 9>(s, sb, kv1, bar + 9, par);
+        }
         wg_commit();
         wg_wait<0>();
         fence_regs(s);
@@ -1367,12 +1420,26 @@ __global__ void __launch_bounds__(256, 1)
       if (have1) {
         wg_wait<1>();  // P1 V1R done: K1 blocks 4-7 are free
         named_bar_sync(6, 128);
-        if (tw == 0 && next1) issue(j1 + 2, 1, 4, 8);
+        if constexpr (kMC) {
+          if (w4 == 0 && next1) {
+            release_wait(3, par);
+            if (lane == 0) issue(j1 + 2, 1, 4, 8);
+          }
+        } else if (tw == 0 && next1) {
+          issue(j1 + 2, 1, 4, 8);
+        }
       }
       wg_wait<0>();  // c1 P0 V0R done: K0 blocks 4-8 are free
       fence_regs(o);
       named_bar_sync(6, 128);
-      if (tw == 0 && next0) issue(j0 + 2, 0, 4, 9);
+      if constexpr (kMC) {
+        if (w4 == 0 && next0) {
+          release_wait(1, par);
+          if (lane == 0) issue(j0 + 2, 0, 4, 9);
+        }
+      } else if (tw == 0 && next0) {
+        issue(j0 + 2, 0, 4, 9);
+      }
     }
   }
 
@@ -1389,6 +1456,7 @@ __global__ void __launch_bounds__(256, 1)
   const float m0 = mA, m1 = mB;
   const float l0 = sLL[rA] + sLR[rA], l1 = sLL[rB] + sLR[rB];
   wg_store::store_rows(a, o, m0, m1, l0, l1, head0, H, rA, rB, wg, t4, qi, slot);
+  if constexpr (kMC) cluster_sync_all();  // no CTA exits while the other may still multicast into it or arrive on its barriers
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1690,6 +1758,33 @@ CUtensorMap latent_cache_map(const bf16* cache, long rows, int box_rows) {
   return m;
 }
 
+// Variant 6 at an even head-group count: clusters of the 2 head groups (blockIdx.x 2c, 2c+1) of a
+// work item. Prints once (stderr) how many such clusters can be resident (the plan assumes SMs / 2).
+void launch_seesaw_mc(const CUtensorMap& tm, const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, int groups) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(groups, plan.n_work);
+  cfg.blockDim = dim3(256);
+  cfg.dynamicSmemBytes = wgs::kSmem;
+  cfg.stream = s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = 2;
+  at[0].val.clusterDim.y = 1;
+  at[0].val.clusterDim.z = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  static bool told = false;
+  if (!told) {
+    int nc = 0;
+    if (cudaOccupancyMaxActiveClusters(&nc, mla_decode_seesaw_kernel<true, true>, &cfg) == cudaSuccess)
+      std::fprintf(stderr, "mla_decode variant 6: %d resident 2-CTA clusters (SMs %d)\n", nc, device_sm_count());
+    else
+      (void)cudaGetLastError();
+    told = true;
+  }
+  SS_CUDA(cudaLaunchKernelEx(&cfg, mla_decode_seesaw_kernel<true, true>, tm, a, plan.work.p));
+}
+
 void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, bool ns4, int seesaw = 0) {
   if (a.H <= 0) throw std::invalid_argument("mqa: head count must be positive");
   if (!a.q || !a.out) throw std::invalid_argument("mqa: q and out are required");
@@ -1706,7 +1801,9 @@ void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, boo
   }
   static bool attrS = false;
   if (seesaw && !attrS) {
-    SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_kernel<false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_kernel<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
     SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw2_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
     attrS = true;
   }
@@ -1715,7 +1812,9 @@ void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, boo
   const int groups = (a.H + 63) / 64;
   if (plan.n_work > 0) {
     if (seesaw == 2) mla_decode_seesaw2_kernel<<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
-    else if (seesaw) mla_decode_seesaw_kernel<<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
+    else if (seesaw == 3 && groups % 2 == 0) launch_seesaw_mc(tm, a, plan, s, groups);
+    else if (seesaw >= 3) mla_decode_seesaw_kernel<false, true><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
+    else if (seesaw) mla_decode_seesaw_kernel<false, false><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
     else if (ns4) mla_decode_wgmma4_kernel<<<dim3(groups, plan.n_work), 256, wgk4::kSmem, s>>>(tm, a, plan.work.p);
     else mla_decode_wgmma_kernel<<<dim3(groups, plan.n_work), 256, wgk::kSmem, s>>>(tm, a, plan.work.p);
     SS_LAUNCH_CHECK();
@@ -1817,13 +1916,15 @@ const char* mla_decode_config(int H, int variant) {
   if (variant == 3) return "wgmma_tma_m64_tn32_ns4";
   if (variant == 4) return "wgmma_tma_m64_tn64_seesaw";
   if (variant == 5) return "wgmma_tma_m64_tn64_seesaw_early_pv0";
+  if (variant == 6) return ((H + 63) / 64) % 2 == 0 ? "wgmma_tma_m64_tn64_seesaw_mc2" : "wgmma_tma_m64_tn64_seesaw_s1r";
+  if (variant == 7) return "wgmma_tma_m64_tn64_seesaw_s1r";
   if (H >= 48 && H % 48 == 0) return variant == 1 ? "mt3_tn32_ns2" : "mt3_tn64_ns2";
   return H > 16 ? "mt2_tn32_ns3" : "mt1_tn32_ns3";
 }
 void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, int variant) {
   if (!a.cache || !a.block_table) throw std::invalid_argument("mla_decode: cache and block_table required");
-  if ((variant == 0 || variant == 3 || variant == 4 || variant == 5) && a.page_size % 64 == 0) {
-    launch_mla_wgmma(a, plan, s, variant == 3, variant == 4 ? 1 : variant == 5 ? 2 : 0);
+  if (variant >= 0 && variant <= 7 && variant != 1 && variant != 2 && a.page_size % 64 == 0) {
+    launch_mla_wgmma(a, plan, s, variant == 3, variant == 4 ? 1 : variant == 5 ? 2 : variant == 6 ? 3 : variant == 7 ? 4 : 0);
   } else if (a.H >= 48 && a.H % 48 == 0) {
     if (variant == 1) launch_mqa<576, 3, 32, 2, false>(a, plan, s);
     else launch_mqa<576, 3, 64, 2, false>(a, plan, s);

@@ -277,6 +277,35 @@ TEST(MlaDecode, WgmmaSeesawEarlyPv0) {
   mla_case({5, 700, 2100}, 0, 5, 24);
   mla_case({64, 3000, 1, 128}, 0, 5, 12);
 }
+// variant 6: the seesaw with 2-CTA clusters (the two 64-head groups of a work item share each KV
+// page by TMA multicast, per-group release barriers across the pair) and S1 over column blocks
+// 4-7, 0-3, 8; at an odd head-group count it runs variant 7 (the reordered S1 without clusters).
+// Odd and even tile counts, 1-tile items, partial NaN tails in either tile of a pair, forced splits
+// (up to 141 slots), 4 head groups (two clusters per item), padded second group (H = 96).
+TEST(MlaDecode, WgmmaSeesawCluster) {
+  SKIP_WITHOUT_GPU();
+  mla_case({1, 2100, 64, 130, 33}, 0, 6, 128);
+  mla_case({129, 192, 191, 65, 128, 127}, 0, 6, 128, true);
+  mla_case({3000, 77}, 256, 6, 128, true);
+  mla_case({9000}, 64, 6, 128, true);
+  mla_case({4097, 4096, 4095, 1, 63, 320}, 0, 6, 128, true);
+  mla_case({1, 70, 700, 2100}, 0, 6, 96, true);
+  mla_case({2000, 333}, 128, 6, 96);
+  mla_case({700, 1, 5000}, 0, 6, 256, true);
+  mla_case({20000}, 0, 6, 64);
+  mla_case({1, 300, 65}, 0, 6, 32, true);
+  mla_case({64, 3000, 1, 128}, 0, 6, 12);
+}
+// variant 7: the seesaw (variant 4) with only the S1 block order of variant 6
+TEST(MlaDecode, WgmmaSeesawS1Reorder) {
+  SKIP_WITHOUT_GPU();
+  mla_case({1, 2100, 64, 130, 33}, 0, 7, 128);
+  mla_case({129, 192, 191, 65, 128, 127}, 0, 7, 128, true);
+  mla_case({3000, 77}, 256, 7, 128, true);
+  mla_case({1, 70, 700, 2100}, 0, 7, 96, true);
+  mla_case({9000}, 64, 7, 16);
+  mla_case({129, 1500, 31, 32, 95, 96}, 0, 7, 48, true);
+}
 TEST(V4Attn, ShardedHeadCounts) {
   SKIP_WITHOUT_GPU();
   v4_case(32, {1152, 77}, 0, true);
