@@ -124,7 +124,9 @@ const StepCostModel::FfnLayer& StepCostModel::ffn_layer(int f, double mb, double
   l.ffn_extra = mb * extra;
   for (const auto& o : scratch_) l.kernels += kernels_of(o);
   if (spec.op == FfnOp::dense || spec.shared_experts > 0) l.ffn += allreduce_time(fabric_, shape_.attn_tp, Tm * model_.hidden * kAct);
-  l.comm = moe_comm_s(f, Tm, Tt, load);
+  // each micro-batch dispatches and combines its own tokens: mb calls, each paying the per-call
+  // latency floor (alltoall_time), as the FFN ops above are priced per micro-batch
+  l.comm = mb * moe_comm_s(f, Tm / mb, Tt / mb, load);
   if (l.comm > 0) {
     l.a2a_dispatch = moe_alltoall_load(f, Tm, Tt, spec.dispatch_dtype, load).inter_bytes;
     l.a2a_combine = moe_alltoall_load(f, Tm, Tt, spec.combine_dtype, load).inter_bytes;

@@ -137,6 +137,32 @@ TEST(Validate, StepRowsAreWhatServesimStepPrints) {
   ASSERT_TRUE(d.found) << v.text;
   EXPECT_EQ(d.published, 22282);
   EXPECT_NEAR(d.simulated, std::stod(m[1]), 0.51);
+  // the ablation row ("two_batch_overlap": false) is `servesim step` on the scenario with the decode
+  // pool's overlap turned off (the second "two_batch_overlap" of the file is the decode pool's)
+  std::ifstream in(test::data("scenarios/dsv3-sglang-96xh100.json"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string on = "\"two_batch_overlap\": true";
+  const size_t first = text.find(on), second = text.find(on, first + 1);
+  ASSERT_NE(second, std::string::npos);
+  text.replace(second, on.size(), "\"two_batch_overlap\": false");
+  const fs::path dir = tmp("no_tbo");
+  std::ofstream(dir / "s.json") << text;
+  const Out s2 = sh("step " + (dir / "s.json").string() + " --phase decode --seqs-per-rank 256 --context 2000");
+  ASSERT_EQ(s2.status, 0) << s2.text;
+  ASSERT_TRUE(std::regex_search(s2.text, m, std::regex(R"(throughput\s+([0-9]+) output tokens/s per node)"))) << s2.text;
+  const TableRow n = row(v.text, "decode 256 seq/GPU at 2,000 context, no two-batch overlap (output tok/s per node)");
+  ASSERT_TRUE(n.found) << v.text;
+  EXPECT_NEAR(n.simulated, std::stod(m[1]), 0.51);
+  EXPECT_LT(n.simulated, d.simulated / 1.2);  // the overlap is worth more than 20% at this batch
+  // a row whose two_batch_overlap is not a boolean is bad input, named by its field
+  fs::remove(dir / "s.json");
+  std::ofstream(dir / "case.json") << R"({"name": "t", "kind": "step_throughput", "source": "test", "deployment": "test", "scenario": ")"
+                                   << test::data("scenarios/dsv3-sglang-96xh100.json") << R"(", "bound": {"relative": 0.1}, "rows": [
+    {"metric": "m", "unit": "u", "published": 1, "phase": "decode", "seqs_per_rank": 8, "context": 100, "two_batch_overlap": "no"}]})";
+  const Out bad = sh("validate --dir " + dir.string());
+  EXPECT_EQ(bad.status, 2) << bad.text;
+  EXPECT_NE(bad.text.find("rows[0].two_batch_overlap"), std::string::npos) << bad.text;
+  fs::remove_all(dir);
 }
 
 TEST(Validate, ExitStatusFollowsTheBoundsAndTheMarks) {

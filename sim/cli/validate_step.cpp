@@ -4,7 +4,8 @@
 //
 // Case fields: "scenario" (relative to the case file), optional "deployment" (default the first)
 // and "cost_model" (default the scenario's). Row fields: "phase" (prefill | decode),
-// "seqs_per_rank", "tokens" (prefill), "context".
+// "seqs_per_rank", "tokens" (prefill), "context", optional "two_batch_overlap" (true | false: the
+// pool's setting for this row only, for a published ablation).
 #include "sim/cli/validate_case.hpp"
 #include "sim/cli/common.hpp"
 
@@ -58,7 +59,13 @@ std::vector<Row> eval_step_throughput(const Case& c, bool quick) {
     const long long context = integer(*r.j, "context", r.where);
     if (seqs < 1 || seqs > (1 << 20) || tokens < 1 || tokens > kMaxTokens || context < 0 || context > kMaxTokens || seqs * tokens > kMaxTokens)
       throw CaseError(r.where + ": seqs_per_rank 1-2^20, tokens 1-2^40, context 0-2^40, at most 2^40 tokens per rank");
-    r.row.simulated = uniform_step(d, cost, decode, seqs, tokens, context).tokens_per_s_per_node();
+    DeploymentSpec dr = d;
+    if (r.j->contains("two_batch_overlap")) {
+      const auto& v = r.j->at("two_batch_overlap");
+      if (!v.is_boolean()) throw CaseError(r.where + ".two_batch_overlap: true or false");
+      (decode ? dr.decode : dr.prefill).two_batch_overlap = v.get<bool>();
+    }
+    r.row.simulated = uniform_step(dr, cost, decode, seqs, tokens, context).tokens_per_s_per_node();
     out.push_back(r.row);
   }
   return out;
