@@ -165,6 +165,40 @@ TEST(Validate, StepRowsAreWhatServesimStepPrints) {
   fs::remove_all(dir);
 }
 
+// The perfectly-balanced prefill row ("expert_imbalance": 1) is `servesim step` on the scenario
+// with the prefill pool's expert_imbalance fixed at 1, faster than the sampled-load row.
+TEST(Validate, BalancedExpertRowIsStepWithTheImbalanceFixed) {
+  const Out v = sh("validate");
+  std::ifstream in(test::data("scenarios/dsv3-sglang-96xh100.json"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string anchor = "\"redundant_experts\": 32";  // the first is the prefill pool's
+  const size_t at = text.find(anchor);
+  ASSERT_NE(at, std::string::npos);
+  text.insert(at, "\"expert_imbalance\": 1.0, ");
+  const fs::path dir = tmp("balanced");
+  std::ofstream(dir / "s.json") << text;
+  const Out s = sh("step " + (dir / "s.json").string() + " --phase prefill --seqs-per-rank 4 --tokens 4096");
+  ASSERT_EQ(s.status, 0) << s.text;
+  EXPECT_NE(s.text.find("expert load 1.000 busiest/mean"), std::string::npos) << s.text;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(s.text, m, std::regex(R"(throughput\s+([0-9]+) input tokens/s per node)"))) << s.text;
+  const TableRow b = row(v.text, "prefill 4K inputs, perfectly balanced experts (input tok/s per node)");
+  const TableRow r = row(v.text, "prefill 4K inputs, 4 x 4096 per GPU (input tok/s per node)");
+  ASSERT_TRUE(b.found && r.found) << v.text;
+  EXPECT_EQ(b.published, 59337);
+  EXPECT_NEAR(b.simulated, std::stod(m[1]), 0.51);
+  EXPECT_GT(b.simulated, r.simulated * 1.03);  // the sampled EPLB load (~1.1) costs several percent
+  // out of range: named by its field, exit 2
+  fs::remove(dir / "s.json");
+  std::ofstream(dir / "case.json") << R"({"name": "t", "kind": "step_throughput", "source": "test", "deployment": "test", "scenario": ")"
+                                   << test::data("scenarios/dsv3-sglang-96xh100.json") << R"(", "bound": {"relative": 0.1}, "rows": [
+    {"metric": "m", "unit": "u", "published": 1, "phase": "prefill", "seqs_per_rank": 1, "tokens": 100, "context": 0, "expert_imbalance": 0.5}]})";
+  const Out bad = sh("validate --dir " + dir.string());
+  EXPECT_EQ(bad.status, 2) << bad.text;
+  EXPECT_NE(bad.text.find("rows[0].expert_imbalance"), std::string::npos) << bad.text;
+  fs::remove_all(dir);
+}
+
 TEST(Validate, ExitStatusFollowsTheBoundsAndTheMarks) {
   const fs::path dir = tmp("exit");
   write_deepep_case(dir, 50.0, "");  // 75.31 µs vs 50: +51%, outside ±15%

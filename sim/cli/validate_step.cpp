@@ -4,8 +4,9 @@
 //
 // Case fields: "scenario" (relative to the case file), optional "deployment" (default the first)
 // and "cost_model" (default the scenario's). Row fields: "phase" (prefill | decode),
-// "seqs_per_rank", "tokens" (prefill), "context", optional "two_batch_overlap" (true | false: the
-// pool's setting for this row only, for a published ablation).
+// "seqs_per_rank", "tokens" (prefill), "context"; optional, the pool's setting for this row only
+// (a published ablation): "two_batch_overlap" (true | false), "expert_imbalance" (busiest/mean
+// GPU load, 1-64; 1 = perfectly balanced routing).
 #include "sim/cli/validate_case.hpp"
 #include "sim/cli/common.hpp"
 
@@ -64,6 +65,11 @@ std::vector<Row> eval_step_throughput(const Case& c, bool quick) {
       const auto& v = r.j->at("two_batch_overlap");
       if (!v.is_boolean()) throw CaseError(r.where + ".two_batch_overlap: true or false");
       (decode ? dr.decode : dr.prefill).two_batch_overlap = v.get<bool>();
+    }
+    if (r.j->contains("expert_imbalance")) {
+      const double x = num(*r.j, "expert_imbalance", r.where);
+      if (!(x >= 1 && x <= 64)) throw CaseError(r.where + ".expert_imbalance: 1-64 (busiest/mean GPU load), got " + std::to_string(x));
+      (decode ? dr.decode : dr.prefill).expert_imbalance = x;
     }
     r.row.simulated = uniform_step(dr, cost, decode, seqs, tokens, context).tokens_per_s_per_node();
     out.push_back(r.row);
