@@ -25,6 +25,18 @@ TEST(Params, MatchPublishedTotalsOfAllFourModels) {
   }
 }
 
+TEST(Params, KimiK2MatchesItsPublishedRoundedTotalsAndItsExpertsByHand) {
+  // Kimi K2 (held-out validation model): published "1T total, 32B activated" (rounded); 60 MoE
+  // layers x 384 routed experts x 3 matrices of 7168 x 2048 = 1,014.7B routed-expert parameters
+  const ParamBreakdown pb = count_params(test::model("kimi-k2"));
+  double routed = -1;
+  for (const auto& g : pb.groups)
+    if (g.name == "routed_experts") routed = g.params;
+  EXPECT_DOUBLE_EQ(routed, 60.0 * 384 * 3 * 7168 * 2048);
+  EXPECT_NEAR(pb.total_params() / 1e12, 1.0, 0.03);
+  EXPECT_NEAR(pb.active_params / 32e9, 1.0, 0.02);
+}
+
 TEST(Params, K3NonExpertWeightsAreAbout113GB) {
   // issue #2: "K3's non-expert weights (36B attention parameters plus shared experts, BF16) come to
   // about 113 GB per GPU if every GPU holds a full replica"; "about 45 GB of MXFP4 experts" at EP32
