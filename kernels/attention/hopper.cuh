@@ -125,6 +125,10 @@ __device__ __forceinline__ void mbar_wait_uniform(uint64_t* bar, uint32_t parity
                  : "memory");
   } while (!__all_sync(0xffffffffu, ok));
 }
+// Bulk prefetch of [p, p + bytes) into L2 (bytes a multiple of 16).
+__device__ __forceinline__ void bulk_prefetch_l2(const void* p, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+}
 // ---- thread-block clusters (issue 12, mla_decode variant 6: 2-CTA clusters sharing each KV page) ----
 __device__ __forceinline__ uint32_t cluster_ctarank() {
   uint32_t r;

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <numeric>
 #include <type_traits>
@@ -1146,11 +1147,14 @@ __device__ __forceinline__ void tile_exp(float (&s)[32], float mnA, float mnB, f
 //   (K0 0-3, K0 4-8, K1 0-3 + 8, K1 4-7) has an mbarrier per CTA with 2 arrivals (one from each
 //   CTA's releasing warp, made on both CTAs); the releasing warp then waits for its own barrier's
 //   phase and issues its half. Each CTA counts the full 8 KB of every block on its own barriers.
-// kReorder (variants 6 and 7): S1 = Q K1^T runs over column blocks 4-7, 0-3, 8 (K1 4-7 are refilled
+// kReorder (variants 6, 7, 8): S1 = Q K1^T runs over column blocks 4-7, 0-3, 8 (K1 4-7 are refilled
 //   after P1 V1R, before K1 0-3 + 8, which wait for P1 V1L; variant 4 waited on block 0 first).
-template <bool kMC, bool kReorder>
+// kPF (variant 8): the even head-group CTA of a work item prefetches the page of tile j + pf into L2
+//   (cp.async.bulk.prefetch, one 72-KB instruction per tile) at the start of each pair, so the TMA
+//   loads at the pair boundary hit L2 (ncu: v4 L2 hit rate 35%, i.e. most page loads waited on DRAM).
+template <bool kMC, bool kReorder, bool kPF = false>
 __global__ void __launch_bounds__(256, 1)
-    mla_decode_seesaw_kernel(const __grid_constant__ CUtensorMap tmap, MqaArgs a, const int4* __restrict__ work) {
+    mla_decode_seesaw_kernel(const __grid_constant__ CUtensorMap tmap, MqaArgs a, const int4* __restrict__ work, int pf) {
   using namespace sm90;
   using namespace wgs;
   extern __shared__ uint8_t smem_raw[];
@@ -1209,9 +1213,18 @@ __global__ void __launch_bounds__(256, 1)
   }
   if constexpr (kMC) cluster_sync_all();  // both CTAs' barriers initialised before any multicast
   else __syncthreads();
+  // kPF: tile j's 64 rows (one contiguous 72-KB run of the cache: page_size % 64 == 0) -> L2
+  const bool pf_cta = kPF && pf > 0 && (blockIdx.x & 1) == 0;
+  auto prefetch = [&](int j) {
+    const int tok = rb + 64 * j;
+    const int row = bt[tok / ps] * ps + tok % ps;
+    bulk_prefetch_l2(a.cache + static_cast<size_t>(row) * 576, 64 * 576 * 2);
+  };
   if (tid == 0) {
     if (ntiles > 0) issue(0, 0, 0, 9);
     if (ntiles > 1) issue(1, 1, 0, 9);
+    if (pf_cta)
+      for (int j = 2; j < pf && j < ntiles; ++j) prefetch(j);
   }
   {  // Q tile (padded heads read as zeros), swizzled like the TMA tiles
     const bf16* qsrc = a.q + (static_cast<size_t>(qi) * H + head0) * 576;
@@ -1250,6 +1263,10 @@ __global__ void __launch_bounds__(256, 1)
       const int j0 = 2 * i, j1 = j0 + 1;
       const bool have1 = j1 < ntiles, next0 = j0 + 2 < ntiles, next1 = j1 + 2 < ntiles;
       const uint32_t par = i & 1;
+      if (pf_cta && tw == 0) {  // no wgmma in flight here
+        if (j0 + pf < ntiles) prefetch(j0 + pf);
+        if (j0 + pf + 1 < ntiles) prefetch(j0 + pf + 1);
+      }
       const int valid0 = min(64, re - rb - 64 * j0);
       float mxA, mxB, sumA, sumB;
       tile_max(s, valid0, sl2, t4, mxA, mxB);
@@ -1758,6 +1775,15 @@ CUtensorMap latent_cache_map(const bf16* cache, long rows, int box_rows) {
   return m;
 }
 
+// Variant 8's L2 prefetch distance in tiles (4; SERVESIM_MLA_PF overrides it for experiments, 0 = off).
+int seesaw_pf_tiles() {
+  static int pf = [] {
+    const char* e = std::getenv("SERVESIM_MLA_PF");
+    return e ? std::max(0, std::atoi(e)) : 4;
+  }();
+  return pf;
+}
+
 // Variant 6 at an even head-group count: clusters of the 2 head groups (blockIdx.x 2c, 2c+1) of a
 // work item. Prints once (stderr) how many such clusters can be resident (the plan assumes SMs / 2).
 void launch_seesaw_mc(const CUtensorMap& tm, const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, int groups) {
@@ -1776,13 +1802,13 @@ void launch_seesaw_mc(const CUtensorMap& tm, const MqaArgs& a, const MqaPlan& pl
   static bool told = false;
   if (!told) {
     int nc = 0;
-    if (cudaOccupancyMaxActiveClusters(&nc, mla_decode_seesaw_kernel<true, true>, &cfg) == cudaSuccess)
+    if (cudaOccupancyMaxActiveClusters(&nc, mla_decode_seesaw_kernel<true, true, false>, &cfg) == cudaSuccess)
       std::fprintf(stderr, "mla_decode variant 6: %d resident 2-CTA clusters (SMs %d)\n", nc, device_sm_count());
     else
       (void)cudaGetLastError();
     told = true;
   }
-  SS_CUDA(cudaLaunchKernelEx(&cfg, mla_decode_seesaw_kernel<true, true>, tm, a, plan.work.p));
+  SS_CUDA(cudaLaunchKernelEx(&cfg, mla_decode_seesaw_kernel<true, true>, tm, a, plan.work.p, 0));
 }
 
 void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, bool ns4, int seesaw = 0) {
@@ -1804,6 +1830,7 @@ void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, boo
     SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_kernel<false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
     SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
     SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_kernel<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_kernel<false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
     SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw2_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
     attrS = true;
   }
@@ -1813,8 +1840,9 @@ void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, boo
   if (plan.n_work > 0) {
     if (seesaw == 2) mla_decode_seesaw2_kernel<<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
     else if (seesaw == 3 && groups % 2 == 0) launch_seesaw_mc(tm, a, plan, s, groups);
-    else if (seesaw >= 3) mla_decode_seesaw_kernel<false, true><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
-    else if (seesaw) mla_decode_seesaw_kernel<false, false><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
+    else if (seesaw == 5) mla_decode_seesaw_kernel<false, true, true><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p, seesaw_pf_tiles());
+    else if (seesaw >= 3) mla_decode_seesaw_kernel<false, true><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p, 0);
+    else if (seesaw) mla_decode_seesaw_kernel<false, false><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p, 0);
     else if (ns4) mla_decode_wgmma4_kernel<<<dim3(groups, plan.n_work), 256, wgk4::kSmem, s>>>(tm, a, plan.work.p);
     else mla_decode_wgmma_kernel<<<dim3(groups, plan.n_work), 256, wgk::kSmem, s>>>(tm, a, plan.work.p);
     SS_LAUNCH_CHECK();
@@ -1918,13 +1946,15 @@ const char* mla_decode_config(int H, int variant) {
   if (variant == 5) return "wgmma_tma_m64_tn64_seesaw_early_pv0";
   if (variant == 6) return ((H + 63) / 64) % 2 == 0 ? "wgmma_tma_m64_tn64_seesaw_mc2" : "wgmma_tma_m64_tn64_seesaw_s1r";
   if (variant == 7) return "wgmma_tma_m64_tn64_seesaw_s1r";
+  if (variant == 8) return "wgmma_tma_m64_tn64_seesaw_s1r_l2pf";
   if (H >= 48 && H % 48 == 0) return variant == 1 ? "mt3_tn32_ns2" : "mt3_tn64_ns2";
   return H > 16 ? "mt2_tn32_ns3" : "mt1_tn32_ns3";
 }
 void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, int variant) {
   if (!a.cache || !a.block_table) throw std::invalid_argument("mla_decode: cache and block_table required");
-  if (variant >= 0 && variant <= 7 && variant != 1 && variant != 2 && a.page_size % 64 == 0) {
-    launch_mla_wgmma(a, plan, s, variant == 3, variant == 4 ? 1 : variant == 5 ? 2 : variant == 6 ? 3 : variant == 7 ? 4 : 0);
+  if (variant >= 0 && variant <= 8 && variant != 1 && variant != 2 && a.page_size % 64 == 0) {
+    launch_mla_wgmma(a, plan, s, variant == 3,
+                     variant == 4 ? 1 : variant == 5 ? 2 : variant == 6 ? 3 : variant == 7 ? 4 : variant == 8 ? 5 : 0);
   } else if (a.H >= 48 && a.H % 48 == 0) {
     if (variant == 1) launch_mqa<576, 3, 32, 2, false>(a, plan, s);
     else launch_mqa<576, 3, 64, 2, false>(a, plan, s);

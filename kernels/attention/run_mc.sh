@@ -25,7 +25,7 @@ T0=$(date +%s)
 {
   echo "commit $SERVESIM_COMMIT $(date -u +%FT%TZ)"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu --format=csv
-  NEWT=MlaDecode.WgmmaSeesawCluster:MlaDecode.WgmmaSeesawS1Reorder
+  NEWT=${NEW_TESTS:-MlaDecode.WgmmaSeesawCluster:MlaDecode.WgmmaSeesawS1Reorder}
   echo "=== test_mqa $NEWT (first, short timeout: a cluster deadlock would hang)"
   timeout 90 "$BIN/test_mqa" --gtest_filter="$NEWT" > "$W/test_mqa_new.log" 2>&1
   RC=$?
@@ -33,14 +33,14 @@ T0=$(date +%s)
   echo "new tests exit $RC after $(( $(date +%s) - T0 )) s"
   if [ "$RC" = 0 ]; then
     echo "=== test_mqa MlaDecode.* (the others)"
-    timeout 300 "$BIN/test_mqa" --gtest_filter="MlaDecode.*-$NEWT" > "$W/test_mqa.log" 2>&1
+    timeout 300 "$BIN/test_mqa" --gtest_filter="${OTHER_TESTS:-MlaDecode.*-$NEWT}" > "$W/test_mqa.log" 2>&1
     RC=$?
     grep -E "OK \]|FAILED|PASSED|Failure|Expected|Which is|error" "$W/test_mqa.log" | cut -c1-200
   fi
   echo "test_mqa exit $RC after $(( $(date +%s) - T0 )) s"
   SAN_OK=1
   if [ "$RC" = 0 ] && [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
-    F=${MEMCHECK_FILTER:-MlaDecode.WgmmaSeesawCluster:MlaDecode.WgmmaSeesawS1Reorder}
+    F=${MEMCHECK_FILTER:-$NEWT}
     timeout 200 compute-sanitizer --tool memcheck --print-limit 20 "$BIN/test_mqa" --gtest_filter="$F" > "$W/memcheck.log" 2>&1
     echo "memcheck exit $?: $(grep -E 'ERROR SUMMARY' "$W/memcheck.log" | tr '\n' ' ')"
     grep -q "ERROR SUMMARY: 0 errors" "$W/memcheck.log" || SAN_OK=0
@@ -53,31 +53,33 @@ T0=$(date +%s)
   fi
   if command -v cuobjdump > /dev/null; then
     cuobjdump -sass "$BIN/test_mqa" > "$W/sass_all.txt"
-    for k in 'seesaw_kernelILb0ELb0E' 'seesaw_kernelILb1ELb1E' 'seesaw_kernelILb0ELb1E'; do
+    for k in 'seesaw_kernelILb0ELb0ELb0E' 'seesaw_kernelILb1ELb1ELb0E' 'seesaw_kernelILb0ELb1ELb0E' 'seesaw_kernelILb0ELb1ELb1E'; do
       echo "SASS $k: $(awk -v k="$k" '/Function : /{f = index($0, k) > 0; next} f' "$W/sass_all.txt" |
         grep -oE "\b(HGMMA\.[0-9x]+[^ ]*|UTMALDG[^ ;]*|WARPGROUP[^ ;]*|SYNCS[^ ;]*|LDL[^ ;]*|STL[^ ;]*)" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
     done
   fi
   if [ "$RC" = 0 ]; then
     for rep in $(seq 1 ${REPS:-2}); do
-      for v in $VARIANTS; do
-        timeout 100 "$BIN/bench_attn" --out "$W/cmp_v${v}_r$rep" --only mla_decode --budget 60 --mla-decode-variant $v \
-          --mla-decode-point "$POINTS" > "$W/compare_v${v}_r$rep.log" 2>&1
-        echo "compare variant $v rep $rep exit $?"; grep -E "variant 6:" "$W/compare_v${v}_r$rep.log" | head -1
+      for vv in $VARIANTS; do  # V or V:PF (variant V with SERVESIM_MLA_PF=PF, labelled VpPF)
+        v=${vv%%:*}; lab=$v; pfenv=""
+        if [ "$vv" != "$v" ]; then lab="${v}p${vv#*:}"; pfenv="SERVESIM_MLA_PF=${vv#*:}"; fi
+        env $pfenv timeout 100 "$BIN/bench_attn" --out "$W/cmp_v${lab}_r$rep" --only mla_decode --budget 60 --mla-decode-variant $v \
+          --mla-decode-point "$POINTS" > "$W/compare_v${lab}_r$rep.log" 2>&1
+        echo "compare variant $vv rep $rep exit $?"; grep -E "variant 6:" "$W/compare_v${lab}_r$rep.log" | head -1
       done
     done
     python3 - "$W" <<'PY'
 import json, sys, glob, os, statistics as st
 W = sys.argv[1]
-NEWV = int(os.environ.get("NEW", "6"))
+NEWV = os.environ.get("NEW", "6")
 t = {}
 for f in glob.glob(os.path.join(W, "cmp_v*_r*", "mla_decode.json")):
-    v = int(os.path.basename(os.path.dirname(f)).split("_")[1][1:])
+    v = os.path.basename(os.path.dirname(f)).split("_")[1][1:]
     for r in json.load(open(f))["rows"]:
         s = r["shape"]
         k = (s["heads"], s["batch"], s["ctx_mean"])
         t.setdefault(k, {}).setdefault(v, []).append(r["us_median"])
-vs = sorted({v for k in t for v in t[k]})
+vs = sorted({v for k in t for v in t[k]}, key=lambda x: (int(x.split("p")[0]), x))
 print("best of reps, us (TF/s = 2 H B L (576+512) / t)")
 print("H B L | " + " | ".join(f"v{v}" for v in vs) + f" | v0/v{NEWV} | v4/v{NEWV}")
 rat = {}
@@ -86,8 +88,8 @@ for k in sorted(t):
     fl = 2.0 * H * B * L * (576 + 512)
     best = {v: min(t[k][v]) for v in t[k]}
     cells = [f"{best[v]:.1f} ({fl / best[v] / 1e6:.0f})" if v in best else "-" for v in vs]
-    r0 = best[0] / best[NEWV] if 0 in best and NEWV in best else float("nan")
-    r4 = best[4] / best[NEWV] if 4 in best and NEWV in best else float("nan")
+    r0 = best["0"] / best[NEWV] if "0" in best and NEWV in best else float("nan")
+    r4 = best["4"] / best[NEWV] if "4" in best and NEWV in best else float("nan")
     rat.setdefault(H, []).append(r0)
     print(f"{H} {B} {L} | " + " | ".join(cells) + f" | {r0:.3f} | {r4:.3f}")
     print("   all reps: " + "; ".join(f"v{v} " + "/".join(f"{x:.1f}" for x in t[k][v]) for v in vs if v in t[k]))

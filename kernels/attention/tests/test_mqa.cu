@@ -306,6 +306,19 @@ TEST(MlaDecode, WgmmaSeesawS1Reorder) {
   mla_case({9000}, 64, 7, 16);
   mla_case({129, 1500, 31, 32, 95, 96}, 0, 7, 48, true);
 }
+// variant 8: variant 7 plus the L2 prefetch of the page of tile j + pf (pf = 4 tiles by default) by
+// the even head-group CTA; correctness is that of variant 7 (the prefetch only warms L2)
+TEST(MlaDecode, WgmmaSeesawL2Prefetch) {
+  SKIP_WITHOUT_GPU();
+  mla_case({1, 2100, 64, 130, 33}, 0, 8, 128);
+  mla_case({129, 192, 191, 65, 128, 127}, 0, 8, 128, true);
+  mla_case({3000, 77}, 256, 8, 128, true);
+  mla_case({4097, 4096, 4095, 1, 63, 320}, 0, 8, 128, true);
+  mla_case({1, 70, 700, 2100}, 0, 8, 96, true);
+  mla_case({20000}, 0, 8, 64);
+  mla_case({9000}, 64, 8, 16);
+  mla_case({64, 3000, 1, 128}, 0, 8, 12);
+}
 TEST(V4Attn, ShardedHeadCounts) {
   SKIP_WITHOUT_GPU();
   v4_case(32, {1152, 77}, 0, true);
