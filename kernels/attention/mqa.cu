@@ -1152,7 +1152,11 @@ __device__ __forceinline__ void tile_exp(float (&s)[32], float mnA, float mnB, f
 // kPF (variant 8): the even head-group CTA of a work item prefetches the page of tile j + pf into L2
 //   (cp.async.bulk.prefetch, one 72-KB instruction per tile) at the start of each pair, so the TMA
 //   loads at the pair boundary hit L2 (ncu: v4 L2 hit rate 35%, i.e. most page loads waited on DRAM).
-template <bool kMC, bool kReorder, bool kPF = false>
+// kRowAhead (variant 9): the block-table entries of tiles j0 + 2 and j1 + 2 are loaded at the top of
+//   pair i (a volatile ld.global.nc, issued before the pair's GEMMs), so the four TMA issues of the
+//   pair no longer wait ~1 us on a dependent block-table load in the issuing warp (variants 4-8 read
+//   bt[] right before each cp.async.bulk.tensor, two of them between wgmma batches).
+template <bool kMC, bool kReorder, bool kPF = false, bool kRowAhead = false>
 __global__ void __launch_bounds__(256, 1)
     mla_decode_seesaw_kernel(const __grid_constant__ CUtensorMap tmap, MqaArgs a, const int4* __restrict__ work, int pf) {
   using namespace sm90;
@@ -1184,9 +1188,7 @@ __global__ void __launch_bounds__(256, 1)
   const uint32_t crank = kMC ? cluster_ctarank() : 0u;
   // TMA of tile j's column blocks [c0, c1) into stage st (one thread); kMC: this CTA's half of them,
   // multicast to both CTAs of the cluster, and all of them counted on this CTA's barriers
-  auto issue = [&](int j, int st, int c0, int c1) {
-    const int tok = rb + 64 * j;
-    const int row = bt[tok / ps] * ps + tok % ps;
+  auto issue_row = [&](int row, int st, int c0, int c1) {
     for (int cb = c0; cb < c1; ++cb) {
       mbar_expect_tx(&bar[st * 9 + cb], 8192);
       if constexpr (kMC) {
@@ -1196,6 +1198,20 @@ __global__ void __launch_bounds__(256, 1)
       }
     }
   };
+  auto issue = [&](int j, int st, int c0, int c1) {
+    const int tok = rb + 64 * j;
+    issue_row(bt[tok / ps] * ps + tok % ps, st, c0, c1);
+  };
+  // kRowAhead: block-table entry of tile j (-1: none), loaded early; row = page * ps + offset at the issue
+  auto page_ahead = [&](int j) -> int {
+    int v = -1;
+    if (j < ntiles) {
+      const int* p = bt + (rb + 64 * j) / ps;
+      asm volatile("ld.global.nc.b32 %0, [%1];\n" : "=r"(v) : "l"(p));
+    }
+    return v;
+  };
+  auto row_ahead = [&](int page, int j) { return page * ps + (rb + 64 * j) % ps; };
   // kMC: warp 0 of a warpgroup, once the warpgroup is done with release group g (round r): arrive on
   // both CTAs' barrier g, then wait until the other CTA has arrived too (the caller's lane 0 issues).
   auto release_wait = [&](int g, uint32_t r) {
@@ -1263,6 +1279,7 @@ __global__ void __launch_bounds__(256, 1)
       const int j0 = 2 * i, j1 = j0 + 1;
       const bool have1 = j1 < ntiles, next0 = j0 + 2 < ntiles, next1 = j1 + 2 < ntiles;
       const uint32_t par = i & 1;
+      const int pg0 = kRowAhead ? page_ahead(j0 + 2) : 0, pg1 = kRowAhead ? page_ahead(j1 + 2) : 0;
       if (pf_cta && tw == 0) {  // no wgmma in flight here
         if (j0 + pf < ntiles) prefetch(j0 + pf);
         if (j0 + pf + 1 < ntiles) prefetch(j0 + pf + 1);
@@ -1302,7 +1319,8 @@ __global__ void __launch_bounds__(256, 1)
           if (lane == 0) issue(j0 + 2, 0, 0, 4);
         }
       } else if (tw == 0 && next0) {
-        issue(j0 + 2, 0, 0, 4);
+        if constexpr (kRowAhead) issue_row(row_ahead(pg0, j0 + 2), 0, 0, 4);
+        else issue(j0 + 2, 0, 0, 4);
       }
       named_bar_sync(2, 256);  // c1, m1' and P1 from warpgroup 1
       const float c1A = sSc1[rA], c1B = sSc1[rB];
@@ -1350,8 +1368,13 @@ __global__ void __launch_bounds__(256, 1)
             }
           }
         } else if (tw == 0 && next1) {
-          issue(j1 + 2, 1, 0, 4);
-          issue(j1 + 2, 1, 8, 9);
+          if constexpr (kRowAhead) {
+            issue_row(row_ahead(pg1, j1 + 2), 1, 0, 4);
+            issue_row(row_ahead(pg1, j1 + 2), 1, 8, 9);
+          } else {
+            issue(j1 + 2, 1, 0, 4);
+            issue(j1 + 2, 1, 8, 9);
+          }
         }
         s_gemm<4, 9>(s, sb, kv0, bar, par ^ 1);
         wg_commit();
@@ -1366,6 +1389,7 @@ __global__ void __launch_bounds__(256, 1)
       const int j0 = 2 * i, j1 = j0 + 1;
       const bool have1 = j1 < ntiles, next0 = j0 + 2 < ntiles, next1 = j1 + 2 < ntiles;
       const uint32_t par = i & 1;
+      const int pg0 = kRowAhead ? page_ahead(j0 + 2) : 0, pg1 = kRowAhead ? page_ahead(j1 + 2) : 0;
       // S1 (its K1 blocks were loaded after the previous pair's P1 V1 / at the start); issued and
       // waited inside one branch: wgmma accumulators in flight across a loop edge or a data-dependent
       // branch make ptxas serialise every wgmma of the kernel (C7518)
@@ -1443,7 +1467,8 @@ __global__ void __launch_bounds__(256, 1)
             if (lane == 0) issue(j1 + 2, 1, 4, 8);
           }
         } else if (tw == 0 && next1) {
-          issue(j1 + 2, 1, 4, 8);
+          if constexpr (kRowAhead) issue_row(row_ahead(pg1, j1 + 2), 1, 4, 8);
+          else issue(j1 + 2, 1, 4, 8);
         }
       }
       wg_wait<0>();  // c1 P0 V0R done: K0 blocks 4-8 are free
@@ -1455,7 +1480,8 @@ __global__ void __launch_bounds__(256, 1)
           if (lane == 0) issue(j0 + 2, 0, 4, 9);
         }
       } else if (tw == 0 && next0) {
-        issue(j0 + 2, 0, 4, 9);
+        if constexpr (kRowAhead) issue_row(row_ahead(pg0, j0 + 2), 0, 4, 9);
+        else issue(j0 + 2, 0, 4, 9);
       }
     }
   }
@@ -1831,6 +1857,7 @@ void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, boo
     SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
     SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_kernel<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
     SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_kernel<false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_kernel<false, true, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
     SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw2_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
     attrS = true;
   }
@@ -1840,6 +1867,7 @@ void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, boo
   if (plan.n_work > 0) {
     if (seesaw == 2) mla_decode_seesaw2_kernel<<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
     else if (seesaw == 3 && groups % 2 == 0) launch_seesaw_mc(tm, a, plan, s, groups);
+    else if (seesaw == 6) mla_decode_seesaw_kernel<false, true, false, true><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p, 0);
     else if (seesaw == 5) mla_decode_seesaw_kernel<false, true, true><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p, seesaw_pf_tiles());
     else if (seesaw >= 3) mla_decode_seesaw_kernel<false, true><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p, 0);
     else if (seesaw) mla_decode_seesaw_kernel<false, false><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p, 0);
@@ -1947,14 +1975,15 @@ const char* mla_decode_config(int H, int variant) {
   if (variant == 6) return ((H + 63) / 64) % 2 == 0 ? "wgmma_tma_m64_tn64_seesaw_mc2" : "wgmma_tma_m64_tn64_seesaw_s1r";
   if (variant == 7) return "wgmma_tma_m64_tn64_seesaw_s1r";
   if (variant == 8) return "wgmma_tma_m64_tn64_seesaw_s1r_l2pf";
+  if (variant == 9) return "wgmma_tma_m64_tn64_seesaw_s1r_btahead";
   if (H >= 48 && H % 48 == 0) return variant == 1 ? "mt3_tn32_ns2" : "mt3_tn64_ns2";
   return H > 16 ? "mt2_tn32_ns3" : "mt1_tn32_ns3";
 }
 void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, int variant) {
   if (!a.cache || !a.block_table) throw std::invalid_argument("mla_decode: cache and block_table required");
-  if (variant >= 0 && variant <= 8 && variant != 1 && variant != 2 && a.page_size % 64 == 0) {
+  if (variant >= 0 && variant <= 9 && variant != 1 && variant != 2 && a.page_size % 64 == 0) {
     launch_mla_wgmma(a, plan, s, variant == 3,
-                     variant == 4 ? 1 : variant == 5 ? 2 : variant == 6 ? 3 : variant == 7 ? 4 : variant == 8 ? 5 : 0);
+                     variant == 4 ? 1 : variant == 5 ? 2 : variant == 6 ? 3 : variant == 7 ? 4 : variant == 8 ? 5 : variant == 9 ? 6 : 0);
   } else if (a.H >= 48 && a.H % 48 == 0) {
     if (variant == 1) launch_mqa<576, 3, 32, 2, false>(a, plan, s);
     else launch_mqa<576, 3, 64, 2, false>(a, plan, s);

@@ -8,8 +8,10 @@
 # SWEEP_S > 0, the tests and sanitizers passed and variant $NEW is >= SWEEP_MIN x faster than
 # variant 0 (median over the H=128 points) -- the mla_decode sweep with variant $NEW.
 # Usage (repository root; binaries in $BUILD/kernels/attention):
-#   BUILD=build-attn OUT=/tmp/out SERVESIM_COMMIT=<sha> [VARIANTS="0 4 6 7"] [NEW=6] [NCU_VARIANTS="0 4 6"]
-#   [POINTS=B:H:L,...] [SWEEP_S=0] [SWEEP_MIN=1.08] [SANITIZE=1] [REPS=2] bash kernels/attention/run_mc.sh
+#   BUILD=build-attn OUT=/tmp/out SERVESIM_COMMIT=<sha> [VARIANTS="0 4 6 7" (V or V:PF = variant V with
+#   SERVESIM_MLA_PF=PF)] [NEW=6] [NEW_TESTS=gtest filter run first] [OTHER_TESTS=filter] [NCU_VARIANTS="0 4 6"]
+#   [POINTS=B:H:L,...] [SWEEP_S=0] [SWEEP_MIN=1.08] [SANITIZE=1] [REPS=2] [SASS_OF=mangled-name part -> $OUT/sass_kernel.txt]
+#   bash kernels/attention/run_mc.sh
 # -> $OUT/run.log, $OUT/cmp.tar.gz (bench tables + logs), $OUT/ncu.txt, $OUT/tables.tar.gz (sweep)
 set -uo pipefail
 BUILD=${BUILD:-build-attn}
@@ -53,7 +55,8 @@ T0=$(date +%s)
   fi
   if command -v cuobjdump > /dev/null; then
     cuobjdump -sass "$BIN/test_mqa" > "$W/sass_all.txt"
-    for k in 'seesaw_kernelILb0ELb0ELb0E' 'seesaw_kernelILb1ELb1ELb0E' 'seesaw_kernelILb0ELb1ELb0E' 'seesaw_kernelILb0ELb1ELb1E'; do
+    [ -n "${SASS_OF:-}" ] && awk -v k="$SASS_OF" '/Function : /{f = index($0, k) > 0} f' "$W/sass_all.txt" > "$OUT/sass_kernel.txt"
+    for k in 'seesaw_kernelILb0ELb0ELb0ELb0E' 'seesaw_kernelILb1ELb1ELb0ELb0E' 'seesaw_kernelILb0ELb1ELb0ELb0E' 'seesaw_kernelILb0ELb1ELb1ELb0E' 'seesaw_kernelILb0ELb1ELb0ELb1E'; do
       echo "SASS $k: $(awk -v k="$k" '/Function : /{f = index($0, k) > 0; next} f' "$W/sass_all.txt" |
         grep -oE "\b(HGMMA\.[0-9x]+[^ ]*|UTMALDG[^ ;]*|WARPGROUP[^ ;]*|SYNCS[^ ;]*|LDL[^ ;]*|STL[^ ;]*)" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
     done
@@ -103,9 +106,9 @@ PY
     for v in ${NCU_VARIANTS:-0 4 6}; do
       timeout 120 ncu --clock-control none -k regex:'mla_decode_(wgmma|seesaw)_kernel' -c 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
         --section Occupancy --section WarpStateStats --section ComputeWorkloadAnalysis --section SchedulerStats \
-        --metrics dram__bytes_read.sum,lts__t_bytes.sum,lts__t_sector_hit_rate.pct,regex:sm__pipe_tensor_op.*cycles_active.avg.pct_of_peak_sustained_active \
+        --metrics dram__bytes_read.sum,lts__t_bytes.sum,lts__t_sector_hit_rate.pct,regex:sm__pipe_tensor_op.*cycles_active.avg.pct_of_peak_sustained_active,regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio \
         ${NCU_EXTRA:-} "$BIN/bench_attn" --out "$W/ncu_v$v" --only mla_decode --budget 20 --mla-decode-variant $v --mla-decode-point 512:128:4096 > "$W/ncu_v$v.txt" 2>&1
-      echo "ncu v$v exit $?"; grep -E "Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\)|Memory Throughput|Registers|Issue Slots|No Eligible|Stall|Tensor|Pipe|Cluster|L2 Hit|Mem Busy|Max Bandwidth|dram__|lts__|pipe_tensor" "$W/ncu_v$v.txt" | head -34
+      echo "ncu v$v exit $?"; grep -E "Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\)|Memory Throughput|Registers|Issue Slots|No Eligible|Stall|Tensor|Pipe|Cluster|L2 Hit|Mem Busy|Max Bandwidth|dram__|lts__|pipe_tensor|stalled" "$W/ncu_v$v.txt" | grep -vE " 0$|\s0\.0[0-4]$" | head -44
     done
     cat "$W"/ncu_v*.txt > "$OUT/ncu.txt"
   fi

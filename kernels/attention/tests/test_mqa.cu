@@ -319,6 +319,20 @@ TEST(MlaDecode, WgmmaSeesawL2Prefetch) {
   mla_case({9000}, 64, 8, 16);
   mla_case({64, 3000, 1, 128}, 0, 8, 12);
 }
+// variant 9: variant 7 with the block-table entries of the next pair loaded at the top of each pair
+TEST(MlaDecode, WgmmaSeesawRowAhead) {
+  SKIP_WITHOUT_GPU();
+  mla_case({1, 2100, 64, 130, 33}, 0, 9, 128);
+  mla_case({129, 192, 191, 65, 128, 127}, 0, 9, 128, true);
+  mla_case({3000, 77}, 256, 9, 128, true);
+  mla_case({9000}, 64, 9, 128, true);
+  mla_case({4097, 4096, 4095, 1, 63, 320}, 0, 9, 128, true);
+  mla_case({1, 70, 700, 2100}, 0, 9, 96, true);
+  mla_case({20000}, 0, 9, 64);
+  mla_case({9000}, 64, 9, 16);
+  mla_case({1, 300, 65}, 0, 9, 32, true);
+  mla_case({64, 3000, 1, 128}, 0, 9, 12);
+}
 TEST(V4Attn, ShardedHeadCounts) {
   SKIP_WITHOUT_GPU();
   v4_case(32, {1152, 77}, 0, true);
