@@ -1199,6 +1199,10 @@ __global__ void __launch_bounds__(256, 1)
     }
   };
   auto issue = [&](int j, int st, int c0, int c1) {
+    if (pf < 0 && j >= 2) {  // diagnostic (SERVESIM_MLA_NOLOAD=1, variants 4 and 7): no page reload, the
+      for (int cb = c0; cb < c1; ++cb) mbar_arrive(&bar[st * 9 + cb]);  // stage keeps tile 0 / 1
+      return;
+    }
     const int tok = rb + 64 * j;
     issue_row(bt[tok / ps] * ps + tok % ps, st, c0, c1);
   };
@@ -1801,6 +1805,15 @@ CUtensorMap latent_cache_map(const bf16* cache, long rows, int box_rows) {
   return m;
 }
 
+// SERVESIM_MLA_NOLOAD=1 (timing diagnostic only, wrong results): variants 4 and 7 load tiles 0 and 1
+// and then reuse them instead of loading the later pages, i.e. the seesaw schedule without page loads.
+int seesaw_noload() {
+  static int v = [] {
+    const char* e = std::getenv("SERVESIM_MLA_NOLOAD");
+    return e && std::atoi(e) == 1 ? -1 : 0;
+  }();
+  return v;
+}
 // Variant 8's L2 prefetch distance in tiles (4; SERVESIM_MLA_PF overrides it for experiments, 0 = off).
 int seesaw_pf_tiles() {
   static int pf = [] {
@@ -1869,8 +1882,8 @@ void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, boo
     else if (seesaw == 3 && groups % 2 == 0) launch_seesaw_mc(tm, a, plan, s, groups);
     else if (seesaw == 6) mla_decode_seesaw_kernel<false, true, false, true><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p, 0);
     else if (seesaw == 5) mla_decode_seesaw_kernel<false, true, true><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p, seesaw_pf_tiles());
-    else if (seesaw >= 3) mla_decode_seesaw_kernel<false, true><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p, 0);
-    else if (seesaw) mla_decode_seesaw_kernel<false, false><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p, 0);
+    else if (seesaw >= 3) mla_decode_seesaw_kernel<false, true><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p, seesaw_noload());
+    else if (seesaw) mla_decode_seesaw_kernel<false, false><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p, seesaw_noload());
     else if (ns4) mla_decode_wgmma4_kernel<<<dim3(groups, plan.n_work), 256, wgk4::kSmem, s>>>(tm, a, plan.work.p);
     else mla_decode_wgmma_kernel<<<dim3(groups, plan.n_work), 256, wgk::kSmem, s>>>(tm, a, plan.work.p);
     SS_LAUNCH_CHECK();

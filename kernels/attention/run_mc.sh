@@ -8,8 +8,8 @@
 # SWEEP_S > 0, the tests and sanitizers passed and variant $NEW is >= SWEEP_MIN x faster than
 # variant 0 (median over the H=128 points) -- the mla_decode sweep with variant $NEW.
 # Usage (repository root; binaries in $BUILD/kernels/attention):
-#   BUILD=build-attn OUT=/tmp/out SERVESIM_COMMIT=<sha> [VARIANTS="0 4 6 7" (V or V:PF = variant V with
-#   SERVESIM_MLA_PF=PF)] [NEW=6] [NEW_TESTS=gtest filter run first] [OTHER_TESTS=filter] [NCU_VARIANTS="0 4 6"]
+#   BUILD=build-attn OUT=/tmp/out SERVESIM_COMMIT=<sha> [VARIANTS="0 4 6 7" (V, V:PF = variant V with
+#   SERVESIM_MLA_PF=PF, V:nl = with SERVESIM_MLA_NOLOAD=1, a timing diagnostic)] [NEW=6] [NEW_TESTS=gtest filter run first] [OTHER_TESTS=filter] [NCU_VARIANTS="0 4 6"]
 #   [POINTS=B:H:L,...] [SWEEP_S=0] [SWEEP_MIN=1.08] [SANITIZE=1] [REPS=2] [SASS_OF=mangled-name part -> $OUT/sass_kernel.txt]
 #   bash kernels/attention/run_mc.sh
 # -> $OUT/run.log, $OUT/cmp.tar.gz (bench tables + logs), $OUT/ncu.txt, $OUT/tables.tar.gz (sweep)
@@ -66,6 +66,7 @@ T0=$(date +%s)
       for vv in $VARIANTS; do  # V or V:PF (variant V with SERVESIM_MLA_PF=PF, labelled VpPF)
         v=${vv%%:*}; lab=$v; pfenv=""
         if [ "$vv" != "$v" ]; then lab="${v}p${vv#*:}"; pfenv="SERVESIM_MLA_PF=${vv#*:}"; fi
+        if [ "${vv#*:}" = nl ]; then lab="${v}pnl"; pfenv="SERVESIM_MLA_NOLOAD=1"; fi  # V:nl = no page reloads (diagnostic)
         env $pfenv timeout 100 "$BIN/bench_attn" --out "$W/cmp_v${lab}_r$rep" --only mla_decode --budget 60 --mla-decode-variant $v \
           --mla-decode-point "$POINTS" > "$W/compare_v${lab}_r$rep.log" 2>&1
         echo "compare variant $vv rep $rep exit $?"; grep -E "variant 6:" "$W/compare_v${lab}_r$rep.log" | head -1
