@@ -333,6 +333,22 @@ TEST(MlaDecode, WgmmaSeesawRowAhead) {
   mla_case({1, 300, 65}, 0, 9, 32, true);
   mla_case({64, 3000, 1, 128}, 0, 9, 12);
 }
+// variant 10: the seesaw with each warpgroup's own P from registers (RS wgmma) and the S1 order of 7
+TEST(MlaDecode, WgmmaSeesawRegisterP) {
+  SKIP_WITHOUT_GPU();
+  mla_case({1, 2100, 64, 130, 33}, 0, 10, 128);
+  mla_case({129, 192, 191, 65, 128, 127}, 0, 10, 128, true);
+  mla_case({3000, 77}, 256, 10, 128, true);
+  mla_case({9000}, 64, 10, 128, true);
+  mla_case({4097, 4096, 4095, 1, 63, 320}, 0, 10, 128, true);
+  mla_case({1, 70, 700, 2100}, 0, 10, 96, true);
+  mla_case({700, 1, 5000}, 0, 10, 256, true);
+  mla_case({20000}, 0, 10, 64);
+  mla_case({9000}, 64, 10, 16);
+  mla_case({1, 300, 65}, 0, 10, 32, true);
+  mla_case({129, 1500, 31, 32, 95, 96}, 0, 10, 48, true);
+  mla_case({64, 3000, 1, 128}, 0, 10, 12);
+}
 TEST(V4Attn, ShardedHeadCounts) {
   SKIP_WITHOUT_GPU();
   v4_case(32, {1152, 77}, 0, true);
