@@ -105,7 +105,7 @@ PY
   fi
   if [ "$RC" = 0 ] && [ -n "${NCU_VARIANTS:-0 4 6}" ] && command -v ncu > /dev/null; then
     for v in ${NCU_VARIANTS:-0 4 6}; do
-      timeout 120 ncu --clock-control none -k regex:'mla_decode_(wgmma|seesaw)_kernel' -c 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      timeout 120 ncu --clock-control none -k regex:'mla_decode_(wgmma|seesaw)' -c 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
         --section Occupancy --section WarpStateStats --section ComputeWorkloadAnalysis --section SchedulerStats \
         --metrics dram__bytes_read.sum,lts__t_bytes.sum,lts__t_sector_hit_rate.pct,regex:sm__pipe_tensor_op.*cycles_active.avg.pct_of_peak_sustained_active,regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio \
         ${NCU_EXTRA:-} "$BIN/bench_attn" --out "$W/ncu_v$v" --only mla_decode --budget 20 --mla-decode-variant $v --mla-decode-point 512:128:4096 > "$W/ncu_v$v.txt" 2>&1
