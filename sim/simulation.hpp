@@ -33,8 +33,8 @@ struct RunOptions {
   /// (no sequence finishes and none becomes ready before the last of them; a ready sequence cuts
   /// the run at the end of the step in progress, as it would join there step by step). 1 = one
   /// event per step. The results agree with 1 up to SimGrid's clock rounding (test
-  /// RunOutputs.DecodeStepsPerEventKeepTheResults); all_to_all_on_fabric always runs one step per
-  /// event (its flows are per step). Assumes the decode batcher admits from a rank's ready queue by
+  /// RunOutputs.DecodeStepsPerEventKeepTheResults); all_to_all_on_fabric as flows
+  /// (all_to_all_flows) always runs one step per event (its flows are per step). Assumes the decode batcher admits from a rank's ready queue by
   /// the queue and the running count alone (DecodeBatcher's contract). Must be >= 1.
   int decode_steps_per_event = 64;
   /// Distinct prompt-block ids the trace-level reuse closed form remembers (RunTotals::
@@ -47,6 +47,11 @@ struct RunOptions {
   /// 600 s of bench/scenarios/k3-812.json, 232 ranks: 12.1 s user without, 13.6 s with; 456 ranks:
   /// even; 2,856 ranks (9,996 nodes): 219 -> 81 s for 90 simulated s. Tests set 0 to force it.
   int prefix_index_min_ranks = 512;
+  /// all_to_all_on_fabric as one rate-capped background flow per attention-TP group, direction and
+  /// step (the check form; SimGrid 3.32 ignores the cap, so each bursts at its fair share) instead
+  /// of bandwidth held on the NICs and uplinks (sim/engine/a2a_reservations.hpp; the default).
+  /// `run --all-to-all-flows`.
+  bool all_to_all_flows = false;
 };
 
 /// Totals the engine itself keeps (the metrics collector derives everything else from events).
@@ -66,7 +71,7 @@ struct RunTotals {
   /// one per plan of several steps otherwise, a cut plan's wait for its step in progress included)
   long long decode_step_events = 0;
   /// decode steps one SimGrid event could cover in this run: RunOptions::decode_steps_per_event,
-  /// or 1 with all_to_all_on_fabric (its flows are per step)
+  /// or 1 with all_to_all_on_fabric as flows (RunOptions::all_to_all_flows: per step)
   int decode_steps_per_event = 1;
   double transfer_bytes = 0;
   // KV store below the GPUs (sim/kv_store.hpp)

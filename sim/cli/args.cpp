@@ -83,6 +83,9 @@ CLI::App* add_run(CLI::App& app, RunArgs& r) {
                   "prefill ranks from which the cache-aware router's prefix lookups go through one pool-wide index (same answers; a "
                   "huge value turns it off, for checking)")
       ->capture_default_str()->check(integer_in(0, 1 << 30));
+  run->add_flag("--all-to-all-flows", r.all_to_all_flows,
+                "all_to_all_on_fabric as one background flow per attention-TP group, direction and step (the check form) instead of "
+                "bandwidth held on the NICs and uplinks");
   return run;
 }
 

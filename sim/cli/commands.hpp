@@ -25,6 +25,7 @@ struct RunArgs {
   std::vector<std::string> simgrid_cfg;
   int decode_steps_per_event = 64;  ///< RunOptions::decode_steps_per_event (1: one SimGrid event per decode step)
   int prefix_index_min_ranks = 512;  ///< RunOptions::prefix_index_min_ranks
+  bool all_to_all_flows = false;     ///< RunOptions::all_to_all_flows
 };
 
 int run(const RunArgs& a);

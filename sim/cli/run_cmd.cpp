@@ -38,6 +38,7 @@ struct Outputs {
   ProgressSlot* progress = nullptr;
   int decode_steps_per_event = 64;
   int prefix_index_min_ranks = 512;
+  bool all_to_all_flows = false;
 };
 
 // One deployment, in this (child) process. Returns 0 on success.
@@ -69,6 +70,7 @@ int run_one(const Scenario& s, const DeploymentSpec& d, const fs::path& dir, con
     opt.seed = s.seed;
     opt.decode_steps_per_event = o.decode_steps_per_event;
     opt.prefix_index_min_ranks = o.prefix_index_min_ranks;
+    opt.all_to_all_flows = o.all_to_all_flows;
     for (const auto& c : simgrid_cfg) opt.simgrid_cfg.push_back("--cfg=" + c);
     auto source = make_source(workload_for(s.workload, d.prefix_cache), s.seed);
     const std::string workload = source->describe();
@@ -254,6 +256,7 @@ int outputs_from(const RunArgs& a, Outputs& o) {
   o.requests = a.requests;
   o.decode_steps_per_event = a.decode_steps_per_event;
   o.prefix_index_min_ranks = a.prefix_index_min_ranks;
+  o.all_to_all_flows = a.all_to_all_flows;
   if (a.timeline_window.empty()) return 0;
   const auto colon = a.timeline_window.find(':');
   char* e1 = nullptr;

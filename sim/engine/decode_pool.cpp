@@ -89,7 +89,7 @@ void DecodePool::build(const std::vector<int>& first_gpus) {
     q.load_rng = Rng(e_.opt.seed ^ 0x6465636f6465ULL ^ ((i + 1) * 0xd1b54a32d192ed03ULL));
     inst_.push_back(std::move(q));
   }
-  e_.totals.decode_steps_per_event = e_.d.decode.all_to_all_on_fabric ? 1 : std::max(1, e_.opt.decode_steps_per_event);
+  e_.totals.decode_steps_per_event = e_.d.decode.all_to_all_on_fabric && e_.opt.all_to_all_flows ? 1 : std::max(1, e_.opt.decode_steps_per_event);
   if (e_.decode_router->decode_least_loaded()) {
     index_ = std::make_unique<RankIndex>();
     for (const auto& q : inst_)
@@ -272,6 +272,10 @@ void DecodePool::run_planned_steps(Instance& q, std::unique_lock<sg4::Mutex>& lo
   }
   q.planning = false;
   q.in_plan = true;
+  // the plan's all-to-all bytes spread over the plan (its steps' rates differ only by re-pricings)
+  double a2a_bytes = 0;
+  for (const auto& ps : q.plan) a2a_bytes += ps.time.a2a_inter_bytes_gpu;
+  e_.mover.reserve_all_to_all(e_.d.decode, q.first_gpu, KvMover::holder_of(Phase::decode, q.id), a2a_bytes, t - e_.now());
   ++e_.totals.decode_step_events;
   size_t j = q.plan.size();
   if (q.cv->wait_until(lock, t) == std::cv_status::no_timeout) {
@@ -333,6 +337,7 @@ void DecodePool::loop(Instance& q) {
   for (;;) {
     join_batch(q);
     if (q.active == 0) {
+      e_.mover.reserve_all_to_all(e_.d.decode, q.first_gpu, KvMover::holder_of(Phase::decode, q.id), 0, 0);
       q.idle = true;
       sg4::this_actor::suspend();
       continue;
@@ -345,7 +350,8 @@ void DecodePool::loop(Instance& q) {
       evaluate_step(q, sample_at(q, 0));
       q.samples.pop_front();
       const double start = e_.now();
-      e_.mover.inject_all_to_all(e_.d.decode, q.first_gpu, q.last, q.a2a_flows);
+      if (e_.opt.all_to_all_flows) e_.mover.inject_all_to_all(e_.d.decode, q.first_gpu, q.last, q.a2a_flows);
+      else e_.mover.reserve_all_to_all(e_.d.decode, q.first_gpu, KvMover::holder_of(Phase::decode, q.id), q.last.a2a_inter_bytes_gpu, q.last.total_s);
       sg4::this_actor::sleep_for(q.last.total_s);
       ++e_.totals.decode_steps, ++e_.totals.decode_step_events;
       e_.sink.on_step({Phase::decode, q.id, start, e_.now(), q.active, q.active, q.last});

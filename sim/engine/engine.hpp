@@ -20,6 +20,7 @@
 #pragma once
 #include "costmodels/feasibility.hpp"
 #include "costmodels/step_cost.hpp"
+#include "sim/engine/a2a_reservations.hpp"
 #include "sim/events.hpp"
 #include "sim/kvcache/kv_store.hpp"
 #include "sim/kvcache/prefix_cache.hpp"
@@ -265,8 +266,15 @@ class KvMover {
   void preload(const Request& r);
   /// History tokens of r's session the store can give back (0 without a store).
   long long store_tokens_for(const Request& r) const;
-  /// all_to_all_on_fabric: the step's inter-node all-to-all bytes as rate-capped background flows.
+  /// all_to_all_on_fabric with RunOptions::all_to_all_flows (the check form): the step's
+  /// inter-node all-to-all bytes as rate-capped background flows.
   void inject_all_to_all(const PoolSpec& pool, int first_gpu, const StepTime& st, std::vector<sg4::CommPtr>& flows);
+  /// all_to_all_on_fabric (default form): `holder` (an instance: holder_of) holds, on each of its
+  /// attention-TP groups' NIC and node uplink, in each direction, the group's inter-node all-to-all
+  /// bytes per second: `bytes` per GPU and direction over `seconds` (sim/engine/a2a_reservations.hpp).
+  /// bytes <= 0 or seconds <= 0 releases the holder.
+  void reserve_all_to_all(const PoolSpec& pool, int first_gpu, int holder, double bytes, double seconds);
+  static int holder_of(Phase phase, int instance) { return phase == Phase::prefill ? instance : (1 << 24) + instance; }
   void emit_tiers();
   /// Admission times of rounds whose offload is in flight, by session.
   const std::multimap<long long, double>& pending_offloads() const { return pending_offloads_; }
@@ -274,7 +282,13 @@ class KvMover {
  private:
   void transfer_done(ReqState* r, double bytes, bool inter_node);
   void demote(const KvStore::Demotion& dm);
+  /// The links from a group's endpoint to the spine and back (SimGrid's route, less the
+  /// unlimited links), found once per endpoint.
+  const std::pair<std::vector<sg4::Link*>, std::vector<sg4::Link*>>& a2a_route(sg4::Host* g);
   Engine& e_;
+  std::unordered_map<sg4::Host*, std::pair<std::vector<sg4::Link*>, std::vector<sg4::Link*>>> a2a_routes_;
+  LinkReservations a2a_held_;
+  std::unordered_set<sg4::Host*> a2a_sinks_;  // hosts with a draining receiver (the check form)
   std::multimap<long long, double> pending_offloads_;  // session → admission time (stable iterators)
 };
 

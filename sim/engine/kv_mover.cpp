@@ -106,26 +106,83 @@ void KvMover::demote(const KvStore::Demotion& dm) {
   });
 }
 
-// The step's inter-node all-to-all bytes as background flows from each attention-TP group to the
-// fabric and back, rate-capped to last the step's all-to-all time. They only load the links (KV
-// transfers, offloads and load-backs share them); the step time is the closed form. Traffic of the
-// previous step that has not drained is cancelled.
+// The check form of all_to_all_on_fabric (RunOptions::all_to_all_flows): the step's inter-node
+// all-to-all bytes as background flows from each attention-TP group to the fabric and back,
+// rate-capped to last the step (a step's dispatches and combines are spread over its layers).
+// SimGrid 3.32 caps only mailbox comms (a
+// host-to-host comm ignores set_rate: Flows.SimGrid332IgnoresTheRateOfAHostToHostComm), and a
+// mailbox comm leaves from its sender's host: the calling actor moves to each sending host to post
+// its flow, to a mailbox with a permanent receiver (which makes it start at once) that drains it.
+// They only load the links; the step time is the closed form. Traffic of the previous step that
+// has not drained is cancelled.
 void KvMover::inject_all_to_all(const PoolSpec& pool, int first_gpu, const StepTime& st, std::vector<sg4::CommPtr>& flows) {
   for (auto& c : flows)
     if (!c->test()) c->cancel();
   flows.clear();
-  if (!pool.all_to_all_on_fabric || pool.ep <= e_.d.gpu.gpus_per_node || st.a2a_inter_bytes_gpu <= 0 || st.comm_total_s <= 0) return;
+  if (!pool.all_to_all_on_fabric || pool.ep <= e_.d.gpu.gpus_per_node || st.a2a_inter_bytes_gpu <= 0 || st.total_s <= 0) return;
   const double bytes = st.a2a_inter_bytes_gpu * pool.attn_tp;  // a TP group's NIC bytes, each direction
-  const double rate = bytes / st.comm_total_s;
+  const double rate = bytes / st.total_s;  // spread over the step, as the held form spreads it
+  static int payload = 0;
+  auto sink = [this](sg4::Host* h) {  // the mailbox drained on host h
+    sg4::Mailbox* mb = sg4::Mailbox::by_name("a2a-to-" + h->get_name());
+    if (a2a_sinks_.insert(h).second) {
+      sg4::ActorPtr a = sg4::Actor::create("a2a-sink", h, [mb] {
+        mb->set_receiver(sg4::Actor::self());
+        for (;;) {
+          try {
+            mb->get<int>();
+          } catch (const simgrid::Exception&) {  // a flow cancelled at the next step: nothing to drain
+          }
+        }
+      });
+      a->daemonize();
+    }
+    return mb;
+  };
+  sg4::Host* home = sg4::this_actor::get_host();
+  sg4::Mailbox* up = sink(e_.platform.spine);
   for (int r = 0; r < pool.dp(); ++r) {
     sg4::Host* g = e_.platform.endpoint(first_gpu + r * pool.attn_tp);
-    for (auto [a, b] : {std::pair{g, e_.platform.spine}, std::pair{e_.platform.spine, g}}) {
-      // the rate must be set before both ends are: setting the destination starts the comm
-      flows.push_back(sg4::Comm::sendto_init()->set_payload_size(static_cast<uint64_t>(bytes))->set_rate(rate));
-      flows.back()->set_source(a);
-      flows.back()->set_destination(b);
+    sg4::this_actor::set_host(g);
+    flows.push_back(up->put_init(&payload, static_cast<uint64_t>(bytes))->set_rate(rate));
+    flows.back()->start();
+  }
+  sg4::this_actor::set_host(e_.platform.spine);
+  for (int r = 0; r < pool.dp(); ++r) {
+    flows.push_back(sink(e_.platform.endpoint(first_gpu + r * pool.attn_tp))->put_init(&payload, static_cast<uint64_t>(bytes))->set_rate(rate));
+    flows.back()->start();
+  }
+  sg4::this_actor::set_host(home);
+}
+
+const std::pair<std::vector<sg4::Link*>, std::vector<sg4::Link*>>& KvMover::a2a_route(sg4::Host* g) {
+  auto it = a2a_routes_.find(g);
+  if (it != a2a_routes_.end()) return it->second;
+  auto links = [](sg4::Host* a, sg4::Host* b) {
+    std::vector<sg4::Link*> all, out;
+    double latency = 0;
+    a->route_to(b, all, &latency);
+    for (auto* l : all)
+      if (l->get_bandwidth() < 1e17) out.push_back(l);  // the core's unlimited links carry no limit to hold
+    return out;
+  };
+  return a2a_routes_.emplace(g, std::pair{links(g, e_.platform.spine), links(e_.platform.spine, g)}).first->second;
+}
+
+// Each attention-TP group sends its inter-node bytes out through its NIC and its node's uplink and
+// receives as many back: the rate, bytes / seconds, is held on each of those links in each
+// direction (a node's uplink adds up its groups' rates). The step time stays the closed form.
+void KvMover::reserve_all_to_all(const PoolSpec& pool, int first_gpu, int holder, double bytes, double seconds) {
+  std::vector<std::pair<sg4::Link*, double>> rates;
+  if (pool.all_to_all_on_fabric && pool.ep > e_.d.gpu.gpus_per_node && bytes > 0 && seconds > 0) {
+    const double rate = bytes * pool.attn_tp / seconds;  // a TP group's NIC bytes per second, each direction
+    for (int r = 0; r < pool.dp(); ++r) {
+      const auto& [up, down] = a2a_route(e_.platform.endpoint(first_gpu + r * pool.attn_tp));
+      for (auto* l : up) rates.emplace_back(l, rate);
+      for (auto* l : down) rates.emplace_back(l, rate);
     }
   }
+  a2a_held_.hold(holder, std::move(rates));
 }
 
 }  // namespace servesim
