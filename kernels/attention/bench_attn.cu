@@ -70,7 +70,7 @@ std::string SKIP_DIR;  // --skip-existing
 std::vector<int> MLA_HEADS = {96};  // --mla-heads
 std::vector<int> MLA_DECODE_HEADS = {128, 64, 48, 32, 24, 16, 12};  // --mla-decode-heads
 bool MLA_DECODE_LEGACY = true;      // --mla-decode-no-legacy
-int MLA_DECODE_VARIANT = 0;         // --mla-decode-variant (the kernel of the main grid)
+int MLA_DECODE_VARIANT = 10;        // --mla-decode-variant (the kernel of the main grid; 10 since issue 12's tenth session: the table's kernel)
 std::vector<int> MLA_PREFILL_VARIANTS = {4};  // --mla-prefill-variant V[,V..]: the first is the main grid's kernel
 std::vector<std::array<int, 3>> MLA_PREFILL_POINTS;  // --mla-prefill-point N:P:H[,...]: only these, every variant
 std::vector<std::array<int, 3>> V4_ATTN_POINTS;  // --v4-attn-point H:B:L[,...]

@@ -77,7 +77,9 @@ struct MqaArgs {
 ///   counts; odd ones run 7): 0.75-0.80x variant 0 at 96/128 heads; 7 = variant 4 with S1 over column
 ///   blocks 4-7, 0-3, 8; 8 = 7 + L2 prefetch of tile j+4's page (SERVESIM_MLA_PF): slower; 9 = 7 with
 ///   the next pair's block-table entries loaded early; 10 = 7 with each warpgroup's own P from
-///   registers (RS wgmma): the fastest, 1.04-1.11x variant 0 at 128 heads (464 TF/s at 512 x 4K).
+///   registers (RS wgmma): the fastest, 1.04-1.11x variant 0 at 128 heads (464 TF/s at 512 x 4K);
+///   the kernel of costmodels/data/h200/mla_decode.json (bench_attn's default; in the lead's table
+///   call 1.03-1.12x variant 0 at 64-128 heads, 0.96-0.99x at 16-32). This API's default stays 0.
 ///   SERVESIM_MLA_NOLOAD=1 makes variants 4 and 7 skip the page loads after tiles 0 and 1 (timing
 ///   diagnostic only: wrong results).
 /// variant 1 / 2: the earlier mma.sync kernel with 32-row / 64-row tiles (heads in groups of 48,
