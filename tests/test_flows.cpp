@@ -106,14 +106,14 @@ TEST(Flows, ConcurrentLoadsNeverExceedTheirBottleneck) {
 }
 
 // SimGrid 3.32 does not cap a host-to-host comm (Comm::sendto_init) at the rate set with set_rate:
-// it gets its max-min fair share like any flow. all_to_all_on_fabric's background flows
-// (KvMover::inject_all_to_all) are built that way, so they burst at their fair share at each step
-// start instead of spreading the step's bytes at bytes / time (README "Limits"). This pins the
+// it gets its max-min fair share like any flow. That is why all_to_all_on_fabric's check form
+// (KvMover::inject_all_to_all, run --all-to-all-flows) posts mailbox comms from the sending host,
+// whose rate SimGrid does honour, and its default form holds bandwidth on links instead. This pins the
 // library's behaviour: two flows from GPU 0 to GPU 8 of the other node share GPU 0's 50 GB/s NIC;
 // one of 1 GB "capped" at 1 GB/s starts first, then a 4 GB copy. With the cap honoured the copy
 // would take 4 / 49 s; as SimGrid 3.32 shares, the copy gets 25 GB/s until the 1 GB flow ends
-// (at 2 x its remaining bytes over the NIC), then 50. If this fails after a SimGrid upgrade, the
-// background flows are capped now: re-check the all-to-all model and its tests.
+// (at 2 x its remaining bytes over the NIC), then 50. If this fails after a SimGrid upgrade,
+// host-to-host comms are capped now and the check form could use them again.
 TEST(Flows, SimGrid332IgnoresTheRateOfAHostToHostComm) {
   const auto [e, p] = two_nodes({});
   double copy_s = -1;
