@@ -34,7 +34,9 @@ struct RunOptions {
   /// the run at the end of the step in progress, as it would join there step by step). 1 = one
   /// event per step. The results agree with 1 up to SimGrid's clock rounding (test
   /// RunOutputs.DecodeStepsPerEventKeepTheResults); all_to_all_on_fabric as flows
-  /// (all_to_all_flows) always runs one step per event (its flows are per step). Assumes the decode batcher admits from a rank's ready queue by
+  /// (all_to_all_flows) always runs one step per event (its flows are per step); held, a plan holds
+  /// its steps' mean all-to-all rate, so single KV transfers during it may differ from one event per
+  /// step (by up to ~14%; the mean by 0.04%: RunOutputs.AllToAllReservationsMatchTheFlows). Assumes the decode batcher admits from a rank's ready queue by
   /// the queue and the running count alone (DecodeBatcher's contract). Must be >= 1.
   int decode_steps_per_event = 64;
   /// Distinct prompt-block ids the trace-level reuse closed form remembers (RunTotals::
@@ -48,9 +50,9 @@ struct RunOptions {
   /// even; 2,856 ranks (9,996 nodes): 219 -> 81 s for 90 simulated s. Tests set 0 to force it.
   int prefix_index_min_ranks = 512;
   /// all_to_all_on_fabric as one rate-capped background flow per attention-TP group, direction and
-  /// step (the check form; SimGrid 3.32 ignores the cap, so each bursts at its fair share) instead
-  /// of bandwidth held on the NICs and uplinks (sim/engine/a2a_reservations.hpp; the default).
-  /// `run --all-to-all-flows`.
+  /// step (the check form: mailbox comms posted from the sending host, whose caps SimGrid 3.32
+  /// honours; one event per decode step, and far slower) instead of bandwidth held on the NICs and
+  /// uplinks (sim/engine/a2a_reservations.hpp; the default). `run --all-to-all-flows`.
   bool all_to_all_flows = false;
 };
 

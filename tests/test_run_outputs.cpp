@@ -267,7 +267,8 @@ TEST(RunOutputs, AllToAllReservationsMatchTheFlows) {
                           {"deployments", {{{"name", "k3"}, {"model", "kimi-k3"}, {"hardware", "h200"}, {"prefill", prefill}, {"decode", decode}, {"prefix_cache", {{"enabled", false}}}}}}};
     std::ofstream(d.p / (on ? "on.json" : "off.json")) << scn.dump();
   }
-  const std::vector<std::pair<std::string, std::string>> runs = {{"held", "on.json"}, {"flows", "on.json --all-to-all-flows"}, {"off", "off.json"}};
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"held", "on.json"}, {"held1", "on.json --decode-steps-per-event 1"}, {"flows", "on.json --all-to-all-flows"}, {"off", "off.json"}};
   std::map<std::string, std::vector<double>> t;  // transfer seconds per request id
   for (const auto& [name, args] : runs) {
     const auto o = ::test::sh("run " + (d.p / args).string() + " --no-timeline --quiet --jobs 1 --out " + (d.p / name).string());
@@ -283,7 +284,13 @@ TEST(RunOutputs, AllToAllReservationsMatchTheFlows) {
   EXPECT_NEAR(mean(t["held"]) / mean(t["flows"]), 1.0, 0.02);
   EXPECT_GT(mean(t["held"]), 1.05 * mean(t["off"]));  // the EP traffic slows the KV copies
   EXPECT_GT(mean(t["flows"]), 1.05 * mean(t["off"]));
-  // held bandwidth keeps several decode steps per event; the flows need one event per step
-  EXPECT_EQ(nlohmann::json::parse(::test::slurp(d.p / "held" / "k3" / "summary.json"))["engine"]["decode_steps_per_event"], 64);
-  EXPECT_EQ(nlohmann::json::parse(::test::slurp(d.p / "flows" / "k3" / "summary.json"))["engine"]["decode_steps_per_event"], 1);
+  // a decode plan holds its steps' mean rate: single transfers move against one event per step
+  // (up to ~14%), their mean does not
+  ASSERT_EQ(t["held"].size(), t["held1"].size());
+  EXPECT_NEAR(mean(t["held"]) / mean(t["held1"]), 1.0, 0.005);
+  // held bandwidth keeps several decode steps per event; the flows take one event per step
+  const auto held = nlohmann::json::parse(::test::slurp(d.p / "held" / "k3" / "summary.json"))["engine"];
+  const auto flows = nlohmann::json::parse(::test::slurp(d.p / "flows" / "k3" / "summary.json"))["engine"];
+  EXPECT_LT(held["decode_step_events"].get<long long>(), held["decode_steps"].get<long long>() / 2);
+  EXPECT_EQ(flows["decode_step_events"].get<long long>(), flows["decode_steps"].get<long long>());
 }

@@ -279,7 +279,9 @@ TEST(AllToAllOnFabric, OnTheKvTransferSharesTheNicsWithEpTraffic) {
   double hand = 0;
   const double busy = first_transfer_s(true, &hand);
   std::printf("transfer at line rate %.6f s, with EP traffic %.6f s\n", hand, busy);
-  EXPECT_GT(busy, hand * 1.01) << "line rate " << hand << " s, with EP traffic on the NICs " << busy << " s";
+  // request 1's prefill steps move more all-to-all bytes per second than half the NIC, so under
+  // max-min sharing (and the held bandwidth) the copy gets half of it: twice the bytes' time
+  EXPECT_NEAR(busy, 6e-6 + 2 * (hand - 6e-6), 1e-6) << "line rate " << hand << " s, with EP traffic on the NICs " << busy << " s";
 }
 
 namespace {

@@ -162,6 +162,13 @@ TEST(Validate, StepRowsAreWhatServesimStepPrints) {
   const Out bad = sh("validate --dir " + dir.string());
   EXPECT_EQ(bad.status, 2) << bad.text;
   EXPECT_NE(bad.text.find("rows[0].two_batch_overlap"), std::string::npos) << bad.text;
+  // a misspelt override is an error too, not an ignored field
+  std::ofstream(dir / "case.json") << R"({"name": "t", "kind": "step_throughput", "source": "test", "deployment": "test", "scenario": ")"
+                                   << test::data("scenarios/dsv3-sglang-96xh100.json") << R"(", "bound": {"relative": 0.1}, "rows": [
+    {"metric": "m", "unit": "u", "published": 1, "phase": "decode", "seqs_per_rank": 8, "context": 100, "two_batch_overlab": false}]})";
+  const Out typo = sh("validate --dir " + dir.string());
+  EXPECT_EQ(typo.status, 2) << typo.text;
+  EXPECT_NE(typo.text.find("rows[0].two_batch_overlab: unknown field"), std::string::npos) << typo.text;
   fs::remove_all(dir);
 }
 

@@ -2,8 +2,11 @@
 // deployment's pool for a uniform batch, computed exactly as `servesim step` prints it
 // (sim/cli/step_cmd.cpp; tests/test_validate.cpp checks that the two agree).
 //
-// Case fields: "scenario" (relative to the case file), optional "deployment" (default the first)
-// and "cost_model" (default the scenario's). Row fields: "phase" (prefill | decode),
+// Case fields: "scenario" (relative to the case file), optional "deployment_name" (default the
+// first deployment; "deployment" is the case's description of what was measured) and "cost_model"
+// (default the scenario's). Row fields (any other is an error, so that a misspelt override is not
+// silently ignored): "metric", "unit", "published", "published_note", "expected_fail", "quick",
+// "phase" (prefill | decode),
 // "seqs_per_rank", "tokens" (prefill), "context"; optional, the pool's setting for this row only
 // (a published ablation): "two_batch_overlap" (true | false), "expert_imbalance" (busiest/mean
 // GPU load, 1-64; 1 = perfectly balanced routing).
@@ -16,6 +19,7 @@
 #include "sim/validate.hpp"
 
 #include <filesystem>
+#include <set>
 
 namespace servesim::cli::validation {
 
@@ -52,6 +56,10 @@ std::vector<Row> eval_step_throughput(const Case& c, bool quick) {
   }
   std::vector<Row> out;
   for (auto& r : selected_rows(c, quick)) {
+    static const std::set<std::string> known = {"metric", "unit", "published", "published_note", "expected_fail", "quick", "phase",
+                                                "seqs_per_rank", "tokens", "context", "two_batch_overlap", "expert_imbalance"};
+    for (const auto& [key, value] : r.j->items())
+      if (!known.count(key)) throw CaseError(r.where + "." + key + ": unknown field of a step_throughput row");
     const std::string phase = str(*r.j, "phase", r.where);
     if (phase != "prefill" && phase != "decode") throw CaseError(r.where + ".phase: prefill or decode, got \"" + phase + "\"");
     const bool decode = phase == "decode";

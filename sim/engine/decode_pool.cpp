@@ -275,7 +275,7 @@ void DecodePool::run_planned_steps(Instance& q, std::unique_lock<sg4::Mutex>& lo
   // the plan's all-to-all bytes spread over the plan (its steps' rates differ only by re-pricings)
   double a2a_bytes = 0;
   for (const auto& ps : q.plan) a2a_bytes += ps.time.a2a_inter_bytes_gpu;
-  e_.mover.reserve_all_to_all(e_.d.decode, q.first_gpu, KvMover::holder_of(Phase::decode, q.id), a2a_bytes, t - e_.now());
+  e_.mover.all_to_all_step(Phase::decode, q.id, q.first_gpu, q.last, a2a_bytes, t - e_.now());  // (held form only: the flows form plans one step)
   ++e_.totals.decode_step_events;
   size_t j = q.plan.size();
   if (q.cv->wait_until(lock, t) == std::cv_status::no_timeout) {
@@ -350,8 +350,7 @@ void DecodePool::loop(Instance& q) {
       evaluate_step(q, sample_at(q, 0));
       q.samples.pop_front();
       const double start = e_.now();
-      if (e_.opt.all_to_all_flows) e_.mover.inject_all_to_all(e_.d.decode, q.first_gpu, q.last, q.a2a_flows);
-      else e_.mover.reserve_all_to_all(e_.d.decode, q.first_gpu, KvMover::holder_of(Phase::decode, q.id), q.last.a2a_inter_bytes_gpu, q.last.total_s);
+      e_.mover.all_to_all_step(Phase::decode, q.id, q.first_gpu, q.last, q.last.a2a_inter_bytes_gpu, q.last.total_s);
       sg4::this_actor::sleep_for(q.last.total_s);
       ++e_.totals.decode_steps, ++e_.totals.decode_step_events;
       e_.sink.on_step({Phase::decode, q.id, start, e_.now(), q.active, q.active, q.last});

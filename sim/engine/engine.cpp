@@ -47,8 +47,6 @@ void Engine::build() {
 RunTotals Engine::finish() {
   arrivals.keep_alive();
   decode.keep_alive();
-  for (auto& p : prefill.instances()) new std::vector<sg4::CommPtr>(std::move(p.a2a_flows));
-  for (auto& q : decode.instances()) new std::vector<sg4::CommPtr>(std::move(q.a2a_flows));
   totals.end_s = now();
   decode.settle_counters();
   // sessions still open: their rounds in progress (and offloads in flight) hold GPU KV until now

@@ -113,7 +113,6 @@ class PrefillPool {
     sg4::ActorPtr actor;
     bool idle = false;
     bool queued = false;  // got requests since the last wake_queued()
-    std::vector<sg4::CommPtr> a2a_flows;  // this step's all-to-all on the fabric (all_to_all_on_fabric)
   };
   explicit PrefillPool(Engine& e);
   void build(const std::vector<int>& first_gpus);
@@ -165,7 +164,6 @@ class DecodePool {
     std::vector<Rank> ranks;
     sg4::ActorPtr actor;
     bool idle = false;
-    std::vector<sg4::CommPtr> a2a_flows;
     // event-driven continuous batching: a sequence's finishing step is known when it joins, so a
     // step costs O(log n) bookkeeping instead of O(n)
     long long step = 0, active = 0;
@@ -268,13 +266,19 @@ class KvMover {
   long long store_tokens_for(const Request& r) const;
   /// all_to_all_on_fabric with RunOptions::all_to_all_flows (the check form): the step's
   /// inter-node all-to-all bytes as rate-capped background flows.
-  void inject_all_to_all(const PoolSpec& pool, int first_gpu, const StepTime& st, std::vector<sg4::CommPtr>& flows);
+  void inject_all_to_all(const PoolSpec& pool, int first_gpu, const StepTime& st);
   /// all_to_all_on_fabric (default form): `holder` (an instance: holder_of) holds, on each of its
   /// attention-TP groups' NIC and node uplink, in each direction, the group's inter-node all-to-all
   /// bytes per second: `bytes` per GPU and direction over `seconds` (sim/engine/a2a_reservations.hpp).
   /// bytes <= 0 or seconds <= 0 releases the holder.
   void reserve_all_to_all(const PoolSpec& pool, int first_gpu, int holder, double bytes, double seconds);
+  /// The holder id of an instance in the link reservations: prefill instances 0..2^24-1, decode
+  /// instances 2^24 + their id (instance ids stay below 2^24: a pool has at most 2^20 GPUs).
   static int holder_of(Phase phase, int instance) { return phase == Phase::prefill ? instance : (1 << 24) + instance; }
+  /// all_to_all_on_fabric for a step (or a decode plan) of `instance` of `phase`'s pool whose first
+  /// GPU is `first_gpu`: the flows of step `st` (check form), or `bytes` per GPU and direction over
+  /// `seconds` held (default form). Does nothing when the pool's option is off.
+  void all_to_all_step(Phase phase, int instance, int first_gpu, const StepTime& st, double bytes, double seconds);
   void emit_tiers();
   /// Admission times of rounds whose offload is in flight, by session.
   const std::multimap<long long, double>& pending_offloads() const { return pending_offloads_; }

@@ -164,8 +164,7 @@ void PrefillPool::loop(Instance& p) {
       }
     }
     const StepTime st = e_.pstep->step(work_, Phase::prefill, e_.pstep->draw_sample(load_rng_));
-    if (e_.opt.all_to_all_flows) e_.mover.inject_all_to_all(e_.d.prefill, p.first_gpu, st, p.a2a_flows);
-    else e_.mover.reserve_all_to_all(e_.d.prefill, p.first_gpu, KvMover::holder_of(Phase::prefill, p.id), st.a2a_inter_bytes_gpu, st.total_s);
+    e_.mover.all_to_all_step(Phase::prefill, p.id, p.first_gpu, st, st.a2a_inter_bytes_gpu, st.total_s);
     sg4::this_actor::sleep_for(st.total_s);
     ++e_.totals.prefill_steps;
     e_.sink.on_step({Phase::prefill, p.id, start, e_.now(), seqs, tokens, st});
