@@ -163,6 +163,7 @@ class StepCostModel {
   std::vector<std::unique_ptr<ExpertLoad>> loads_;  // per ffn kind (null: dense)
   int main_moe_ = -1;                              // ffn kind whose load StepTime reports
   mutable std::vector<Op> scratch_;
+  mutable std::vector<SeqWork> halves_[2];  // a decode rank's sequences split into the two micro-batches
   // One FFN layer's priced parts, a pure function of (ffn kind, micro-batches, Tm, Tt, sample):
   // finish() memoises them (decode steps repeat the same token counts and samples millions of
   // times). Cleared when it reaches kFfnMemoMax entries; values are bit-for-bit what pricing gives.

@@ -79,9 +79,10 @@ struct PoolSpec {
 /// per step, one token per sequence, direct dispatch (DeepEP low-latency).
 /// overlap_exposed_fraction: prefill 0.27 makes two-batch overlap gain 1.31x over no overlap for
 /// DeepSeek-V3 EP32 at 8,192 tokens per GPU on H100 (SGLang measured +27-35%, LMSYS large-scale-EP
-/// blog "Ablation Study: TBO"; with 0 the engine's overlap gained 1.56x, with 0.16 1.40x); decode 0.45
+/// blog "Ablation Study: TBO"; with 0 the engine's overlap gained 1.56x, with 0.16 1.40x); decode 0.34
 /// makes it gain 1.255x at 256 sequences per GPU, 2,000-token context, EP72 on H100 (the same
-/// ablation: 22,310 output tok/s per node with TBO, +25.5%; with 0.16 the engine gained 1.57x).
+/// ablation: 22,310 output tok/s per node with TBO, +25.5%; with 0.16 the engine gained 1.57x;
+/// each micro-batch's attention priced on its own half of the sequences, StepCostModel::attention_part).
 /// The decode DeepEP low-latency kernels wait for their data on the compute stream (the blog:
 /// dispatch ~0.17 ms per layer busy-waiting against a 0.06 ms unit test, combine 2x DeepSeek's), so
 /// about half of their time stays exposed; serving-overheads.md §3.
@@ -93,7 +94,7 @@ inline PoolSpec default_prefill_pool() {
 }
 inline PoolSpec default_decode_pool() {
   PoolSpec p;
-  p.overlap_exposed_fraction = 0.45;
+  p.overlap_exposed_fraction = 0.34;
   p.max_batch_tokens = 256, p.chunk_tokens = 1, p.max_running = 128, p.ep_dispatch = EpDispatch::direct, p.cuda_graph = true;
   return p;
 }

@@ -283,8 +283,10 @@ TEST(StepOverheads, TwoBatchOverlapGainMatchesSglangsAblation) {
 
 // The same ablation in decode (EP72, DeepEP low-latency, 2,000-token context): TBO gains 25.5% at
 // 256 sequences per GPU (22,310 output tok/s per node) and is "minimal or negative" below a
-// threshold between 64 and 128 (-27% at 32). The decode default e = 0.45 is fitted to the 256
-// point only; the sign at 32 and the order 64 < 128 are checks it was not fitted to.
+// threshold between 64 and 128 (-27% at 32). The decode default e = 0.34 is fitted to the 256
+// point only; the loss at 32 (its size: each micro-batch's attention is priced on its half of the
+// sequences, and at 16 a half costs most of what 32 do) and the threshold are checks it was not
+// fitted to.
 TEST(StepOverheads, DecodeTwoBatchOverlapGainFollowsSglangsAblation) {
   DeploymentSpec d = test::deployment("deepseek-v3", "h100", default_prefill_pool(), default_decode_pool());
   d.decode.ep = 72, d.decode.redundant_experts = 32, d.decode.max_running = 256;
@@ -301,9 +303,9 @@ TEST(StepOverheads, DecodeTwoBatchOverlapGainFollowsSglangsAblation) {
   const double g32 = gain(32), g64 = gain(64), g128 = gain(128), g256 = gain(256);
   EXPECT_GE(g256, 1.255 - 0.03);
   EXPECT_LE(g256, 1.255 + 0.03);
-  EXPECT_LT(g32, 1.0);
-  EXPECT_LT(g64, g128);
-  EXPECT_GT(g128, 1.0);
+  EXPECT_LT(g32, 0.9);  // published 0.73; whole-batch attention pricing gave 0.94
+  EXPECT_LT(g64, 1.0);
+  EXPECT_GT(g128, 1.05);
   EXPECT_LT(g128, g256);
 }
 
