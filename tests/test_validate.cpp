@@ -1,6 +1,7 @@
 // `servesim validate`: the table of validation cases (scenarios/validation/*.json) against
 // hand-computed values, the exit status (0 / 1 when a row not marked expected-fail misses its
 // bound / 2 on bad input), skipping when a trace is absent, and agreement with `servesim step`.
+#include "cli_run.hpp"
 #include "helpers.hpp"
 
 #include <gtest/gtest.h>
@@ -74,6 +75,13 @@ void write_deepep_case(const fs::path& dir, double published, const std::string&
                                   << R"(, "mode": "low_latency", "op": "dispatch", "ep": 8, "tokens": 128)" << extra << "}]}";
 }
 
+// A step_throughput case on the SGLang DeepSeek-V3 scenario with one row (its JSON object).
+void write_step_case(const fs::path& dir, const std::string& row_json) {
+  std::ofstream(dir / "case.json") << R"({"name": "t", "kind": "step_throughput", "source": "test", "deployment": "test", "scenario": ")"
+                                   << test::data("scenarios/dsv3-sglang-96xh100.json") << R"(", "bound": {"relative": 0.1}, "rows": [)" << row_json
+                                   << "]}";
+}
+
 }  // namespace
 
 TEST(Validate, QuickPassesAndItsRowsMatchHandComputedValues) {
@@ -139,8 +147,7 @@ TEST(Validate, StepRowsAreWhatServesimStepPrints) {
   EXPECT_NEAR(d.simulated, std::stod(m[1]), 0.51);
   // the ablation row ("two_batch_overlap": false) is `servesim step` on the scenario with the decode
   // pool's overlap turned off (the second "two_batch_overlap" of the file is the decode pool's)
-  std::ifstream in(test::data("scenarios/dsv3-sglang-96xh100.json"));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = test::slurp(test::data("scenarios/dsv3-sglang-96xh100.json"));
   const std::string on = "\"two_batch_overlap\": true";
   const size_t first = text.find(on), second = text.find(on, first + 1);
   ASSERT_NE(second, std::string::npos);
@@ -156,16 +163,12 @@ TEST(Validate, StepRowsAreWhatServesimStepPrints) {
   EXPECT_LT(n.simulated, d.simulated / 1.2);  // the overlap is worth more than 20% at this batch
   // a row whose two_batch_overlap is not a boolean is bad input, named by its field
   fs::remove(dir / "s.json");
-  std::ofstream(dir / "case.json") << R"({"name": "t", "kind": "step_throughput", "source": "test", "deployment": "test", "scenario": ")"
-                                   << test::data("scenarios/dsv3-sglang-96xh100.json") << R"(", "bound": {"relative": 0.1}, "rows": [
-    {"metric": "m", "unit": "u", "published": 1, "phase": "decode", "seqs_per_rank": 8, "context": 100, "two_batch_overlap": "no"}]})";
+  write_step_case(dir, R"({"metric": "m", "unit": "u", "published": 1, "phase": "decode", "seqs_per_rank": 8, "context": 100, "two_batch_overlap": "no"})");
   const Out bad = sh("validate --dir " + dir.string());
   EXPECT_EQ(bad.status, 2) << bad.text;
   EXPECT_NE(bad.text.find("rows[0].two_batch_overlap"), std::string::npos) << bad.text;
   // a misspelt override is an error too, not an ignored field
-  std::ofstream(dir / "case.json") << R"({"name": "t", "kind": "step_throughput", "source": "test", "deployment": "test", "scenario": ")"
-                                   << test::data("scenarios/dsv3-sglang-96xh100.json") << R"(", "bound": {"relative": 0.1}, "rows": [
-    {"metric": "m", "unit": "u", "published": 1, "phase": "decode", "seqs_per_rank": 8, "context": 100, "two_batch_overlab": false}]})";
+  write_step_case(dir, R"({"metric": "m", "unit": "u", "published": 1, "phase": "decode", "seqs_per_rank": 8, "context": 100, "two_batch_overlab": false})");
   const Out typo = sh("validate --dir " + dir.string());
   EXPECT_EQ(typo.status, 2) << typo.text;
   EXPECT_NE(typo.text.find("rows[0].two_batch_overlab: unknown field"), std::string::npos) << typo.text;
@@ -176,8 +179,7 @@ TEST(Validate, StepRowsAreWhatServesimStepPrints) {
 // with the prefill pool's expert_imbalance fixed at 1, faster than the sampled-load row.
 TEST(Validate, BalancedExpertRowIsStepWithTheImbalanceFixed) {
   const Out v = sh("validate");
-  std::ifstream in(test::data("scenarios/dsv3-sglang-96xh100.json"));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = test::slurp(test::data("scenarios/dsv3-sglang-96xh100.json"));
   const std::string anchor = "\"redundant_experts\": 32";  // the first is the prefill pool's
   const size_t at = text.find(anchor);
   ASSERT_NE(at, std::string::npos);
@@ -197,9 +199,7 @@ TEST(Validate, BalancedExpertRowIsStepWithTheImbalanceFixed) {
   EXPECT_GT(b.simulated, r.simulated * 1.03);  // the sampled EPLB load (~1.1) costs several percent
   // out of range: named by its field, exit 2
   fs::remove(dir / "s.json");
-  std::ofstream(dir / "case.json") << R"({"name": "t", "kind": "step_throughput", "source": "test", "deployment": "test", "scenario": ")"
-                                   << test::data("scenarios/dsv3-sglang-96xh100.json") << R"(", "bound": {"relative": 0.1}, "rows": [
-    {"metric": "m", "unit": "u", "published": 1, "phase": "prefill", "seqs_per_rank": 1, "tokens": 100, "context": 0, "expert_imbalance": 0.5}]})";
+  write_step_case(dir, R"({"metric": "m", "unit": "u", "published": 1, "phase": "prefill", "seqs_per_rank": 1, "tokens": 100, "context": 0, "expert_imbalance": 0.5})");
   const Out bad = sh("validate --dir " + dir.string());
   EXPECT_EQ(bad.status, 2) << bad.text;
   EXPECT_NE(bad.text.find("rows[0].expert_imbalance"), std::string::npos) << bad.text;

@@ -337,7 +337,7 @@ void DecodePool::loop(Instance& q) {
   for (;;) {
     join_batch(q);
     if (q.active == 0) {
-      e_.mover.reserve_all_to_all(e_.d.decode, q.first_gpu, KvMover::holder_of(Phase::decode, q.id), 0, 0);
+      e_.mover.end_all_to_all(Phase::decode, q.id);
       q.idle = true;
       sg4::this_actor::suspend();
       continue;

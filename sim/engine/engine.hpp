@@ -264,21 +264,16 @@ class KvMover {
   void preload(const Request& r);
   /// History tokens of r's session the store can give back (0 without a store).
   long long store_tokens_for(const Request& r) const;
-  /// all_to_all_on_fabric with RunOptions::all_to_all_flows (the check form): the step's
-  /// inter-node all-to-all bytes as rate-capped background flows.
-  void inject_all_to_all(const PoolSpec& pool, int first_gpu, const StepTime& st);
-  /// all_to_all_on_fabric (default form): `holder` (an instance: holder_of) holds, on each of its
-  /// attention-TP groups' NIC and node uplink, in each direction, the group's inter-node all-to-all
-  /// bytes per second: `bytes` per GPU and direction over `seconds` (sim/engine/a2a_reservations.hpp).
-  /// bytes <= 0 or seconds <= 0 releases the holder.
-  void reserve_all_to_all(const PoolSpec& pool, int first_gpu, int holder, double bytes, double seconds);
+  /// all_to_all_on_fabric for a step (or a decode plan) of `instance` of `phase`'s pool whose first
+  /// GPU is `first_gpu`: the flows of step `st` (RunOptions::all_to_all_flows, the check form), or
+  /// `bytes` per GPU and direction over `seconds` (> 0) held on the instance's NICs and uplinks
+  /// (default form). Does nothing when the pool's option is off or the instance fits in one node.
+  void all_to_all_step(Phase phase, int instance, int first_gpu, const StepTime& st, double bytes, double seconds);
+  /// An idle instance releases the bandwidth it holds (the flows form holds none).
+  void end_all_to_all(Phase phase, int instance);
   /// The holder id of an instance in the link reservations: prefill instances 0..2^24-1, decode
   /// instances 2^24 + their id (instance ids stay below 2^24: a pool has at most 2^20 GPUs).
   static int holder_of(Phase phase, int instance) { return phase == Phase::prefill ? instance : (1 << 24) + instance; }
-  /// all_to_all_on_fabric for a step (or a decode plan) of `instance` of `phase`'s pool whose first
-  /// GPU is `first_gpu`: the flows of step `st` (check form), or `bytes` per GPU and direction over
-  /// `seconds` held (default form). Does nothing when the pool's option is off.
-  void all_to_all_step(Phase phase, int instance, int first_gpu, const StepTime& st, double bytes, double seconds);
   void emit_tiers();
   /// Admission times of rounds whose offload is in flight, by session.
   const std::multimap<long long, double>& pending_offloads() const { return pending_offloads_; }
@@ -289,6 +284,12 @@ class KvMover {
   /// The links from a group's endpoint to the spine and back (SimGrid's route, less the
   /// unlimited links), found once per endpoint.
   const std::pair<std::vector<sg4::Link*>, std::vector<sg4::Link*>>& a2a_route(sg4::Host* g);
+  /// The check form: the step's inter-node all-to-all bytes as rate-capped background flows.
+  void inject_all_to_all(const PoolSpec& pool, int first_gpu, const StepTime& st);
+  /// The default form: `holder` holds, on each of its attention-TP groups' NIC and node uplink, in
+  /// each direction, `bytes` per GPU over `seconds` (sim/engine/a2a_reservations.hpp); bytes <= 0
+  /// or seconds <= 0 holds nothing.
+  void reserve_all_to_all(const PoolSpec& pool, int first_gpu, int holder, double bytes, double seconds);
   Engine& e_;
   std::unordered_map<sg4::Host*, std::pair<std::vector<sg4::Link*>, std::vector<sg4::Link*>>> a2a_routes_;
   LinkReservations a2a_held_;

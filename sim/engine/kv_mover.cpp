@@ -117,7 +117,7 @@ void KvMover::demote(const KvStore::Demotion& dm) {
 // step): kept as activities of the posting actor, SimGrid scanned them all at each simcall (a Kimi
 // K2 run took 35 s for 6 simulated s; 0.85 s detached).
 void KvMover::inject_all_to_all(const PoolSpec& pool, int first_gpu, const StepTime& st) {
-  if (!pool.all_to_all_on_fabric || pool.ep <= e_.d.gpu.gpus_per_node || st.a2a_inter_bytes_gpu <= 0 || st.total_s <= 0) return;
+  if (st.a2a_inter_bytes_gpu <= 0 || st.total_s <= 0) return;
   const double bytes = st.a2a_inter_bytes_gpu * pool.attn_tp;  // a TP group's NIC bytes, each direction
   const double rate = bytes / st.total_s;  // spread over the step, as the held form spreads it
   static int payload = 0;
@@ -166,6 +166,8 @@ const std::pair<std::vector<sg4::Link*>, std::vector<sg4::Link*>>& KvMover::a2a_
 
 void KvMover::all_to_all_step(Phase phase, int instance, int first_gpu, const StepTime& st, double bytes, double seconds) {
   const PoolSpec& pool = phase == Phase::prefill ? e_.d.prefill : e_.d.decode;
+  // only an instance spanning nodes has inter-node all-to-all bytes
+  if (!pool.all_to_all_on_fabric || pool.ep <= e_.d.gpu.gpus_per_node) return;
   if (e_.opt.all_to_all_flows) inject_all_to_all(pool, first_gpu, st);
   else reserve_all_to_all(pool, first_gpu, holder_of(phase, instance), bytes, seconds);
 }
@@ -175,7 +177,7 @@ void KvMover::all_to_all_step(Phase phase, int instance, int first_gpu, const St
 // direction (a node's uplink adds up its groups' rates). The step time stays the closed form.
 void KvMover::reserve_all_to_all(const PoolSpec& pool, int first_gpu, int holder, double bytes, double seconds) {
   std::vector<std::pair<sg4::Link*, double>> rates;
-  if (pool.all_to_all_on_fabric && pool.ep > e_.d.gpu.gpus_per_node && bytes > 0 && seconds > 0) {
+  if (bytes > 0 && seconds > 0) {
     const double rate = bytes * pool.attn_tp / seconds;  // a TP group's NIC bytes per second, each direction
     for (int r = 0; r < pool.dp(); ++r) {
       const auto& [up, down] = a2a_route(e_.platform.endpoint(first_gpu + r * pool.attn_tp));
@@ -185,5 +187,7 @@ void KvMover::reserve_all_to_all(const PoolSpec& pool, int first_gpu, int holder
   }
   a2a_held_.hold(holder, std::move(rates));
 }
+
+void KvMover::end_all_to_all(Phase phase, int instance) { a2a_held_.hold(holder_of(phase, instance), {}); }
 
 }  // namespace servesim

@@ -147,7 +147,7 @@ void PrefillPool::loop(Instance& p) {
       any |= !pr.items.empty();
     }
     if (!any) {
-      e_.mover.reserve_all_to_all(e_.d.prefill, p.first_gpu, KvMover::holder_of(Phase::prefill, p.id), 0, 0);
+      e_.mover.end_all_to_all(Phase::prefill, p.id);
       p.idle = true;
       sg4::this_actor::suspend();
       continue;
