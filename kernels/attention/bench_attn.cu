@@ -8,7 +8,7 @@
 // --mla-decode-heads: head counts of the mla_decode sweep besides 96 (default 128,64,48,32,24,16,12;
 // three contexts each); --mla-decode-no-legacy: leave out the earlier mma.sync kernel's comparison rows;
 // --mla-decode-point B:H:L[,...]: only these points (for profiling); --mla-decode-variant V: the
-// mla_decode variant of the main grid (default 0; 3 = 32-token tiles, 4 stages, overlapped).
+// mla_decode variant of the main grid (default 10, mqa.cuh; 3 = 32-token tiles, 4 stages, overlapped).
 // mla_decode_fp8kv (mla_fp8.cuh: FP8 latent cache, the mla_decode grid) runs with no --only or when
 // named exactly (--only mla_decode runs the BF16 op alone); --mla-fp8-variant V: its kernel (mla_fp8.cuh).
 // --mla-prefill-variant V[,V...]: mla_prefill variants (0 bm64, 1 bm128, 2-4 wgmma_tma_bm128_bn128[_overlap,

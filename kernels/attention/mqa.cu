@@ -1058,7 +1058,7 @@ constexpr int kTile = 64 * 576 * 2;  // 73728 B
 constexpr int kOffK = kTile;         // Q in [0, kTile), stage st at kOffK + st * kTile
 constexpr int kOffF = 3 * kTile;     // floats: sc0[64], m0[64], sc1[64], m1[64], lL[64], lR[64]
 constexpr int kOffBar = kOffF + 6 * 64 * 4;
-constexpr int kSmem = kOffBar + 22 * 8 + 1024;  // + slack for 1024-B alignment (variant 6: 4 release barriers)
+constexpr int kSmem = kOffBar + 22 * 8 + 1024;  // + slack for 1024-B alignment (22 barriers: kept from the removed variant 6)
 static_assert(kSmem <= 232448, "shared memory per block");
 
 using sm90::mbar_wait_uniform;  // hopper.cuh
@@ -1143,24 +1143,9 @@ __device__ __forceinline__ void tile_exp(float (&s)[32], float mnA, float mnB, f
 }
 }  // namespace wgs
 
-// Template flags (variant 4 = <false, false>):
-// kMC (variant 6, issue 12 tenth session): the two head-group CTAs of a work item form a 2-CTA
-//   cluster and share every KV page: CTA r loads the column blocks cb with cb % 2 == r by TMA
-//   multicast into both CTAs (half the L2 -> SM bytes of variant 4, whose two CTAs each loaded the
-//   whole page). A block may be refilled only when both CTAs are done with it: each release group
-//   (K0 0-3, K0 4-8, K1 0-3 + 8, K1 4-7) has an mbarrier per CTA with 2 arrivals (one from each
-//   CTA's releasing warp, made on both CTAs); the releasing warp then waits for its own barrier's
-//   phase and issues its half. Each CTA counts the full 8 KB of every block on its own barriers.
-// kReorder (variants 6, 7, 8): S1 = Q K1^T runs over column blocks 4-7, 0-3, 8 (K1 4-7 are refilled
-//   after P1 V1R, before K1 0-3 + 8, which wait for P1 V1L; variant 4 waited on block 0 first).
-// kPF (variant 8): the even head-group CTA of a work item prefetches the page of tile j + pf into L2
-//   (cp.async.bulk.prefetch, one 72-KB instruction per tile) at the start of each pair, so the TMA
-//   loads at the pair boundary hit L2 (ncu: v4 L2 hit rate 35%, i.e. most page loads waited on DRAM).
-// kRowAhead (variant 9): the block-table entries of tiles j0 + 2 and j1 + 2 are loaded at the top of
-//   pair i (a volatile ld.global.nc, issued before the pair's GEMMs), so the four TMA issues of the
-//   pair no longer wait ~1 us on a dependent block-table load in the issuing warp (variants 4-8 read
-//   bt[] right before each cp.async.bulk.tensor, two of them between wgmma batches).
-template <bool kMC, bool kReorder, bool kPF = false, bool kRowAhead = false>
+// (Variants 6-9, the tenth session's experiments on this kernel -- 2-CTA multicast, the S1 block order
+// 4-7, 0-3, 8, an L2 prefetch, block-table entries loaded a pair ahead -- were removed in the eleventh
+// session; their code is in git history before that session's commit, their numbers in NOTES.md.)
 __global__ void __launch_bounds__(256, 1)
     mla_decode_seesaw_kernel(const __grid_constant__ CUtensorMap tmap, MqaArgs a, const int4* __restrict__ work, int pf) {
   using namespace sm90;
@@ -1175,7 +1160,6 @@ __global__ void __launch_bounds__(256, 1)
   float* sLL = sM1 + 64;
   float* sLR = sLL + 64;
   uint64_t* bar = reinterpret_cast<uint64_t*>(smem + kOffBar);  // [stage * 9 + column block]
-  uint64_t* ebar = bar + 18;  // kMC: release group g (0: K0 0-3, 1: K0 4-8, 2: K1 0-3 + 8, 3: K1 4-7)
 
   const int4 wk = work[blockIdx.y];
   const int qi = wk.x, rb = wk.y, re = wk.z, slot = wk.w;
@@ -1189,66 +1173,27 @@ __global__ void __launch_bounds__(256, 1)
   uint8_t* stg[2] = {smem + kOffK, smem + kOffK + kTile};
   const uint32_t kv0 = sb + kOffK, kv1 = sb + kOffK + kTile;
 
-  const uint32_t crank = kMC ? cluster_ctarank() : 0u;
-  // TMA of tile j's column blocks [c0, c1) into stage st (one thread); kMC: this CTA's half of them,
-  // multicast to both CTAs of the cluster, and all of them counted on this CTA's barriers
-  auto issue_row = [&](int row, int st, int c0, int c1) {
-    for (int cb = c0; cb < c1; ++cb) {
-      mbar_expect_tx(&bar[st * 9 + cb], 8192);
-      if constexpr (kMC) {
-        if ((cb & 1) == static_cast<int>(crank)) tma_load_2d_mc(stg[st] + cb * 8192, &tmap, &bar[st * 9 + cb], cb * 64, row, 3);
-      } else {
-        tma_load_2d(stg[st] + cb * 8192, &tmap, &bar[st * 9 + cb], cb * 64, row);
-      }
-    }
-  };
+  // TMA of tile j's column blocks [c0, c1) into stage st (one thread)
   auto issue = [&](int j, int st, int c0, int c1) {
-    if (pf < 0 && j >= 2) {  // diagnostic (SERVESIM_MLA_NOLOAD=1, variants 4 and 7): no page reload, the
+    if (pf < 0 && j >= 2) {  // diagnostic (SERVESIM_MLA_NOLOAD=1): no page reload, the
       for (int cb = c0; cb < c1; ++cb) mbar_arrive(&bar[st * 9 + cb]);  // stage keeps tile 0 / 1
       return;
     }
     const int tok = rb + 64 * j;
-    issue_row(bt[tok / ps] * ps + tok % ps, st, c0, c1);
-  };
-  // kRowAhead: block-table entry of tile j (-1: none), loaded early; row = page * ps + offset at the issue
-  auto page_ahead = [&](int j) -> int {
-    int v = -1;
-    if (j < ntiles) {
-      const int* p = bt + (rb + 64 * j) / ps;
-      asm volatile("ld.global.nc.b32 %0, [%1];\n" : "=r"(v) : "l"(p));
+    const int row = bt[tok / ps] * ps + tok % ps;
+    for (int cb = c0; cb < c1; ++cb) {
+      mbar_expect_tx(&bar[st * 9 + cb], 8192);
+      tma_load_2d(stg[st] + cb * 8192, &tmap, &bar[st * 9 + cb], cb * 64, row);
     }
-    return v;
-  };
-  auto row_ahead = [&](int page, int j) { return page * ps + (rb + 64 * j) % ps; };
-  // kMC: warp 0 of a warpgroup, once the warpgroup is done with release group g (round r): arrive on
-  // both CTAs' barrier g, then wait until the other CTA has arrived too (the caller's lane 0 issues).
-  auto release_wait = [&](int g, uint32_t r) {
-    if (lane == 0) {
-      mbar_arrive_cluster(&ebar[g], 0);
-      mbar_arrive_cluster(&ebar[g], 1);
-    }
-    mbar_wait_uniform_cluster(&ebar[g], r & 1);
   };
   if (tid == 0) {
     for (int i = 0; i < 18; ++i) mbar_init(&bar[i], 1);
-    if constexpr (kMC)
-      for (int i = 18; i < 22; ++i) mbar_init(&bar[i], 2);
     mbar_fence_init();
   }
-  if constexpr (kMC) cluster_sync_all();  // both CTAs' barriers initialised before any multicast
-  else __syncthreads();
-  // kPF: tile j's 64 rows (one contiguous 72-KB run of the cache: page_size % 64 == 0) -> L2
-  const bool pf_cta = kPF && pf > 0 && (blockIdx.x & 1) == 0;
-  auto prefetch = [&](int j) {
-    const int tok = rb + 64 * j;
-    const int row = bt[tok / ps] * ps + tok % ps;
-    bulk_prefetch_l2(a.cache + static_cast<size_t>(row) * 576, 64 * 576 * 2);
-  };
+  __syncthreads();
   if (tid == 0) {
     if (ntiles > 0) issue(0, 0, 0, 9);
     if (ntiles > 1) issue(1, 1, 0, 9);
-    if (pf_cta)
-      for (int j = 2; j < pf && j < ntiles; ++j) prefetch(j);
   }
   {  // Q tile (padded heads read as zeros), swizzled like the TMA tiles
     const bf16* qsrc = a.q + (static_cast<size_t>(qi) * H + head0) * 576;
@@ -1287,11 +1232,6 @@ __global__ void __launch_bounds__(256, 1)
       const int j0 = 2 * i, j1 = j0 + 1;
       const bool have1 = j1 < ntiles, next0 = j0 + 2 < ntiles, next1 = j1 + 2 < ntiles;
       const uint32_t par = i & 1;
-      const int pg0 = kRowAhead ? page_ahead(j0 + 2) : 0, pg1 = kRowAhead ? page_ahead(j1 + 2) : 0;
-      if (pf_cta && tw == 0) {  // no wgmma in flight here
-        if (j0 + pf < ntiles) prefetch(j0 + pf);
-        if (j0 + pf + 1 < ntiles) prefetch(j0 + pf + 1);
-      }
       const int valid0 = min(64, re - rb - 64 * j0);
       float mxA, mxB, sumA, sumB;
       tile_max(s, valid0, sl2, t4, mxA, mxB);
@@ -1321,15 +1261,7 @@ __global__ void __launch_bounds__(256, 1)
       wg_wait<0>();
       fence_regs(o);
       named_bar_sync(5, 128);  // P0 V0L done in every warp: K0 blocks 0-3 are free
-      if constexpr (kMC) {
-        if (w4 == 0 && next0) {
-          release_wait(0, par);
-          if (lane == 0) issue(j0 + 2, 0, 0, 4);
-        }
-      } else if (tw == 0 && next0) {
-        if constexpr (kRowAhead) issue_row(row_ahead(pg0, j0 + 2), 0, 0, 4);
-        else issue(j0 + 2, 0, 0, 4);
-      }
+      if (tw == 0 && next0) issue(j0 + 2, 0, 0, 4);
       named_bar_sync(2, 256);  // c1, m1' and P1 from warpgroup 1
       const float c1A = sSc1[rA], c1B = sSc1[rB];
       mA = sM1[rA];
@@ -1367,22 +1299,9 @@ __global__ void __launch_bounds__(256, 1)
         wg_commit();
         wg_wait<1>();  // P1 V1L done: K1 blocks 0-3 and 8 are free
         named_bar_sync(5, 128);
-        if constexpr (kMC) {
-          if (w4 == 0 && next1) {
-            release_wait(2, par);
-            if (lane == 0) {
-              issue(j1 + 2, 1, 0, 4);
-              issue(j1 + 2, 1, 8, 9);
-            }
-          }
-        } else if (tw == 0 && next1) {
-          if constexpr (kRowAhead) {
-            issue_row(row_ahead(pg1, j1 + 2), 1, 0, 4);
-            issue_row(row_ahead(pg1, j1 + 2), 1, 8, 9);
-          } else {
-            issue(j1 + 2, 1, 0, 4);
-            issue(j1 + 2, 1, 8, 9);
-          }
+        if (tw == 0 && next1) {
+          issue(j1 + 2, 1, 0, 4);
+          issue(j1 + 2, 1, 8, 9);
         }
         s_gemm<4, 9>(s, sb, kv0, bar, par ^ 1);
         wg_commit();
@@ -1397,20 +1316,13 @@ __global__ void __launch_bounds__(256, 1)
       const int j0 = 2 * i, j1 = j0 + 1;
       const bool have1 = j1 < ntiles, next0 = j0 + 2 < ntiles, next1 = j1 + 2 < ntiles;
       const uint32_t par = i & 1;
-      const int pg0 = kRowAhead ? page_ahead(j0 + 2) : 0, pg1 = kRowAhead ? page_ahead(j1 + 2) : 0;
       // S1 (its K1 blocks were loaded after the previous pair's P1 V1 / at the start); issued and
       // waited inside one branch: wgmma accumulators in flight across a loop edge or a data-dependent
       // branch make ptxas serialise every wgmma of the kernel (C7518)
       if (have1) {
         fence_regs(s);
         wg_fence();
-        if constexpr (kReorder) {
-          s_gemm<4, 8, 4>(s, sb, kv1, bar + 9, par);
-          s_gemm<0, 4, 4>(s, sb, kv1, bar + 9, par);
-          s_gemm<8, 9, 4>(s, sb, kv1, bar + 9, par);
-        } else {
-          s_gemm<0, 9>(s, sb, kv1, bar + 9, par);
-        }
+        s_gemm<0, 9>(s, sb, kv1, bar + 9, par);
         wg_commit();
         wg_wait<0>();
         fence_regs(s);
@@ -1469,28 +1381,12 @@ __global__ void __launch_bounds__(256, 1)
       if (have1) {
         wg_wait<1>();  // P1 V1R done: K1 blocks 4-7 are free
         named_bar_sync(6, 128);
-        if constexpr (kMC) {
-          if (w4 == 0 && next1) {
-            release_wait(3, par);
-            if (lane == 0) issue(j1 + 2, 1, 4, 8);
-          }
-        } else if (tw == 0 && next1) {
-          if constexpr (kRowAhead) issue_row(row_ahead(pg1, j1 + 2), 1, 4, 8);
-          else issue(j1 + 2, 1, 4, 8);
-        }
+        if (tw == 0 && next1) issue(j1 + 2, 1, 4, 8);
       }
       wg_wait<0>();  // c1 P0 V0R done: K0 blocks 4-8 are free
       fence_regs(o);
       named_bar_sync(6, 128);
-      if constexpr (kMC) {
-        if (w4 == 0 && next0) {
-          release_wait(1, par);
-          if (lane == 0) issue(j0 + 2, 0, 4, 9);
-        }
-      } else if (tw == 0 && next0) {
-        if constexpr (kRowAhead) issue_row(row_ahead(pg0, j0 + 2), 0, 4, 9);
-        else issue(j0 + 2, 0, 4, 9);
-      }
+      if (tw == 0 && next0) issue(j0 + 2, 0, 4, 9);
     }
   }
 
@@ -1507,11 +1403,11 @@ __global__ void __launch_bounds__(256, 1)
   const float m0 = mA, m1 = mB;
   const float l0 = sLL[rA] + sLR[rA], l1 = sLL[rB] + sLR[rB];
   wg_store::store_rows(a, o, m0, m1, l0, l1, head0, H, rA, rB, wg, t4, qi, slot);
-  if constexpr (kMC) cluster_sync_all();  // no CTA exits while the other may still multicast into it or arrive on its barriers
 }
 
 // ---------------------------------------------------------------------------------------------
-// MLA decode, variant 10 (issue 12, tenth session): the seesaw of variant 7 with each warpgroup's
+// MLA decode, variant 10 (issue 12, tenth session): the seesaw of variant 4 with S1 over K1's column
+// blocks 4-7, 0-3, 8 (the order of their refills; the removed variant 7) and each warpgroup's
 // own P taken from registers (RS wgmma, as FlashMLA): P0 V0L and P1 V1R read the bf16 P fragments
 // packed from the softmax registers, so softmax 0 -> P0 V0L and softmax 1 -> P1 V1R no longer go
 // through a shared-memory store, a proxy fence and two named barriers; warpgroup 0 stores only
@@ -1553,10 +1449,71 @@ __device__ __forceinline__ void store_p_packed(uint8_t* sp, const uint32_t (&p)[
     *reinterpret_cast<uint32_t*>(sp + rB * 128 + ((jj ^ (rB & 7)) << 4) + 4 * t4) = scale ? scale_bf16x2(p[2 * jj + 1], fB) : p[2 * jj + 1];
   }
 }
+// Variants 11 / 12: row maxima of the raw S (masked only for a partial tile, a warp-uniform branch),
+// returned already log2-scaled (sl2 > 0, so max(S) sl2 = max(S sl2)); S itself stays unscaled.
+__device__ __forceinline__ void tile_max_raw(float (&s)[32], int valid, float sl2, int t4, float& mxA, float& mxB) {
+  if (valid < 64) {
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const bool v = 8 * jj + 2 * t4 + e < valid;
+        s[4 * jj + e] = v ? s[4 * jj + e] : kNegInf;
+        s[4 * jj + 2 + e] = v ? s[4 * jj + 2 + e] : kNegInf;
+      }
+  }
+  mxA = kNegInf;
+  mxB = kNegInf;
+#pragma unroll
+  for (int jj = 0; jj < 8; ++jj) {
+    mxA = fmaxf(mxA, fmaxf(s[4 * jj], s[4 * jj + 1]));
+    mxB = fmaxf(mxB, fmaxf(s[4 * jj + 2], s[4 * jj + 3]));
+  }
+  mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1));
+  mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
+  mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1));
+  mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
+  mxA *= sl2;
+  mxB *= sl2;
+}
+// P = 2^(S sl2 - m_new): one FFMA + one ex2 per element (variants 4-10: FMUL in tile_max, FADD here).
+__device__ __forceinline__ void tile_exp_fma(float (&s)[32], float sl2, float mnA, float mnB, float& sumA, float& sumB) {
+  sumA = 0.f;
+  sumB = 0.f;
+#pragma unroll
+  for (int jj = 0; jj < 8; ++jj) {
+    s[4 * jj] = fast_exp2(fmaf(s[4 * jj], sl2, -mnA));
+    s[4 * jj + 1] = fast_exp2(fmaf(s[4 * jj + 1], sl2, -mnA));
+    s[4 * jj + 2] = fast_exp2(fmaf(s[4 * jj + 2], sl2, -mnB));
+    s[4 * jj + 3] = fast_exp2(fmaf(s[4 * jj + 3], sl2, -mnB));
+    sumA += s[4 * jj] + s[4 * jj + 1];
+    sumB += s[4 * jj + 2] + s[4 * jj + 3];
+  }
+}
+// o[rows A] *= fA, o[rows B] *= fB; kSkip: not at all when every factor of the warp is exactly 1 (the
+// running max did not move: multiplying by 1 is the identity, so the result is bit-identical). No
+// wgmma may have o in flight here.
+template <bool kSkip>
+__device__ __forceinline__ void scale_o(float (&o)[128], float fA, float fB) {
+  if (kSkip && __all_sync(0xffffffffu, fA == 1.f && fB == 1.f)) return;
+#pragma unroll
+  for (int q = 0; q < 32; ++q) {
+    o[4 * q] *= fA; o[4 * q + 1] *= fA; o[4 * q + 2] *= fB; o[4 * q + 3] *= fB;
+  }
+}
 }  // namespace wgs
 
+// kGate (issue 12, eleventh session): 0 = variant 10. 1 = variant 11: warpgroup 1 issues S1 only
+//   after warpgroup 0 has issued all of S0 (named barrier 7), so that S0 completes first on the
+//   tensor pipe and softmax 0 runs while S1 computes (in variant 10 S0 and S1 interleave and end
+//   together, and the pipe idles through softmax 0); plus the cheaper softmax (raw-S max, one FFMA
+//   per exponential, masking only in a partial tile) and O rescales skipped when a warp's factors
+//   are all 1. 2 = variant 12: the same, with barrier 7 passed after S0's column blocks 0-3 only
+//   (S1 interleaves with S0 4-8 as in variant 10; isolates the softmax / rescale part).
+template <int kGate>
 __global__ void __launch_bounds__(256, 1)
     mla_decode_seesaw_rs_kernel(const __grid_constant__ CUtensorMap tmap, MqaArgs a, const int4* __restrict__ work) {
+  constexpr bool kNew = kGate > 0;
   using namespace sm90;
   using namespace wgs;
   extern __shared__ uint8_t smem_raw[];
@@ -1632,6 +1589,7 @@ __global__ void __launch_bounds__(256, 1)
       wg_fence();
       s_gemm<0, 9, 0, true>(s, sb, kv0, bar, 0);
       wg_commit();
+      if constexpr (kNew) named_bar_arrive(7, 256);  // S0 issued: warpgroup 1 may issue S1
       wg_wait<0>();
       fence_regs(s);
     }
@@ -1641,10 +1599,12 @@ __global__ void __launch_bounds__(256, 1)
       const uint32_t par = i & 1;
       const int valid0 = min(64, re - rb - 64 * j0);
       float mxA, mxB, sumA, sumB;
-      tile_max(s, valid0, sl2, t4, mxA, mxB);
+      if constexpr (kNew) tile_max_raw(s, valid0, sl2, t4, mxA, mxB);
+      else tile_max(s, valid0, sl2, t4, mxA, mxB);
       const float mnA = fmaxf(mA, mxA), mnB = fmaxf(mB, mxB);
       const float c0A = (mA == kNegInf) ? 0.f : fast_exp2(mA - mnA), c0B = (mB == kNegInf) ? 0.f : fast_exp2(mB - mnB);
-      tile_exp(s, mnA, mnB, sumA, sumB);
+      if constexpr (kNew) tile_exp_fma(s, sl2, mnA, mnB, sumA, sumB);
+      else tile_exp(s, mnA, mnB, sumA, sumB);
       lA = lA * c0A + sumA;
       lB = lB * c0B + sumB;
       if (t4 == 0) {
@@ -1658,10 +1618,7 @@ __global__ void __launch_bounds__(256, 1)
         named_bar_sync(5, 128);
       }
       named_bar_arrive(1, 256);  // c0 and m0' ready for warpgroup 1
-#pragma unroll
-      for (int q = 0; q < 32; ++q) {
-        o[4 * q] *= c0A; o[4 * q + 1] *= c0A; o[4 * q + 2] *= c0B; o[4 * q + 3] *= c0B;
-      }
+      scale_o<kNew>(o, c0A, c0B);
       fence_regs(o);
       wg_fence();
       pv_gemm_rs(o, p, kv0, 0);  // P0 V0L, P0 from registers
@@ -1679,10 +1636,7 @@ __global__ void __launch_bounds__(256, 1)
       store_p_packed(stg[0] + 8 * 8192, p, c1A, c1B, true, rA, rB, t4);  // c1 P0 over block 8 (S0 read it)
       fence_proxy_async();
       named_bar_arrive(3, 256);  // c1 P0 ready for warpgroup 1
-#pragma unroll
-      for (int q = 0; q < 32; ++q) {
-        o[4 * q] *= c1A; o[4 * q + 1] *= c1A; o[4 * q + 2] *= c1B; o[4 * q + 3] *= c1B;
-      }
+      scale_o<kNew>(o, c1A, c1B);
       named_bar_sync(4, 256);  // warpgroup 1 stored P1 and issued c1 P0 V0R
       if (have1) {
 #pragma unroll
@@ -1702,6 +1656,7 @@ __global__ void __launch_bounds__(256, 1)
         wg_fence();
         s_gemm<0, 4, 0, true>(s, sb, kv0, bar, par ^ 1);
         wg_commit();
+        if constexpr (kGate == 2) named_bar_arrive(7, 256);  // S0 blocks 0-3 issued: warpgroup 1 may issue S1
         wg_wait<1>();  // P1 V1L done: K1 blocks 0-3 and 8 are free
         named_bar_sync(5, 128);
         if (tw == 0 && next1) {
@@ -1710,6 +1665,7 @@ __global__ void __launch_bounds__(256, 1)
         }
         s_gemm<4, 9>(s, sb, kv0, bar, par ^ 1);
         wg_commit();
+        if constexpr (kGate == 1) named_bar_arrive(7, 256);  // all of S0 issued: warpgroup 1 may issue S1
       }
       wg_wait<0>();
       fence_regs(o);
@@ -1721,6 +1677,7 @@ __global__ void __launch_bounds__(256, 1)
       const int j0 = 2 * i, j1 = j0 + 1;
       const bool have1 = j1 < ntiles, next0 = j0 + 2 < ntiles, next1 = j1 + 2 < ntiles;
       const uint32_t par = i & 1;
+      if constexpr (kNew) named_bar_sync(7, 256);  // S0 of this pair issued first (one arrival per pair)
       if (have1) {  // S1 over K1 blocks 4-7, 0-3, 8 (the order of their refills)
         wg_fence();
         s_gemm<4, 8, 4, true>(s, sb, kv1, bar + 9, par);
@@ -1736,12 +1693,14 @@ __global__ void __launch_bounds__(256, 1)
       const int valid1 = have1 ? min(64, re - rb - 64 * j1) : 0;
       if (have1) {
         float mxA, mxB;
-        tile_max(s, valid1, sl2, t4, mxA, mxB);
+        if constexpr (kNew) tile_max_raw(s, valid1, sl2, t4, mxA, mxB);
+        else tile_max(s, valid1, sl2, t4, mxA, mxB);
         mA = fmaxf(m0A, mxA);
         mB = fmaxf(m0B, mxB);
         c1A = (m0A == kNegInf) ? 0.f : fast_exp2(m0A - mA);
         c1B = (m0B == kNegInf) ? 0.f : fast_exp2(m0B - mB);
-        tile_exp(s, mA, mB, sumA, sumB);
+        if constexpr (kNew) tile_exp_fma(s, sl2, mA, mB, sumA, sumB);
+        else tile_exp(s, mA, mB, sumA, sumB);
         pack_p(p, s);
       } else {
         mA = m0A;
@@ -1766,10 +1725,7 @@ __global__ void __launch_bounds__(256, 1)
         named_bar_sync(6, 128);
       }
       const float fA = c0A * c1A, fB = c0B * c1B;
-#pragma unroll
-      for (int q = 0; q < 32; ++q) {
-        o[4 * q] *= fA; o[4 * q + 1] *= fA; o[4 * q + 2] *= fB; o[4 * q + 3] *= fB;
-      }
+      scale_o<kNew>(o, fA, fB);
       fence_regs(o);
       if (have1) {
         wg_fence();
@@ -2110,7 +2066,7 @@ CUtensorMap latent_cache_map(const bf16* cache, long rows, int box_rows) {
   return m;
 }
 
-// SERVESIM_MLA_NOLOAD=1 (timing diagnostic only, wrong results): variants 4 and 7 load tiles 0 and 1
+// SERVESIM_MLA_NOLOAD=1 (timing diagnostic only, wrong results): variant 4 loads tiles 0 and 1
 // and then reuse them instead of loading the later pages, i.e. the seesaw schedule without page loads.
 int seesaw_noload() {
   static int v = [] {
@@ -2119,42 +2075,6 @@ int seesaw_noload() {
   }();
   return v;
 }
-// Variant 8's L2 prefetch distance in tiles (4; SERVESIM_MLA_PF overrides it for experiments, 0 = off).
-int seesaw_pf_tiles() {
-  static int pf = [] {
-    const char* e = std::getenv("SERVESIM_MLA_PF");
-    return e ? std::max(0, std::atoi(e)) : 4;
-  }();
-  return pf;
-}
-
-// Variant 6 at an even head-group count: clusters of the 2 head groups (blockIdx.x 2c, 2c+1) of a
-// work item. Prints once (stderr) how many such clusters can be resident (the plan assumes SMs / 2).
-void launch_seesaw_mc(const CUtensorMap& tm, const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, int groups) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(groups, plan.n_work);
-  cfg.blockDim = dim3(256);
-  cfg.dynamicSmemBytes = wgs::kSmem;
-  cfg.stream = s;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeClusterDimension;
-  at[0].val.clusterDim.x = 2;
-  at[0].val.clusterDim.y = 1;
-  at[0].val.clusterDim.z = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = 1;
-  static bool told = false;
-  if (!told) {
-    int nc = 0;
-    if (cudaOccupancyMaxActiveClusters(&nc, mla_decode_seesaw_kernel<true, true, false>, &cfg) == cudaSuccess)
-      std::fprintf(stderr, "mla_decode variant 6: %d resident 2-CTA clusters (SMs %d)\n", nc, device_sm_count());
-    else
-      (void)cudaGetLastError();
-    told = true;
-  }
-  SS_CUDA(cudaLaunchKernelEx(&cfg, mla_decode_seesaw_kernel<true, true>, tm, a, plan.work.p, 0));
-}
-
 void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, bool ns4, int seesaw = 0) {
   if (a.H <= 0) throw std::invalid_argument("mqa: head count must be positive");
   if (!a.q || !a.out) throw std::invalid_argument("mqa: q and out are required");
@@ -2171,12 +2091,10 @@ void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, boo
   }
   static bool attrS = false;
   if (seesaw && !attrS) {
-    SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_kernel<false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
-    SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
-    SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_kernel<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
-    SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_kernel<false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
-    SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_kernel<false, true, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
-    SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_rs_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_rs_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_rs_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_rs_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
     SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw2_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
     attrS = true;
   }
@@ -2185,12 +2103,10 @@ void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, boo
   const int groups = (a.H + 63) / 64;
   if (plan.n_work > 0) {
     if (seesaw == 2) mla_decode_seesaw2_kernel<<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
-    else if (seesaw == 3 && groups % 2 == 0) launch_seesaw_mc(tm, a, plan, s, groups);
-    else if (seesaw == 7) mla_decode_seesaw_rs_kernel<<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
-    else if (seesaw == 6) mla_decode_seesaw_kernel<false, true, false, true><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p, 0);
-    else if (seesaw == 5) mla_decode_seesaw_kernel<false, true, true><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p, seesaw_pf_tiles());
-    else if (seesaw >= 3) mla_decode_seesaw_kernel<false, true><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p, seesaw_noload());
-    else if (seesaw) mla_decode_seesaw_kernel<false, false><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p, seesaw_noload());
+    else if (seesaw == 7) mla_decode_seesaw_rs_kernel<0><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
+    else if (seesaw == 8) mla_decode_seesaw_rs_kernel<1><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
+    else if (seesaw == 9) mla_decode_seesaw_rs_kernel<2><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
+    else if (seesaw) mla_decode_seesaw_kernel<<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p, seesaw_noload());
     else if (ns4) mla_decode_wgmma4_kernel<<<dim3(groups, plan.n_work), 256, wgk4::kSmem, s>>>(tm, a, plan.work.p);
     else mla_decode_wgmma_kernel<<<dim3(groups, plan.n_work), 256, wgk::kSmem, s>>>(tm, a, plan.work.p);
     SS_LAUNCH_CHECK();
@@ -2292,19 +2208,19 @@ const char* mla_decode_config(int H, int variant) {
   if (variant == 3) return "wgmma_tma_m64_tn32_ns4";
   if (variant == 4) return "wgmma_tma_m64_tn64_seesaw";
   if (variant == 5) return "wgmma_tma_m64_tn64_seesaw_early_pv0";
-  if (variant == 6) return ((H + 63) / 64) % 2 == 0 ? "wgmma_tma_m64_tn64_seesaw_mc2" : "wgmma_tma_m64_tn64_seesaw_s1r";
-  if (variant == 7) return "wgmma_tma_m64_tn64_seesaw_s1r";
-  if (variant == 8) return "wgmma_tma_m64_tn64_seesaw_s1r_l2pf";
-  if (variant == 9) return "wgmma_tma_m64_tn64_seesaw_s1r_btahead";
   if (variant == 10) return "wgmma_tma_m64_tn64_seesaw_rsp";
+  if (variant == 11) return "wgmma_tma_m64_tn64_seesaw_rsp_s0first";
+  if (variant == 12) return "wgmma_tma_m64_tn64_seesaw_rsp_fastsm";
   if (H >= 48 && H % 48 == 0) return variant == 1 ? "mt3_tn32_ns2" : "mt3_tn64_ns2";
   return H > 16 ? "mt2_tn32_ns3" : "mt1_tn32_ns3";
 }
 void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, int variant) {
   if (!a.cache || !a.block_table) throw std::invalid_argument("mla_decode: cache and block_table required");
-  if (variant >= 0 && variant <= 10 && variant != 1 && variant != 2 && a.page_size % 64 == 0) {
+  if (variant >= 6 && variant <= 9)
+    throw std::invalid_argument("mla_decode: variants 6-9 were removed (issue 12, eleventh session; NOTES.md)");
+  if (variant >= 0 && variant <= 12 && variant != 1 && variant != 2 && a.page_size % 64 == 0) {
     launch_mla_wgmma(a, plan, s, variant == 3,
-                     variant == 4 ? 1 : variant == 5 ? 2 : variant == 6 ? 3 : variant == 7 ? 4 : variant == 8 ? 5 : variant == 9 ? 6 : variant == 10 ? 7 : 0);
+                     variant == 4 ? 1 : variant == 5 ? 2 : variant == 10 ? 7 : variant == 11 ? 8 : variant == 12 ? 9 : 0);
   } else if (a.H >= 48 && a.H % 48 == 0) {
     if (variant == 1) launch_mqa<576, 3, 32, 2, false>(a, plan, s);
     else launch_mqa<576, 3, 64, 2, false>(a, plan, s);

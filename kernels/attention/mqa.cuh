@@ -72,15 +72,18 @@ struct MqaArgs {
 ///   0.96-1.00x below (NOTES.md, issue 12 fourth session): not the default.
 /// variant 5: variant 4 with both P0 V0 halves issued right after softmax 0 (K0 released early);
 ///   no faster than variant 0 (same notes).
-/// variants 6-10 (issue 12, tenth session; NOTES.md; same plan, page_size % 64 == 0; experiments, not
-///   the default): 6 = variant 7 on 2-CTA clusters sharing each page by TMA multicast (even head-group
-///   counts; odd ones run 7): 0.75-0.80x variant 0 at 96/128 heads; 7 = variant 4 with S1 over column
-///   blocks 4-7, 0-3, 8; 8 = 7 + L2 prefetch of tile j+4's page (SERVESIM_MLA_PF): slower; 9 = 7 with
-///   the next pair's block-table entries loaded early; 10 = 7 with each warpgroup's own P from
-///   registers (RS wgmma): the fastest, 1.04-1.11x variant 0 at 128 heads (464 TF/s at 512 x 4K);
-///   the kernel of costmodels/data/h200/mla_decode.json (bench_attn's default; in the lead's table
-///   call 1.03-1.12x variant 0 at 64-128 heads, 0.96-0.99x at 16-32). This API's default stays 0.
-///   SERVESIM_MLA_NOLOAD=1 makes variants 4 and 7 skip the page loads after tiles 0 and 1 (timing
+/// variant 10 (issue 12, tenth session; NOTES.md; same plan, page_size % 64 == 0): variant 4 with S1 over
+///   K1's column blocks 4-7, 0-3, 8 and each warpgroup's own P from registers (RS wgmma): 1.04-1.11x
+///   variant 0 at 128 heads (486 TF/s at 512 x 4K in the lead's table call); the kernel of
+///   costmodels/data/h200/mla_decode.json (bench_attn's default; 1.03-1.12x variant 0 at 64-128 heads,
+///   0.96-0.99x at 16-32). This API's default stays 0.
+/// variants 11 / 12 (issue 12, eleventh session; experiments, same plan): variant 10 with the cheaper
+///   softmax (raw-S max, one FFMA per exponential, masking only in a partial tile), O rescales skipped
+///   when a warp's factors are all 1, and S1 issued only after warpgroup 0 has issued all of S0 (11) or
+///   S0's column blocks 0-3 (12), so that softmax 0 overlaps S1 on the tensor pipe.
+/// variants 6-9 (the tenth session's 2-CTA multicast, S1 reorder, L2 prefetch and block-table-ahead
+///   experiments, all no faster than 10) were removed in the eleventh session: std::invalid_argument.
+///   SERVESIM_MLA_NOLOAD=1 makes variant 4 skip the page loads after tiles 0 and 1 (timing
 ///   diagnostic only: wrong results).
 /// variant 1 / 2: the earlier mma.sync kernel with 32-row / 64-row tiles (heads in groups of 48,
 ///   32 or 16; variant 1 needs H % 48 == 0, else it runs variant 2's configuration).

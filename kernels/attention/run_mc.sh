@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 12, tenth session (helper mla128): the 2-CTA cluster seesaw MLA decode (mla_decode variant 6;
-# variant 7 = its S1 block order alone) against variants 0 and 4 in one device call:
+# Issue 12, tenth / eleventh sessions (helpers mla128, mla128b): new seesaw MLA decode variants
+# against variants 0 and 10 (the table kernel) in one device call:
 # MlaDecode tests (every variant, double CPU reference), compute-sanitizer memcheck + synccheck of
 # the new tests, SASS counts of the seesaw kernels (wgmma serialisation shows as WARPGROUP.ARRIVE /
 # DEPBAR between HGMMAs), then the variants at the reference points of run_seesaw.sh, run twice
@@ -8,8 +8,9 @@
 # SWEEP_S > 0, the tests and sanitizers passed and variant $NEW is >= SWEEP_MIN x faster than
 # variant 0 (median over the H=128 points) -- the mla_decode sweep with variant $NEW.
 # Usage (repository root; binaries in $BUILD/kernels/attention):
-#   BUILD=build-attn OUT=/tmp/out SERVESIM_COMMIT=<sha> [VARIANTS="0 4 6 7" (V, V:PF = variant V with
-#   SERVESIM_MLA_PF=PF, V:nl = with SERVESIM_MLA_NOLOAD=1, a timing diagnostic)] [NEW=6] [NEW_TESTS=gtest filter run first] [OTHER_TESTS=filter] [NCU_VARIANTS="0 4 6"]
+#   BUILD=build-attn OUT=/tmp/out SERVESIM_COMMIT=<sha> [VARIANTS="0 4 6 7" (V, V:nl = variant V with
+#   SERVESIM_MLA_NOLOAD=1, a timing diagnostic; V:old = variant V of the binary $OLD_BENCH, e.g. the
+#   previous commit's bench_attn, for a before / after check of an unchanged kernel)] [BASE=10: ratios vBASE / vX] [NEW=6] [NEW_TESTS=gtest filter run first] [OTHER_TESTS=filter] [NCU_VARIANTS="0 4 6"]
 #   [POINTS=B:H:L,...] [SWEEP_S=0] [SWEEP_MIN=1.08] [SANITIZE=1] [REPS=2] [SASS_OF=mangled-name part -> $OUT/sass_kernel.txt]
 #   bash kernels/attention/run_mc.sh
 # -> $OUT/run.log, $OUT/cmp.tar.gz (bench tables + logs), $OUT/ncu.txt, $OUT/tables.tar.gz (sweep)
@@ -29,7 +30,7 @@ T0=$(date +%s)
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu --format=csv
   NEWT=${NEW_TESTS:-MlaDecode.WgmmaSeesawCluster:MlaDecode.WgmmaSeesawS1Reorder}
   echo "=== test_mqa $NEWT (first, short timeout: a cluster deadlock would hang)"
-  timeout 90 "$BIN/test_mqa" --gtest_filter="$NEWT" > "$W/test_mqa_new.log" 2>&1
+  timeout ${NEW_TIMEOUT:-90} "$BIN/test_mqa" --gtest_filter="$NEWT" > "$W/test_mqa_new.log" 2>&1
   RC=$?
   grep -E "attn-test|OK \]|FAILED|PASSED|Failure|Expected|Which is|error|variant 6" "$W/test_mqa_new.log" | cut -c1-200
   echo "new tests exit $RC after $(( $(date +%s) - T0 )) s"
@@ -56,7 +57,7 @@ T0=$(date +%s)
   if command -v cuobjdump > /dev/null; then
     cuobjdump -sass "$BIN/test_mqa" > "$W/sass_all.txt"
     [ -n "${SASS_OF:-}" ] && awk -v k="$SASS_OF" '/Function : /{f = index($0, k) > 0} f' "$W/sass_all.txt" > "$OUT/sass_kernel.txt"
-    for k in 'seesaw_kernelILb0ELb0ELb0ELb0E' 'seesaw_kernelILb1ELb1ELb0ELb0E' 'seesaw_kernelILb0ELb1ELb0ELb0E' 'seesaw_kernelILb0ELb1ELb1ELb0E' 'seesaw_kernelILb0ELb1ELb0ELb1E'; do
+    for k in ${SASS_KEYS:-seesaw_rs_kernelILi0E seesaw_rs_kernelILi1E seesaw_rs_kernelILi2E}; do
       echo "SASS $k: $(awk -v k="$k" '/Function : /{f = index($0, k) > 0; next} f' "$W/sass_all.txt" |
         grep -oE "\b(HGMMA\.[0-9x]+[^ ]*|UTMALDG[^ ;]*|WARPGROUP[^ ;]*|SYNCS[^ ;]*|LDL[^ ;]*|STL[^ ;]*)" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
     done
@@ -64,10 +65,11 @@ T0=$(date +%s)
   if [ "$RC" = 0 ]; then
     for rep in $(seq 1 ${REPS:-2}); do
       for vv in $VARIANTS; do  # V or V:PF (variant V with SERVESIM_MLA_PF=PF, labelled VpPF)
-        v=${vv%%:*}; lab=$v; pfenv=""
+        v=${vv%%:*}; lab=$v; pfenv=""; bb="$BIN/bench_attn"
         if [ "$vv" != "$v" ]; then lab="${v}p${vv#*:}"; pfenv="SERVESIM_MLA_PF=${vv#*:}"; fi
         if [ "${vv#*:}" = nl ]; then lab="${v}pnl"; pfenv="SERVESIM_MLA_NOLOAD=1"; fi  # V:nl = no page reloads (diagnostic)
-        env $pfenv timeout 100 "$BIN/bench_attn" --out "$W/cmp_v${lab}_r$rep" --only mla_decode --budget 60 --mla-decode-variant $v \
+        if [ "${vv#*:}" = old ]; then lab="${v}pold"; pfenv=""; bb="$OLD_BENCH"; fi  # V:old = the older binary
+        env $pfenv timeout 100 "$bb" --out "$W/cmp_v${lab}_r$rep" --only mla_decode --budget 60 --mla-decode-variant $v \
           --mla-decode-point "$POINTS" > "$W/compare_v${lab}_r$rep.log" 2>&1
         echo "compare variant $vv rep $rep exit $?"; grep -E "variant 6:" "$W/compare_v${lab}_r$rep.log" | head -1
       done
@@ -84,8 +86,10 @@ for f in glob.glob(os.path.join(W, "cmp_v*_r*", "mla_decode.json")):
         k = (s["heads"], s["batch"], s["ctx_mean"])
         t.setdefault(k, {}).setdefault(v, []).append(r["us_median"])
 vs = sorted({v for k in t for v in t[k]}, key=lambda x: (int(x.split("p")[0]), x))
+BASE = os.environ.get("BASE", "10")
 print("best of reps, us (TF/s = 2 H B L (576+512) / t)")
-print("H B L | " + " | ".join(f"v{v}" for v in vs) + f" | v0/v{NEWV} | v4/v{NEWV}")
+print("H B L | " + " | ".join(f"v{v}" for v in vs) + f" | v0/v{NEWV} | v4/v{NEWV} | " + " | ".join(f"v{BASE}/v{v}" for v in vs if v != BASE))
+rb = {}
 rat = {}
 for k in sorted(t):
     H, B, L = k
@@ -95,10 +99,18 @@ for k in sorted(t):
     r0 = best["0"] / best[NEWV] if "0" in best and NEWV in best else float("nan")
     r4 = best["4"] / best[NEWV] if "4" in best and NEWV in best else float("nan")
     rat.setdefault(H, []).append(r0)
-    print(f"{H} {B} {L} | " + " | ".join(cells) + f" | {r0:.3f} | {r4:.3f}")
+    rx = {v: best[BASE] / best[v] for v in best if v != BASE and BASE in best}
+    for v in rx: rb.setdefault((H, v), []).append(rx[v])
+    print(f"{H} {B} {L} | " + " | ".join(cells) + f" | {r0:.3f} | {r4:.3f} | " + " | ".join(f"{rx[v]:.3f}" if v in rx else "-" for v in vs if v != BASE))
     print("   all reps: " + "; ".join(f"v{v} " + "/".join(f"{x:.1f}" for x in t[k][v]) for v in vs if v in t[k]))
 for h in sorted(rat):
-    print(f"H={h}: speed-up v0/v{NEWV} median {st.median(rat[h]):.3f}")
+    print(f"H={h}: speed-up v0/v{NEWV} median {st.median(rat[h]):.3f}; " + "; ".join(f"v{BASE}/v{v} median {st.median(rb[(hh, v)]):.3f}" for (hh, v) in sorted(rb) if hh == h))
+NEWB = os.environ.get("NEW_VS_BASE_MIN", "")
+if NEWB and (128, NEWV) in rb:  # sweep gate against the base variant instead of variant 0
+    ok = st.median(rb[(128, NEWV)]) >= float(NEWB)  # t(vBASE) / t(vNEW) = speed-up of vNEW
+    open(os.path.join(W, "new_faster"), "w").write("1" if ok else "0")
+    print(f"gate: v{NEWV} vs v{BASE} at H=128: {'pass' if ok else 'fail'} (needs t(v{BASE}) / t(v{NEWV}) >= {float(NEWB):.3f})")
+    sys.exit(0)
 ok = 128 in rat and st.median(rat[128]) >= float(os.environ.get("SWEEP_MIN", "1.08"))
 open(os.path.join(W, "new_faster"), "w").write("1" if ok else "0")
 PY

@@ -277,63 +277,7 @@ TEST(MlaDecode, WgmmaSeesawEarlyPv0) {
   mla_case({5, 700, 2100}, 0, 5, 24);
   mla_case({64, 3000, 1, 128}, 0, 5, 12);
 }
-// variant 6: the seesaw with 2-CTA clusters (the two 64-head groups of a work item share each KV
-// page by TMA multicast, per-group release barriers across the pair) and S1 over column blocks
-// 4-7, 0-3, 8; at an odd head-group count it runs variant 7 (the reordered S1 without clusters).
-// Odd and even tile counts, 1-tile items, partial NaN tails in either tile of a pair, forced splits
-// (up to 141 slots), 4 head groups (two clusters per item), padded second group (H = 96).
-TEST(MlaDecode, WgmmaSeesawCluster) {
-  SKIP_WITHOUT_GPU();
-  mla_case({1, 2100, 64, 130, 33}, 0, 6, 128);
-  mla_case({129, 192, 191, 65, 128, 127}, 0, 6, 128, true);
-  mla_case({3000, 77}, 256, 6, 128, true);
-  mla_case({9000}, 64, 6, 128, true);
-  mla_case({4097, 4096, 4095, 1, 63, 320}, 0, 6, 128, true);
-  mla_case({1, 70, 700, 2100}, 0, 6, 96, true);
-  mla_case({2000, 333}, 128, 6, 96);
-  mla_case({700, 1, 5000}, 0, 6, 256, true);
-  mla_case({20000}, 0, 6, 64);
-  mla_case({1, 300, 65}, 0, 6, 32, true);
-  mla_case({64, 3000, 1, 128}, 0, 6, 12);
-}
-// variant 7: the seesaw (variant 4) with only the S1 block order of variant 6
-TEST(MlaDecode, WgmmaSeesawS1Reorder) {
-  SKIP_WITHOUT_GPU();
-  mla_case({1, 2100, 64, 130, 33}, 0, 7, 128);
-  mla_case({129, 192, 191, 65, 128, 127}, 0, 7, 128, true);
-  mla_case({3000, 77}, 256, 7, 128, true);
-  mla_case({1, 70, 700, 2100}, 0, 7, 96, true);
-  mla_case({9000}, 64, 7, 16);
-  mla_case({129, 1500, 31, 32, 95, 96}, 0, 7, 48, true);
-}
-// variant 8: variant 7 plus the L2 prefetch of the page of tile j + pf (pf = 4 tiles by default) by
-// the even head-group CTA; correctness is that of variant 7 (the prefetch only warms L2)
-TEST(MlaDecode, WgmmaSeesawL2Prefetch) {
-  SKIP_WITHOUT_GPU();
-  mla_case({1, 2100, 64, 130, 33}, 0, 8, 128);
-  mla_case({129, 192, 191, 65, 128, 127}, 0, 8, 128, true);
-  mla_case({3000, 77}, 256, 8, 128, true);
-  mla_case({4097, 4096, 4095, 1, 63, 320}, 0, 8, 128, true);
-  mla_case({1, 70, 700, 2100}, 0, 8, 96, true);
-  mla_case({20000}, 0, 8, 64);
-  mla_case({9000}, 64, 8, 16);
-  mla_case({64, 3000, 1, 128}, 0, 8, 12);
-}
-// variant 9: variant 7 with the block-table entries of the next pair loaded at the top of each pair
-TEST(MlaDecode, WgmmaSeesawRowAhead) {
-  SKIP_WITHOUT_GPU();
-  mla_case({1, 2100, 64, 130, 33}, 0, 9, 128);
-  mla_case({129, 192, 191, 65, 128, 127}, 0, 9, 128, true);
-  mla_case({3000, 77}, 256, 9, 128, true);
-  mla_case({9000}, 64, 9, 128, true);
-  mla_case({4097, 4096, 4095, 1, 63, 320}, 0, 9, 128, true);
-  mla_case({1, 70, 700, 2100}, 0, 9, 96, true);
-  mla_case({20000}, 0, 9, 64);
-  mla_case({9000}, 64, 9, 16);
-  mla_case({1, 300, 65}, 0, 9, 32, true);
-  mla_case({64, 3000, 1, 128}, 0, 9, 12);
-}
-// variant 10: the seesaw with each warpgroup's own P from registers (RS wgmma) and the S1 order of 7
+// variant 10: the seesaw with each warpgroup's own P from registers (RS wgmma) and S1 over K1 blocks 4-7, 0-3, 8
 TEST(MlaDecode, WgmmaSeesawRegisterP) {
   SKIP_WITHOUT_GPU();
   mla_case({1, 2100, 64, 130, 33}, 0, 10, 128);
@@ -348,6 +292,43 @@ TEST(MlaDecode, WgmmaSeesawRegisterP) {
   mla_case({1, 300, 65}, 0, 10, 32, true);
   mla_case({129, 1500, 31, 32, 95, 96}, 0, 10, 48, true);
   mla_case({64, 3000, 1, 128}, 0, 10, 12);
+}
+// Variant 11 (issue 12, eleventh session): variant 10 with S1 issued after all of S0, the FFMA softmax
+// (masking only in partial tiles) and O rescales skipped when a warp's factors are all 1.
+TEST(MlaDecode, WgmmaSeesawS0First) {
+  SKIP_WITHOUT_GPU();
+  constexpr int V = 11;
+  mla_case({1, 2100, 64, 130, 33}, 0, V, 128);
+  mla_case({129, 192, 191, 65, 128, 127}, 0, V, 128, true);
+  mla_case({3000, 77}, 256, V, 128, true);
+  mla_case({9000}, 64, V, 128, true);
+  mla_case({4097, 4096, 4095, 1, 63, 320}, 0, V, 128, true);
+  mla_case({1, 70, 700, 2100}, 0, V, 96, true);
+  mla_case({700, 1, 5000}, 0, V, 256, true);
+  mla_case({20000}, 0, V, 64);
+  mla_case({9000}, 64, V, 16);
+  mla_case({1, 300, 65}, 0, V, 32, true);
+  mla_case({129, 1500, 31, 32, 95, 96}, 0, V, 48, true);
+  mla_case({64, 3000, 1, 128}, 0, V, 12);
+  mla_case({5000, 2, 129}, 128, V, 12, true);
+}
+// Variant 12: variant 11 with S1 gated only on S0's column blocks 0-3.
+TEST(MlaDecode, WgmmaSeesawFastSoftmax) {
+  SKIP_WITHOUT_GPU();
+  constexpr int V = 12;
+  mla_case({1, 2100, 64, 130, 33}, 0, V, 128);
+  mla_case({129, 192, 191, 65, 128, 127}, 0, V, 128, true);
+  mla_case({3000, 77}, 256, V, 128, true);
+  mla_case({9000}, 64, V, 128, true);
+  mla_case({4097, 4096, 4095, 1, 63, 320}, 0, V, 128, true);
+  mla_case({1, 70, 700, 2100}, 0, V, 96, true);
+  mla_case({700, 1, 5000}, 0, V, 256, true);
+  mla_case({20000}, 0, V, 64);
+  mla_case({9000}, 64, V, 16);
+  mla_case({1, 300, 65}, 0, V, 32, true);
+  mla_case({129, 1500, 31, 32, 95, 96}, 0, V, 48, true);
+  mla_case({64, 3000, 1, 128}, 0, V, 12);
+  mla_case({5000, 2, 129}, 128, V, 12, true);
 }
 TEST(V4Attn, ShardedHeadCounts) {
   SKIP_WITHOUT_GPU();
