@@ -8,7 +8,7 @@
 // --mla-decode-heads: head counts of the mla_decode sweep besides 96 (default 128,64,48,32,24,16,12;
 // three contexts each); --mla-decode-no-legacy: leave out the earlier mma.sync kernel's comparison rows;
 // --mla-decode-point B:H:L[,...]: only these points (for profiling); --mla-decode-variant V: the
-// mla_decode variant of the main grid (default 10, mqa.cuh; 3 = 32-token tiles, 4 stages, overlapped).
+// mla_decode variant of the main grid (default 12, mqa.cuh; 3 = 32-token tiles, 4 stages, overlapped).
 // mla_decode_fp8kv (mla_fp8.cuh: FP8 latent cache, the mla_decode grid) runs with no --only or when
 // named exactly (--only mla_decode runs the BF16 op alone); --mla-fp8-variant V: its kernel (mla_fp8.cuh).
 // --mla-prefill-variant V[,V...]: mla_prefill variants (0 bm64, 1 bm128, 2-4 wgmma_tma_bm128_bn128[_overlap,
@@ -70,7 +70,7 @@ std::string SKIP_DIR;  // --skip-existing
 std::vector<int> MLA_HEADS = {96};  // --mla-heads
 std::vector<int> MLA_DECODE_HEADS = {128, 64, 48, 32, 24, 16, 12};  // --mla-decode-heads
 bool MLA_DECODE_LEGACY = true;      // --mla-decode-no-legacy
-int MLA_DECODE_VARIANT = 10;        // --mla-decode-variant (the kernel of the main grid; 10 since issue 12's tenth session: the table's kernel)
+int MLA_DECODE_VARIANT = 12;        // --mla-decode-variant (the kernel of the main grid; 12 since issue 12's eleventh session: the table's kernel; 10 before)
 std::vector<int> MLA_PREFILL_VARIANTS = {4};  // --mla-prefill-variant V[,V..]: the first is the main grid's kernel
 std::vector<std::array<int, 3>> MLA_PREFILL_POINTS;  // --mla-prefill-point N:P:H[,...]: only these, every variant
 std::vector<std::array<int, 3>> V4_ATTN_POINTS;  // --v4-attn-point H:B:L[,...]

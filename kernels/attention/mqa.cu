@@ -1509,7 +1509,9 @@ __device__ __forceinline__ void scale_o(float (&o)[128], float fA, float fB) {
 //   together, and the pipe idles through softmax 0); plus the cheaper softmax (raw-S max, one FFMA
 //   per exponential, masking only in a partial tile) and O rescales skipped when a warp's factors
 //   are all 1. 2 = variant 12: the same, with barrier 7 passed after S0's column blocks 0-3 only
-//   (S1 interleaves with S0 4-8 as in variant 10; isolates the softmax / rescale part).
+//   (S1 interleaves with S0 4-8 as in variant 10). Measured (NOTES.md, eleventh session): 12 is 1.06x
+//   variant 10 at the 128-head median and the table's kernel; 11 loses at 512 x 4K (S1 then also
+//   waits for K0 4-8, the blocks refilled last).
 template <int kGate>
 __global__ void __launch_bounds__(256, 1)
     mla_decode_seesaw_rs_kernel(const __grid_constant__ CUtensorMap tmap, MqaArgs a, const int4* __restrict__ work) {

@@ -74,13 +74,14 @@ struct MqaArgs {
 ///   no faster than variant 0 (same notes).
 /// variant 10 (issue 12, tenth session; NOTES.md; same plan, page_size % 64 == 0): variant 4 with S1 over
 ///   K1's column blocks 4-7, 0-3, 8 and each warpgroup's own P from registers (RS wgmma): 1.04-1.11x
-///   variant 0 at 128 heads (486 TF/s at 512 x 4K in the lead's table call); the kernel of
-///   costmodels/data/h200/mla_decode.json (bench_attn's default; 1.03-1.12x variant 0 at 64-128 heads,
-///   0.96-0.99x at 16-32). This API's default stays 0.
-/// variants 11 / 12 (issue 12, eleventh session; experiments, same plan): variant 10 with the cheaper
-///   softmax (raw-S max, one FFMA per exponential, masking only in a partial tile), O rescales skipped
-///   when a warp's factors are all 1, and S1 issued only after warpgroup 0 has issued all of S0 (11) or
-///   S0's column blocks 0-3 (12), so that softmax 0 overlaps S1 on the tensor pipe.
+///   variant 0 at 128 heads (486 TF/s at 512 x 4K in the lead's table call).
+/// variants 11 / 12 (issue 12, eleventh session; same plan): variant 10 with the cheaper softmax (raw-S
+///   max, one FFMA per exponential, masking only in a partial tile), O rescales skipped when a warp's
+///   factors are all 1, and S1 issued only after warpgroup 0 has issued all of S0 (11) or S0's column
+///   blocks 0-3 (12). Variant 12 is 1.06x variant 10 at the 128-head median (494 TF/s at 512 x 4K),
+///   1.02-1.07x at 16-96 heads, and is the kernel of costmodels/data/h200/mla_decode.json (bench_attn's
+///   default); variant 11 is 1.05x at the 128-head median but 0.93x at 512 x 4K (an experiment).
+///   This API's default stays 0.
 /// variants 6-9 (the tenth session's 2-CTA multicast, S1 reorder, L2 prefetch and block-table-ahead
 ///   experiments, all no faster than 10) were removed in the eleventh session: std::invalid_argument.
 ///   SERVESIM_MLA_NOLOAD=1 makes variant 4 skip the page loads after tiles 0 and 1 (timing
