@@ -5,7 +5,13 @@
 // P(x) ∝ x^−α on [1, range] (the form of ai-dynamo/aiconfigurator docs/POWER_LAW_DISTRIBUTION.md),
 // jittered every step by a log-normal factor exp(σ·z_e) (popularity drifts away from what the
 // placement was balanced for), and multinomial routing noise on the T·k token-expert assignments
-// of the step. Placement: with redundant experts (EPLB) the redundant slots replicate the most
+// of the step. σ² = drift_sigma² + sequence_sigma² / S, where S = (Σ t_i)² / Σ t_i·(t_i − 1) is the
+// step's effective number of sequences (t_i: sequence i's new tokens): tokens of one prompt route
+// alike, so a prefill step of a few hundred prompts drifts further from the long-run popularity
+// than a decode step, whose sequences add one token each (t_i = 1: no pair of tokens shares a
+// sequence, no sequence term; the variance of a mean of S independent per-sequence jitters, to
+// first order). No expert takes more than 1/top_k of the assignments (a token picks top_k distinct
+// experts): shares above that are pinned there (cap_shares). Placement: with redundant experts (EPLB) the redundant slots replicate the most
 // loaded experts (each replica takes an equal share) and slots are packed onto GPUs heaviest first
 // onto the least-loaded GPU with a free slot (DeepSeek EPLB's replicate-then-pack); without, experts
 // sit in id order, E/N per GPU, and ids are unrelated to popularity.
@@ -15,11 +21,15 @@
 // (DeepSeek-V3/R1, α = 1.01 from aiconfigurator; range 1e4 and σ = 0.09 chosen so that EP32,
 // 8,192 tokens, top-8 gives max/mean ≈ 2.6 without EPLB and ≈ 1.11 with 32 redundant experts:
 // TensorRT-LLM's measured 2.56 and 1.109, NVIDIA/TensorRT-LLM docs/source/blogs/tech_blog/
-// blog4_Scaling_Expert_Parallelism_in_TensorRT-LLM.md Table 1; ../shared/reference/serving-overheads.md §1).
+// blog4_Scaling_Expert_Parallelism_in_TensorRT-LLM.md Table 1; ../shared/reference/serving-overheads.md §1;
+// sequence_sigma: the model file's source, fitted to SGLang's prefill with real vs perfectly
+// balanced routing).
 //
-// Draws are precomputed per token-count bucket (8 buckets per doubling) as kSamples values from a
-// fixed seed, so `servesim step` and the engine see the same distribution; a step picks one value
-// with the engine's own random stream (draw()). No globals; the tables fill lazily (not thread-safe).
+// Draws are precomputed per (token-count bucket, 8 per doubling; sequence bucket, 4 per doubling)
+// as kSamples values from a fixed seed that depends on the token bucket only (common random
+// numbers: more sequences never raise a sample), so `servesim step` and the engine see the same
+// distribution; a step picks one value with the engine's own random stream (draw()). No globals;
+// the tables fill lazily (not thread-safe).
 #pragma once
 #include "scenarios/model_spec.hpp"
 #include "scenarios/rng.hpp"
@@ -43,32 +53,43 @@ class ExpertLoad {
   ExpertLoad(const FfnSpec& f, int ep, int redundant);
 
   bool balanced() const { return balanced_; }
-  /// One step's draw for `tokens` tokens routed in the group: the busiest GPU's token-expert
-  /// assignments / the mean (≥ 1 up to noise), and which of the bucket's samples it was.
+  /// One step's draw for `tokens` tokens routed in the group from `seqs` effective sequences
+  /// (StepParts::seqs_eff; 0 = one token per sequence: no sequence term): the busiest GPU's
+  /// token-expert assignments / the mean (≥ 1 up to noise), and which of the bucket's samples it was.
   struct Draw {
     double load = 1;
     int index = 0;
   };
-  Draw draw(double tokens, Rng& rng) const;
+  Draw draw(double tokens, Rng& rng, double seqs = 0) const;
   /// One uniform sample index in [0, kSamples): one draw from `rng`.
   static int pick(Rng& rng) { return std::min(kSamples - 1, static_cast<int>(rng.uniform() * kSamples)); }
   /// Mean of the bucket's samples: the expected busiest/mean load (what `servesim step` prices).
-  double expected(double tokens) const;
+  double expected(double tokens, double seqs = 0) const;
   /// The bucket's kSamples values (tests, reports).
-  const std::array<double, kSamples>& samples(double tokens) const;
+  const std::array<double, kSamples>& samples(double tokens, double seqs = 0) const;
+  /// 1 + the sequence bucket `seqs` falls in; 0 when there is no sequence term (sequence_sigma 0,
+  /// seqs 0 or infinite). Part of a memo key for anything priced at this load.
+  int seq_key(double seqs) const;
+  /// σ of the per-step log-normal jitter at `seqs` effective sequences (the bucket's value).
+  double step_sigma(double seqs) const;
 
  private:
   struct Profile {
     std::vector<double> w;                          // long-run popularity per expert
     std::vector<std::vector<std::pair<int, double>>> gpu;  // per GPU: (expert, share of its tokens)
   };
-  double sample_once(double tokens, Rng& rng, std::vector<double>& p) const;
+  double sample_once(double tokens, double sigma, Rng& rng, std::vector<double>& p) const;
   bool balanced_ = true;
   int experts_ = 0, top_k_ = 0, ep_ = 1;
-  double drift_ = 0;
+  double drift_ = 0, seq_sigma_ = 0;
   std::vector<Profile> profiles_;
-  mutable std::map<int, std::array<double, kSamples>> buckets_;
+  mutable std::map<std::pair<int, int>, std::array<double, kSamples>> buckets_;
 };
+
+/// Caps every share p[e] / tot at `cap` by water-filling (pinned shares at the cap, the others
+/// scaled to fill the rest). Returns the new total: `tot` untouched when no share exceeds the cap,
+/// else 1 with p rewritten as shares. Needs p.size() · cap ≥ 1. No errors.
+double cap_shares(std::vector<double>& p, double tot, double cap);
 
 /// Bounded power-law draw by inverse transform: x ∈ [lo, hi] with density ∝ x^−alpha
 /// (alpha == 1: log-uniform). u ∈ [0, 1). No errors (lo, hi > 0 assumed).

@@ -97,6 +97,10 @@ struct StepParts {
   std::vector<double> attn, attn_extra;  ///< per attention kind: slowest rank's seconds, extrapolated seconds
   std::vector<int> attn_kernels;         ///< per attention kind: kernels of one layer
   double Tmax = 0, Ttot = 0, logits_max = 0;
+  /// effective number of sequences routed in the step, (Σ t_i)² / Σ t_i·(t_i − 1) over every
+  /// rank's sequences (t_i new tokens); 0 when every t_i is 1 (no two tokens share a sequence).
+  /// Sets the routing drift (ExpertLoad).
+  double seqs_eff = 0;
   Provenance source = Provenance::roofline;
   std::uint32_t extrapolated_ops = 0;
 };
@@ -118,8 +122,9 @@ class StepCostModel {
   StepTime finish(const StepParts& parts, Phase phase, int sample) const;
   /// A uniform sample index for one step (0 when routing is balanced: no draw is taken).
   int draw_sample(Rng& rng) const;
-  /// Busiest/mean routed load of MoE kind f for `tokens` tokens at `sample` (−1: expected).
-  double expert_load(int f, double tokens, int sample) const;
+  /// Busiest/mean routed load of MoE kind f for `tokens` tokens from `seqs` effective sequences
+  /// (0: one token each) at `sample` (−1: expected).
+  double expert_load(int f, double tokens, double seqs, int sample) const;
 
   /// Ops of one attention layer of kind `a` for one rank's sequences (on one GPU of its TP group).
   void attention_ops(int a, const std::vector<SeqWork>& seqs, Phase phase, std::vector<Op>& out) const;
@@ -168,9 +173,11 @@ class StepCostModel {
   // finish() memoises them (decode steps repeat the same token counts and samples millions of
   // times). Cleared when it reaches kFfnMemoMax entries; values are bit-for-bit what pricing gives.
   struct FfnKey {
-    int ffn, mb, sample;
+    int ffn, mb, sample, seq;  // seq: ExpertLoad::seq_key of the step's sequences
     double tm, tt;
-    bool operator==(const FfnKey& o) const { return ffn == o.ffn && mb == o.mb && sample == o.sample && tm == o.tm && tt == o.tt; }
+    bool operator==(const FfnKey& o) const {
+      return ffn == o.ffn && mb == o.mb && sample == o.sample && seq == o.seq && tm == o.tm && tt == o.tt;
+    }
   };
   struct FfnKeyHash {
     size_t operator()(const FfnKey& k) const;
@@ -183,7 +190,7 @@ class StepCostModel {
   };
   static constexpr size_t kFfnMemoMax = size_t{1} << 18;
   mutable std::unordered_map<FfnKey, FfnLayer, FfnKeyHash> ffn_memo_;
-  const FfnLayer& ffn_layer(int f, double mb, double Tm, double Tt, int sample) const;
+  const FfnLayer& ffn_layer(int f, double mb, double Tm, double Tt, double seqs, int sample) const;
   double sum_ops(const std::vector<Op>& ops, StepTime& st, double& extra) const;
   double host_seconds(int kernels, double gpu_s, int syncs) const;
 };

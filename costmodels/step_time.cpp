@@ -40,11 +40,11 @@ int StepCostModel::draw_sample(Rng& rng) const {
   return -1;
 }
 
-double StepCostModel::expert_load(int f, double tokens, int sample) const {
+double StepCostModel::expert_load(int f, double tokens, double seqs, int sample) const {
   if (shape_.expert_imbalance > 0) return shape_.expert_imbalance;
   const auto& l = loads_[static_cast<size_t>(f)];
   if (!l || l->balanced()) return 1.0;
-  return sample < 0 ? l->expected(tokens) : l->samples(tokens)[static_cast<size_t>(sample)];
+  return sample < 0 ? l->expected(tokens, seqs) : l->samples(tokens, seqs)[static_cast<size_t>(sample)];
 }
 
 StepParts StepCostModel::attention_part(const std::vector<std::vector<SeqWork>>& per_rank, Phase phase) const {
@@ -55,16 +55,20 @@ StepParts StepCostModel::attention_part(const std::vector<std::vector<SeqWork>>&
   const size_t kinds = model_.attention_kinds.size();
   p.attn.assign(kinds, 0.0), p.attn_extra.assign(kinds, 0.0), p.attn_kernels.assign(kinds, 0);
   std::vector<double> Tr(static_cast<size_t>(dp), 0.0);
+  double sq = 0;  // Σ t_i·(t_i − 1) over the step's sequences: pairs of tokens of one sequence
   for (int r = 0; r < dp; ++r) {
     double lg = 0;
     // decode: every new token (with MTP, each verified one) has logits; prefill: the last chunk's
-    for (const auto& s : per_rank[static_cast<size_t>(r)])
+    for (const auto& s : per_rank[static_cast<size_t>(r)]) {
       Tr[static_cast<size_t>(r)] += s.new_tokens, lg += phase == Phase::decode ? (s.emits_logits ? s.new_tokens : 0) : s.emits_logits;
+      sq += static_cast<double>(s.new_tokens) * static_cast<double>(s.new_tokens - 1);
+    }
     p.Tmax = std::max(p.Tmax, Tr[static_cast<size_t>(r)]);
     p.Ttot += Tr[static_cast<size_t>(r)];
     p.logits_max = std::max(p.logits_max, lg);
   }
   if (p.Ttot <= 0) return p;
+  p.seqs_eff = sq > 0 ? p.Ttot * p.Ttot / sq : 0.0;
   StepTime st;
   // with two-batch overlap a decode rank's sequences run their attention as two micro-batches
   // (alternate sequences), each priced on its own: at small batches a half costs nearly what the
@@ -119,7 +123,7 @@ size_t StepCostModel::FfnKeyHash::operator()(const FfnKey& k) const {
   std::memcpy(&a, &k.tm, sizeof a), std::memcpy(&b, &k.tt, sizeof b);
   std::uint64_t h = a * 0x9E3779B97F4A7C15ULL ^ (b + 0x632BE59BD9B4E019ULL);
   h ^= (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.ffn)) << 40) ^ (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.sample)) << 8) ^
-       static_cast<std::uint64_t>(k.mb);
+       static_cast<std::uint64_t>(k.mb) ^ (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.seq)) << 52);
   h ^= h >> 29, h *= 0xBF58476D1CE4E5B9ULL, h ^= h >> 32;
   return static_cast<size_t>(h);
 }
@@ -127,12 +131,13 @@ size_t StepCostModel::FfnKeyHash::operator()(const FfnKey& k) const {
 // The FFN half of one layer pair (what finish() adds per layer before composing it with the
 // attention): the FFN ops at the sampled load with their attention-TP all-reduce, and the EP
 // all-to-all (time and the busiest GPU's NIC bytes of dispatch and combine).
-const StepCostModel::FfnLayer& StepCostModel::ffn_layer(int f, double mb, double Tm, double Tt, int sample) const {
-  const FfnKey key{f, static_cast<int>(mb), sample, Tm, Tt};
+const StepCostModel::FfnLayer& StepCostModel::ffn_layer(int f, double mb, double Tm, double Tt, double seqs, int sample) const {
+  const auto& el = loads_[static_cast<size_t>(f)];
+  const FfnKey key{f, static_cast<int>(mb), sample, el ? el->seq_key(seqs) : 0, Tm, Tt};
   if (auto it = ffn_memo_.find(key); it != ffn_memo_.end()) return it->second;
   if (ffn_memo_.size() >= kFfnMemoMax) ffn_memo_.clear();
   const FfnSpec& spec = model_.ffn_kinds[static_cast<size_t>(f)];
-  const double load = expert_load(f, Tt, sample);
+  const double load = expert_load(f, Tt, seqs, sample);
   FfnLayer l;
   StepTime st;
   st.source = static_cast<Provenance>(0);
@@ -164,12 +169,12 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
   const bool overlap = shape_.two_batch_overlap && (phase == Phase::prefill || Tmax >= 2);
   const double mb = overlap ? 2.0 : 1.0;
   const bool normal = shape_.dispatch == EpDispatch::hierarchical;
-  st.expert_load = main_moe_ >= 0 ? expert_load(main_moe_, Ttot, sample) : 1.0;
+  st.expert_load = main_moe_ >= 0 ? expert_load(main_moe_, Ttot, parts.seqs_eff, sample) : 1.0;
   double extra = 0;
   int kernels = 0, syncs = 0;
   // `count` layers of pair p with Tm / Tt tokens (busiest rank / instance) in their FFN
   auto add_layers = [&](const LayerPair& p, double Tm, double Tt, int count) {
-    const FfnLayer& l = ffn_layer(p.ffn, mb, Tm, Tt, sample);
+    const FfnLayer& l = ffn_layer(p.ffn, mb, Tm, Tt, parts.seqs_eff, sample);
     st.source = worse(st.source, l.source), st.extrapolated_ops |= l.extrapolated_ops;
     const double ffn = l.ffn, ffn_extra = l.ffn_extra, comm = l.comm;
     const int k = l.kernels;

@@ -103,6 +103,7 @@ FfnSpec read_ffn(Obj o, const std::string& name) {
       f.popularity.alpha = q.num("alpha", 0.0, 0, 10);
       f.popularity.range = q.num("range", f.popularity.range, 1.0 + 1e-9, 1e12);
       f.popularity.drift_sigma = q.num("drift_sigma", f.popularity.drift_sigma, 0, 5);
+      f.popularity.sequence_sigma = q.num("sequence_sigma", 0.0, 0, 20);
       q.str("source", std::string());
       q.done();
     }

@@ -93,6 +93,77 @@ TEST(ExpertLoad, SamplesAreAFixedTableAndTheDrawPicksOne) {
   EXPECT_NEAR(a.expected(18432), mean, 1e-12);
 }
 
+// σ² = drift² + sequence_sigma² / S (expert_load.hpp), and the tables share their random numbers
+// across sequence counts: a drift of 0.3 and no sequence term draws exactly what no drift and
+// sequence_sigma 0.3·√128 draw at 128 sequences (σ = 0.3 either way), and what drift 0.2 and
+// sequence_sigma √(0.05·512) draw at 512 (0.04 + 0.05 = 0.3²).
+TEST(ExpertLoad, SequenceDriftIsTheVarianceOfAMeanOverSequences) {
+  FfnSpec a = dsv3_moe(), b = a, c = a;
+  a.popularity.drift_sigma = 0.3, a.popularity.sequence_sigma = 0;
+  b.popularity.drift_sigma = 0, b.popularity.sequence_sigma = 0.3 * std::sqrt(128.0);
+  c.popularity.drift_sigma = 0.2, c.popularity.sequence_sigma = std::sqrt(0.05 * 512);
+  const ExpertLoad la(a, 32, 32), lb(b, 32, 32), lc(c, 32, 32);
+  EXPECT_NEAR(lb.step_sigma(128), 0.3, 1e-12);
+  EXPECT_NEAR(lc.step_sigma(512), 0.3, 1e-12);
+  EXPECT_EQ(la.seq_key(128), 0);  // no sequence term: the count is not part of the key
+  for (int i = 0; i < ExpertLoad::kSamples; ++i) {
+    EXPECT_NEAR(lb.samples(524288, 128)[static_cast<size_t>(i)], la.samples(524288)[static_cast<size_t>(i)], 1e-9);
+    EXPECT_NEAR(lc.samples(524288, 512)[static_cast<size_t>(i)], la.samples(524288)[static_cast<size_t>(i)], 1e-9);
+  }
+  // the shipped DeepSeek-V3 figures: fewer prompts per step, more imbalance; a decode step (one
+  // token per sequence, seqs 0) has no sequence term and keeps TensorRT-LLM's 1.109
+  // (DeepSeekPopularityReproducesTheMeasuredImbalance)
+  const ExpertLoad d(dsv3_moe(), 32, 32);
+  EXPECT_GT(d.expected(524288, 128), d.expected(524288, 512));
+  EXPECT_GT(d.expected(524288, 512), d.expected(524288, 8192));
+  EXPECT_EQ(d.step_sigma(0), 0.09);
+  EXPECT_NEAR(d.step_sigma(128), std::sqrt(0.09 * 0.09 + 3.4 * 3.4 / 128), 1e-12);
+}
+
+// No expert takes more than 1/top_k of a step's assignments (a token picks top_k distinct experts).
+// Shares 0.7, 0.1, 0.1, 0.1 capped at 1/2: 0.7 is pinned at 0.5 and the other three fill the rest
+// in proportion, 0.5/3 each; capped at 1/3: 1/3 and (2/3)/3 = 2/9 each. A table with no share above
+// the cap is returned untouched.
+TEST(ExpertLoad, SharesAreCappedAtOneOverTopK) {
+  std::vector<double> p{7, 1, 1, 1};
+  EXPECT_EQ(cap_shares(p, 10, 0.5), 1.0);
+  EXPECT_NEAR(p[0], 0.5, 1e-12);
+  for (int e = 1; e < 4; ++e) EXPECT_NEAR(p[static_cast<size_t>(e)], 0.5 / 3, 1e-12);
+  p = {7, 1, 1, 1};
+  EXPECT_EQ(cap_shares(p, 10, 1.0 / 3), 1.0);
+  EXPECT_NEAR(p[0], 1.0 / 3, 1e-12);
+  for (int e = 1; e < 4; ++e) EXPECT_NEAR(p[static_cast<size_t>(e)], 2.0 / 9, 1e-12);
+  // two passes: 6, 3, 1 capped at 0.4 pins 6 (0.6), then 3 rescaled to 0.6·3/4 = 0.45 > 0.4 is
+  // pinned too, leaving 0.2 for the last
+  p = {6, 3, 1};
+  cap_shares(p, 10, 0.4);
+  EXPECT_NEAR(p[0], 0.4, 1e-12);
+  EXPECT_NEAR(p[1], 0.4, 1e-12);
+  EXPECT_NEAR(p[2], 0.2, 1e-12);
+  p = {3, 3, 4};
+  EXPECT_EQ(cap_shares(p, 10, 0.5), 10.0);
+  EXPECT_EQ(p[2], 4.0);
+}
+
+// The step's effective number of sequences is (Σt)² / Σt(t − 1) over every rank: ranks of 2 × 4,096
+// and 4 × 1,024 new tokens give 12,288² / (2·4,096·4,095 + 4·1,024·1,023) = 150,994,944 /
+// 37,736,448; 256 one-token decode sequences have no pair of tokens in one sequence: 0 (no sequence
+// term); with one MTP draft each (2 tokens), 512² / (256·2) = 512.
+TEST(StepOverheads, EffectiveSequencesOfAStepByHand) {
+  const ModelSpec m = test::model("deepseek-v3");
+  InstanceShape s;
+  s.ep = 2;
+  const StepCostModel sc(m, std::make_shared<test::ZeroCost>(), FabricParams{}, s, 0.0);
+  std::vector<std::vector<SeqWork>> w(2);
+  w[0] = {{4096, 0, true}, {4096, 0, true}};
+  w[1] = {{1024, 0, true}, {1024, 0, true}, {1024, 0, true}, {1024, 0, true}};
+  EXPECT_NEAR(sc.attention_part(w, Phase::prefill).seqs_eff, 150994944.0 / 37736448.0, 1e-12);
+  w[0].assign(128, {1, 100, true}), w[1].assign(128, {1, 100, true});
+  EXPECT_EQ(sc.attention_part(w, Phase::decode).seqs_eff, 0.0);
+  w[0].assign(128, {2, 100, true}), w[1].assign(128, {2, 100, true});
+  EXPECT_NEAR(sc.attention_part(w, Phase::decode).seqs_eff, 512.0, 1e-9);
+}
+
 TEST(StepOverheads, FixedLoadScalesTheRoutedExpertTokens) {
   const ModelSpec m = test::model("deepseek-v3");
   InstanceShape s;
@@ -100,7 +171,7 @@ TEST(StepOverheads, FixedLoadScalesTheRoutedExpertTokens) {
   const StepCostModel sc(m, std::make_shared<test::ZeroCost>(), FabricParams{}, s, 0.0);
   const int moe = static_cast<int>(m.main_moe() - m.ffn_kinds.data());
   std::vector<Op> ops;
-  sc.ffn_ops(moe, 1000, 32000, ops, sc.expert_load(moe, 32000, -1));
+  sc.ffn_ops(moe, 1000, 32000, ops, sc.expert_load(moe, 32000, 0, -1));
   for (const auto& o : ops) {
     if (o.kind == OpKind::moe_experts) {
       EXPECT_NEAR(o.tokens, 32000.0 * 8 / 32 * 2.0, 1e-9);  // T·k/N·load
