@@ -269,7 +269,7 @@ void set_kda_families(std::vector<FamilyInfo>& v) {
 /// Attention cores: MLA decode/prefill and the V4 sparse/compressed core.
 void set_attention_families(std::vector<FamilyInfo>& v) {
   set_family(v, Family::mla_decode, "mla_decode", "attention decode",
-      "absorbed-MQA decode over the BF16 latent cache: mla_decode wgmma_tma_m64_tn64_seesaw_rsp (variant 10, sm_90a, 64-head groups, P from registers; H 12-128), mixed contexts",
+      "absorbed-MQA decode over the BF16 latent cache: mla_decode wgmma_tma_m64_tn64_seesaw_rsp_fastsm (variant 12, sm_90a, 64-head groups, P from registers, S1 issued after S0 blocks 0-3, FFMA softmax; H 12-128), mixed contexts",
       {"batch", "sm_rows", "heads"}, {0.2, 0.2, 0.1}, {false, true, false}, {2}, kLambda, w_mla_decode);
   v[static_cast<int>(Family::mla_decode)].transform = t_mqa_plan;
   set_family(v, Family::mla_prefill, "mla_prefill", "attention prefill",

@@ -141,9 +141,9 @@ void kda_mla_samples(Family fam, Collector& c) {
     case Family::gated_rmsnorm:
       for (const auto& r : table("kda_gated_rmsnorm.json").rows) push(table("kda_gated_rmsnorm.json"), r, {r.at("tokens"), r.at("heads"), 0, 0});
       break;
-    case Family::mla_decode:  // the wgmma/TMA kernel, variant 10 (issue 12); the table's mt* rows are the old kernel, kept for before/after
+    case Family::mla_decode:  // the wgmma/TMA kernel, variant 12 (issue 12); the table's mt* rows are the old kernel, kept for before/after
       for (const auto& r : table("mla_decode.json").rows)
-        if (r.variant == "wgmma_tma_m64_tn64_seesaw_rsp" || r.variant == "mixed_wgmma_tma_m64_tn64_seesaw_rsp")
+        if (r.variant == "wgmma_tma_m64_tn64_seesaw_rsp_fastsm" || r.variant == "mixed_wgmma_tma_m64_tn64_seesaw_rsp_fastsm")
           push(table("mla_decode.json"), r, {r.at("batch"), r.at("ctx_sum") / r.at("batch"), r.at("heads"), 0});
       break;
     case Family::mla_prefill:  // our wgmma/TMA kernel (issue 12: 603-646 TFLOP/s; faster than cuDNN's split calls at 551 of 566 points, 1.06-1.86x at the reference points); the bm128 rows are the old kernel
