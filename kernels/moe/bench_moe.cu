@@ -750,6 +750,101 @@ struct LayerCfg {
   float scale;
 };
 
+/// --only w4cmp: W4A16 kernel variants (--w4-variants, e.g. 5,7) interleaved, twice, at the decode
+/// shapes of NOTES.md §8 (K3 w13/w2 G 8/32, DSV4-Pro w13 G 32, DSV4-Flash w2 G 8/32), m = 1..8 and
+/// 12..64 tokens per expert: event-timed median and per-call time in a 20-call graph. Printed lines
+/// "w4cmp ..." (the log is the record; no table rows).
+void bench_w4cmp(Ctx& c) {
+  struct Sh { GemmShape s; int G; };
+  const std::vector<Sh> shapes = {{{"K3", "w13", 2 * kK3Inter, kK3Latent}, 8},   {{"K3", "w13", 2 * kK3Inter, kK3Latent}, 32},
+                                  {{"K3", "w2", kK3Latent, kK3Inter}, 8},        {{"K3", "w2", kK3Latent, kK3Inter}, 32},
+                                  {{"DSV4-Pro", "w13", 2 * kV4ProInter, kV4ProHidden}, 32},
+                                  {{"DSV4-Flash", "w2", kV4FlashHidden, kV4FlashInter}, 8},
+                                  {{"DSV4-Flash", "w2", kV4FlashHidden, kV4FlashInter}, 32}};
+  const std::vector<long long> ms = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64};
+  std::vector<int> vs = c.w4_variants;
+  if (vs.empty()) vs = {5};
+  std::map<std::tuple<int, long long, int>, std::vector<std::pair<double, double>>> res;  // (shape, m, v) -> (event, graph)
+  std::mt19937_64 rng(7);
+  const int reps = 2;
+  for (int rep = 0; rep < reps; ++rep)
+    for (int si = 0; si < int(shapes.size()); ++si) {
+      if (!time_left(c)) break;
+      const auto& [s, G] = shapes[si];
+      const size_t mb = w4a16_matrix_bytes(s.N, s.K);
+      const int sets = rotation_sets(double(G) * mb, c.gpu.l2_bytes, 16);
+      const int P = G * sets;
+      DevBuf<uint8_t> pool(mb * P);
+      fill_w4a16_pool(pool.p, P, s.N, s.K, 11, 118, 124, c.s);
+      std::vector<int> eids(P);
+      std::iota(eids.begin(), eids.end(), 0);
+      std::shuffle(eids.begin(), eids.end(), rng);
+      DevBuf<int> deids(P);
+      deids.upload(eids);
+      DevBuf<bf16> x(size_t(64) * G * s.K), y(size_t(64) * G * s.N);
+      fill_bf16(x.p, x.n, 3, 1.f, c.s);
+      DevBuf<int> droff(G + 1), dtoff(G + 1);
+      for (long long m : ms) {
+        const int bt = w4a16_pick_bt(double(m));
+        std::vector<int> roff(G + 1), toff(G + 1);
+        for (int g = 0; g <= G; ++g) { roff[g] = int(g * m); toff[g] = int(g * ((m + bt - 1) / bt)); }
+        droff.upload(roff);
+        dtoff.upload(toff);
+        const int mt = toff[G];
+        for (int vi = 0; vi < int(vs.size()); ++vi) {
+          const int v = vs[(vi + rep) % vs.size()];  // alternate the order between repetitions
+          w4a16_set_variant(v);
+          auto f = [&](int i) {
+            w4a16_grouped_gemm(x.p, pool.p, deids.p + (i % sets) * G, droff.p, dtoff.p, G, s.N, s.K, bt, mt, y.p, c.s);
+          };
+          const Timing t = timed(c, f);
+          const double gus = graph_us(c, f);
+          res[{si, m, v}].push_back({t.us_median, gus});
+          std::printf("w4cmp rep=%d %s %s G=%d m=%lld bt=%d v=%d: event %.2f us (%.3f TB/s), graph %.2f us (%.3f TB/s)\n", rep,
+                      s.model.c_str(), s.matrix.c_str(), G, m, bt, v, t.us_median, double(G) * mb / t.us_median / 1e6, gus,
+                      double(G) * mb / gus / 1e6);
+        }
+      }
+      std::fflush(stdout);
+    }
+  w4a16_set_variant(vs[0]);
+  // summary: per shape and m, min over repetitions (event / graph) of each variant, ratio to the first
+  auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v.empty() ? 0.0 : v[(v.size() - 1) / 2]; };
+  for (int si = 0; si < int(shapes.size()); ++si) {
+    const auto& [s, G] = shapes[si];
+    const double wb = double(G) * w4a16_matrix_bytes(s.N, s.K);
+    std::vector<double> r18, r_rest, g18;
+    for (long long m : ms) {
+      std::string line = "w4cmp " + s.model + " " + s.matrix + " G=" + std::to_string(G) + " m=" + std::to_string(m) + ":";
+      double base_e = 0, base_g = 0;
+      for (int v : vs) {
+        const auto it = res.find({si, m, v});
+        if (it == res.end()) continue;
+        double be = 1e30, bg = 1e30;
+        for (auto [e, g] : it->second) { be = std::min(be, e); bg = std::min(bg, g); }
+        char b[200];
+        std::snprintf(b, sizeof b, " v%d %.2f us %.2f TB/s (graph %.2f us %.2f TB/s)", v, be, wb / be / 1e6, bg, wb / bg / 1e6);
+        line += b;
+        if (v == vs[0]) { base_e = be; base_g = bg; }
+        else if (base_e > 0) {
+          std::snprintf(b, sizeof b, " [t/t0 %.3f, graph %.3f]", be / base_e, bg / base_g);
+          line += b;
+          (m <= 8 ? r18 : r_rest).push_back(be / base_e);
+          if (m <= 8) g18.push_back(bg / base_g);
+        }
+      }
+      note(c, line);
+    }
+    if (!r18.empty()) {
+      char b[240];
+      std::snprintf(b, sizeof b, "w4cmp %s %s G=%d: median t(v%d)/t(v%d) m=1-8 event %.3f graph %.3f; m=12-64 event median %.3f max %.3f",
+                    s.model.c_str(), s.matrix.c_str(), G, vs.back(), vs[0], med(r18), med(g18), med(r_rest),
+                    r_rest.empty() ? 0.0 : *std::max_element(r_rest.begin(), r_rest.end()));
+      note(c, b);
+    }
+  }
+}
+
 void bench_layers(Ctx& c) {
   std::vector<LayerCfg> cfgs = {{"moe_layer_k3", "K3", kK3Hidden, kK3Experts, kK3TopK, kK3Inter, true, kK3RouteScale},
                                 {"moe_layer_dsv4", "DSV4-Pro", kV4ProHidden, kV4ProExperts, kV4TopK, kV4ProInter, false,
@@ -1317,6 +1412,7 @@ int main(int argc, char** argv) {
     };
     section("ceilings", {"moe_ref_ceilings"}, bench_ceilings);
     section("w4a16", {"moe_grouped_gemm_w4a16"}, bench_w4a16);
+    section("w4cmp", {"w4cmp"}, bench_w4cmp);
     section("bf16", {"moe_grouped_gemm_bf16"}, bench_bf16_grouped);
     section("layers", {"moe_layer_k3", "moe_layer_dsv4"}, bench_layers);
     section("fp8", {"moe_grouped_gemm_fp8"}, bench_fp8);

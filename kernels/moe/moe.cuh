@@ -145,13 +145,18 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
   }
 }
 
-/// Selects the kernel of the W4A16 GEMM (0..5, see gemm_w4a16.cu; 5 = default):
+/// Selects the kernel of the W4A16 GEMM (0..7, see gemm_w4a16.cu; 5 = default):
 /// 0 one m64nBT wgmma per k16 step overlapped with the next stage, 1 the same without overlap,
 /// 2 BT/8 m64n8 wgmmas per k16 step, 3 that without overlap, 4 = 0 with two k-blocks per
 /// pipeline stage at BT <= 64 when K % 256 == 0, 5 = warp-specialised decode kernel (producer warp
 /// with one bulk copy per stage, mbarriers, two k-blocks per stage) at BT <= 32 when K % 256 == 0
-/// (else 0). Throws std::invalid_argument.
+/// (else 0), 6 = 5 with one k-block per stage (slower, kept for comparison), 7 = stream-K form of 5
+/// (persistent grid of resident-CTA count, equal k-unit ranges per CTA, fp32 fix-up of split tiles
+/// through a library-owned workspace; BT <= 32 when K % 256 == 0, else as 5). Throws
+/// std::invalid_argument.
 void w4a16_set_variant(int v);
+/// Variant 7 only: force the stream-K grid to `ctas` CTAs (tests); 0 = resident CTAs per SM x SMs.
+void w4a16_set_streamk_ctas(int ctas);
 int w4a16_variant();
 
 /// Token tile widths the W4A16 kernel is compiled for.

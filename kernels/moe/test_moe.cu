@@ -453,7 +453,32 @@ TEST_P(W4A16Test, MatchesDoubleReference) {
   if (variant >= 4) check_w4a16(bt, {1, bt, 3 * bt - 1, 0, 2}, 384, 1536, true, variant);
 }
 INSTANTIATE_TEST_SUITE_P(AllTiles, W4A16Test,
-                         ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Values(0, 1, 2, 3, 4, 5, 6)));
+                         ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7)));
+
+// Variant 7 (stream-K): forced small grids make every CTA cross several tiles with partial heads and
+// tails (fix-up through the workspace, stage ring wraps across segments); then K3 / DSV4 expert
+// shapes with skewed loads on the automatic grid (resident CTAs x SMs). Successive launches also
+// check that the last contributor reset every tile counter.
+TEST(W4A16StreamK, ForcedGridsAndModelShapes) {
+  SKIP_NO_GPU();
+  struct Case { int bt; std::vector<int> counts; int N, K, ctas; };
+  const std::vector<Case> cases = {
+      {8, {19, 0, 7, 1, 8}, 256, 1536, 3},     {8, {19, 0, 7, 1, 8}, 256, 1536, 7},
+      {16, {1, 40, 0, 16, 3}, 384, 1536, 13},  {32, {70, 2, 0, 33}, 256, 2048, 5},
+      {8, {5, 1}, 128, 256, 3},                {16, {9, 16, 1}, 256, 1024, 0},
+      {8, {8, 1, 0, 5, 2, 7}, 3584, 3072, 0},  // K3 w2, skewed 1-8 rows
+      {8, {3, 8}, 6144, 3584, 0},              // K3 w13
+      {16, {16, 1, 9, 0, 3, 2}, 4096, 2048, 0},  // DSV4-Flash w2
+      {32, {32, 5}, 7168, 3072, 0},            // DSV4-Pro w2
+      {8, {8, 1, 0, 5, 2, 7}, 3584, 3072, 97},  // K3 w2 on an odd forced grid
+  };
+  for (const auto& cs : cases) {
+    w4a16_set_streamk_ctas(cs.ctas);
+    std::printf("stream-K grid %d: ", cs.ctas);
+    check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, 7);
+    w4a16_set_streamk_ctas(0);
+  }
+}
 
 // Diagnostic (always passes): error per token row of a 16-token tile and per k-block, per variant.
 TEST(MoeW4A16Diag, ErrorProfile) {
@@ -528,7 +553,7 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
   EXPECT_LT(err, 1e-2);
   free_dispatch(d);
 }
-INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6));
+INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7));
 
 // ------------------------------------------------------------------------------------------------
 // Library GEMMs
