@@ -751,8 +751,8 @@ struct LayerCfg {
 };
 
 /// --only w4cmp: W4A16 kernel variants (--w4-variants, e.g. 5,7) interleaved, twice, at the decode
-/// shapes of NOTES.md §8 (K3 w13/w2 G 8/32, DSV4-Pro w13 G 32, DSV4-Flash w2 G 8/32), m = 1..8 and
-/// 12..64 tokens per expert: event-timed median and per-call time in a 20-call graph. Printed lines
+/// shapes of NOTES.md §8 (K3 w13/w2 G 8/32, DSV4-Pro w13 G 32, DSV4-Flash w2 G 8/32), m = 1..8,
+/// 12..64 and 256, 2048 tokens per expert: event-timed median and per-call time in a 20-call graph. Printed lines
 /// "w4cmp ..." (the log is the record; no table rows).
 void bench_w4cmp(Ctx& c) {
   struct Sh { GemmShape s; int G; };
@@ -761,7 +761,7 @@ void bench_w4cmp(Ctx& c) {
                                   {{"DSV4-Pro", "w13", 2 * kV4ProInter, kV4ProHidden}, 32},
                                   {{"DSV4-Flash", "w2", kV4FlashHidden, kV4FlashInter}, 8},
                                   {{"DSV4-Flash", "w2", kV4FlashHidden, kV4FlashInter}, 32}};
-  const std::vector<long long> ms = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64};
+  const std::vector<long long> ms = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64, 256, 2048};  // 256, 2048: prefill tiles (variant 0)
   std::vector<int> vs = c.w4_variants;
   if (vs.empty()) vs = {5};
   std::map<std::tuple<int, long long, int>, std::vector<std::pair<double, double>>> res;  // (shape, m, v) -> (event, graph)
@@ -781,7 +781,7 @@ void bench_w4cmp(Ctx& c) {
       std::shuffle(eids.begin(), eids.end(), rng);
       DevBuf<int> deids(P);
       deids.upload(eids);
-      DevBuf<bf16> x(size_t(64) * G * s.K), y(size_t(64) * G * s.N);
+      DevBuf<bf16> x(size_t(ms.back()) * G * s.K), y(size_t(ms.back()) * G * s.N);
       fill_bf16(x.p, x.n, 3, 1.f, c.s);
       DevBuf<int> droff(G + 1), dtoff(G + 1);
       for (long long m : ms) {
@@ -837,7 +837,7 @@ void bench_w4cmp(Ctx& c) {
     }
     if (!r18.empty()) {
       char b[240];
-      std::snprintf(b, sizeof b, "w4cmp %s %s G=%d: median t(v%d)/t(v%d) m=1-8 event %.3f graph %.3f; m=12-64 event median %.3f max %.3f",
+      std::snprintf(b, sizeof b, "w4cmp %s %s G=%d: median t(v%d)/t(v%d) m=1-8 event %.3f graph %.3f; m=12-2048 event median %.3f max %.3f",
                     s.model.c_str(), s.matrix.c_str(), G, vs.back(), vs[0], med(r18), med(g18), med(r_rest),
                     r_rest.empty() ? 0.0 : *std::max_element(r_rest.begin(), r_rest.end()));
       note(c, b);

@@ -61,8 +61,8 @@ __device__ __forceinline__ uint32_t hmul2_u32(uint32_t a, uint32_t b) {
 /// prepack, NOTES.md §8): register j = {low: element (g or g+8, k), high: (same row, k+1)} is
 /// w4a16_reg_bits(w, j) (sign at bf16 bit 15/31, E2M1 exponent+mantissa at bits 8..6 / 24..22) =
 /// code * 2^-126 as bf16 (subnormal for exponent 0); times 2^(s-1) it is code * 2^(s-127).
-/// j even uses row g (factor f0), j odd row g+8 (f1). 11 integer ops + 4 HMUL2 per word (the
-/// previous nibble order needed 15 + 4).
+/// j even uses row g (factor f0), j odd row g+8 (f1). 9 integer ops (4 of them SHF.L.W rotations)
+/// + 4 HMUL2 per word (the shift layout of §8 needed 11 + 4, the nibble order 15 + 4).
 __device__ __forceinline__ void dequant_word(uint32_t w, uint32_t f0, uint32_t f1, uint32_t (&a)[4]) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) a[j] = hmul2_u32(w4a16_reg_bits(w, j), (j & 1) ? f1 : f0);
@@ -480,9 +480,11 @@ __global__ void __launch_bounds__(kDecThreads, 2)
   const int nx = p.N / kRowsPerCta;
   const int UT = p.K / 256;
   const int W = p.tile_offsets[p.G] * nx * UT;  // < 2^31: tiles <= 65535, nx * UT < 2^15
-  const int c = blockIdx.x, NC = gridDim.x;
+  // NC = min(grid, W): every CTA of [0, NC) owns >= 1 unit, so the CTAs between a tile's first and
+  // last contributor all contribute (the fix-up counts them); CTAs past NC exit
+  const int c = blockIdx.x, NC = min(static_cast<int>(gridDim.x), W);
+  if (c >= NC) return;  // whole CTA (also W == 0)
   const int u0 = sk_u0(c, W, NC), u1 = sk_u0(c + 1, W, NC);
-  if (u0 >= u1) return;  // whole CTA
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
 
   // tile tl -> first row, row count, weight pointer of its n-tile
@@ -829,7 +831,7 @@ Slot slot_of(int K, int n, int k) {
   const size_t block = (static_cast<size_t>(nt) * (K / 64) + kb) * kWBlockBytes;
   Slot sl;
   sl.word_byte = block + rg * 512 + lane * 16 + s * 4;
-  for (int b = 0; b < 4; ++b) sl.bit[b] = kW4A16CodeBit[j][b] + 16 * hi;
+  for (int b = 0; b < 4; ++b) sl.bit[b] = (kW4A16CodeBit[j][b] + 16 * hi) & 31;
   sl.scale_byte = block + 4096 + rg * 32 + g * 4 + half * 2 + (s >= 2 ? 1 : 0);
   return sl;
 }

@@ -55,9 +55,9 @@ TEST(MoeHost, PrepackRoundTripAndDequantTrick) {
       for (uint32_t hi = 0; hi < 16; ++hi) {
         uint32_t w = static_cast<uint32_t>(rng());  // other registers' codes: random
         for (int b = 0; b < 4; ++b) {
-          w &= ~(1u << kW4A16CodeBit[j][b]) & ~(1u << (kW4A16CodeBit[j][b] + 16));
+          w &= ~(1u << kW4A16CodeBit[j][b]) & ~(1u << ((kW4A16CodeBit[j][b] + 16) & 31));
           w |= ((lo >> b) & 1u) << kW4A16CodeBit[j][b];
-          w |= ((hi >> b) & 1u) << (kW4A16CodeBit[j][b] + 16);
+          w |= ((hi >> b) & 1u) << ((kW4A16CodeBit[j][b] + 16) & 31);
         }
         const uint32_t v = w4a16_reg_bits(w, j);
         ASSERT_EQ(bf16_bits_value(static_cast<uint16_t>(v & 0xFFFF)) * std::ldexp(1.0, 126), e2m1_value(lo)) << j << " " << lo;
@@ -68,7 +68,7 @@ TEST(MoeHost, PrepackRoundTripAndDequantTrick) {
   for (int j = 0; j < 4; ++j)
     for (int b = 0; b < 4; ++b)
       for (int h = 0; h < 2; ++h) {
-        const uint32_t bit = 1u << (kW4A16CodeBit[j][b] + 16 * h);
+        const uint32_t bit = 1u << ((kW4A16CodeBit[j][b] + 16 * h) & 31);
         ASSERT_EQ(seen & bit, 0u);
         seen |= bit;
       }
