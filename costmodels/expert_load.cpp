@@ -14,8 +14,9 @@ constexpr std::uint64_t kProfileSeed = 0x45504c42'70726f66ULL;  // "EPLBprof"
 constexpr std::uint64_t kBucketSeed = 0x45504c42'62756b74ULL;   // "EPLBbukt"
 
 int bucket_of(double tokens) { return static_cast<int>(std::lround(8.0 * std::log2(std::max(1.0, tokens)))); }
-// sequence buckets: 4 per doubling, capped at 2^24 sequences (beyond, sequence_sigma²/S is nil)
-int seq_bucket_of(double seqs) { return static_cast<int>(std::lround(4.0 * std::log2(std::clamp(seqs, 1.0, 16777216.0)))); }
+// sequence buckets: 2 per doubling (σ² steps by at most √2 in its sequence term), capped at 2^24
+// sequences (beyond, sequence_sigma²/S is nil)
+int seq_bucket_of(double seqs) { return static_cast<int>(std::lround(2.0 * std::log2(std::clamp(seqs, 1.0, 16777216.0)))); }
 
 }  // namespace
 
@@ -125,7 +126,7 @@ int ExpertLoad::seq_key(double seqs) const {
 double ExpertLoad::step_sigma(double seqs) const {
   const int k = seq_key(seqs);
   if (k == 0) return drift_;
-  return std::sqrt(drift_ * drift_ + seq_sigma_ * seq_sigma_ / std::exp2((k - 1) / 4.0));
+  return std::sqrt(drift_ * drift_ + seq_sigma_ * seq_sigma_ / std::exp2((k - 1) / 2.0));
 }
 
 const std::array<double, ExpertLoad::kSamples>& ExpertLoad::samples(double tokens, double seqs) const {

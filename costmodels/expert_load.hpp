@@ -9,8 +9,11 @@
 // step's effective number of sequences (t_i: sequence i's new tokens): tokens of one prompt route
 // alike, so a prefill step of a few hundred prompts drifts further from the long-run popularity
 // than a decode step, whose sequences add one token each (t_i = 1: no pair of tokens shares a
-// sequence, no sequence term; the variance of a mean of S independent per-sequence jitters, to
-// first order). No expert takes more than 1/top_k of the assignments (a token picks top_k distinct
+// sequence, no sequence term; with MTP, t_i = k + 1 gives a small one). sequence_sigma is an
+// effective coefficient of the within-prompt covariance (the 1/S form of a mean over independent
+// prompts), fitted to a published length trend, not a measured per-prompt spread; below the fitted
+// range (S of a few hundred) it is an extrapolation, and at S of 1-8 the cap below decides much of
+// the answer. No expert takes more than 1/top_k of the assignments (a token picks top_k distinct
 // experts): shares above that are pinned there (cap_shares). Placement: with redundant experts (EPLB) the redundant slots replicate the most
 // loaded experts (each replica takes an equal share) and slots are packed onto GPUs heaviest first
 // onto the least-loaded GPU with a free slot (DeepSeek EPLB's replicate-then-pack); without, experts
@@ -25,11 +28,11 @@
 // sequence_sigma: the model file's source, fitted to SGLang's prefill with real vs perfectly
 // balanced routing).
 //
-// Draws are precomputed per (token-count bucket, 8 per doubling; sequence bucket, 4 per doubling)
-// as kSamples values from a fixed seed that depends on the token bucket only (common random
-// numbers: more sequences never raise a sample), so `servesim step` and the engine see the same
-// distribution; a step picks one value with the engine's own random stream (draw()). No globals;
-// the tables fill lazily (not thread-safe).
+// Draws are precomputed per (token-count bucket, 8 per doubling; sequence bucket, 2 per doubling)
+// as kSamples values from a fixed seed that depends on the token bucket only (the same random
+// numbers at every sequence count, so a sample changes smoothly with S), so `servesim step` and
+// the engine see the same distribution; a step picks one value with the engine's own random
+// stream (draw()). No globals; the tables fill lazily (not thread-safe).
 #pragma once
 #include "scenarios/model_spec.hpp"
 #include "scenarios/rng.hpp"

@@ -77,11 +77,11 @@ struct PoolSpec {
 /// prefill 16,384 tokens per step in chunks of at most 8,192 per request, 64 sequences (workspace
 /// sizing), hierarchical EP dispatch (DeepEP normal); decode 128 sequences per DP rank, 256 tokens
 /// per step, one token per sequence, direct dispatch (DeepEP low-latency).
-/// overlap_exposed_fraction: prefill 0.32 makes two-batch overlap gain 1.31x over no overlap for
-/// DeepSeek-V3 EP32 at 8,192 tokens per GPU on H100 (SGLang measured +27-35%, LMSYS large-scale-EP
-/// blog "Ablation Study: TBO"; with 0 the engine's overlap gained 1.56x, with 0.16 1.40x; fitted
-/// jointly with the models' expert-popularity sequence_sigma, which sets how much all-to-all there is
-/// to hide: 0.27 gave 1.31x before the prefill expert imbalance grew with fewer prompts per step); decode 0.34
+/// overlap_exposed_fraction: prefill 0.29 makes two-batch overlap gain 1.31x over no overlap for
+/// DeepSeek-V3 EP32 at 8,192 tokens per GPU (2 x 4,096) on H100 (SGLang measured +27-35%, LMSYS
+/// large-scale-EP blog "Ablation Study: TBO"; with 0 the engine's overlap gains 1.58x, with 0.16
+/// 1.42x; 0.27 gave 1.31x before the models' expert-popularity sequence_sigma made the prefill
+/// expert load, and so the all-to-all to hide, grow with fewer prompts per step); decode 0.34
 /// makes it gain 1.255x at 256 sequences per GPU, 2,000-token context, EP72 on H100 (the same
 /// ablation: 22,310 output tok/s per node with TBO, +25.5%; with 0.16 the engine gained 1.57x;
 /// each micro-batch's attention priced on its own half of the sequences, StepCostModel::attention_part).
@@ -90,7 +90,7 @@ struct PoolSpec {
 /// about half of their time stays exposed; serving-overheads.md §3.
 inline PoolSpec default_prefill_pool() {
   PoolSpec p;
-  p.overlap_exposed_fraction = 0.32;
+  p.overlap_exposed_fraction = 0.29;
   p.max_batch_tokens = 16384, p.chunk_tokens = 8192, p.max_running = 64, p.ep_dispatch = EpDispatch::hierarchical;
   return p;
 }

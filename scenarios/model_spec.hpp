@@ -56,13 +56,14 @@ enum class GateKind { softmax, sigmoid_bias, sqrt_softplus_bias, hash };
 /// long-run per-expert popularity from a bounded power law x^−alpha on [1, range], jittered every
 /// step by exp(σ·N(0,1)) with σ² = drift_sigma² + sequence_sigma² / S, S the step's effective
 /// number of sequences (a step of few whole prompts drifts further from the long-run popularity
-/// than one token from each of thousands of sequences). alpha = 0: perfectly balanced routing.
+/// than one token from each of thousands of sequences; costmodels/expert_load.hpp). alpha = 0:
+/// perfectly balanced routing.
 /// Model file key "expert_popularity" (with its "source").
 struct ExpertPopularity {
   double alpha = 0;           ///< power-law exponent (DeepSeek-V3/R1: 1.01, aiconfigurator)
   double range = 1e4;         ///< x_max / x_min of the bounded power law
   double drift_sigma = 0.09;  ///< per-step log-normal jitter of each expert's popularity (dimensionless)
-  double sequence_sigma = 0;  ///< per-sequence log-normal spread; adds sequence_sigma² / S to σ² (dimensionless)
+  double sequence_sigma = 0;  ///< effective within-prompt coefficient: adds sequence_sigma² / S to σ² (dimensionless, fitted)
 };
 
 /// One FFN layer kind. For moe, `intermediate` is unused and expert fields apply.

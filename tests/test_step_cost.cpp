@@ -195,4 +195,15 @@ TEST(StepCost, FinishIsTheSameWhateverWasPricedBefore) {
   const StepTime dec = fresh2.finish(fresh2.attention_part(one, Phase::decode), Phase::decode, 5);
   EXPECT_NE(pre.ffn_s, dec.ffn_s);
   same(dec_after, dec);
+  // the same tokens in different prompts: 2 x 2,048 per rank (S = 32) and 8 x 512 (S = 128) have one
+  // token count but different routing drift (sequence_sigma), so pricing one first must not
+  // change the other (the sequence bucket is part of the memo key)
+  const std::vector<std::vector<SeqWork>> few(16, std::vector<SeqWork>(2, {2048, 0, true}));
+  const std::vector<std::vector<SeqWork>> many(16, std::vector<SeqWork>(8, {512, 0, true}));
+  StepCostModel fresh3(m, cost, FabricParams{}, shape, 0.0);
+  const StepTime few_first = used.finish(used.attention_part(few, Phase::prefill), Phase::prefill, 5);
+  const StepTime many_after = used.finish(used.attention_part(many, Phase::prefill), Phase::prefill, 5);
+  const StepTime many_fresh = fresh3.finish(fresh3.attention_part(many, Phase::prefill), Phase::prefill, 5);
+  EXPECT_GT(few_first.expert_load, many_fresh.expert_load);
+  same(many_after, many_fresh);
 }

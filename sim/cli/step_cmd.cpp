@@ -14,7 +14,7 @@ namespace {
 /// 0 for attention; the busiest rank for the FFN), with its latency, the layers that run it and
 /// its share of the step. Communication and the LM head are left out (the summary line has them).
 void print_step_ops(const StepCostModel& m, const std::vector<SeqWork>& rank, Phase phase, double rank_tokens, double all_tokens,
-                    double step_s) {
+                    double seqs_eff, double step_s) {
   const ModelSpec& model = m.model();
   fmt::print("\n  {:<22}{:<18}{:>7}{:>14}{:>14}{:>9}  {}\n", "layer kind", "op", "layers", "µs per layer", "ms per step", "share", "answered");
   std::vector<Op> ops;
@@ -36,7 +36,8 @@ void print_step_ops(const StepCostModel& m, const std::vector<SeqWork>& rank, Ph
     const int n = model.count_ffn(static_cast<int>(i));
     if (n == 0) continue;
     ops.clear();
-    m.ffn_ops(static_cast<int>(i), rank_tokens, all_tokens, ops);
+    // at the step's expected busiest/mean load, as the step itself is priced
+    m.ffn_ops(static_cast<int>(i), rank_tokens, all_tokens, ops, m.expert_load(static_cast<int>(i), all_tokens, seqs_eff, -1));
     rows(model.ffn_kinds[i].name, n);
   }
 }
@@ -98,8 +99,9 @@ int step(const StepArgs& a) {
              pool.expert_imbalance > 0 ? "fixed in the scenario"
                                        : fmt::format("expected, {} redundant experts", pool.redundant_experts),
              t.host_s * 1e3, pool.cuda_graph ? "CUDA graph" : "eager launches", t.comm_total_s * 1e3, t.comm_s * 1e3);
+  const double seqs_eff = u.model.attention_part(u.ranks, decode ? Phase::decode : Phase::prefill).seqs_eff;
   if (a.ops) print_step_ops(u.model, u.ranks.front(), decode ? Phase::decode : Phase::prefill, tokens * a.seqs_per_rank,
-                            all_tokens, t.total_s);
+                            all_tokens, seqs_eff, t.total_s);
   return 0;
 }
 

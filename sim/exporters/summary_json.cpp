@@ -236,7 +236,7 @@ void sessions_json(const RunReport& r, nlohmann::json& j) {
                  {"expert_load_busiest_over_mean",
                   {{"prefill", {{"mean", r6(s.prefill_steps ? s.prefill_expert_load_sum / s.prefill_steps : 0.0)}, {"max", r6(s.prefill_expert_load_max)}}},
                    {"decode", {{"mean", r6(s.decode_steps ? s.decode_expert_load_sum / s.decode_steps : 0.0)}, {"max", r6(s.decode_expert_load_max)}}},
-                   {"note", "routed token-expert assignments of the busiest GPU / the mean, per step (costmodels/expert_load.hpp: the model's expert popularity, EPLB placement of the pool's redundant experts, routing noise); mean and largest over steps"}}}};
+                   {"note", "routed token-expert assignments of the busiest GPU / the mean, per step (costmodels/expert_load.hpp: the model's expert popularity with a drift that grows as a step holds fewer whole prompts, at most 1/top_k of a step's tokens per expert, EPLB placement of the pool's redundant experts, routing noise); mean and largest over steps"}}}};
   }
 
 // Unit cost (issue 14) over the window: the prefill pool's GPU-hours priced per input token (the
