@@ -61,8 +61,10 @@ __device__ __forceinline__ uint32_t hmul2_u32(uint32_t a, uint32_t b) {
 /// prepack, NOTES.md §8): register j = {low: element (g or g+8, k), high: (same row, k+1)} is
 /// w4a16_reg_bits(w, j) (sign at bf16 bit 15/31, E2M1 exponent+mantissa at bits 8..6 / 24..22) =
 /// code * 2^-126 as bf16 (subnormal for exponent 0); times 2^(s-1) it is code * 2^(s-127).
-/// j even uses row g (factor f0), j odd row g+8 (f1). 9 integer ops (4 of them SHF.L.W rotations)
-/// + 4 HMUL2 per word (the shift layout of §8 needed 11 + 4, the nibble order 15 + 4).
+/// j even uses row g (factor f0), j odd row g+8 (f1). 11 integer ops + 4 HMUL2 per word (the
+/// previous nibble order needed 15 + 4). A rotation layout with 9 integer ops (SHF.L.W) was measured
+/// 2-4% SLOWER (issue 13 w4dec call 2): its rotations run on the ALU pipe, whereas this layout's left
+/// shifts compile to IMAD.SHL on the FMA pipe, and the ALU pipe is the busiest one (NOTES.md §12).
 __device__ __forceinline__ void dequant_word(uint32_t w, uint32_t f0, uint32_t f1, uint32_t (&a)[4]) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) a[j] = hmul2_u32(w4a16_reg_bits(w, j), (j & 1) ? f1 : f0);

@@ -129,29 +129,19 @@ void w4a16_prepack(const uint8_t* host_codes, const uint8_t* host_scales, int N,
 /// prepacked buffer through the exact fragment mapping the kernel uses (test helper).
 double w4a16_packed_value(const uint8_t* host_packed, int N, int K, int n, int k);
 
-/// Decode-friendly prepack (NOTES.md §8; rotation layout of issue 13's w4dec session): each 32-bit
-/// word holds the 8 E2M1 codes of the 4 bf16x2 A-fragment registers j = 0..3 of one k16 step; code
-/// bit b (0 = mantissa, 1-2 = exponent, 3 = sign) of register j's low element sits at bit
-/// kW4A16CodeBit[j][b], its high element at (that + 16) mod 32. The placement makes register j cheap
-/// to extract: w4a16_reg_bits(w, j) puts sign and E2M1 bits where a bf16 has them (exponent 8..7,
-/// mantissa 6), i.e. code * 2^-126 in each half: j0 = w & M, j1 = rotl(w, 4) & M, j2 = rotl(w, 10) & M,
-/// j3 = (rotl(w, 6) & M_mant) | (rotl(w, 14) & M_rest): 9 integer ops per word (the previous shift
-/// layout needed 11; no layout with 4 single rotations exists: {0,1,2,9} does not tile Z16).
-constexpr int kW4A16CodeBit[4][4] = {{6, 7, 8, 15}, {2, 3, 4, 11}, {28, 29, 30, 5}, {0, 25, 26, 1}};
-__host__ __device__ __forceinline__ uint32_t w4a16_rotl(uint32_t w, int r) {
-#ifdef __CUDA_ARCH__
-  return __funnelshift_l(w, w, r);
-#else
-  return (w << r) | (w >> (32 - r));
-#endif
-}
+/// Decode-friendly prepack (NOTES.md §8): each 32-bit word holds the 8 E2M1 codes of the 4 bf16x2
+/// A-fragment registers j = 0..3 of one k16 step; code bit b (0 = mantissa, 1-2 = exponent,
+/// 3 = sign) of register j's low element sits at bit kW4A16CodeBit[j][b], its high element 16 above.
+/// The placement makes register j cheap to extract: w4a16_reg_bits(w, j) puts sign and E2M1 bits
+/// where a bf16 has them (exponent 8..7, mantissa 6), i.e. code * 2^-126 in each half.
+constexpr int kW4A16CodeBit[4][4] = {{6, 7, 8, 15}, {3, 4, 5, 12}, {0, 1, 2, 9}, {10, 13, 14, 11}};
 __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
-  constexpr uint32_t M = 0x81C081C0u, Mm = 0x00400040u;
+  constexpr uint32_t M = 0x81C081C0u;
   switch (j) {
     case 0: return w & M;
-    case 1: return w4a16_rotl(w, 4) & M;
-    case 2: return w4a16_rotl(w, 10) & M;
-    default: return (w4a16_rotl(w, 6) & Mm) | (w4a16_rotl(w, 14) & (M & ~Mm));
+    case 1: return (w << 3) & M;
+    case 2: return (w << 6) & M;
+    default: return ((w >> 6) & 0x01800180u) | ((w >> 4) & 0x00400040u) | ((w << 4) & 0x80008000u);
   }
 }
 
