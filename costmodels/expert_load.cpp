@@ -23,7 +23,7 @@ int seq_bucket_of(double seqs) { return static_cast<int>(std::lround(2.0 * std::
 double cap_shares(std::vector<double>& p, double tot, double cap) {
   // water-filling: experts above the cap are pinned at it and the rest scaled up to fill 1, until
   // no share exceeds it (at most one pass per pinned expert; feasible because p.size() * cap >= 1)
-  if (tot <= 0 || cap >= 1) return tot;
+  if (p.empty() || tot <= 0 || cap >= 1 || *std::max_element(p.begin(), p.end()) <= cap * tot) return tot;  // the common case: no allocation
   std::vector<char> pinned(p.size(), 0);
   double free_mass = tot, pinned_share = 0;
   for (bool again = true; again;) {
