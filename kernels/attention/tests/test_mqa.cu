@@ -277,57 +277,41 @@ TEST(MlaDecode, WgmmaSeesawEarlyPv0) {
   mla_case({5, 700, 2100}, 0, 5, 24);
   mla_case({64, 3000, 1, 128}, 0, 5, 12);
 }
+namespace {
+// The seesaw variants' common cases (10, 11, 12): head counts 12-256, forced splits, NaN tails.
+void seesaw_cases(int V) {
+  mla_case({1, 2100, 64, 130, 33}, 0, V, 128);
+  mla_case({129, 192, 191, 65, 128, 127}, 0, V, 128, true);
+  mla_case({3000, 77}, 256, V, 128, true);
+  mla_case({9000}, 64, V, 128, true);
+  mla_case({4097, 4096, 4095, 1, 63, 320}, 0, V, 128, true);
+  mla_case({1, 70, 700, 2100}, 0, V, 96, true);
+  mla_case({700, 1, 5000}, 0, V, 256, true);
+  mla_case({20000}, 0, V, 64);
+  mla_case({9000}, 64, V, 16);
+  mla_case({1, 300, 65}, 0, V, 32, true);
+  mla_case({129, 1500, 31, 32, 95, 96}, 0, V, 48, true);
+  mla_case({64, 3000, 1, 128}, 0, V, 12);
+}
+}  // namespace
 // variant 10: the seesaw with each warpgroup's own P from registers (RS wgmma) and S1 over K1 blocks 4-7, 0-3, 8
 TEST(MlaDecode, WgmmaSeesawRegisterP) {
   SKIP_WITHOUT_GPU();
-  mla_case({1, 2100, 64, 130, 33}, 0, 10, 128);
-  mla_case({129, 192, 191, 65, 128, 127}, 0, 10, 128, true);
-  mla_case({3000, 77}, 256, 10, 128, true);
-  mla_case({9000}, 64, 10, 128, true);
-  mla_case({4097, 4096, 4095, 1, 63, 320}, 0, 10, 128, true);
-  mla_case({1, 70, 700, 2100}, 0, 10, 96, true);
-  mla_case({700, 1, 5000}, 0, 10, 256, true);
-  mla_case({20000}, 0, 10, 64);
-  mla_case({9000}, 64, 10, 16);
-  mla_case({1, 300, 65}, 0, 10, 32, true);
-  mla_case({129, 1500, 31, 32, 95, 96}, 0, 10, 48, true);
-  mla_case({64, 3000, 1, 128}, 0, 10, 12);
+  seesaw_cases(10);
 }
 // Variant 11 (issue 12, eleventh session): variant 10 with S1 issued after all of S0, the FFMA softmax
 // (masking only in partial tiles) and O rescales skipped when a warp's factors are all 1.
 TEST(MlaDecode, WgmmaSeesawS0First) {
   SKIP_WITHOUT_GPU();
   constexpr int V = 11;
-  mla_case({1, 2100, 64, 130, 33}, 0, V, 128);
-  mla_case({129, 192, 191, 65, 128, 127}, 0, V, 128, true);
-  mla_case({3000, 77}, 256, V, 128, true);
-  mla_case({9000}, 64, V, 128, true);
-  mla_case({4097, 4096, 4095, 1, 63, 320}, 0, V, 128, true);
-  mla_case({1, 70, 700, 2100}, 0, V, 96, true);
-  mla_case({700, 1, 5000}, 0, V, 256, true);
-  mla_case({20000}, 0, V, 64);
-  mla_case({9000}, 64, V, 16);
-  mla_case({1, 300, 65}, 0, V, 32, true);
-  mla_case({129, 1500, 31, 32, 95, 96}, 0, V, 48, true);
-  mla_case({64, 3000, 1, 128}, 0, V, 12);
+  seesaw_cases(V);
   mla_case({5000, 2, 129}, 128, V, 12, true);
 }
 // Variant 12: variant 11 with S1 gated only on S0's column blocks 0-3.
 TEST(MlaDecode, WgmmaSeesawFastSoftmax) {
   SKIP_WITHOUT_GPU();
   constexpr int V = 12;
-  mla_case({1, 2100, 64, 130, 33}, 0, V, 128);
-  mla_case({129, 192, 191, 65, 128, 127}, 0, V, 128, true);
-  mla_case({3000, 77}, 256, V, 128, true);
-  mla_case({9000}, 64, V, 128, true);
-  mla_case({4097, 4096, 4095, 1, 63, 320}, 0, V, 128, true);
-  mla_case({1, 70, 700, 2100}, 0, V, 96, true);
-  mla_case({700, 1, 5000}, 0, V, 256, true);
-  mla_case({20000}, 0, V, 64);
-  mla_case({9000}, 64, V, 16);
-  mla_case({1, 300, 65}, 0, V, 32, true);
-  mla_case({129, 1500, 31, 32, 95, 96}, 0, V, 48, true);
-  mla_case({64, 3000, 1, 128}, 0, V, 12);
+  seesaw_cases(V);
   mla_case({5000, 2, 129}, 128, V, 12, true);
 }
 TEST(V4Attn, ShardedHeadCounts) {
