@@ -732,6 +732,40 @@ __device__ __forceinline__ void cp_async8_sp(uint32_t pred, uint32_t dst, const 
                : "memory");
 }
 
+// 2-CTA cluster helpers (PAIR kernel): 16-B / 4-B stores into the peer CTA's shared memory at a
+// shared::cluster address (mapa of this CTA's address), arrive on the peer's mbarrier (release,
+// cluster scope), cluster barrier of every thread (not .aligned: producer and consumer warps reach it
+// from different code), per-thread mbarrier wait with cluster-scope acquire.
+__device__ __forceinline__ uint32_t v4_mapa(uint32_t a, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void st_cluster16(uint32_t a, uint4 v) {
+  asm volatile("st.shared::cluster.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+__device__ __forceinline__ void st_cluster4(uint32_t a, uint32_t v) {
+  asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_remote(uint32_t cluster_addr) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_local_cluster(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cta.b64 _, [%0];\n" ::"r"(sm90::saddr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait_cl(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred P1;\nLAB_WAIT:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P1, [%0], %1;\n"
+      "@P1 bra DONE;\nbra LAB_WAIT;\nDONE:\n}\n" ::"r"(sm90::saddr(bar)),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void cluster_sync_any() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+__device__ __forceinline__ void fence_proxy_async_all() { asm volatile("fence.proxy.async;\n" ::: "memory"); }
+
 // DBG (experiments only, env V4WS_DEBUG): 1 = no conversion (the raw bytes stay in place), 2 = no
 // gather (tiles converted from whatever the buffer holds). Both give wrong outputs; 0 = the kernel.
 // REG: registers after setmaxnreg, producer / consumers: 0 = 56 / 224 (the default; ptxas: 8 B spill
@@ -741,7 +775,13 @@ __device__ __forceinline__ void cp_async8_sp(uint32_t pred, uint32_t dst, const 
 // (168 each) the consumers spill 216 B.
 // (A second producer warpgroup, 512 threads, does not compile: ptxas then holds every instruction
 // to 128 registers and the m64n256k16 accumulators need >= 154, C7602.)
-template <int DBG, int REG>
+// PAIR (v4_attn_ws at H % 128 == 0, the default there; env V4WS_PAIR=0 turns it off): the two 64-head
+// groups of a work item run as a 2-CTA cluster (blockIdx.x = 2 k + rank); each CTA's producer gathers
+// and converts only rows 32 rank .. 32 rank + 31 of every tile (8 per warp) and stores their BF16
+// values (and flags) into both CTAs' buffers (st.shared::cluster for the peer). full[b] then counts
+// 128 local + 128 peer producer arrivals, empty[b] one arrival per consumer warp of both CTAs (16):
+// a producer overwrites buffer b in both CTAs only after both CTAs' P V of the tile held there.
+template <int DBG, int REG, bool PAIR>
 __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int4* __restrict__ work) {
   using namespace sm90;
   using namespace v4ws;
@@ -766,13 +806,15 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
   const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31;
   const int ntiles = (re - rb + 63) / 64;
 
+  const uint32_t rank = PAIR ? cluster_ctarank() : 0u, peer = rank ^ 1u;
   if (tid == 0) {
-    mbar_init(&full[0], 128);
-    mbar_init(&full[1], 128);
-    mbar_init(&empty[0], 256);
-    mbar_init(&empty[1], 256);
+    mbar_init(&full[0], PAIR ? 256 : 128);
+    mbar_init(&full[1], PAIR ? 256 : 128);
+    mbar_init(&empty[0], PAIR ? 16 : 256);
+    mbar_init(&empty[1], PAIR ? 16 : 256);
+    if (PAIR) mbar_fence_init();
   }
-  constexpr int NT = 384, RPW = 16;  // threads, rows per producer warp
+  constexpr int NT = 384, RPW = PAIR ? 8 : 16;  // threads, rows per producer warp
   constexpr int LPR = 32 / RPW, BPL = 64 / LPR;       // conversion: lanes per row, raw bytes per lane
   {  // Q tile (padded heads read as zeros), swizzled, by all threads
     const bf16* qsrc = a.q + (static_cast<size_t>(qi) * H + head0) * 512;
@@ -786,24 +828,26 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
     cp_async_wait<0>();
   }
   fence_proxy_async();
-  __syncthreads();
+  if constexpr (PAIR) cluster_sync_any();  // both CTAs' mbarriers initialised before any remote arrive
+  else __syncthreads();
 
   if (wg >= 2) {
     // ------------------------------- producer -------------------------------
     if constexpr (REG == 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
     if constexpr (REG == 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 88;\n" ::: "memory");
     const int pt = tid - 256, pw = pt >> 5;
+    const int rw0 = (PAIR ? 32 * static_cast<int>(rank) : 0) + RPW * pw;  // the warp's first row of a tile
     const int* idx = a.indices + static_cast<size_t>(qi) * a.idx_ld;
-    // lane l holds the index of row 16 pw + (l & 15) of a tile
+    // lane l holds the index of row rw0 + (l & (RPW - 1)) of a tile
     auto load_idx = [&](int j) -> int {
-      const int r = rb + 64 * j + RPW * pw + (lane & (RPW - 1));
+      const int r = rb + 64 * j + rw0 + (lane & (RPW - 1));
       return (j < ntiles && r < re) ? __ldg(idx + r) : -1;
     };
     // the lane's three 8-B chunks of a row: ch = lane, lane + 32, lane + 64 (source offset 8 ch)
     // Warp pw owns rows 16 pw .. 16 pw + 15 of every tile: it gathers and converts them alone (no
     // producer-wide barrier). Row 16 pw + i's E4M3 bytes of block c are staged at 2048 pw + 1024 + 64 i
     // inside the block, i.e. inside the 2 KB that the warp's own BF16 rows of that block occupy.
-    const uint32_t wreg = 128 * RPW * pw + 64 * RPW;  // the warp's raw staging inside each block
+    const uint32_t wreg = 128 * rw0 + 64 * RPW;  // the warp's raw staging inside each block
     const uint32_t dA = (lane >> 3) * 8192 + wreg + (lane & 7) * 8;  // + 64 i
     const bool bRope = lane >= 24;
     const uint32_t dB = bRope ? 7 * 8192 + (lane & 1) * 8 : ((lane + 32) >> 3) * 8192 + wreg + (lane & 7) * 8;
@@ -811,11 +855,15 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
     const uint32_t dC = 7 * 8192 + (lane & 1) * 8;  // lane < 8: RoPE chunk 4 + lane / 2
     const int qC = 4 + (lane >> 1);
     const int di = lane / LPR, dh = lane % LPR;  // conversion: row RPW pw + di, elements BPL dh .. of a block
-    const int dr = RPW * pw + di;
+    const int dr = rw0 + di;
+    const uint32_t psb = PAIR ? v4_mapa(sb, peer) : 0u;  // the peer CTA's smem base (shared::cluster)
     int id_cur = load_idx(0), id_nxt = load_idx(1);
     for (int j = 0; j < ntiles; ++j) {
       const int b = j & 1;
-      if (j >= 2) mbar_wait(&empty[b], ((j - 2) >> 1) & 1);  // P V(j-2) done: buffer b is free
+      if (j >= 2) {  // P V(j-2) done (in both CTAs when PAIR): buffer b is free
+        if constexpr (PAIR) mbar_wait_cl(&empty[b], ((j - 2) >> 1) & 1);
+        else mbar_wait(&empty[b], ((j - 2) >> 1) & 1);
+      }
       const int id_nn = load_idx(j + 2);
       uint8_t* kvb = smem + kOffKV + b * kKV;
       uint8_t* scb = sSc + b * 512;
@@ -823,19 +871,22 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
       const uint32_t kvs = sb + kOffKV + b * kKV, scs = sb + kOffSc + b * 512;
 #pragma unroll
       for (int i = 0; i < RPW; ++i) {
-        const int r = RPW * pw + i;
+        const int r = rw0 + i;
         const int id = __shfl_sync(0xffffffffu, id_cur, i);
         const bool ok = id >= 0;
         const uint32_t sz = ok ? 8u : 0u;
         const uint8_t* src = a.pool + static_cast<size_t>(ok ? id : 0) * kV4RowBytes + lane * 8;
         if (DBG != 2) {
-          const uint32_t b2 = bRope ? kvs + dB + r * 128 + (((qB ^ i) & 7) << 4) : kvs + dB + i * 64;
-          const uint32_t b3 = lane < 8 ? kvs + dC + r * 128 + (((qC ^ i) & 7) << 4) : scs + r * 8;
+          const uint32_t b2 = bRope ? kvs + dB + r * 128 + (((qB ^ r) & 7) << 4) : kvs + dB + i * 64;
+          const uint32_t b3 = lane < 8 ? kvs + dC + r * 128 + (((qC ^ r) & 7) << 4) : scs + r * 8;
           cp_async8_s(kvs + dA + i * 64, src, sz);
           cp_async8_s(b2, src + 256, sz);
           cp_async8_sp(lane <= 8, b3, src + 512, sz);
         }
-        if (lane == 0) sFlag[b * 64 + r] = ok;
+        if (lane == 0) {
+          sFlag[b * 64 + r] = ok;
+          if constexpr (PAIR) st_cluster4(psb + kOffFlag + 4 * (b * 64 + r), ok ? 1u : 0u);
+        }
       }
       cp_async_commit();
       // L2 prefetch of tile j+1's rows: 6 lanes per row (5 lines at +128 k and the last byte)
@@ -847,7 +898,12 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
           prefetch_l2(a.pool + static_cast<size_t>(id) * kV4RowBytes + (part == 5 ? kV4RowBytes - 1 : part * 128));
       }
       cp_async_wait<0>();
-      __syncwarp();  // every copy of this warp's 16 rows of tile j has landed
+      __syncwarp();  // every copy of this warp's rows of tile j has landed
+      if constexpr (PAIR) {  // the BF16 RoPE block (7) of the warp's rows, as landed, to the peer
+        const uint32_t o7 = kOffKV + b * kKV + 7 * 8192 + dr * 128 + 32 * dh;
+        st_cluster16(psb + o7, *reinterpret_cast<const uint4*>(smem + o7));
+        st_cluster16(psb + o7 + 16, *reinterpret_cast<const uint4*>(smem + o7 + 16));
+      }
       // block c+1's raw bytes are loaded before block c is converted (different 8-KB blocks)
       const uint8_t* raw = kvb + wreg + di * 64 + dh * BPL;
       constexpr int NX = BPL / 16;  // uint4 of raw bytes per lane and block
@@ -857,7 +913,6 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
       uint32_t s = scb[dr * 8];
 #pragma unroll 1
       for (int c = 0; c < 7; ++c) {
-        uint8_t* blk = kvb + c * 8192;
         if (DBG == 1) continue;
         __syncwarp();  // the warp's raw bytes of block c are in registers
         uint32_t w[4 * NX];
@@ -878,14 +933,24 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
         for (int k = 0; k < 2 * NX; ++k) {  // 16-B output chunks (8 values) of this lane
           const uint2 lo = e4m3x4_to_bf16_scaled(w[2 * k], f1, f2, two);
           const uint2 hi = e4m3x4_to_bf16_scaled(w[2 * k + 1], f1, f2, two);
-          *reinterpret_cast<uint4*>(blk + dr * 128 + ((((2 * NX * dh + k) ^ dr) & 7) << 4)) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+          const uint32_t ob = c * 8192 + dr * 128 + ((((2 * NX * dh + k) ^ dr) & 7) << 4);
+          const uint4 v = make_uint4(lo.x, lo.y, hi.x, hi.y);
+          *reinterpret_cast<uint4*>(kvb + ob) = v;
+          if constexpr (PAIR) st_cluster16(psb + kOffKV + b * kKV + ob, v);
         }
       }
-      fence_proxy_async();
-      mbar_arrive(&full[b]);
+      if constexpr (PAIR) {
+        fence_proxy_async_all();  // this CTA's and the peer's buffer: generic writes -> wgmma (async proxy)
+        mbar_arrive_local_cluster(&full[b]);
+        mbar_arrive_remote(v4_mapa(saddr(&full[b]), peer));
+      } else {
+        fence_proxy_async();
+        mbar_arrive(&full[b]);
+      }
       id_cur = id_nxt;
       id_nxt = id_nn;
     }
+    if constexpr (PAIR) cluster_sync_any();  // the peer may still arrive on this CTA's barriers
     return;
   }
 
@@ -902,7 +967,8 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
 
   for (int j = 0; j < ntiles; ++j) {
     const int b = j & 1;
-    mbar_wait_uniform(&full[b], (j >> 1) & 1);
+    if constexpr (PAIR) mbar_wait_uniform_cluster(&full[b], (j >> 1) & 1);
+    else mbar_wait_uniform(&full[b], (j >> 1) & 1);
     const uint32_t kv = sb + kOffKV + b * kKV;
     float alA, alB;
     if (wg == 0) {
@@ -980,7 +1046,15 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
     wg_commit();
     wg_wait<0>();
     fence_regs(o);
-    mbar_arrive(&empty[b]);
+    if constexpr (PAIR) {  // one arrival per warp, on this CTA's and the peer's empty[b]
+      __syncwarp();
+      if (lane == 0) {
+        mbar_arrive_local_cluster(&empty[b]);
+        mbar_arrive_remote(v4_mapa(saddr(&empty[b]), peer));
+      }
+    } else {
+      mbar_arrive(&empty[b]);
+    }
     named_bar_sync(2, 256);  // both halves of P V done: P and alpha may be overwritten
   }
 
@@ -998,6 +1072,7 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
   m0 = sM[rA]; m1 = sM[rB];
   l0 = sL[rA]; l1 = sL[rB];
   wg_store::store_rows(a, o, m0, m1, l0, l1, head0, H, rA, rB, wg, t4, qi, slot);
+  if constexpr (PAIR) cluster_sync_any();  // the peer's producer / consumers may still touch this CTA's smem
 }
 }  // namespace
 
@@ -1115,29 +1190,70 @@ void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int*
   SS_LAUNCH_CHECK();
 }
 
+namespace {
+int g_v4ws_pair = -1;  // -1: from env V4WS_PAIR (default 1)
+template <int DBG, int REG, bool PAIR>
+void v4ws_launch(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
+  static bool attr = false;
+  if (!attr) {
+    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<DBG, REG, PAIR>, cudaFuncAttributeMaxDynamicSharedMemorySize, v4ws::kSmem));
+    attr = true;
+  }
+  const dim3 grid(a.H / 64, plan.n_work);
+  if constexpr (!PAIR) {
+    v4_attn_ws_kernel<DBG, REG, false><<<grid, 384, v4ws::kSmem, s>>>(a, plan.work.p);
+  } else {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(384);
+    cfg.dynamicSmemBytes = v4ws::kSmem;
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = 2;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    SS_CUDA(cudaLaunchKernelEx(&cfg, v4_attn_ws_kernel<DBG, REG, true>, a, plan.work.p));
+  }
+  SS_LAUNCH_CHECK();
+}
+}  // namespace
+
+void v4_attn_ws_set_pair(int pair) { g_v4ws_pair = pair; }
+bool v4_attn_ws_uses_pair(int H) {
+  if (g_v4ws_pair < 0) {
+    const char* e = std::getenv("V4WS_PAIR");
+    g_v4ws_pair = e ? std::atoi(e) : 1;
+  }
+  return g_v4ws_pair != 0 && H % 128 == 0;
+}
+
 void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   if (!a.pool || !a.indices || !a.q || !a.out) throw std::invalid_argument("v4_attn_ws: q, pool, indices and out are required");
   if (a.H % 64 != 0) throw std::invalid_argument("v4_attn_ws: H must be a multiple of 64");
   if (plan.n_slots > 0 && (!a.o_part || !a.lse_part)) throw std::invalid_argument("v4_attn_ws: split plan needs o_part/lse_part");
   if (plan.nq != a.nq) throw std::invalid_argument("v4_attn_ws: plan built for another query count");
-  static bool attr = false;
+  static bool env = false;
   static int dbg = 0, reg = 0;
-  if (!attr) {
-    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<0, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, v4ws::kSmem));
-    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<1, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, v4ws::kSmem));
-    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<2, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, v4ws::kSmem));
-    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, v4ws::kSmem));
+  if (!env) {
     if (const char* e = std::getenv("V4WS_DEBUG")) dbg = std::atoi(e);  // experiments only: wrong outputs
     if (const char* e = std::getenv("V4WS_REG")) reg = std::atoi(e);    // experiments: register split (see the kernel)
-    attr = true;
+    env = true;
   }
   if (plan.n_work > 0) {
-    const dim3 grid(a.H / 64, plan.n_work);
-    if (dbg == 1) v4_attn_ws_kernel<1, 0><<<grid, 384, v4ws::kSmem, s>>>(a, plan.work.p);
-    else if (dbg == 2) v4_attn_ws_kernel<2, 0><<<grid, 384, v4ws::kSmem, s>>>(a, plan.work.p);
-    else if (reg == 1) v4_attn_ws_kernel<0, 1><<<grid, 384, v4ws::kSmem, s>>>(a, plan.work.p);
-    else v4_attn_ws_kernel<0, 0><<<grid, 384, v4ws::kSmem, s>>>(a, plan.work.p);
-    SS_LAUNCH_CHECK();
+    if (v4_attn_ws_uses_pair(a.H)) {
+      if (dbg == 1) v4ws_launch<1, 0, true>(a, plan, s);
+      else if (dbg == 2) v4ws_launch<2, 0, true>(a, plan, s);
+      else if (reg == 1) v4ws_launch<0, 1, true>(a, plan, s);
+      else v4ws_launch<0, 0, true>(a, plan, s);
+    } else {
+      if (dbg == 1) v4ws_launch<1, 0, false>(a, plan, s);
+      else if (dbg == 2) v4ws_launch<2, 0, false>(a, plan, s);
+      else if (reg == 1) v4ws_launch<0, 1, false>(a, plan, s);
+      else v4ws_launch<0, 0, false>(a, plan, s);
+    }
   }
   mla_combine(a, plan, s);
 }

@@ -74,5 +74,10 @@ const char* v4_topk_variant_name();
 /// BF16 KV buffer and dequantises it there (two buffers) while two consumer warpgroups run S = Q K^T,
 /// the online softmax and O += P V on wgmma for the previous tile. dsv4.cu has the details.
 void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0);
+/// At H % 128 == 0 the two 64-head groups of a work item run as a 2-CTA cluster whose producers
+/// each gather and convert half of every tile into both CTAs (issue 12, twelfth session). pair 0 =
+/// off (the one-CTA kernel everywhere), 1 = on; default from env V4WS_PAIR (unset = 1).
+void v4_attn_ws_set_pair(int pair);
+bool v4_attn_ws_uses_pair(int H);
 
 }  // namespace servesim::attn

@@ -1,6 +1,7 @@
 // MQA flash-decoding core: K3 MLA decode over a paged BF16 latent cache (mixed context lengths)
 // and V4 attention over gathered FP8 rows with attention sink, against double-precision softmax
 // attention on the same (dequantised) inputs.
+#include "attention/dsv4.cuh"
 #include "attention/mqa.cuh"
 #include "attention/tests/test_util.cuh"
 
@@ -158,8 +159,8 @@ void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_si
   const double e = rel_err(got, ref);
   char name[128];
   v4_attn_set_variant(variant);
-  std::snprintf(name, sizeof name, "v4_attn out (H=%d nq=%d split=%d sink=%d mode=%d %s)", H, nq, force_split, with_sink,
-                mode, v4_attn_config(H));
+  std::snprintf(name, sizeof name, "v4_attn out (H=%d nq=%d split=%d sink=%d mode=%d %s%s)", H, nq, force_split, with_sink,
+                mode, v4_attn_config(H), variant == 3 && v4_attn_ws_uses_pair(H) ? " pair" : "");
   v4_attn_set_variant(0);
   report(name, e, 1e-2);
   EXPECT_LT(e, 1e-2);
@@ -222,6 +223,25 @@ TEST(V4Attn, WarpSpecialized) {
   v4_case(128, {3000, 77, 191, 192, 193}, 128, false, 4);
   v4_case(64, {20000}, 0, true, 3);
   v4_case(128, {500, 33}, 0, false, 3);
+}
+// Variant 3 at H % 128 == 0 with the 2-CTA cluster kernel (each producer gathers and converts half of
+// every tile into both CTAs; the default there) and, forced off, the one-CTA kernel at H = 128.
+TEST(V4Attn, WarpSpecializedPair) {
+  SKIP_WITHOUT_GPU();
+  v4_attn_ws_set_pair(1);
+  v4_case(128, {1152, 1152, 300, 65, 1}, 0, true, 3);
+  v4_case(128, {1152, 200, 64}, 0, true, 4);
+  v4_case(128, {3000, 77, 191, 192, 193}, 128, false, 4);
+  v4_case(256, {1152, 640, 129, 1}, 0, true, 3);
+  v4_case(256, {3000, 65}, 256, true, 4);
+  v4_case(128, {9000}, 0, true, 3);
+  v4_case(128, {500, 33}, 0, false, 3);
+  v4_case(64, {640, 129}, 0, true, 3);  // no pair at H = 64: the one-CTA kernel
+  v4_attn_ws_set_pair(0);
+  v4_case(128, {1152, 1152, 300, 65, 1}, 0, true, 3);
+  v4_case(128, {3000, 77, 191, 192, 193}, 128, false, 4);
+  v4_case(256, {1152, 640, 129, 1}, 0, true, 3);
+  v4_attn_ws_set_pair(-1);
 }
 TEST(V4Attn, NoSink) {
   SKIP_WITHOUT_GPU();
