@@ -58,7 +58,8 @@ struct Ctx {
   std::set<std::string> models;           // --models (empty: all)
   std::vector<int> w4_experts = {8, 32};  // --w4-experts
   long long w4_max_rows = 32768;          // --w4-max-rows
-  long long w4_max_m = 1 << 30;           // --w4-max-m: largest tokens per expert of the W4A16 sweep
+  long long w4_max_m = 1 << 30;
+  long long w4_min_m = 0;                 // --w4-min-m: smallest tokens per expert of the W4A16 sweep           // --w4-max-m: largest tokens per expert of the W4A16 sweep
   std::vector<int> shared_tp;             // --shared-tp (empty: the unsplit shapes of every model)
   int fp8_variant = -1;                   // --fp8-variant: bench form code of the own FP8 sweep (-1: fastest at prefill)
   std::vector<int> fp8_experts = {8, 32};  // --fp8-experts: active experts of the FP8 grid sweeps
@@ -258,7 +259,7 @@ void bench_w4a16(Ctx& c) {
         droff.upload(roff);
         dtoff.upload(toff);
         const Timing t = timed(c, [&](int i) {
-          w4a16_grouped_gemm(x.p, pool.p, deids.p + (i % 2) * G, droff.p, dtoff.p, G, s.N, s.K, bt, toff[G], y.p, c.s);
+          w4a16_grouped_gemm(x.p, pool.p, deids.p + (i % 2) * G, droff.p, dtoff.p, G, s.N, s.K, bt, toff[G], y.p, c.s, 1024ll * G);
         });
         json sh = gshape(s, G, m, bt);
         sh["kernel_variant"] = v;
@@ -266,7 +267,7 @@ void bench_w4a16(Ctx& c) {
                 2.0 * G * m * s.N * s.K, double(G) * mb + 2.0 * G * m * (s.K + s.N));
         score += std::log(t.us_median);
         const double gus = graph_us(c, [&](int i) {
-          w4a16_grouped_gemm(x.p, pool.p, deids.p + (i % 2) * G, droff.p, dtoff.p, G, s.N, s.K, bt, toff[G], y.p, c.s);
+          w4a16_grouped_gemm(x.p, pool.p, deids.p + (i % 2) * G, droff.p, dtoff.p, G, s.N, s.K, bt, toff[G], y.p, c.s, 1024ll * G);
         });
         note(c, "w4a16 kernel variant " + std::to_string(v) + " " + s.matrix + " G=8 m=" + std::to_string(m) + ": " +
                     std::to_string(t.us_median) + " us (" + std::to_string(double(G) * mb / t.us_median / 1e6) +
@@ -295,9 +296,11 @@ void bench_w4a16(Ctx& c) {
       deids.upload(eids);
       const long long mmax = c.w4_max_rows / G;
       DevBuf<bf16> x(size_t(mmax) * G * s.K), y(size_t(mmax) * G * s.N);
+      const long long xrows = mmax * G;
       fill_bf16(x.p, x.n, 3, 1.f, c.s);
       DevBuf<int> droff(G + 1), dtoff(G + 1);
       for (long long m : pick(c, grid(1, std::min(mmax, c.w4_max_m)), {1, 8, 64, 256, 1024})) {
+        if (m < c.w4_min_m) continue;
         if (m > mmax || m > c.w4_max_m || !time_left(c)) continue;
         std::vector<int> bts = {w4a16_pick_bt(double(m))};
         if (c.quick || m == 16 || m == 128 || m == 1024)  // tile-width exploration rows
@@ -310,7 +313,7 @@ void bench_w4a16(Ctx& c) {
           dtoff.upload(toff);
           const int mt = toff[G];
           const Timing t = timed(c, [&](int i) {
-            w4a16_grouped_gemm(x.p, pool.p, deids.p + (i % sets) * G, droff.p, dtoff.p, G, s.N, s.K, bt, mt, y.p, c.s);
+            w4a16_grouped_gemm(x.p, pool.p, deids.p + (i % sets) * G, droff.p, dtoff.p, G, s.N, s.K, bt, mt, y.p, c.s, xrows);
           });
           const double fl = 2.0 * G * m * s.N * s.K, wb = double(G) * mb, by = wb + 2.0 * G * m * (s.K + s.N);
           json shp = gshape(s, G, m, bt);
@@ -322,7 +325,7 @@ void bench_w4a16(Ctx& c) {
           double gus = 0;
           if (bt == bts[0] && m <= 8) {
             gus = graph_us(c, [&](int i) {
-              w4a16_grouped_gemm(x.p, pool.p, deids.p + (i % sets) * G, droff.p, dtoff.p, G, s.N, s.K, bt, mt, y.p, c.s);
+              w4a16_grouped_gemm(x.p, pool.p, deids.p + (i % sets) * G, droff.p, dtoff.p, G, s.N, s.K, bt, mt, y.p, c.s, xrows);
             });
             json sg = shp;
             sg["timing"] = "cuda_graph_replay";
@@ -782,6 +785,7 @@ void bench_w4cmp(Ctx& c) {
       DevBuf<int> deids(P);
       deids.upload(eids);
       DevBuf<bf16> x(size_t(ms.back()) * G * s.K), y(size_t(ms.back()) * G * s.N);
+      const long long xrows = ms.back() * G;
       fill_bf16(x.p, x.n, 3, 1.f, c.s);
       DevBuf<int> droff(G + 1), dtoff(G + 1);
       for (long long m : ms) {
@@ -795,7 +799,7 @@ void bench_w4cmp(Ctx& c) {
           const int v = vs[(vi + rep) % vs.size()];  // alternate the order between repetitions
           w4a16_set_variant(v);
           auto f = [&](int i) {
-            w4a16_grouped_gemm(x.p, pool.p, deids.p + (i % sets) * G, droff.p, dtoff.p, G, s.N, s.K, bt, mt, y.p, c.s);
+            w4a16_grouped_gemm(x.p, pool.p, deids.p + (i % sets) * G, droff.p, dtoff.p, G, s.N, s.K, bt, mt, y.p, c.s, xrows);
           };
           const Timing t = timed(c, f);
           const double gus = graph_us(c, f);
@@ -842,6 +846,100 @@ void bench_w4cmp(Ctx& c) {
                     r_rest.empty() ? 0.0 : *std::max_element(r_rest.begin(), r_rest.end()));
       note(c, b);
     }
+  }
+}
+
+/// --only w4pf: W4A16 prefill comparison (issue 13): variants (--w4-variants, e.g. 0,8) interleaved with
+/// cuBLAS dense bf16 at the same FLOPs (one cublasGemmEx, M = G*m, bf16 weights), twice, at G = 8 and
+/// m = 512..4096 tokens per expert (bt 256) for K3 w13 / w2, DSV4-Pro w13 / w2 and DSV4-Flash w13 / w2.
+/// Lines "w4pf ..." (min over repetitions; the log is the record, no table rows).
+void bench_w4pf(Ctx& c) {
+  std::vector<GemmShape> shapes = {{"K3", "w13", 2 * kK3Inter, kK3Latent}, {"K3", "w2", kK3Latent, kK3Inter},
+                                   {"DSV4-Pro", "w13", 2 * kV4ProInter, kV4ProHidden}, {"DSV4-Pro", "w2", kV4ProHidden, kV4ProInter},
+                                   {"DSV4-Flash", "w13", 2 * kV4FlashInter, kV4FlashHidden},
+                                   {"DSV4-Flash", "w2", kV4FlashHidden, kV4FlashInter}};
+  std::vector<GemmShape> keep;
+  for (const auto& s : shapes)
+    if (want_model(c, s.model)) keep.push_back(s);
+  const std::vector<long long> ms = {512, 1024, 2048, 4096};
+  std::vector<int> vs = c.w4_variants;
+  if (vs.empty()) vs = {0};
+  const int G = 8;
+  std::map<std::tuple<int, long long, int>, double> best;  // (shape, m, v) -> min us; v = -1: cuBLAS dense
+  for (int rep = 0; rep < 2; ++rep)
+    for (int si = 0; si < int(keep.size()); ++si) {
+      if (!time_left(c)) break;
+      const auto& s = keep[si];
+      const size_t mb = w4a16_matrix_bytes(s.N, s.K);
+      const int sets = rotation_sets(double(G) * mb, c.gpu.l2_bytes, 16);
+      DevBuf<uint8_t> pool(mb * G * sets);
+      fill_w4a16_pool(pool.p, G * sets, s.N, s.K, 11, 118, 124, c.s);
+      std::vector<int> eids(G * sets);
+      std::iota(eids.begin(), eids.end(), 0);
+      DevBuf<int> deids(G * sets);
+      deids.upload(eids);
+      const long long xrows = ms.back() * G;
+      DevBuf<bf16> x(size_t(xrows) * s.K), y(size_t(xrows) * s.N);
+      DevBuf<bf16> wd(size_t(s.N) * s.K * 2);
+      fill_bf16(x.p, x.n, 3, 1.f, c.s);
+      fill_bf16(wd.p, wd.n, 5, 0.05f, c.s);
+      DevBuf<int> droff(G + 1), dtoff(G + 1);
+      for (long long m : ms) {
+        const int bt = w4a16_pick_bt(double(m));
+        std::vector<int> roff(G + 1), toff(G + 1);
+        for (int g = 0; g <= G; ++g) { roff[g] = int(g * m); toff[g] = int(g * ((m + bt - 1) / bt)); }
+        droff.upload(roff);
+        dtoff.upload(toff);
+        const double fl = 2.0 * G * m * s.N * s.K;
+        for (int vi = 0; vi <= int(vs.size()); ++vi) {
+          const int v = vi == int(vs.size()) ? -1 : vs[(vi + rep) % vs.size()];
+          Timing t;
+          if (v < 0) {
+            t = timed(c, [&](int i) {
+              cublas_gemm_bf16(c.h, x.p, wd.p + size_t(i % 2) * s.N * s.K, y.p, int(G * m), s.N, s.K, false, 0.f, c.s);
+            });
+          } else {
+            w4a16_set_variant(v);
+            t = timed(c, [&](int i) {
+              w4a16_grouped_gemm(x.p, pool.p, deids.p + (i % sets) * G, droff.p, dtoff.p, G, s.N, s.K, bt, toff[G], y.p, c.s,
+                                 xrows);
+            });
+          }
+          auto& b = best[{si, m, v}];
+          b = b > 0 ? std::min(b, t.us_median) : t.us_median;
+          std::printf("w4pf rep=%d %s %s G=%d m=%lld %s: %.1f us, %.0f TFLOP/s\n", rep, s.model.c_str(), s.matrix.c_str(), G, m,
+                      v < 0 ? "cublas_dense" : ("v" + std::to_string(v)).c_str(), t.us_median, fl / t.us_median / 1e6);
+        }
+      }
+      std::fflush(stdout);
+    }
+  w4a16_set_variant(vs[0]);
+  std::map<int, std::vector<double>> ratios;
+  for (int si = 0; si < int(keep.size()); ++si)
+    for (long long m : ms) {
+      const auto& s = keep[si];
+      const double fl = 2.0 * G * m * s.N * s.K;
+      if (!best.count({si, m, -1})) continue;
+      const double d = best[{si, m, -1}];
+      std::string line = "w4pf " + s.model + " " + s.matrix + " G=8 m=" + std::to_string(m) + ":";
+      char b[200];
+      std::snprintf(b, sizeof b, " cublas_dense %.1f us %.0f TF/s;", d, fl / d / 1e6);
+      line += b;
+      for (int v : vs) {
+        if (!best.count({si, m, v})) continue;
+        const double u = best[{si, m, v}];
+        std::snprintf(b, sizeof b, " v%d %.1f us %.0f TF/s (%.3f of dense);", v, u, fl / u / 1e6, d / u);
+        line += b;
+        if (m >= 1024) ratios[v].push_back(d / u);
+      }
+      note(c, line);
+    }
+  for (auto& [v, r] : ratios) {
+    std::sort(r.begin(), r.end());
+    char b[200];
+    std::snprintf(b, sizeof b, "w4pf v%d: ratio to cuBLAS dense at m >= 1024: median %.3f, min %.3f, max %.3f (%zu points)", v,
+                  r[(r.size() - 1) / 2], r.front(), r.back(), r.size());
+    note(c, b);
   }
 }
 
@@ -926,10 +1024,10 @@ void bench_layers(Ctx& c) {
             xin = lat.p;
           }
           moe_permute(xin, ids[r].p, int(T), L.k, K13, bt, disp, xp.p, c.s);
-          w4a16_grouped_gemm(xp.p, p13.p, nullptr, disp.row_offsets, disp.tile_offsets, L.E, N13, K13, bt, mt, h.p, c.s);
+          w4a16_grouped_gemm(xp.p, p13.p, nullptr, disp.row_offsets, disp.tile_offsets, L.E, N13, K13, bt, mt, h.p, c.s, rows);
           if (L.k3) act_situ(h.p, rows, L.I, a.p, c.s);
           else act_swiglu(h.p, rows, L.I, kV4SwigluLimit, a.p, c.s);
-          w4a16_grouped_gemm(a.p, p2.p, nullptr, disp.row_offsets, disp.tile_offsets, L.E, N2, K2, bt, mt, yp.p, c.s);
+          w4a16_grouped_gemm(a.p, p2.p, nullptr, disp.row_offsets, disp.tile_offsets, L.E, N2, K2, bt, mt, yp.p, c.s, rows);
           if (L.k3) {
             moe_combine(yp.p, disp.pos, ws[r].p, int(T), L.k, K13, gam.p, 1e-6f, comb.p, c.s);
             cublas_gemm_bf16(c.h, comb.p, up.p, out.p, int(T), L.D, kK3Latent, false, 0.f, c.s);
@@ -1301,6 +1399,7 @@ int main(int argc, char** argv) {
     else if (a == "--deadline-s" && i + 1 < argc) c.deadline_s = std::atof(argv[++i]);
     else if (a == "--quick") c.quick = true;
     else if (a == "--w4-max-m" && i + 1 < argc) c.w4_max_m = std::atoll(argv[++i]);
+    else if (a == "--w4-min-m" && i + 1 < argc) c.w4_min_m = std::atoll(argv[++i]);
     else if (a == "--probe") probe = true;
     else if (a == "--fp8-probe") fp8_probe = true;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
@@ -1388,7 +1487,7 @@ int main(int argc, char** argv) {
         droff.upload(roff);
         dtoff.upload(toff);
         for (int r = 0; r < 2; ++r)
-          w4a16_grouped_gemm(x.p, pool.p, nullptr, droff.p, dtoff.p, G, s.N, s.K, bt, toff[G], y.p, c.s);
+          w4a16_grouped_gemm(x.p, pool.p, nullptr, droff.p, dtoff.p, G, s.N, s.K, bt, toff[G], y.p, c.s, 1024ll * G);
       }
       SS_CUDA(cudaStreamSynchronize(c.s));
       std::printf("probe done (variant %d)\n", w4a16_variant());
@@ -1413,6 +1512,7 @@ int main(int argc, char** argv) {
     section("ceilings", {"moe_ref_ceilings"}, bench_ceilings);
     section("w4a16", {"moe_grouped_gemm_w4a16"}, bench_w4a16);
     section("w4cmp", {"w4cmp"}, bench_w4cmp);
+    section("w4pf", {"w4pf"}, bench_w4pf);
     section("bf16", {"moe_grouped_gemm_bf16"}, bench_bf16_grouped);
     section("layers", {"moe_layer_k3", "moe_layer_dsv4"}, bench_layers);
     section("fp8", {"moe_grouped_gemm_fp8"}, bench_fp8);

@@ -411,7 +411,8 @@ double check_w4a16(int bt, const std::vector<int>& counts, int N, int K, bool pe
   poison_bf16(dy.p, dy.n);
   const int default_variant = w4a16_variant();
   w4a16_set_variant(variant);
-  w4a16_grouped_gemm(dx.p, dpool.p, dei.p, dro.p, dto.p, G, N, K, bt, w4a16_max_tiles(rows, G, bt), dy.p, 0);
+  // x holds exactly `rows` rows: variant 8's TMA token loads past them read zeros (x_rows = rows)
+  w4a16_grouped_gemm(dx.p, dpool.p, dei.p, dro.p, dto.p, G, N, K, bt, w4a16_max_tiles(rows, G, bt), dy.p, 0, rows);
   SS_CUDA(cudaDeviceSynchronize());
   w4a16_set_variant(default_variant);
   const auto y = to_double(dy.download());
@@ -453,7 +454,23 @@ TEST_P(W4A16Test, MatchesDoubleReference) {
   if (variant >= 4) check_w4a16(bt, {1, bt, 3 * bt - 1, 0, 2}, 384, 1536, true, variant);
 }
 INSTANTIATE_TEST_SUITE_P(AllTiles, W4A16Test,
-                         ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7)));
+                         ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8)));
+
+// Variant 8 (prefill kernel, BT 128 / 256): K3 expert shapes (K3 w2 3584 x 3072; K3 w13's K = 3584 with
+// N cut to 768 to bound the CPU reference) with skewed loads: empty groups, a 1-row group, partial
+// last tiles, several tiles per group; the last tile reads past x's end (TMA zero fill). The load and
+// dequant rings wrap many times (48 / 56 k-blocks).
+TEST(W4A16Prefill, ModelShapesSkewed) {
+  SKIP_NO_GPU();
+  struct Case { int bt; std::vector<int> counts; int N, K; };
+  const std::vector<Case> cases = {
+      {256, {257, 0, 1, 40}, 3584, 3072},       // K3 w2
+      {256, {513, 3, 0, 256}, 768, 3584},       // K3 w13 K
+      {128, {129, 0, 77, 1, 128}, 768, 3584},   // K3 w13 K, BT 128
+      {256, {600, 2}, 256, 7168},               // DSV4-Pro w13 K
+  };
+  for (const auto& cs : cases) check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, 8);
+}
 
 // Variant 7 (stream-K): forced small grids make every CTA cross several tiles with partial heads and
 // tails (fix-up through the workspace, stage ring wraps across segments); then K3 / DSV4 expert
@@ -532,7 +549,7 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
   const int default_variant = w4a16_variant();
   w4a16_set_variant(variant);
   w4a16_grouped_gemm(dxp.p, dpool.p, nullptr, d.row_offsets, d.tile_offsets, E, N, K, bt,
-                     w4a16_max_tiles(T * k, E, bt), dy.p, 0);
+                     w4a16_max_tiles(T * k, E, bt), dy.p, 0, static_cast<long long>(T) * k);
   SS_CUDA(cudaDeviceSynchronize());
   w4a16_set_variant(default_variant);
   std::vector<int> pos(T * k);
@@ -553,7 +570,7 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
   EXPECT_LT(err, 1e-2);
   free_dispatch(d);
 }
-INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7));
+INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8));
 
 // ------------------------------------------------------------------------------------------------
 // Library GEMMs
