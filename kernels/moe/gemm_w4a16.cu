@@ -853,8 +853,6 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_kernel(const __gr
       for (int kb = 0; kb < SL - 1 && kb < KB; ++kb) load(kb);
     const int mi = lane >> 3;  // stmatrix: this lane addresses row (lane & 7) of matrix mi
     for (int kb = 0; kb < KB; ++kb) {
-      if (tid == 0 && kb + SL - 1 < KB) load(kb + SL - 1);
-      __syncwarp();
       const int ls = kb % SL, sa = kb % SA;
       mbar_wait(&full_l[ls], (kb / SL) & 1);
       mbar_wait(&empty_a[sa], ((kb / SA) & 1) ^ 1);
@@ -882,6 +880,10 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_kernel(const __gr
       }
       fence_proxy_async();
       mbar_arrive(&full_a[sa]);
+      // refill the slot of k-block kb-1 (released once the consumers' wgmmas of kb-1 are done, which
+      // needs full_a[kb]: issuing this before the dequantisation of kb would deadlock)
+      if (tid == 0 && kb + SL - 1 < KB) load(kb + SL - 1);
+      __syncwarp();
     }
     return;
   }
