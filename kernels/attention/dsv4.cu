@@ -750,6 +750,11 @@ __device__ __forceinline__ void st_cluster4(uint32_t a, uint32_t v) {
 __device__ __forceinline__ void mbar_arrive_remote(uint32_t cluster_addr) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
 }
+// default semantics (release, CTA scope): no MEMBAR.ALL.GPU / ERRBAR (the .release.cluster form cost
+// the consumers ~30% of their stall samples in ncu, call 1); for arrivals that order no data
+__device__ __forceinline__ void mbar_arrive_remote_plain(uint32_t cluster_addr) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
+}
 __device__ __forceinline__ void mbar_arrive_local_cluster(uint64_t* bar) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cta.b64 _, [%0];\n" ::"r"(sm90::saddr(bar)) : "memory");
 }
@@ -768,11 +773,13 @@ __device__ __forceinline__ void fence_proxy_async_all() { asm volatile("fence.pr
 
 // DBG (experiments only, env V4WS_DEBUG): 1 = no conversion (the raw bytes stay in place), 2 = no
 // gather (tiles converted from whatever the buffer holds). Both give wrong outputs; 0 = the kernel.
-// REG: registers after setmaxnreg, producer / consumers: 0 = 56 / 224 (the default; ptxas: 8 B spill
-// in the producer), 1 = 88 / 208 (experiment, never run: call 5 ran 96 / 208, which hangs -- the
+// REG: registers after setmaxnreg, producer / consumers: 1 = 88 / 208 (the default since the twelfth
+// session: no spill, 1.12x faster than 0 at Pro 512 x 64K, 544.5 vs 611.9 us same run), 0 = 56 / 224
+// (the seventh session's default; ptxas: 8 B spill in the producer). (Call 5 of the seventh session
+// ran 96 / 208, which hangs -- the
 // consumers' setmaxnreg.inc can only take what the producer's dec released from the 3 x 168
 // registers per thread the CTA was launched with, so 2 C + P must be <= 504). Without setmaxnreg
-// (168 each) the consumers spill 216 B.
+// (168 each) the consumers spill 216 B. 2 = 72 / 216 (experiment).
 // (A second producer warpgroup, 512 threads, does not compile: ptxas then holds every instruction
 // to 128 registers and the m64n256k16 accumulators need >= 154, C7602.)
 // PAIR (v4_attn_ws at H % 128 == 0, the default there; env V4WS_PAIR=0 turns it off): the two 64-head
@@ -781,7 +788,12 @@ __device__ __forceinline__ void fence_proxy_async_all() { asm volatile("fence.pr
 // values (and flags) into both CTAs' buffers (st.shared::cluster for the peer). full[b] then counts
 // 128 local + 128 peer producer arrivals, empty[b] one arrival per consumer warp of both CTAs (16):
 // a producer overwrites buffer b in both CTAs only after both CTAs' P V of the tile held there.
-template <int DBG, int REG, bool PAIR>
+// FENCE (PAIR only): 0 = the consumers wait on full[b] with the default (CTA-scope) acquire and arrive
+// on empty[b] with plain arrivals, the producer's remote full arrival stays release.cluster after its
+// fence.proxy.async (MEMBAR.ALL.GPU in SASS): the default. 1 = cluster-scope acquire / release
+// everywhere (call 1's form: CCTL.IVALL after every consumer wait, MEMBAR.ALL.GPU + ERRBAR before
+// every consumer arrival; 1.12x slower than the one-CTA kernel).
+template <int DBG, int REG, bool PAIR, int FENCE = 0>
 __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int4* __restrict__ work) {
   using namespace sm90;
   using namespace v4ws;
@@ -835,6 +847,7 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
     // ------------------------------- producer -------------------------------
     if constexpr (REG == 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
     if constexpr (REG == 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 88;\n" ::: "memory");
+    if constexpr (REG == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 72;\n" ::: "memory");
     const int pt = tid - 256, pw = pt >> 5;
     const int rw0 = (PAIR ? 32 * static_cast<int>(rank) : 0) + RPW * pw;  // the warp's first row of a tile
     const int* idx = a.indices + static_cast<size_t>(qi) * a.idx_ld;
@@ -861,7 +874,7 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
     for (int j = 0; j < ntiles; ++j) {
       const int b = j & 1;
       if (j >= 2) {  // P V(j-2) done (in both CTAs when PAIR): buffer b is free
-        if constexpr (PAIR) mbar_wait_cl(&empty[b], ((j - 2) >> 1) & 1);
+        if constexpr (PAIR && FENCE == 1) mbar_wait_cl(&empty[b], ((j - 2) >> 1) & 1);
         else mbar_wait(&empty[b], ((j - 2) >> 1) & 1);
       }
       const int id_nn = load_idx(j + 2);
@@ -941,8 +954,9 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
       }
       if constexpr (PAIR) {
         fence_proxy_async_all();  // this CTA's and the peer's buffer: generic writes -> wgmma (async proxy)
-        mbar_arrive_local_cluster(&full[b]);
-        mbar_arrive_remote(v4_mapa(saddr(&full[b]), peer));
+        if constexpr (FENCE == 1) mbar_arrive_local_cluster(&full[b]);
+        else mbar_arrive(&full[b]);
+        mbar_arrive_remote(v4_mapa(saddr(&full[b]), peer));  // release.cluster: orders the remote stores
       } else {
         fence_proxy_async();
         mbar_arrive(&full[b]);
@@ -957,6 +971,7 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
   // ------------------------------- consumers -------------------------------
   if constexpr (REG == 0) asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
   if constexpr (REG == 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 208;\n" ::: "memory");
+  if constexpr (REG == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 216;\n" ::: "memory");
   const int w4 = (tid >> 5) & 3, g = lane >> 2, t4 = lane & 3;
   const int rA = 16 * w4 + g, rB = rA + 8;
   float o[128];
@@ -967,7 +982,7 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
 
   for (int j = 0; j < ntiles; ++j) {
     const int b = j & 1;
-    if constexpr (PAIR) mbar_wait_uniform_cluster(&full[b], (j >> 1) & 1);
+    if constexpr (PAIR && FENCE == 1) mbar_wait_uniform_cluster(&full[b], (j >> 1) & 1);
     else mbar_wait_uniform(&full[b], (j >> 1) & 1);
     const uint32_t kv = sb + kOffKV + b * kKV;
     float alA, alB;
@@ -1049,8 +1064,13 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
     if constexpr (PAIR) {  // one arrival per warp, on this CTA's and the peer's empty[b]
       __syncwarp();
       if (lane == 0) {
-        mbar_arrive_local_cluster(&empty[b]);
-        mbar_arrive_remote(v4_mapa(saddr(&empty[b]), peer));
+        if constexpr (FENCE == 1) {
+          mbar_arrive_local_cluster(&empty[b]);
+          mbar_arrive_remote(v4_mapa(saddr(&empty[b]), peer));
+        } else {  // the wgmma reads of buffer b are complete (wait_group 0): no data to order
+          mbar_arrive(&empty[b]);
+          mbar_arrive_remote_plain(v4_mapa(saddr(&empty[b]), peer));
+        }
       }
     } else {
       mbar_arrive(&empty[b]);
@@ -1192,11 +1212,11 @@ void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int*
 
 namespace {
 int g_v4ws_pair = -1;  // -1: from env V4WS_PAIR (default 1)
-template <int DBG, int REG, bool PAIR>
+template <int DBG, int REG, bool PAIR, int FENCE = 0>
 void v4ws_launch(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   static bool attr = false;
   if (!attr) {
-    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<DBG, REG, PAIR>, cudaFuncAttributeMaxDynamicSharedMemorySize, v4ws::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<DBG, REG, PAIR, FENCE>, cudaFuncAttributeMaxDynamicSharedMemorySize, v4ws::kSmem));
     attr = true;
   }
   const dim3 grid(a.H / 64, plan.n_work);
@@ -1215,7 +1235,7 @@ void v4ws_launch(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
     at[0].val.clusterDim.z = 1;
     cfg.attrs = at;
     cfg.numAttrs = 1;
-    SS_CUDA(cudaLaunchKernelEx(&cfg, v4_attn_ws_kernel<DBG, REG, true>, a, plan.work.p));
+    SS_CUDA(cudaLaunchKernelEx(&cfg, v4_attn_ws_kernel<DBG, REG, true, FENCE>, a, plan.work.p));
   }
   SS_LAUNCH_CHECK();
 }
@@ -1236,23 +1256,27 @@ void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   if (plan.n_slots > 0 && (!a.o_part || !a.lse_part)) throw std::invalid_argument("v4_attn_ws: split plan needs o_part/lse_part");
   if (plan.nq != a.nq) throw std::invalid_argument("v4_attn_ws: plan built for another query count");
   static bool env = false;
-  static int dbg = 0, reg = 0;
+  static int dbg = 0, reg = 1, fence = 0;
   if (!env) {
+    if (const char* e = std::getenv("V4WS_FENCE")) fence = std::atoi(e);  // experiments: pair barrier scopes
     if (const char* e = std::getenv("V4WS_DEBUG")) dbg = std::atoi(e);  // experiments only: wrong outputs
     if (const char* e = std::getenv("V4WS_REG")) reg = std::atoi(e);    // experiments: register split (see the kernel)
     env = true;
   }
   if (plan.n_work > 0) {
     if (v4_attn_ws_uses_pair(a.H)) {
-      if (dbg == 1) v4ws_launch<1, 0, true>(a, plan, s);
-      else if (dbg == 2) v4ws_launch<2, 0, true>(a, plan, s);
-      else if (reg == 1) v4ws_launch<0, 1, true>(a, plan, s);
-      else v4ws_launch<0, 0, true>(a, plan, s);
+      if (dbg == 1) v4ws_launch<1, 1, true>(a, plan, s);
+      else if (dbg == 2) v4ws_launch<2, 1, true>(a, plan, s);
+      else if (fence == 1) v4ws_launch<0, 1, true, 1>(a, plan, s);
+      else if (reg == 0) v4ws_launch<0, 0, true>(a, plan, s);
+      else if (reg == 2) v4ws_launch<0, 2, true>(a, plan, s);
+      else v4ws_launch<0, 1, true>(a, plan, s);
     } else {
-      if (dbg == 1) v4ws_launch<1, 0, false>(a, plan, s);
-      else if (dbg == 2) v4ws_launch<2, 0, false>(a, plan, s);
-      else if (reg == 1) v4ws_launch<0, 1, false>(a, plan, s);
-      else v4ws_launch<0, 0, false>(a, plan, s);
+      if (dbg == 1) v4ws_launch<1, 1, false>(a, plan, s);
+      else if (dbg == 2) v4ws_launch<2, 1, false>(a, plan, s);
+      else if (reg == 0) v4ws_launch<0, 0, false>(a, plan, s);
+      else if (reg == 2) v4ws_launch<0, 2, false>(a, plan, s);
+      else v4ws_launch<0, 1, false>(a, plan, s);
     }
   }
   mla_combine(a, plan, s);
