@@ -65,10 +65,33 @@ el() { echo "after $(( $(date +%s) - T0 )) s"; }
       ncu -i "$W/ncu_pair.ncu-rep" --page source --csv --print-source sass > "$W/ncu_src.log" 2>&1
       grep -E "Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\)|Registers|Issue Slots|No Eligible|Stall|Tensor|Pipe|Warp Cycles|Cluster" "$W/ncu_pair.log" | head -40
     fi
+    SWEEP_ENV=${SWEEP_ENV:-}
+    if [ "${SWEEP:-0}" = 1 ] && [ -z "$SWEEP_ENV" ]; then  # the faster tested default: pair on / off, by the sum of H=128 medians
+      SWEEP_ENV=$(python3 - "$W" <<'PY'
+import json, glob, os, sys, collections
+tot = collections.defaultdict(float); n = collections.Counter()
+for env in ("V4WS_PAIR=0", "V4WS_PAIR=1"):
+    tag = env.replace("=", "-")
+    best = {}
+    for f in glob.glob(f"{sys.argv[1]}/cmp_{tag}_r*/*.json"):
+        j = json.load(open(f))
+        for r in j["rows"]:
+            if r["shape"].get("heads") == 128:
+                k = (j["op"], json.dumps(r["shape"], sort_keys=True))
+                best[k] = min(best.get(k, 1e30), r["us_median"])
+    tot[env] = sum(best.values()); n[env] = len(best)
+ok = [e for e in tot if n[e] > 0 and n[e] == max(n.values())]
+print(min(ok, key=lambda e: tot[e]) if ok else "V4WS_PAIR=0")
+for e in tot: print(f"{e}: {n[e]} points, sum {tot[e]:.1f} us", file=sys.stderr)
+PY
+)
+      echo "sweep env: $SWEEP_ENV"
+    fi
     if [ "${SWEEP:-0}" = 1 ]; then
       for op in csa_sparse_attn_decode:${CSA_S:-40}:26 hca_attn_decode:${HCA_S:-60}:20 csa_sparse_attn_prefill:${CSAP_S:-40}:30 hca_attn_prefill:${HCAP_S:-30}:22 swa_attn_decode:${SWA_S:-10}:5 swa_attn_prefill:${SWAP_S:-10}:7; do
         IFS=: read -r name secs share <<< "$op"
-        V4_ATTN_MIN_HEADS=${MIN_HEADS:-64} timeout -k 5 $(( secs + 40 )) "$BIN/bench_attn" --out "$W/tables" --only "$name" \
+        if [ $(( $(date +%s) - T0 + secs + 25 )) -gt ${SWEEP_DEADLINE:-570} ]; then echo "sweep $name skipped (time) $(el)"; continue; fi
+        env $SWEEP_ENV V4_ATTN_MIN_HEADS=${MIN_HEADS:-64} timeout -k 5 $(( secs + 40 )) "$BIN/bench_attn" --out "$W/tables" --only "$name" \
           --budget $(( secs + 5 )) --share-scale $(awk "BEGIN{print $secs / $share}") > "$W/sweep_$name.log" 2>&1
         echo "sweep $name exit $? $(el)"; grep -E "^== |best" "$W/sweep_$name.log"
       done
