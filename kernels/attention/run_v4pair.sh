@@ -24,7 +24,7 @@ el() { echo "after $(( $(date +%s) - T0 )) s"; }
   nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader
   OK=1
   if [ "${TESTS:-1}" = 1 ]; then
-    timeout 200 "$BIN/test_mqa" --gtest_filter="V4Attn.*" > "$W/test_v4attn.log" 2>&1
+    timeout 200 "$BIN/test_mqa" --gtest_filter="${TEST_FILTER:-V4Attn.*}" > "$W/test_v4attn.log" 2>&1
     RC=$?; [ $RC = 0 ] || OK=0
     echo "test_mqa V4Attn.* (defaults) exit $RC $(el): $(grep -E 'PASSED|FAILED' "$W/test_v4attn.log" | tr '\n' ' ')"
     grep -E "mode=[34]|FAILED|Failure" "$W/test_v4attn.log" | sed 's/\[attn-test\] *//; s/wgmma_ws_m64_tn64//; s/bound=1.0e-02//' | head -40
