@@ -851,7 +851,7 @@ void bench_w4cmp(Ctx& c) {
 
 /// --only w4pf: W4A16 prefill comparison (issue 13): variants (--w4-variants, e.g. 0,8) interleaved with
 /// cuBLAS dense bf16 at the same FLOPs (one cublasGemmEx, M = G*m, bf16 weights), twice, at G = 8 and
-/// m = 512..4096 tokens per expert (bt 256) for K3 w13 / w2, DSV4-Pro w13 / w2 and DSV4-Flash w13 / w2.
+/// m = 128..4096 tokens per expert (bt 128 at m = 128, else 256) for K3 w13 / w2, DSV4-Pro w13 / w2 and DSV4-Flash w13 / w2.
 /// Lines "w4pf ..." (min over repetitions; the log is the record, no table rows).
 void bench_w4pf(Ctx& c) {
   std::vector<GemmShape> shapes = {{"K3", "w13", 2 * kK3Inter, kK3Latent}, {"K3", "w2", kK3Latent, kK3Inter},
@@ -861,7 +861,7 @@ void bench_w4pf(Ctx& c) {
   std::vector<GemmShape> keep;
   for (const auto& s : shapes)
     if (want_model(c, s.model)) keep.push_back(s);
-  const std::vector<long long> ms = {512, 1024, 2048, 4096};
+  const std::vector<long long> ms = {128, 256, 512, 1024, 2048, 4096};  // 128: bt 128; else bt 256
   std::vector<int> vs = c.w4_variants;
   if (vs.empty()) vs = {0};
   const int G = 8;

@@ -22,14 +22,20 @@ mkdir -p "$OUT"
     echo "max rel L2 per variant:"; awk '/^w4a16 v=/{split($2,a,"="); v=a[2]; e=$NF+0; if (e>m[v]) m[v]=e; n[v]++} END{for (v in m) print "  v" v ": " n[v] " checks, max " m[v]}' "$OUT/test.txt"
     grep -E "^w4a16 v=8 bt=(128|256)" "$OUT/test.txt" | head -12
   fi
+  if [ $TESTS_OK = 0 ]; then  # a failing / hanging variant is not timed or profiled
+    if [ "${STOP_ON_FAIL:-0}" = 1 ]; then echo "tests failed: stopping"; SANITIZE=0; PF=0; NCU=0; TABLE=0
+    else echo "tests failed: timing and profiling variant 0 only"; W4V=0; NCU_V=0; SANITIZE=${SANITIZE_ON_FAIL:-1}; fi
+  fi
   if [ "${SANITIZE:-1}" = 1 ]; then
     timeout ${MEMCHECK_S:-150} compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_moe" \
       --gtest_filter="${MEMCHECK_FILTER:-W4A16Prefill*:AllTiles/W4A16Test.MatchesDoubleReference/44:AllTiles/W4A16Test.MatchesDoubleReference/53}" > "$OUT/memcheck.txt" 2>&1
     rc=$?; echo "memcheck exit: $rc"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.txt" | head -5
+    grep -E "^w4a16 v=" "$OUT/memcheck.txt" | head -8
+    if [ $rc != 0 ]; then TESTS_OK=0; [ "${STOP_ON_FAIL:-0}" = 1 ] && { PF=0; NCU=0; TABLE=0; }; fi
   fi
   echo "== bench ($(($(date +%s)-T0)) s)"
   if [ "${PF:-1}" = 1 ]; then
-    timeout ${BENCH_S:-200} "$BIN/bench_moe" --out "$OUT/tables_pf" --only "moe_ref_ceilings,w4pf" --deadline-s $((${BENCH_S:-200} - 20)) \
+    timeout ${BENCH_S:-200} "$BIN/bench_moe" --out "$OUT/tables_pf" --only "moe_ref_ceilings,w4pf" --deadline-s $((${BENCH_S:-200} - 30)) \
       --w4-variants "$W4V" ${PF_ARGS:-} > "$OUT/bench_pf.txt" 2>&1
     echo "bench w4pf exit: $?"
     grep -E "ceiling|copy|cublas bf16" "$OUT/bench_pf.txt" | head -4
@@ -37,9 +43,9 @@ mkdir -p "$OUT"
   if [ "${NCU:-1}" = 1 ]; then
     for v in ${NCU_V:-0 8}; do
       echo "== ncu v$v ($(($(date +%s)-T0)) s)"
-      timeout 120 ncu --clock-control none --section SpeedOfLight --section WarpStateStats --section Occupancy \
+      timeout ${NCU_S:-120} ncu --clock-control none ${NCU_SECTIONS:---section SpeedOfLight --section WarpStateStats --section Occupancy \
         --section SchedulerStats --section ComputeWorkloadAnalysis --section InstructionStats --section LaunchStats \
-        --section MemoryWorkloadAnalysis -k regex:"w4a16_kernelILi256|w4a16_prefill_kernelILi256" -c 1 \
+        --section MemoryWorkloadAnalysis} --kernel-name-base demangled -k regex:"w4a16_kernel<256|w4a16_prefill_kernel<256" -c 1 \
         "$BIN/bench_moe" --out /tmp/probe --probe --w4-variants "$v" > "$OUT/ncu_v$v.txt" 2>&1
       echo "ncu exit: $?"
       grep -E "w4a16|Duration|DRAM Throughput|Compute \(SM\)|Issue Slots Busy|No Eligible|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|Executed Ipc|Executed Instructions  |Shared Memory|Tensor|Pipe" "$OUT/ncu_v$v.txt" | cut -c1-150 | head -30
@@ -51,7 +57,8 @@ mkdir -p "$OUT"
   done
   if [ "${TABLE:-0}" = 1 ] && [ $TESTS_OK = 1 ]; then
     echo "== table sweep v${TABLE_V:-8} ($(($(date +%s)-T0)) s)"
-    timeout ${TABLE_S:-200} "$BIN/bench_moe" --out "$OUT/tables" --only moe_grouped_gemm_w4a16 --deadline-s $((${TABLE_S:-200} - 20)) \
+    TABLE_S=${TABLE_S:-$(( ${TOTAL_S:-400} - ($(date +%s) - T0) - 8 ))}  # what is left of TOTAL_S
+    timeout $((TABLE_S + 5)) "$BIN/bench_moe" --out "$OUT/tables" --only moe_grouped_gemm_w4a16 --deadline-s $((TABLE_S - 3)) \
       --w4-variants "${TABLE_V:-8}" --w4-min-m 96 ${TABLE_ARGS:-} > "$OUT/bench_table.txt" 2>&1
     echo "table sweep exit: $?"; grep -cE '"variant"' "$OUT/tables/moe_grouped_gemm_w4a16.json" 2>/dev/null
   fi
