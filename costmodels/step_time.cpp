@@ -209,18 +209,25 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
       if (p.ffn == main_moe_) main = &p;
     add_layers(*main, Tmax / (k + 1), Ttot / (k + 1), k);
   }
-  // logits of the busiest rank
-  scratch_.clear();
-  const double t = shape_.attn_tp, vocab = model_.vocab, hidden = model_.hidden, L = parts.logits_max;
-  Op lm;
-  lm.kind = OpKind::lm_head, lm.cls = OpClass::gemm, lm.math = DType::bf16;
-  lm.flops = 2 * L * hidden * vocab / t;
-  lm.bytes = vocab * hidden * bytes_per_element(model_.embedding_dtype) / t + L * vocab / t * 4;
-  lm.tokens = L, lm.seqs = L;
-  lm.gemm_m = L, lm.gemms = &lm_head_gemm_, lm.gemm_count = 1;
-  scratch_.push_back(lm);
-  const double logits = L > 0 ? sum_ops(scratch_, st, extra) : 0.0;
-  if (L > 0) st.extrapolated_s += extra, kernels += 1;
+  // logits of the busiest rank: of every verified token, and with MTP of each draft pass's token
+  // per sequence (the draft head shares the model's LM head; SGLang's EAGLE worker computes them
+  // in every draft forward): k more LM-head GEMMs, each of the whole vocabulary at L / (k + 1) rows
+  const double t = shape_.attn_tp, vocab = model_.vocab, hidden = model_.hidden;
+  auto lm_head = [&](double L, int n) {
+    scratch_.clear();
+    Op lm;
+    lm.kind = OpKind::lm_head, lm.cls = OpClass::gemm, lm.math = DType::bf16;
+    lm.flops = 2 * L * hidden * vocab / t;
+    lm.bytes = vocab * hidden * bytes_per_element(model_.embedding_dtype) / t + L * vocab / t * 4;
+    lm.tokens = L, lm.seqs = L;
+    lm.gemm_m = L, lm.gemms = &lm_head_gemm_, lm.gemm_count = 1;
+    scratch_.push_back(lm);
+    const double s = sum_ops(scratch_, st, extra);
+    st.extrapolated_s += n * extra, kernels += n;
+    return n * s;
+  };
+  double logits = parts.logits_max > 0 ? lm_head(parts.logits_max, 1) : 0.0;
+  if (k > 0 && parts.logits_max > 0) logits += lm_head(parts.logits_max / (k + 1), k);
   st.host_s = host_seconds(kernels, st.total_s + logits, syncs);
   st.other_s = logits + st.host_s;
   st.total_s += st.other_s;

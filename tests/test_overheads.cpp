@@ -313,6 +313,29 @@ TEST(Mtp, ADecodeStepVerifiesEveryDraftAndRunsTheDraftHead) {
   EXPECT_NEAR(t.ffn_s, 5 * 3e-3, 1e-12);
 }
 
+TEST(Mtp, EachDraftPassComputesItsLogits) {
+  // LM head at 1 ms + 1 µs per row, nothing else costs: with k = 2 drafts a sequence verifies 3
+  // tokens (one 3-row LM head) and each draft pass computes 1 row: 1.003 + 2 × 1.001 ms; without
+  // MTP one 1-row LM head. (No host time: overhead 0, eager launches with a 0 s launch gap.)
+  class LmCost final : public CostModel {
+   public:
+    std::string name() const override { return "lm"; }
+    OpLatency latency(const Op& o) const override {
+      return {o.kind == OpKind::lm_head ? 1e-3 + 1e-6 * o.tokens : 0.0, Provenance::roofline};
+    }
+  };
+  ModelSpec m = load_model(test::data("tests/data/tiny-moe.json"));
+  InstanceShape s;
+  s.ep = 1, s.kernel_launch_s = 0, s.mtp_draft_tokens = 2;
+  const StepCostModel mtp(m, std::make_shared<LmCost>(), FabricParams{}, s, 0.0);
+  const StepTime t = mtp.step({{{3, 100, true}}}, Phase::decode);
+  EXPECT_NEAR(t.other_s, 1.003e-3 + 2 * 1.001e-3, 1e-12);
+  EXPECT_NEAR(t.total_s, t.other_s, 1e-12);
+  s.mtp_draft_tokens = 0;
+  const StepCostModel plain(m, std::make_shared<LmCost>(), FabricParams{}, s, 0.0);
+  EXPECT_NEAR(plain.step({{{1, 100, true}}}, Phase::decode).other_s, 1.001e-3, 1e-12);
+}
+
 TEST(Mtp, OnlyDecodeAndOnlyModelsWithADraftHead) {
   DeploymentSpec d = test::tiny(1000);
   d.decode.mtp_draft_tokens = 1, d.decode.mtp_acceptance = 0.8;
