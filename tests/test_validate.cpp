@@ -207,6 +207,46 @@ TEST(Validate, BalancedExpertRowIsStepWithTheImbalanceFixed) {
   fs::remove_all(dir);
 }
 
+// The MTP rows are `servesim step` on the MTP case's scenario (its decode pool: 2 drafts at
+// acceptance 0.6958, 6.6 ms host time): each sequence verifies 1 + 2 tokens and makes
+// 1 + a + a² = 2.18 of them per step on average, which the throughput counts. A row turning MTP
+// off ("mtp_draft_tokens": 0) and the host time back to 0.5 ms makes fewer tokens per second.
+TEST(Validate, MtpRowIsStepOnAPoolWithMtp) {
+  const Out v = sh("validate");
+  const fs::path dir = tmp("mtp");
+  const Out s = sh("step " + test::data("scenarios/dsv3-sglang-mtp-16xh200.json") + " --phase decode --seqs-per-rank 2 --context 67584");
+  ASSERT_EQ(s.status, 0) << s.text;
+  EXPECT_NE(s.text.find("(MTP: 3 verified, 2.180 made per step on average)"), std::string::npos) << s.text;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(s.text, m, std::regex(R"(step time\s+([0-9.]+) ms)"))) << s.text;
+  const double step_s = std::stod(m[1]) * 1e-3;
+  ASSERT_TRUE(std::regex_search(s.text, m, std::regex(R"(throughput\s+([0-9]+) output tokens/s per node)"))) << s.text;
+  // 2 sequences x 16 DP ranks x (1 + 0.6958 + 0.6958^2) tokens per step, over 2 nodes
+  EXPECT_NEAR(std::stod(m[1]), 2 * 16 * (1 + 0.6958 + 0.6958 * 0.6958) / step_s / 2, 0.6);
+  const TableRow r = row(v.text, "decode 2 seq/rank at 64K, MTP 2 drafts (acceptance length 2.18) (output tok/s per node)");
+  ASSERT_TRUE(r.found) << v.text;
+  EXPECT_EQ(r.published, 652.0);
+  EXPECT_NEAR(r.simulated, std::stod(m[1]), 0.51);
+  const TableRow b = row(v.text, "decode 2 seq/rank at 64K, overlap scheduling (output tok/s per node)");
+  ASSERT_TRUE(b.found) << v.text;
+  EXPECT_LT(b.simulated, r.simulated);
+  // bad input, named by its field: drafts without an acceptance, MTP on a prefill row
+  const std::string base = R"({"metric": "m", "unit": "u", "published": 1, "seqs_per_rank": 2, "context": 100, )";
+  write_step_case(dir, base + R"("phase": "decode", "mtp_draft_tokens": 1})");
+  Out bad = sh("validate --dir " + dir.string());
+  EXPECT_EQ(bad.status, 2) << bad.text;
+  EXPECT_NE(bad.text.find("mtp_draft_tokens and mtp_acceptance go together"), std::string::npos) << bad.text;
+  write_step_case(dir, base + R"("phase": "prefill", "tokens": 10, "mtp_draft_tokens": 1, "mtp_acceptance": 0.5})");
+  bad = sh("validate --dir " + dir.string());
+  EXPECT_EQ(bad.status, 2) << bad.text;
+  EXPECT_NE(bad.text.find("decode rows only"), std::string::npos) << bad.text;
+  write_step_case(dir, base + R"("phase": "decode", "step_overhead_s": 2})");
+  bad = sh("validate --dir " + dir.string());
+  EXPECT_EQ(bad.status, 2) << bad.text;
+  EXPECT_NE(bad.text.find("rows[0].step_overhead_s"), std::string::npos) << bad.text;
+  fs::remove_all(dir);
+}
+
 TEST(Validate, ExitStatusFollowsTheBoundsAndTheMarks) {
   const fs::path dir = tmp("exit");
   write_deepep_case(dir, 50.0, "");  // 75.31 µs vs 50: +51%, outside ±15%

@@ -51,22 +51,28 @@ inline std::string gb(double bytes, int prec = 1) { return fmt::format("{:.{}f} 
 
 /// One batch step of one instance of a pool (`decode` picks the pool) where every DP rank runs
 /// `seqs` sequences of `tokens` new tokens over `context` cached ones: its time, the tokens it
-/// computes over all ranks and the nodes the instance spans (EP / GPUs per node, at least 1).
+/// makes over all ranks and the nodes the instance spans (EP / GPUs per node, at least 1).
+/// A decode pool with multi-token prediction (mtp_draft_tokens k > 0) verifies 1 + k tokens per
+/// sequence, as the engine's decode steps do (sim/engine/decode_pool.cpp), and makes
+/// PoolSpec::tokens_per_step() of them on average: `tokens` counts those (expected output tokens).
 /// `servesim step` prints it; `servesim validate` compares its tokens per second per node.
 struct UniformStep {
   StepCostModel model;
   std::vector<std::vector<SeqWork>> ranks;
   StepTime time;
   double tokens = 0, nodes = 1;
+  long long verified = 1;  ///< tokens computed per sequence (decode with MTP: 1 + drafts)
   double tokens_per_s_per_node() const { return tokens / time.total_s / nodes; }
 };
 inline UniformStep uniform_step(const DeploymentSpec& d, std::shared_ptr<const CostModel> cost, bool decode, long long seqs,
                                 long long tokens, long long context) {
   const PoolSpec& pool = decode ? d.decode : d.prefill;
+  const long long verified = decode ? tokens + pool.mtp_draft_tokens : tokens;
+  const double made = decode ? static_cast<double>(tokens) * pool.tokens_per_step() : static_cast<double>(tokens);
   UniformStep u{StepCostModel(d.model, std::move(cost), fabric_params(d.cluster, d.gpu), instance_shape(d, pool), pool.step_overhead_s),
                 std::vector<std::vector<SeqWork>>(static_cast<size_t>(pool.dp()),
-                                                  std::vector<SeqWork>(static_cast<size_t>(seqs), SeqWork{tokens, context, true})),
-                {}, static_cast<double>(tokens * seqs * pool.dp()), std::max(1.0, static_cast<double>(pool.ep) / d.gpu.gpus_per_node)};
+                                                  std::vector<SeqWork>(static_cast<size_t>(seqs), SeqWork{verified, context, true})),
+                {}, made * static_cast<double>(seqs * pool.dp()), std::max(1.0, static_cast<double>(pool.ep) / d.gpu.gpus_per_node), verified};
   u.time = u.model.step(u.ranks, decode ? Phase::decode : Phase::prefill);
   return u;
 }

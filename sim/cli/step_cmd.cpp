@@ -85,9 +85,12 @@ int step(const StepArgs& a) {
   const UniformStep u = uniform_step(*d, cost, decode, a.seqs_per_rank, tokens, context);
   const StepTime& t = u.time;
   const double all_tokens = u.tokens;
-  fmt::print("{} {} step of one instance (EP{}, attn TP{}, DP{}): {} sequence{} per DP rank, {} new token{} each, {} cached\n", d->name,
+  const std::string mtp = decode && pool.mtp_draft_tokens > 0
+                              ? fmt::format(" (MTP: {} verified, {:.3f} made per step on average)", u.verified, pool.tokens_per_step())
+                              : "";
+  fmt::print("{} {} step of one instance (EP{}, attn TP{}, DP{}): {} sequence{} per DP rank, {} new token{} each{}, {} cached\n", d->name,
              a.phase, pool.ep, pool.attn_tp, pool.dp(), a.seqs_per_rank, a.seqs_per_rank == 1 ? "" : "s", tokens,
-             tokens == 1 ? "" : "s", context);
+             tokens == 1 ? "" : "s", mtp, context);
   fmt::print("  step time      {:10.3f} ms  (attention {:.3f}, FFN {:.3f}, exposed communication {:.3f}, other {:.3f})\n", t.total_s * 1e3,
              t.attention_s * 1e3, t.ffn_s * 1e3, t.comm_s * 1e3, t.other_s * 1e3);
   fmt::print("  throughput     {:10.0f} {} tokens/s per node, {:.0f} per GPU (cost model {}, answers {})\n", u.tokens_per_s_per_node(),
@@ -100,8 +103,9 @@ int step(const StepArgs& a) {
                                        : fmt::format("expected, {} redundant experts", pool.redundant_experts),
              t.host_s * 1e3, pool.cuda_graph ? "CUDA graph" : "eager launches", t.comm_total_s * 1e3, t.comm_s * 1e3);
   const double seqs_eff = u.model.attention_part(u.ranks, decode ? Phase::decode : Phase::prefill).seqs_eff;
-  if (a.ops) print_step_ops(u.model, u.ranks.front(), decode ? Phase::decode : Phase::prefill, tokens * a.seqs_per_rank,
-                            all_tokens, seqs_eff, t.total_s);
+  const double rank_computed = static_cast<double>(u.verified * a.seqs_per_rank);  // (with MTP: verified tokens, not made ones)
+  if (a.ops) print_step_ops(u.model, u.ranks.front(), decode ? Phase::decode : Phase::prefill, rank_computed, rank_computed * pool.dp(), seqs_eff,
+                            t.total_s);
   return 0;
 }
 

@@ -9,7 +9,9 @@
 // "phase" (prefill | decode),
 // "seqs_per_rank", "tokens" (prefill), "context"; optional, the pool's setting for this row only
 // (a published ablation): "two_batch_overlap" (true | false), "expert_imbalance" (busiest/mean
-// GPU load, 1-64; 1 = perfectly balanced routing).
+// GPU load, 1-64; 1 = perfectly balanced routing), "mtp_draft_tokens" (0-8, decode rows; the model
+// must ship an MTP head) with "mtp_acceptance" (0-1, the chained per-draft acceptance), and
+// "step_overhead_s" (the pool's per-step host time, 0-1 s).
 #include "sim/cli/validate_case.hpp"
 #include "sim/cli/common.hpp"
 
@@ -57,7 +59,8 @@ std::vector<Row> eval_step_throughput(const Case& c, bool quick) {
   std::vector<Row> out;
   for (auto& r : selected_rows(c, quick)) {
     static const std::set<std::string> known = {"metric", "unit", "published", "published_note", "expected_fail", "quick", "phase",
-                                                "seqs_per_rank", "tokens", "context", "two_batch_overlap", "expert_imbalance"};
+                                                "seqs_per_rank", "tokens", "context", "two_batch_overlap", "expert_imbalance",
+                                                "mtp_draft_tokens", "mtp_acceptance", "step_overhead_s"};
     for (const auto& [key, value] : r.j->items())
       if (!known.count(key)) throw CaseError(r.where + "." + key + ": unknown field of a step_throughput row");
     const std::string phase = str(*r.j, "phase", r.where);
@@ -78,6 +81,22 @@ std::vector<Row> eval_step_throughput(const Case& c, bool quick) {
       const double x = num(*r.j, "expert_imbalance", r.where);
       if (!(x >= 1 && x <= 64)) throw CaseError(r.where + ".expert_imbalance: 1-64 (busiest/mean GPU load), got " + std::to_string(x));
       (decode ? dr.decode : dr.prefill).expert_imbalance = x;
+    }
+    PoolSpec& pool = decode ? dr.decode : dr.prefill;
+    if (r.j->contains("mtp_draft_tokens") != r.j->contains("mtp_acceptance"))
+      throw CaseError(r.where + ": mtp_draft_tokens and mtp_acceptance go together");
+    if (r.j->contains("mtp_draft_tokens")) {
+      const long long k = integer(*r.j, "mtp_draft_tokens", r.where);
+      const double a = num(*r.j, "mtp_acceptance", r.where);
+      if (!decode || k < 0 || k > 8 || !(a >= 0 && a <= 1))
+        throw CaseError(r.where + ": mtp_draft_tokens 0-8 with mtp_acceptance 0-1, decode rows only");
+      if (k > 0 && d.model.mtp_layers < 1) throw CaseError(r.where + ".mtp_draft_tokens: model \"" + d.model.name + "\" ships no MTP head");
+      pool.mtp_draft_tokens = static_cast<int>(k), pool.mtp_acceptance = a;
+    }
+    if (r.j->contains("step_overhead_s")) {
+      const double h = num(*r.j, "step_overhead_s", r.where);
+      if (!(h >= 0 && h <= 1)) throw CaseError(r.where + ".step_overhead_s: 0-1 s, got " + std::to_string(h));
+      pool.step_overhead_s = h;
     }
     r.row.simulated = uniform_step(dr, cost, decode, seqs, tokens, context).tokens_per_s_per_node();
     out.push_back(r.row);
