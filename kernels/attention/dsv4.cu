@@ -670,7 +670,8 @@ __global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restri
 // V4 CSA/HCA attention, warp-specialised (issue 12, seventh session; v4_attn variant 3).
 // CTA = (64-head group, work item of the plan), 384 threads: warpgroups 0 and 1 are the consumers
 // of mqa.cu's v4_attn_wgmma_kernel (S = Q K^T on warpgroup 0, online softmax, O += P V split over
-// both, setmaxnreg 224); warpgroup 2 is the producer (setmaxnreg 56): it gathers tile j's 64 rows
+// both, setmaxnreg 208 since the twelfth session, 224 before); warpgroup 2 is the producer (setmaxnreg
+// 88, 56 before): it gathers tile j's 64 rows
 // straight into the BF16 KV buffer j % 2 and dequantises them there while the consumers run tile
 // j-1. Shared memory (1024-B aligned): Q [64 x 512] bf16 (64 KB, 8 column blocks of 8 KB, 128-B
 // swizzle), two KV buffers of the same layout (2 x 64 KB), P, scales, flags, mbarriers.
@@ -782,7 +783,8 @@ __device__ __forceinline__ void fence_proxy_async_all() { asm volatile("fence.pr
 // (168 each) the consumers spill 216 B. 2 = 72 / 216 (experiment).
 // (A second producer warpgroup, 512 threads, does not compile: ptxas then holds every instruction
 // to 128 registers and the m64n256k16 accumulators need >= 154, C7602.)
-// PAIR (v4_attn_ws at H % 128 == 0, the default there; env V4WS_PAIR=0 turns it off): the two 64-head
+// PAIR (v4_attn_ws at H % 128 == 0 with env V4WS_PAIR=1 / v4_attn_ws_set_pair(1); off by default: it
+// measured 1.16x slower than the one-CTA kernel, twelfth session call 2, see NOTES): the two 64-head
 // groups of a work item run as a 2-CTA cluster (blockIdx.x = 2 k + rank); each CTA's producer gathers
 // and converts only rows 32 rank .. 32 rank + 31 of every tile (8 per warp) and stores their BF16
 // values (and flags) into both CTAs' buffers (st.shared::cluster for the peer). full[b] then counts
@@ -1211,7 +1213,7 @@ void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int*
 }
 
 namespace {
-int g_v4ws_pair = -1;  // -1: from env V4WS_PAIR (default 1)
+int g_v4ws_pair = -1;  // -1: from env V4WS_PAIR (default 0)
 template <int DBG, int REG, bool PAIR, int FENCE = 0>
 void v4ws_launch(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   static bool attr = false;
@@ -1245,7 +1247,7 @@ void v4_attn_ws_set_pair(int pair) { g_v4ws_pair = pair; }
 bool v4_attn_ws_uses_pair(int H) {
   if (g_v4ws_pair < 0) {
     const char* e = std::getenv("V4WS_PAIR");
-    g_v4ws_pair = e ? std::atoi(e) : 1;
+    g_v4ws_pair = e ? std::atoi(e) : 0;  // off: the pair kernel measured slower (call 2: 627 vs 542 us)
   }
   return g_v4ws_pair != 0 && H % 128 == 0;
 }

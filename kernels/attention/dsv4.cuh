@@ -76,7 +76,8 @@ const char* v4_topk_variant_name();
 void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0);
 /// At H % 128 == 0 the two 64-head groups of a work item run as a 2-CTA cluster whose producers
 /// each gather and convert half of every tile into both CTAs (issue 12, twelfth session). pair 0 =
-/// off (the one-CTA kernel everywhere), 1 = on; default from env V4WS_PAIR (unset = 1).
+/// off (the one-CTA kernel everywhere), 1 = on; default from env V4WS_PAIR (unset = 0: the pair
+/// kernel is correct but measured 1.16x slower, NOTES "twelfth session").
 void v4_attn_ws_set_pair(int pair);
 bool v4_attn_ws_uses_pair(int H);
 

@@ -225,7 +225,7 @@ TEST(V4Attn, WarpSpecialized) {
   v4_case(128, {500, 33}, 0, false, 3);
 }
 // Variant 3 at H % 128 == 0 with the 2-CTA cluster kernel (each producer gathers and converts half of
-// every tile into both CTAs; the default there) and, forced off, the one-CTA kernel at H = 128.
+// every tile into both CTAs; off by default, slower) and, forced off, the one-CTA kernel at H = 128 / 256.
 TEST(V4Attn, WarpSpecializedPair) {
   SKIP_WITHOUT_GPU();
   v4_attn_ws_set_pair(1);
