@@ -747,7 +747,8 @@ void launch_streamk(const Params& p, int max_tiles, cudaStream_t stream) {
 }
 
 // ================================================================================================
-// Variant 8: prefill kernel (BT = 128 / 256), dequantisation warpgroup + SS wgmma (NOTES.md §13).
+// Variant 8: prefill kernel (dispatched at BT = 256; the template also builds BT = 128, measured slower than
+// variant 0 there), dequantisation warpgroup + SS wgmma (NOTES.md §13).
 // 384 threads = 3 warpgroups:
 //  - WG 0 ("dequant"): thread 0 also produces: per 64-wide k-block ONE 2-D TMA load of the BT x 64 token
 //    tile (128-byte swizzle; rows past the tensor's end zero-filled) + ONE 1-D bulk copy of the 4352
@@ -984,12 +985,15 @@ void launch_prefill(const Params& p, int max_tiles, long long x_rows, cudaStream
   SS_LAUNCH_CHECK();
 }
 
-int g_variant = 5;
+int g_variant = 8;  // default: 5 at decode tile widths, the prefill kernel at BT 256 (NOTES.md §13)
 
 template <int BT>
 void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t stream) {
-  if (g_variant == 8) {  // prefill kernel at BT >= 128 when the token tensor's rows are known, else as 5
-    if constexpr (BT >= 128) {
+  if (g_variant == 8) {  // prefill kernel at BT = 256 when the token tensor's rows are known, else as 5.
+    // At BT = 128 (m = 65..128 per expert) it measured SLOWER than variant 0 (K3 w13 G=8 m=128: 155.6 vs
+    // 137.5 us; w4pf call 2 of NOTES.md §13): the 128 x 128 tile gives 2 x m64n128 wgmmas per dequantised
+    // k-block and the pipeline fill/epilogue of a short CTA are not hidden; so BT = 128 runs variant 0.
+    if constexpr (BT == 256) {
       if (x_rows > 0) { launch_prefill<BT>(p, max_tiles, x_rows, stream); return; }
     }
   }

@@ -145,14 +145,14 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
   }
 }
 
-/// Selects the kernel of the W4A16 GEMM (0..8, see gemm_w4a16.cu; 5 = default):
+/// Selects the kernel of the W4A16 GEMM (0..8, see gemm_w4a16.cu; 8 = default):
 /// 0 one m64nBT wgmma per k16 step overlapped with the next stage, 1 the same without overlap,
 /// 2 BT/8 m64n8 wgmmas per k16 step, 3 that without overlap, 4 = 0 with two k-blocks per
 /// pipeline stage at BT <= 64 when K % 256 == 0, 5 = warp-specialised decode kernel (producer warp
 /// with one bulk copy per stage, mbarriers, two k-blocks per stage) at BT <= 32 when K % 256 == 0
 /// (else 0), 6 = 5 with one k-block per stage (slower, kept for comparison), 7 = stream-K form of 5
 /// (persistent grid of resident-CTA count, equal k-unit ranges per CTA, fp32 fix-up of split tiles
-/// through a library-owned workspace; BT <= 32 when K % 256 == 0, else as 5), 8 = 5 plus, at BT 128 / 256
+/// through a library-owned workspace; BT <= 32 when K % 256 == 0, else as 5), 8 = 5 plus, at BT 256
 /// with x_rows known, the prefill kernel (TMA producer + dequantisation warpgroup writing bf16 weight
 /// tiles to shared memory, two consumer warpgroups of SS wgmma; NOTES.md §13). Throws
 /// std::invalid_argument.
@@ -175,7 +175,7 @@ int w4a16_pick_bt(double avg_rows_per_active_expert);
 /// FLOPs 2*rows*N*K. Throws std::invalid_argument unless N % 128 == 0, K % 128 == 0, bt is one of
 /// kW4A16TileWidths.
 /// x_rows: rows allocated in x (>= row_offsets[G]), or 0 if unknown; variant 8's prefill kernel
-/// (BT >= 128) needs it for its TMA tensor map (rows past x_rows read as zeros) and otherwise runs as 5.
+/// (BT = 256) needs it for its TMA tensor map (rows past x_rows read as zeros) and otherwise runs as 5.
 void w4a16_grouped_gemm(const bf16* x, const uint8_t* w_pool, const int* expert_ids, const int* row_offsets,
                         const int* tile_offsets, int G, int N, int K, int bt, int max_tiles, bf16* y,
                         cudaStream_t stream, long long x_rows = 0);

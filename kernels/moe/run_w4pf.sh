@@ -45,7 +45,7 @@ mkdir -p "$OUT"
       echo "== ncu v$v ($(($(date +%s)-T0)) s)"
       timeout ${NCU_S:-120} ncu --clock-control none ${NCU_SECTIONS:---section SpeedOfLight --section WarpStateStats --section Occupancy \
         --section SchedulerStats --section ComputeWorkloadAnalysis --section InstructionStats --section LaunchStats \
-        --section MemoryWorkloadAnalysis} --kernel-name-base demangled -k regex:"w4a16_kernel<256|w4a16_prefill_kernel<256" -c 1 \
+        --section MemoryWorkloadAnalysis} --kernel-name-base demangled -k regex:"w4a16_kernel<\(int\)256|w4a16_prefill_kernel<\(int\)256" -c 1 \
         "$BIN/bench_moe" --out /tmp/probe --probe --w4-variants "$v" > "$OUT/ncu_v$v.txt" 2>&1
       echo "ncu exit: $?"
       grep -E "w4a16|Duration|DRAM Throughput|Compute \(SM\)|Issue Slots Busy|No Eligible|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|Executed Ipc|Executed Instructions  |Shared Memory|Tensor|Pipe" "$OUT/ncu_v$v.txt" | cut -c1-150 | head -30

@@ -456,7 +456,7 @@ TEST_P(W4A16Test, MatchesDoubleReference) {
 INSTANTIATE_TEST_SUITE_P(AllTiles, W4A16Test,
                          ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8)));
 
-// Variant 8 (prefill kernel, BT 128 / 256): K3 expert shapes (K3 w2 3584 x 3072; K3 w13's K = 3584 with
+// Variant 8 (prefill kernel at BT 256; BT 128 falls back to variant 0): K3 expert shapes (K3 w2 3584 x 3072; K3 w13's K = 3584 with
 // N cut to 768 to bound the CPU reference) with skewed loads: empty groups, a 1-row group, partial
 // last tiles, several tiles per group; the last tile reads past x's end (TMA zero fill). The load and
 // dequant rings wrap many times (48 / 56 k-blocks).
