@@ -199,19 +199,22 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
     kernels += count * (parts.attn_kernels[static_cast<size_t>(p.attention)] + static_cast<int>(mb) * k + kLayerElementwiseKernels);
   };
   for (const auto& p : pairs_) add_layers(p, Tmax, Ttot, p.count);
-  // multi-token prediction: the MTP head (one more layer of the model's main kind) drafts k tokens,
-  // one pass per draft at one token per sequence; its attention is priced as the verifying layer's
-  // (decode attention is bound by the context read, not by the new tokens)
+  // multi-token prediction: the MTP head (one more layer of the model's main kind) runs k passes a
+  // step, as SGLang's EAGLE worker does: k − 1 draft passes at one token per sequence, and after
+  // the verify pass one draft-extend pass over the verified tokens (k + 1 per sequence) that drafts
+  // the next step's first token. Its attention is priced as the verifying layer's (decode attention
+  // is bound by the context read, not by the new tokens).
   const int k = phase == Phase::decode ? shape_.mtp_draft_tokens : 0;
   if (k > 0 && !pairs_.empty()) {
     const LayerPair* main = &pairs_.back();
     for (const auto& p : pairs_)
       if (p.ffn == main_moe_) main = &p;
-    add_layers(*main, Tmax / (k + 1), Ttot / (k + 1), k);
+    if (k > 1) add_layers(*main, Tmax / (k + 1), Ttot / (k + 1), k - 1);
+    add_layers(*main, Tmax, Ttot, 1);
   }
-  // logits of the busiest rank: of every verified token, and with MTP of each draft pass's token
-  // per sequence (the draft head shares the model's LM head; SGLang's EAGLE worker computes them
-  // in every draft forward): k more LM-head GEMMs, each of the whole vocabulary at L / (k + 1) rows
+  // logits of the busiest rank: of every verified token, and with MTP one row per sequence in each
+  // of the k MTP passes (the draft head shares the model's LM head; the draft-extend pass needs
+  // only the last verified token's): k more LM-head GEMMs of the whole vocabulary at L / (k + 1) rows
   const double t = shape_.attn_tp, vocab = model_.vocab, hidden = model_.hidden;
   auto lm_head = [&](double L, int n) {
     scratch_.clear();

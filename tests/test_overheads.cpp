@@ -301,8 +301,8 @@ TEST(Mtp, AcceptanceRateSetsTheMeanTokensPerStep) {
 
 TEST(Mtp, ADecodeStepVerifiesEveryDraftAndRunsTheDraftHead) {
   // KindCost: 1 ms per attention core. tiny-moe has 4 layers; with MTP k = 2 the step also runs k
-  // draft passes of one MoE layer (attention priced as the verifying layer's): 4 + 2 = 6 ms of
-  // attention, and routed experts 3 ms × (3 + 2) layers.
+  // passes of one MoE layer (one draft pass, one draft-extend pass; attention priced as the
+  // verifying layer's): 4 + 2 = 6 ms of attention, and routed experts 3 ms × (3 + 2) layers.
   ModelSpec m = load_model(test::data("tests/data/tiny-moe.json"));
   InstanceShape s;
   s.ep = 1, s.mtp_draft_tokens = 2;
@@ -311,6 +311,22 @@ TEST(Mtp, ADecodeStepVerifiesEveryDraftAndRunsTheDraftHead) {
   const StepTime t = sc.step(ranks, Phase::decode);
   EXPECT_NEAR(t.attention_s, 6e-3, 1e-12);
   EXPECT_NEAR(t.ffn_s, 5 * 3e-3, 1e-12);
+}
+
+TEST(Mtp, TheDraftExtendPassCarriesEveryVerifiedToken) {
+  // Routed experts priced at 1 ms per expert-token (Op::tokens = tokens × top_k 2 on one GPU),
+  // nothing else: one sequence verifying 1 + 3 tokens runs 3 main MoE layers at 4 tokens, k − 1 = 2
+  // draft passes at 1 token and the draft-extend pass at 4: (3 × 4 + 2 × 1 + 4) × 2 ms = 36 ms.
+  class TokenCost final : public CostModel {
+   public:
+    std::string name() const override { return "tokens"; }
+    OpLatency latency(const Op& o) const override { return {o.kind == OpKind::moe_experts ? 1e-3 * o.tokens : 0.0, Provenance::roofline}; }
+  };
+  ModelSpec m = load_model(test::data("tests/data/tiny-moe.json"));
+  InstanceShape s;
+  s.ep = 1, s.mtp_draft_tokens = 3;
+  const StepCostModel sc(m, std::make_shared<TokenCost>(), FabricParams{}, s, 0.0);
+  EXPECT_NEAR(sc.step({{{4, 100, true}}}, Phase::decode).ffn_s, 36e-3, 1e-12);
 }
 
 TEST(Mtp, EachDraftPassComputesItsLogits) {
