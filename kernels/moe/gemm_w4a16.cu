@@ -264,6 +264,56 @@ struct DCfg {
 };
 constexpr int kDecThreads = 288;
 
+/// One pipeline stage of a decode consumer warp (variants 5, 6 and 7): dequantises the stage's KS
+/// 64-wide k-blocks of MXFP4 weights (`wst`: the stage's kWBlockBytes x KS bytes in shared memory;
+/// this warp's 16 rows at warp x 512, its E8M0 scales after the 4096 code bytes) into the A
+/// fragments `af` (uint32_t[KS][4][4]), issues the 4 x KS m64nBTk16 RS wgmmas against the stage's
+/// token tile (`xst`, kXSub bytes per k-block; its 128-byte-swizzle descriptor is built once and the
+/// wgmmas add their k offsets to its low word: the tile lies below 256 KB of shared memory, so
+/// there is no carry into the high word), commits, and waits
+/// until at most one wgmma group (Last: none) is in flight. `acc`: float[BT / 8][4]. The array
+/// types are template parameters because a typed lambda parameter crashed cudafe++ 13.0.
+template <int BT, int KS, int kXSub, bool Last, class AF, class ACC>
+__device__ __forceinline__ void decode_stage_mma(const uint8_t* wst, const uint8_t* xst, int warp, int lane, int gq, AF& af, ACC& acc) {
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) {
+    const uint8_t* wb = wst + ks * kWBlockBytes;
+    const uint4 q = *reinterpret_cast<const uint4*>(wb + warp * 512 + lane * 16);
+    const uint32_t sc = *reinterpret_cast<const uint32_t*>(wb + 4096 + warp * 32 + gq * 4);
+    const uint32_t f00 = scale_factor<0>(sc), f01 = scale_factor<2>(sc);
+    const uint32_t f10 = scale_factor<1>(sc), f11 = scale_factor<3>(sc);
+    dequant_word(q.x, f00, f01, af[ks][0]);
+    dequant_word(q.y, f00, f01, af[ks][1]);
+    dequant_word(q.z, f10, f11, af[ks][2]);
+    dequant_word(q.w, f10, f11, af[ks][3]);
+  }
+  const uint32_t xlo = static_cast<uint32_t>(desc_sw128(smem_u32(xst)));
+  constexpr uint64_t kDescHi = desc_sw128(0) & 0xFFFFFFFF00000000ull;
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) fence_operand(af[ks][s][j]);
+#pragma unroll
+  for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) fence_operand(acc[i][q]);
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+      WgmmaRS<BT>::mma(&acc[0][0], af[ks][s], kDescHi | (xlo + static_cast<uint32_t>((ks * kXSub + s * 32) >> 4)));
+  wgmma_commit();
+#pragma unroll
+  for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) fence_operand(acc[i][q]);
+  if constexpr (Last) wgmma_wait<0>();
+  else wgmma_wait<1>();
+}
+
 __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_u32(dst)),
@@ -342,45 +392,7 @@ __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_
   auto body = [&](int kb, auto& af, auto last) {  // af: uint32_t[KS][4][4] (a typed parameter crashed cudafe++ 13.0)
     const int slot = kb % S;
     mbar_wait(&full[slot], (kb / S) & 1);
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-      const uint8_t* wb = ws + slot * C::kW + ks * kWBlockBytes;
-      const uint4 q = *reinterpret_cast<const uint4*>(wb + warp * 512 + lane * 16);
-      const uint32_t sc = *reinterpret_cast<const uint32_t*>(wb + 4096 + warp * 32 + gq * 4);
-      const uint32_t f00 = scale_factor<0>(sc), f01 = scale_factor<2>(sc);
-      const uint32_t f10 = scale_factor<1>(sc), f11 = scale_factor<3>(sc);
-      dequant_word(q.x, f00, f01, af[ks][0]);
-      dequant_word(q.y, f00, f01, af[ks][1]);
-      dequant_word(q.z, f10, f11, af[ks][2]);
-      dequant_word(q.w, f10, f11, af[ks][3]);
-    }
-    // descriptor of the stage's token tile once; the 8 wgmmas add their 32-byte k offsets to its
-    // low word (the tile lies below 256 KB of shared memory: no carry into the high word)
-    const uint32_t dlo = static_cast<uint32_t>(desc_sw128(smem_u32(xs + slot * C::kX)));
-    constexpr uint64_t kDescHi = desc_sw128(0) & 0xFFFFFFFF00000000ull;
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks)
-#pragma unroll
-      for (int s = 0; s < 4; ++s)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) fence_operand(af[ks][s][j]);
-#pragma unroll
-    for (int i = 0; i < BT / 8; ++i)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) fence_operand(acc[i][q]);
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks)
-#pragma unroll
-      for (int s = 0; s < 4; ++s)
-        WgmmaRS<BT>::mma(&acc[0][0], af[ks][s], kDescHi | (dlo + static_cast<uint32_t>((ks * C::kXSub + s * 32) >> 4)));
-    wgmma_commit();
-#pragma unroll
-    for (int i = 0; i < BT / 8; ++i)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) fence_operand(acc[i][q]);
-    if constexpr (decltype(last)::value) wgmma_wait<0>();
-    else wgmma_wait<1>();
+    decode_stage_mma<BT, KS, C::kXSub, decltype(last)::value>(ws + slot * C::kW, xs + slot * C::kX, warp, lane, gq, af, acc);
     // the wgmmas of stage kb-1 (which read its token tile) are complete: release that stage
     __syncwarp();
     if (lane == 0 && kb > 0) mbar_arrive(&empty[(kb - 1) % S]);
@@ -553,43 +565,7 @@ __global__ void __launch_bounds__(kDecThreads, 2)
   auto body = [&](int kg, int li, auto& af, auto last) {
     const int slot = kg % S;
     mbar_wait(&full[slot], (kg / S) & 1);
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-      const uint8_t* wb = ws + slot * D::kW + ks * kWBlockBytes;
-      const uint4 q = *reinterpret_cast<const uint4*>(wb + warp * 512 + lane * 16);
-      const uint32_t sc = *reinterpret_cast<const uint32_t*>(wb + 4096 + warp * 32 + gq * 4);
-      const uint32_t f00 = scale_factor<0>(sc), f01 = scale_factor<2>(sc);
-      const uint32_t f10 = scale_factor<1>(sc), f11 = scale_factor<3>(sc);
-      dequant_word(q.x, f00, f01, af[ks][0]);
-      dequant_word(q.y, f00, f01, af[ks][1]);
-      dequant_word(q.z, f10, f11, af[ks][2]);
-      dequant_word(q.w, f10, f11, af[ks][3]);
-    }
-    const uint32_t dlo = static_cast<uint32_t>(desc_sw128(smem_u32(xs + slot * D::kX)));
-    constexpr uint64_t kDescHi = desc_sw128(0) & 0xFFFFFFFF00000000ull;
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks)
-#pragma unroll
-      for (int s = 0; s < 4; ++s)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) fence_operand(af[ks][s][j]);
-#pragma unroll
-    for (int i = 0; i < BT / 8; ++i)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) fence_operand(acc[i][q]);
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks)
-#pragma unroll
-      for (int s = 0; s < 4; ++s)
-        WgmmaRS<BT>::mma(&acc[0][0], af[ks][s], kDescHi | (dlo + static_cast<uint32_t>((ks * D::kXSub + s * 32) >> 4)));
-    wgmma_commit();
-#pragma unroll
-    for (int i = 0; i < BT / 8; ++i)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) fence_operand(acc[i][q]);
-    if constexpr (decltype(last)::value) wgmma_wait<0>();
-    else wgmma_wait<1>();
+    decode_stage_mma<BT, KS, D::kXSub, decltype(last)::value>(ws + slot * D::kW, xs + slot * D::kX, warp, lane, gq, af, acc);
     __syncwarp();
     if (lane == 0) {
       if (li > 0) mbar_arrive(&empty[(kg - 1) % S]);
@@ -761,16 +737,9 @@ void launch_streamk(const Params& p, int max_tiles, cudaStream_t stream) {
 // The consumers run nothing but wgmma and barrier waits in the main loop, so the tensor pipe sees a
 // plain bf16 GEMM; the decode of k-block kb+1.. overlaps the wgmmas of kb on other warps.
 // ================================================================================================
+/// D[64 x N] += A[64 x 16] * B[16 x N], both bf16 K-major tiles in shared memory (descriptors); only
+/// N = 256 (the prefill kernel's 256-token tile) is used.
 template <int N> struct WgmmaSSBf16;
-template <> struct WgmmaSSBf16<128> {
-  __device__ __forceinline__ static void mma(float* d, uint64_t da, uint64_t db) {
-    asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 0, 0;\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(da), "l"(db));
-  }
-};
 template <> struct WgmmaSSBf16<256> {
   __device__ __forceinline__ static void mma(float* d, uint64_t da, uint64_t db) {
     asm volatile(
