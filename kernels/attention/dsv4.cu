@@ -698,9 +698,16 @@ constexpr int kOffFlag = kOffSc + 2 * 512;  // [2][64] int
 constexpr int kOffF = kOffFlag + 512;       // alpha[64], m[64], l[64]
 constexpr int kOffBar = kOffF + 768;        // full[2], empty[2]
 constexpr int kSmem = kOffBar + 32 + 1024;  // + slack for 1024-B alignment
+// RING producer (thirteenth session): per producer warp a ring of kRingRows raw-row slots of
+// kSlot bytes (a whole 584-B row plus the 8-B shift of odd rows; 704 = 64 mod 128, so two rows read
+// by one half-warp fall in different banks), after the mbarriers.
+constexpr int kSlot = 704, kRingRows = 8;
+constexpr int kOffRing = (kOffBar + 32 + 127) / 128 * 128;
+constexpr int kSmemRing = kOffRing + 4 * kRingRows * kSlot + 1024;
 static_assert(kOffP % 1024 == 0, "P tile alignment");
 static_assert(kOffBar % 8 == 0, "mbarrier alignment");
 static_assert(kSmem <= 232448, "shared memory per block");
+static_assert(kSmemRing <= 232448, "shared memory per block (ring)");
 }  // namespace v4ws
 
 __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
@@ -723,6 +730,27 @@ __device__ __forceinline__ uint2 e4m3x4_to_bf16_scaled(uint32_t w, uint32_t f1, 
   return make_uint2(r0, r1);
 }
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+// 16-B cp.async (L2 only) to a shared-window address, predicated, src_size 0..16 (rest zero-filled)
+__device__ __forceinline__ void cp_async16_sp(uint32_t pred, uint32_t dst, const void* src, uint32_t sz) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %0, 0;\n@p cp.async.cg.shared.global [%1], [%2], 16, %3;\n}\n" ::"r"(pred), "r"(dst),
+               "l"(src), "r"(sz)
+               : "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait_mem() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ uint2 lds64(uint32_t a) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(a) : "memory");
+  return v;
+}
+__device__ __forceinline__ void sts128(uint32_t a, uint32_t x, uint32_t y, uint32_t z, uint32_t w) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
+}
+// 4 E4M3 bytes -> 4 BF16 (x 2^-120) without the scale multiply (see e4m3x4_to_bf16_scaled)
+__device__ __forceinline__ uint2 e4m3x4_bits(uint32_t w) {
+  const uint32_t t0 = __byte_perm(w, 0u, 0x1404), t1 = __byte_perm(w, 0u, 0x3424);
+  return make_uint2((t0 & 0x80008000u) | ((t0 >> 4) & 0x07f007f0u), (t1 & 0x80008000u) | ((t1 >> 4) & 0x07f007f0u));
+}
 // 8-B cp.async to a shared-window address (src_size 0 = zero fill), optionally predicated (no branch)
 __device__ __forceinline__ void cp_async8_s(uint32_t dst, const void* src, uint32_t sz) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(sz) : "memory");
@@ -795,8 +823,17 @@ __device__ __forceinline__ void fence_proxy_async_all() { asm volatile("fence.pr
 // fence.proxy.async (MEMBAR.ALL.GPU in SASS): the default. 1 = cluster-scope acquire / release
 // everywhere (call 1's form: CCTL.IVALL after every consumer wait, MEMBAR.ALL.GPU + ERRBAR before
 // every consumer arrival; 1.12x slower than the one-CTA kernel).
-template <int DBG, int REG, bool PAIR, int FENCE = 0>
+// RING (thirteenth session; env V4WS_RING, default 1, one-CTA form only): the producer gathers each
+// row whole with 16-B copies (37 per row; an odd row, 8-B aligned in the pool, is copied from 8 B
+// before its start, so its bytes sit 8 B into its slot) into a per-warp ring of 8 row slots outside
+// the BF16 buffers, in groups of 4 rows: group n+1 is issued before group n is converted, and the
+// next tile's first group before the last group of this tile, so the copies no longer wait for the
+// consumers' release of the buffer and their latency overlaps the conversion. Conversion: 8 lanes
+// per row, lane k converts 16-B output chunk k of each of the 7 FP8 blocks (8 raw bytes) and copies
+// RoPE chunk k. RING = false: the twelfth session's in-place staging (below).
+template <int DBG, int REG, bool PAIR, int FENCE = 0, bool RING = false>
 __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int4* __restrict__ work) {
+  static_assert(!(PAIR && RING), "the ring producer is one-CTA only");
   using namespace sm90;
   using namespace v4ws;
   constexpr float kLog2e = 1.4426950408889634f;
@@ -850,6 +887,98 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
     if constexpr (REG == 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
     if constexpr (REG == 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 88;\n" ::: "memory");
     if constexpr (REG == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 72;\n" ::: "memory");
+    if constexpr (RING) {
+      const int pw = (tid - 256) >> 5, rw0 = 16 * pw;  // the warp's rows rw0 .. rw0 + 15 of every tile
+      const int* idx = a.indices + static_cast<size_t>(qi) * a.idx_ld;
+      auto load_idx = [&](int j) -> int {  // lane l (< 16) holds the index of row rw0 + l of tile j
+        const int r = rb + 64 * j + rw0 + (lane & 15);
+        return (j < ntiles && r < re) ? __ldg(idx + r) : -1;
+      };
+      const uint32_t ring = sb + kOffRing + pw * (kRingRows * kSlot);
+      // rows 4 gg .. 4 gg + 3 of a tile (indices in idv, lanes 0..15) -> ring half hf: 4 x 37 chunks,
+      // chunk e = lane + 32 t is chunk q of row r (e = 37 r + q)
+      auto issue = [&](int idv, int gg, int hf) {
+#pragma unroll
+        for (int t = 0; t < 5; ++t) {
+          const int e = lane + 32 * t;
+          const int r = e / 37, q = e - 37 * r;
+          const int id = __shfl_sync(0xffffffffu, idv, 4 * gg + (r & 3));
+          const bool ok = id >= 0;
+          const uint32_t sh = static_cast<uint32_t>(id & 1) << 3;
+          const uint32_t sz = !ok ? 0u : (q == 36 && sh == 0) ? 8u : 16u;  // even rows: no bytes past the row
+          const uint8_t* src = a.pool + (ok ? static_cast<size_t>(id) * kV4RowBytes - sh + 16 * q : 0);
+          if (DBG != 2) cp_async16_sp(t < 4 || e < 148, ring + (4 * hf + (r & 3)) * kSlot + 16 * q, src, sz);
+        }
+      };
+      const int rr = lane >> 3, kk = lane & 7;  // conversion: row 4 gg + rr of the group, output chunk kk
+      // group gg of a tile, in ring half hf -> BF16 buffer at kvs (flags of buffer b)
+      auto convert = [&](int idv, int gg, int hf, uint32_t kvs, int b) {
+        const int dr = rw0 + 4 * gg + rr;
+        const int id = __shfl_sync(0xffffffffu, idv, 4 * gg + rr);
+        const uint32_t slot = ring + (4 * hf + rr) * kSlot + (static_cast<uint32_t>(id & 1) << 3);
+        if (kk == 0) sFlag[b * 64 + dr] = id >= 0;
+        const uint32_t swz = dr * 128 + (((kk ^ dr) & 7) << 4);
+        const uint2 r0 = lds64(slot + 448 + 16 * kk), r1 = lds64(slot + 456 + 16 * kk);
+        sts128(kvs + 7 * 8192 + swz, r0.x, r0.y, r1.x, r1.y);  // BF16 RoPE chunk kk
+        if (DBG == 1) return;
+        const uint2 sc = lds64(slot + 576);  // UE8M0 scales of blocks 0..6 (+ pad)
+        // scale byte > 134: 2^(s-7) is no BF16 factor -> two multiplies (2^120, then 2^(s-127))
+        const uint32_t big = __vcmpgtu4(sc.x, 0x86868686u) | (__vcmpgtu4(sc.y, 0x86868686u) & 0x00ffffffu);
+        if (__any_sync(0xffffffffu, big != 0)) {
+#pragma unroll
+          for (int c = 0; c < 7; ++c) {
+            const uint32_t cs = __byte_perm(c < 4 ? sc.x : sc.y, 0u, 0x4440 | (c & 3));
+            const bool two = cs > 134;
+            const uint32_t f1 = (two ? 247u : cs + 120u) * 0x00800080u, f2 = (two ? cs : 127u) * 0x00800080u;
+            const uint2 w = lds64(slot + 64 * c + 8 * kk);
+            const uint2 lo = e4m3x4_bits(w.x), hi = e4m3x4_bits(w.y);
+            sts128(kvs + c * 8192 + swz, bf16x2_mul(bf16x2_mul(lo.x, f1), f2), bf16x2_mul(bf16x2_mul(lo.y, f1), f2),
+                   bf16x2_mul(bf16x2_mul(hi.x, f1), f2), bf16x2_mul(bf16x2_mul(hi.y, f1), f2));
+          }
+        } else {
+#pragma unroll
+          for (int c = 0; c < 7; ++c) {
+            const uint32_t cs = __byte_perm(c < 4 ? sc.x : sc.y, 0u, 0x4440 | (c & 3));
+            const uint32_t f1 = (cs + 120u) * 0x00800080u;
+            const uint2 w = lds64(slot + 64 * c + 8 * kk);
+            const uint2 lo = e4m3x4_bits(w.x), hi = e4m3x4_bits(w.y);
+            sts128(kvs + c * 8192 + swz, bf16x2_mul(lo.x, f1), bf16x2_mul(lo.y, f1), bf16x2_mul(hi.x, f1), bf16x2_mul(hi.y, f1));
+          }
+        }
+      };
+      int id_cur = load_idx(0), id_nxt = load_idx(1);
+      issue(id_cur, 0, 0);
+      cp_async_commit();
+      for (int j = 0; j < ntiles; ++j) {
+        const int b = j & 1;
+        const int id_nn = load_idx(j + 2);
+        // L2 prefetch of tile j+1's rows: 6 lanes per row (5 lines at +128 k and the last byte)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const int i = k * 5 + lane / 6, part = lane % 6;
+          const int id = __shfl_sync(0xffffffffu, id_nxt, i & 15);
+          if (lane < 30 && i < 16 && id >= 0)
+            prefetch_l2(a.pool + static_cast<size_t>(id) * kV4RowBytes + (part == 5 ? kV4RowBytes - 1 : part * 128));
+        }
+        const uint32_t kvs = sb + kOffKV + b * kKV;
+#pragma unroll 1
+        for (int gg = 0; gg < 4; ++gg) {
+          __syncwarp();  // every lane has read ring half (gg + 1) & 1 (group gg - 1) before it is refilled
+          if (gg < 3) issue(id_cur, gg + 1, (gg + 1) & 1);
+          else if (j + 1 < ntiles) issue(id_nxt, 0, 0);
+          cp_async_commit();
+          if (gg == 0 && j >= 2) mbar_wait(&empty[b], ((j - 2) >> 1) & 1);  // P V(j-2) done: buffer b is free
+          cp_async_wait_mem<1>();
+          __syncwarp();  // every lane's copies of group gg have landed
+          convert(id_cur, gg, gg & 1, kvs, b);
+        }
+        fence_proxy_async();
+        mbar_arrive(&full[b]);
+        id_cur = id_nxt;
+        id_nxt = id_nn;
+      }
+      return;
+    }
     const int pt = tid - 256, pw = pt >> 5;
     const int rw0 = (PAIR ? 32 * static_cast<int>(rank) : 0) + RPW * pw;  // the warp's first row of a tile
     const int* idx = a.indices + static_cast<size_t>(qi) * a.idx_ld;
@@ -1214,16 +1343,18 @@ void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int*
 
 namespace {
 int g_v4ws_pair = -1;  // -1: from env V4WS_PAIR (default 0)
-template <int DBG, int REG, bool PAIR, int FENCE = 0>
+int g_v4ws_ring = -1;  // -1: from env V4WS_RING (default 1)
+template <int DBG, int REG, bool PAIR, int FENCE = 0, bool RING = false>
 void v4ws_launch(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
+  constexpr int smem = RING ? v4ws::kSmemRing : v4ws::kSmem;
   static bool attr = false;
   if (!attr) {
-    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<DBG, REG, PAIR, FENCE>, cudaFuncAttributeMaxDynamicSharedMemorySize, v4ws::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<DBG, REG, PAIR, FENCE, RING>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     attr = true;
   }
   const dim3 grid(a.H / 64, plan.n_work);
   if constexpr (!PAIR) {
-    v4_attn_ws_kernel<DBG, REG, false><<<grid, 384, v4ws::kSmem, s>>>(a, plan.work.p);
+    v4_attn_ws_kernel<DBG, REG, false, 0, RING><<<grid, 384, smem, s>>>(a, plan.work.p);
   } else {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
@@ -1244,6 +1375,14 @@ void v4ws_launch(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
 }  // namespace
 
 void v4_attn_ws_set_pair(int pair) { g_v4ws_pair = pair; }
+void v4_attn_ws_set_ring(int ring) { g_v4ws_ring = ring; }
+bool v4_attn_ws_uses_ring() {
+  if (g_v4ws_ring < 0) {
+    const char* e = std::getenv("V4WS_RING");
+    g_v4ws_ring = e ? std::atoi(e) : 1;
+  }
+  return g_v4ws_ring != 0;
+}
 bool v4_attn_ws_uses_pair(int H) {
   if (g_v4ws_pair < 0) {
     const char* e = std::getenv("V4WS_PAIR");
@@ -1273,6 +1412,10 @@ void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
       else if (reg == 0) v4ws_launch<0, 0, true>(a, plan, s);
       else if (reg == 2) v4ws_launch<0, 2, true>(a, plan, s);
       else v4ws_launch<0, 1, true>(a, plan, s);
+    } else if (v4_attn_ws_uses_ring()) {
+      if (dbg == 1) v4ws_launch<1, 1, false, 0, true>(a, plan, s);
+      else if (dbg == 2) v4ws_launch<2, 1, false, 0, true>(a, plan, s);
+      else v4ws_launch<0, 1, false, 0, true>(a, plan, s);
     } else {
       if (dbg == 1) v4ws_launch<1, 1, false>(a, plan, s);
       else if (dbg == 2) v4ws_launch<2, 1, false>(a, plan, s);
