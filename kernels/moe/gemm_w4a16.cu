@@ -955,24 +955,23 @@ void launch_prefill(const Params& p, int max_tiles, long long x_rows, cudaStream
 }
 
 // ================================================================================================
-// Variants 9 / 10: the prefill kernel with a NON-BLOCKING producer (NOTES.md §14; §13 (1)/(2)).
-// 384 threads as variant 8: WG 0 dequantises, WG 1-2 consume. In variant 8 thread 0 of WG 0 also
-// produced, and its blocking wait for the consumers' release of k-block kb-1 (before refilling that
-// slot) stalled warp 0's decode of kb+1 every k-block. Here thread 0 only polls the empty barriers
-// (mbarrier.test_wait) at two points per k-block and issues every load whose slot is free; it blocks
-// only when the k-block it is about to decode has not been issued. (A dedicated 13th producer warp does
-// not fit: 416 threads put 4 warps on one SM sub-partition, 16384 / 128 = 128 registers each, and the
-// m64n256 consumers need 154: ptxas C7602.) A ring SA 4 (variant 8: 3).
-// PERS = false (variant 9): one work item (tile x 128 weight rows) per CTA, grid = all items.
-// PERS = true (variant 10): persistent grid of one CTA per SM looping over work items w = blockIdx.x,
-// + gridDim.x, ...; the producer and the dequant warpgroup run ahead into the next item while the
-// consumers store the previous one (the fill and the epilogue of an item overlap the main loop), so
-// the epilogue stages through a separate per-warp buffer instead of the rings.
+// Variants 9 / 10: variant 8's prefill kernel on a PERSISTENT grid (NOTES.md §14; §13 (1)/(2)).
+// 384 threads as variant 8: WG 0 dequantises (its thread 0 produces), WG 1-2 consume. One CTA per SM
+// loops over work items (token tile x 128 weight rows) w = blockIdx.x, + gridDim.x, ...; the producer
+// and the dequant warpgroup run ahead into the next item while the consumers store the previous one
+// (the fill and the epilogue of an item overlap the main loop), so the epilogue stages through a
+// separate per-warp buffer instead of the rings. (PERS = false: one item per CTA, not dispatched.)
+// POLL (variant 9, A ring SA 4): thread 0 never blocks on an empty slot while it has its own barriers
+// to wait for: it spins on mbarrier.test_wait and issues every load whose slot frees meanwhile (in
+// variant 8 its blocking wait for the consumers' release of k-block kb-1 held warp 0's decode of kb+1).
+// !POLL (variant 10, SA 3): variant 8's blocking refill of the slot of kb-1 after the full_a arrival of kb.
+// (A dedicated 13th producer warp does not fit: 416 threads put 4 warps on one SM sub-partition,
+// 16384 / 128 = 128 registers each, and the m64n256 consumers need 154: ptxas C7602.)
 // Epilogue (both): each consumer warp transposes its 16 outputs x 32 tokens per pass through a
 // private 32 x 48-byte buffer (conflict-free 2-byte stores) and writes 32-byte row pieces.
 // ================================================================================================
 template <int SA, bool PERS>
-struct P2Cfg {
+struct P2Cfg {  // SA: dequantised A ring slots; PERS: persistent grid
   static constexpr int kBT = 256;
   static constexpr int kX = kBT * 128;
   static constexpr int kA = 128 * 128;
@@ -1016,7 +1015,7 @@ __device__ __forceinline__ bool mbar_test(uint64_t* bar, uint32_t parity) {
   return r != 0;
 }
 
-template <int SA, bool PERS>
+template <int SA, bool PERS, bool POLL>
 __global__ void __launch_bounds__(kP2Threads, 1) w4a16_prefill2_kernel(const __grid_constant__ CUtensorMap tmx, const Params p) {
   using C = P2Cfg<SA, PERS>;
   constexpr int SL = C::kSL, BT = C::kBT;
@@ -1072,11 +1071,24 @@ __global__ void __launch_bounds__(kP2Threads, 1) w4a16_prefill2_kernel(const __g
       }
       while (next < iters && mbar_test(&empty_l[next % SL], ((next / SL) & 1) ^ 1)) issue();
     };
+    // POLL: thread 0 spins on test_wait for its own barriers and issues every load whose slot frees in the
+    // meantime (the first form polled only between waits: with SA 4 the dequant warps run 3 k-blocks ahead
+    // and sit in the empty_a wait, so each load went out only when the decode needed it: 0.55 of dense).
+    auto wait_pumping = [&](uint64_t* bar, uint32_t par) {
+      while (!mbar_test(bar, par))
+        if (next < iters && mbar_test(&empty_l[next % SL], ((next / SL) & 1) ^ 1)) issue();
+    };
+    if (!POLL && tid == 0) pump(SL - 2);  // blocking form (variant 8's): SL - 1 loads ahead
     for (int it = 0; it < iters; ++it) {
-      if (tid == 0) pump(it);
+      if (POLL && tid == 0) pump(it);
       const int ls = it % SL, sa = it % SA;
-      mbar_wait(&full_l[ls], (it / SL) & 1);
-      mbar_wait(&empty_a[sa], ((it / SA) & 1) ^ 1);
+      if (POLL && tid == 0) {
+        wait_pumping(&full_l[ls], (it / SL) & 1);
+        wait_pumping(&empty_a[sa], ((it / SA) & 1) ^ 1);
+      } else {
+        mbar_wait(&full_l[ls], (it / SL) & 1);
+        mbar_wait(&empty_a[sa], ((it / SA) & 1) ^ 1);
+      }
       const uint8_t* wb = wr + ls * kWBlockBytes;
       const uint32_t ab = smem_u32(as + sa * C::kA);
 #pragma unroll
@@ -1100,7 +1112,9 @@ __global__ void __launch_bounds__(kP2Threads, 1) w4a16_prefill2_kernel(const __g
       }
       fence_proxy_async();
       mbar_arrive(&full_a[sa]);
-      if (tid == 0) pump(-1);
+      // POLL: whatever is free now; blocking form: the load SL - 1 ahead (slot of it - 1: released once the
+      // consumers' wgmmas of it - 1 are done, which needs full_a[it], arrived just above)
+      if (tid == 0) pump(POLL ? -1 : it + SL - 1);
       __syncwarp();
     }
     return;
@@ -1184,12 +1198,12 @@ __global__ void __launch_bounds__(kP2Threads, 1) w4a16_prefill2_kernel(const __g
   }
 }
 
-template <int SA, bool PERS>
+template <int SA, bool PERS, bool POLL>
 void launch_prefill2(const Params& p, int max_tiles, long long x_rows, cudaStream_t stream) {
   using C = P2Cfg<SA, PERS>;
   static int sms = 0;
   if (!sms) {
-    SS_CUDA(cudaFuncSetAttribute(w4a16_prefill2_kernel<SA, PERS>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(w4a16_prefill2_kernel<SA, PERS, POLL>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
     int dev = 0;
     SS_CUDA(cudaGetDevice(&dev));
     SS_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -1209,7 +1223,7 @@ void launch_prefill2(const Params& p, int max_tiles, long long x_rows, cudaStrea
   if (work >= (1ll << 31)) throw std::invalid_argument("w4a16 prefill: work items overflow int");
   // variant 10's grid: resident CTAs (1 per SM), or w4a16_set_streamk_ctas's count when forced (tests)
   const int grid = PERS ? static_cast<int>(std::min<long long>(work, g_sk_ctas > 0 ? g_sk_ctas : sms)) : static_cast<int>(work);
-  w4a16_prefill2_kernel<SA, PERS><<<grid, kP2Threads, C::kSmem, stream>>>(map, p);
+  w4a16_prefill2_kernel<SA, PERS, POLL><<<grid, kP2Threads, C::kSmem, stream>>>(map, p);
   SS_LAUNCH_CHECK();
 }
 
@@ -1225,11 +1239,11 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
       if (x_rows > 0) { launch_prefill<BT>(p, max_tiles, x_rows, stream); return; }
     }
   }
-  if (g_variant == 9 || g_variant == 10) {  // NOTES.md §14: dedicated producer warp, SA 4 (10: persistent)
+  if (g_variant == 9 || g_variant == 10) {  // NOTES.md §14: persistent; 9: polling producer, SA 4; 10: blocking producer, SA 3
     if constexpr (BT == 256) {
       if (x_rows > 0) {
-        if (g_variant == 9) launch_prefill2<4, false>(p, max_tiles, x_rows, stream);
-        else launch_prefill2<4, true>(p, max_tiles, x_rows, stream);
+        if (g_variant == 9) launch_prefill2<4, true, true>(p, max_tiles, x_rows, stream);
+        else launch_prefill2<3, true, false>(p, max_tiles, x_rows, stream);
         return;
       }
     }

@@ -37,22 +37,22 @@ mkdir -p "$OUT"
     grep -E "ceiling|copy|cublas bf16" "$OUT/bench_pf.txt" | head -4
   fi
   if [ "${NCU:-1}" = 1 ]; then
-    for v in ${NCU_V:-8 10}; do
+    for v in ${NCU_V:-8 9 10}; do
       echo "== ncu v$v ($(($(date +%s)-T0)) s)"
       timeout ${NCU_S:-120} ncu --clock-control none ${NCU_SECTIONS:---section SpeedOfLight --section WarpStateStats --section Occupancy \
         --section SchedulerStats --section ComputeWorkloadAnalysis --section InstructionStats --section LaunchStats \
-        --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables} --kernel-name-base mangled -k regex:"w4a16_prefill|w4a16_kernelILi256" -c 1 \
+        --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.sum} --kernel-name-base mangled -k regex:"w4a16_prefill|w4a16_kernelILi256" -c 1 \
         "$BIN/bench_moe" --out /tmp/probe --probe --w4-variants "$v" > "$OUT/ncu_v$v.txt" 2>&1
       echo "ncu exit: $?"
       grep -E "w4a16|Duration|DRAM Throughput|Compute \(SM\)|Issue Slots Busy|No Eligible|Registers Per|Warp Cycles Per Issued|Executed Ipc|Shared Memory|Tensor|Pipe|Bank" "$OUT/ncu_v$v.txt" | cut -c1-150 | head -30
     done
   fi
-  for k in w4a16_prefill_kernelILi256E w4a16_prefill2_kernelILi4ELb0E w4a16_prefill2_kernelILi4ELb1E; do
+  for k in w4a16_prefill_kernelILi256E w4a16_prefill2_kernelILi4ELb1ELb1E w4a16_prefill2_kernelILi3ELb1ELb0E; do
     cuobjdump --dump-sass "$BIN/bench_moe" 2>/dev/null | awk -v pat="$k" '/Function : /{f=($0 ~ pat)} f' > "$OUT/sass_$k.txt"
     echo "SASS $k: $(grep -c HGMMA "$OUT/sass_$k.txt") HGMMA, $(grep -cE 'LDL|STL' "$OUT/sass_$k.txt") LDL/STL, $(grep -c STSM "$OUT/sass_$k.txt") STSM, $(wc -l < "$OUT/sass_$k.txt") lines"
   done
   if [ "${TABLE:-0}" = 1 ] && [ $TESTS_OK = 1 ]; then
-    for tv in ${TABLE_V:-8 10}; do
+    for tv in ${TABLE_V:-8 9 10}; do
       echo "== table sweep v$tv ($(($(date +%s)-T0)) s)"
       timeout ${TABLE_S:-120} "$BIN/bench_moe" --out "$OUT/tables_v$tv" --only moe_grouped_gemm_w4a16 --deadline-s $((${TABLE_S:-120} - 10)) \
         --w4-variants "$tv" --w4-min-m 96 ${TABLE_ARGS:-} > "$OUT/bench_table_v$tv.txt" 2>&1

@@ -472,8 +472,8 @@ TEST(W4A16Prefill, ModelShapesSkewed) {
   for (const auto& cs : cases) check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, 8);
 }
 
-// Variants 9 / 10 (NOTES.md §14: dedicated producer warp; 10 = persistent grid): the same skewed cases,
-// then variant 10 on forced small grids (every CTA loops over several items, the rings wrap across
+// Variants 9 / 10 (NOTES.md §14: persistent grid; 9 polling producer, 10 blocking): the same skewed cases,
+// then both on forced small grids (every CTA loops over several items, the rings wrap across
 // items, the epilogue of one item overlaps the loads of the next).
 TEST(W4A16Prefill, ProducerWarpAndPersistent) {
   SKIP_NO_GPU();
@@ -485,13 +485,14 @@ TEST(W4A16Prefill, ProducerWarpAndPersistent) {
   };
   for (int v : {9, 10})
     for (const auto& cs : cases) check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, v);
-  for (int ctas : {1, 3, 7}) {
-    w4a16_set_streamk_ctas(ctas);
-    std::printf("persistent grid %d: ", ctas);
-    check_w4a16(256, {513, 3, 0, 256}, 768, 3584, true, 10);
-    check_w4a16(256, {257, 0, 1, 40, 5}, 512, 1536, true, 10);
-    w4a16_set_streamk_ctas(0);
-  }
+  for (int v : {9, 10})
+    for (int ctas : {1, 3, 7}) {
+      w4a16_set_streamk_ctas(ctas);
+      std::printf("persistent grid %d: ", ctas);
+      check_w4a16(256, {513, 3, 0, 256}, 768, 3584, true, v);
+      check_w4a16(256, {257, 0, 1, 40, 5}, 512, 1536, true, v);
+      w4a16_set_streamk_ctas(0);
+    }
 }
 
 // Variant 7 (stream-K): forced small grids make every CTA cross several tiles with partial heads and
