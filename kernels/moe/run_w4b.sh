@@ -41,7 +41,7 @@ mkdir -p "$OUT"
       echo "== ncu v$v ($(($(date +%s)-T0)) s)"
       timeout ${NCU_S:-120} ncu --clock-control none ${NCU_SECTIONS:---section SpeedOfLight --section WarpStateStats --section Occupancy \
         --section SchedulerStats --section ComputeWorkloadAnalysis --section InstructionStats --section LaunchStats \
-        --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.sum} --kernel-name-base mangled -k regex:"w4a16_prefill|w4a16_kernelILi256" -c 1 \
+        --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables} --print-details all --kernel-name-base mangled -k regex:"w4a16_prefill|w4a16_kernelILi256" -c 1 \
         "$BIN/bench_moe" --out /tmp/probe --probe --w4-variants "$v" > "$OUT/ncu_v$v.txt" 2>&1
       echo "ncu exit: $?"
       grep -E "w4a16|Duration|DRAM Throughput|Compute \(SM\)|Issue Slots Busy|No Eligible|Registers Per|Warp Cycles Per Issued|Executed Ipc|Shared Memory|Tensor|Pipe|Bank" "$OUT/ncu_v$v.txt" | cut -c1-150 | head -30
