@@ -76,8 +76,9 @@ std::vector<std::vector<std::pair<int, double>>> eplb_placement(const std::vecto
   return out;
 }
 
-ExpertLoad::ExpertLoad(const FfnSpec& f, int ep, int redundant) {
+ExpertLoad::ExpertLoad(const FfnSpec& f, int ep, int redundant, bool eplb) {
   if (ep < 1) throw std::invalid_argument("ExpertLoad: ep must be >= 1");
+  if (redundant > 0 && !eplb) throw std::invalid_argument("ExpertLoad: redundant experts are placed by EPLB");
   experts_ = f.experts, top_k_ = f.top_k, ep_ = ep, drift_ = f.popularity.drift_sigma, seq_sigma_ = f.popularity.sequence_sigma;
   balanced_ = f.op != FfnOp::moe || f.popularity.alpha <= 0 || ep == 1 || f.experts < 1;
   if (balanced_) return;
@@ -86,7 +87,7 @@ ExpertLoad::ExpertLoad(const FfnSpec& f, int ep, int redundant) {
   for (int l = 0; l < kProfiles; ++l) {
     Profile p;
     for (int e = 0; e < experts_; ++e) p.w.push_back(power_law_draw(rng.uniform(), f.popularity.alpha, 1.0, f.popularity.range));
-    if (redundant > 0) {
+    if (eplb) {
       p.gpu = eplb_placement(p.w, ep, redundant);
     } else {  // experts in id order, ceil(E / N) per GPU
       p.gpu.resize(static_cast<size_t>(ep));

@@ -16,8 +16,9 @@
 // the answer. No expert takes more than 1/top_k of the assignments (a token picks top_k distinct
 // experts): shares above that are pinned there (cap_shares). Placement: with redundant experts (EPLB) the redundant slots replicate the most
 // loaded experts (each replica takes an equal share) and slots are packed onto GPUs heaviest first
-// onto the least-loaded GPU with a free slot (DeepSeek EPLB's replicate-then-pack); without, experts
-// sit in id order, E/N per GPU, and ids are unrelated to popularity.
+// onto the least-loaded GPU with a free slot (DeepSeek EPLB's replicate-then-pack; EPLB with no
+// redundant slots only packs, E/N per GPU); without EPLB, experts sit in id order, E/N per GPU,
+// and ids are unrelated to popularity.
 //
 // The figure a step uses is max_g(load_g) / mean_g(load_g) over the GPUs, averaged over
 // `kProfiles` independent layer profiles (each MoE layer has its own hot experts). Calibration
@@ -50,10 +51,14 @@ class ExpertLoad {
   static constexpr int kProfiles = 4;  ///< independent layer popularity profiles averaged per step
   static constexpr int kSamples = 32;  ///< precomputed draws per token bucket
 
-  /// f: a MoE kind (f.experts, f.top_k, f.popularity); ep: GPUs of the group; redundant: EPLB slots
-  /// (0 = no EPLB). Balanced (every figure exactly 1) when f.popularity.alpha == 0, ep == 1 or f is
-  /// not MoE. Throws std::invalid_argument if ep < 1.
-  ExpertLoad(const FfnSpec& f, int ep, int redundant);
+  /// f: a MoE kind (f.experts, f.top_k, f.popularity); ep: GPUs of the group; redundant: EPLB's
+  /// extra slots; eplb: experts placed by EPLB (replicate, then pack by load; with redundant 0 only
+  /// the packing) rather than in id order. Balanced (every figure exactly 1) when
+  /// f.popularity.alpha == 0, ep == 1 or f is not MoE. Throws std::invalid_argument if ep < 1, or
+  /// if redundant > 0 without eplb.
+  ExpertLoad(const FfnSpec& f, int ep, int redundant, bool eplb);
+  /// The same with eplb = (redundant > 0).
+  ExpertLoad(const FfnSpec& f, int ep, int redundant) : ExpertLoad(f, ep, redundant, redundant > 0) {}
 
   bool balanced() const { return balanced_; }
   /// One step's draw for `tokens` tokens routed in the group from `seqs` effective sequences

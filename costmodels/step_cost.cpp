@@ -233,7 +233,7 @@ StepCostModel::StepCostModel(const ModelSpec& model, std::shared_ptr<const CostM
   // routed-expert loads per MoE kind (costmodels/expert_load.hpp), unless fixed or balanced
   for (const auto& f : model_.ffn_kinds)
     loads_.push_back(shape_.expert_skew && shape_.expert_imbalance == 0 && f.op == FfnOp::moe
-                         ? std::make_unique<ExpertLoad>(f, shape_.ep, shape_.redundant_experts)
+                         ? std::make_unique<ExpertLoad>(f, shape_.ep, shape_.redundant_experts, shape_.eplb || shape_.redundant_experts > 0)
                          : nullptr);
   if (const FfnSpec* m = model_.main_moe()) main_moe_ = static_cast<int>(m - model_.ffn_kinds.data());
 }

@@ -37,13 +37,14 @@ struct InstanceShape {
   double comm_sm_fraction = 0;
   int mtp_draft_tokens = 0;  ///< decode: MTP drafts per step (the draft passes are priced in the step)
   double overlap_exposed_fraction = 0;  ///< two-batch overlap: share of the all-to-all left on the critical path
+  bool eplb = false;  ///< experts placed by EPLB even without redundant copies (redundant_experts > 0 implies it)
   int dp() const { return ep / attn_tp; }
 };
 
 /// The shape of an instance of `pool`, balanced routing and no host costs (unit tests). No errors.
 inline InstanceShape instance_shape(const PoolSpec& pool) {
   InstanceShape s;
-  s.ep = pool.ep, s.attn_tp = pool.attn_tp, s.redundant_experts = pool.redundant_experts;
+  s.ep = pool.ep, s.attn_tp = pool.attn_tp, s.redundant_experts = pool.redundant_experts, s.eplb = pool.eplb;
   s.expert_imbalance = pool.expert_imbalance, s.two_batch_overlap = pool.two_batch_overlap, s.dispatch = pool.ep_dispatch;
   s.mtp_draft_tokens = pool.mtp_draft_tokens;
   s.overlap_exposed_fraction = pool.overlap_exposed_fraction;

@@ -39,6 +39,12 @@ struct PoolSpec {
   long long chunk_tokens = 8192;       ///< prefill: most tokens of one request per step (chunked prefill)
   int max_running = 128;               ///< decode: most sequences per DP rank per step (continuous batching)
   int redundant_experts = 0;           ///< EPLB extra expert copies per MoE layer
+  /// Experts placed by an expert-parallel load balancer (DeepSeek EPLB: replicate the most loaded
+  /// experts into the redundant slots, then pack slots heaviest first onto the least-loaded GPU)
+  /// instead of in id order. Scenario default: true when redundant_experts > 0, else false; SGLang's
+  /// --enable-eplb without --ep-num-redundant-experts is eplb true with 0 redundant experts (the
+  /// 384 experts of Kimi K2 rebalanced 12 per GPU, no copies). Redundant copies need EPLB.
+  bool eplb = false;
   /// Busiest GPU's routed load / mean: 0 (default) = sampled per step from the model's expert
   /// popularity and the EPLB placement (costmodels/expert_load.hpp); ≥ 1 = fixed at this value.
   double expert_imbalance = 0;

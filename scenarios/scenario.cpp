@@ -99,6 +99,8 @@ PoolSpec read_pool(Obj o, const PoolSpec& def) {
   p.chunk_tokens = o.integer("chunk_tokens", def.chunk_tokens, 1, kMaxTokens);
   p.max_running = o.int32("max_running", def.max_running, 1);
   p.redundant_experts = o.int32("redundant_experts", def.redundant_experts, 0);
+  p.eplb = o.boolean("eplb", p.redundant_experts > 0);
+  if (p.redundant_experts > 0 && !p.eplb) o.fail("eplb", "redundant experts are placed by EPLB: set eplb to true or redundant_experts to 0");
   p.expert_imbalance = o.num("expert_imbalance", def.expert_imbalance, 0.0, 1e6);
   if (p.expert_imbalance > 0 && p.expert_imbalance < 1) o.fail("expert_imbalance", "must be 0 (sampled from the model) or >= 1 (busiest GPU / mean)");
   p.cuda_graph = o.boolean("cuda_graph", def.cuda_graph);

@@ -100,7 +100,8 @@ int step(const StepArgs& a) {
   fmt::print("  between kernels  expert load {:.3f} busiest/mean GPU ({}), host {:.3f} ms ({}), all-to-all {:.3f} ms of which {:.3f} exposed\n",
              t.expert_load,
              pool.expert_imbalance > 0 ? "fixed in the scenario"
-                                       : fmt::format("expected, {} redundant experts", pool.redundant_experts),
+                                       : pool.eplb ? fmt::format("expected, EPLB, {} redundant experts", pool.redundant_experts)
+                                                    : std::string("expected, experts in id order (no EPLB)"),
              t.host_s * 1e3, pool.cuda_graph ? "CUDA graph" : "eager launches", t.comm_total_s * 1e3, t.comm_s * 1e3);
   const double seqs_eff = u.model.attention_part(u.ranks, decode ? Phase::decode : Phase::prefill).seqs_eff;
   const double rank_computed = static_cast<double>(u.verified * a.seqs_per_rank);  // (with MTP: verified tokens, not made ones)
