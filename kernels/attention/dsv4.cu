@@ -738,14 +738,6 @@ __device__ __forceinline__ void cp_async16_sp(uint32_t pred, uint32_t dst, const
 }
 template <int N>
 __device__ __forceinline__ void cp_async_wait_mem() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-__device__ __forceinline__ uint2 lds64(uint32_t a) {
-  uint2 v;
-  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(a) : "memory");
-  return v;
-}
-__device__ __forceinline__ void sts128(uint32_t a, uint32_t x, uint32_t y, uint32_t z, uint32_t w) {
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
-}
 // 4 E4M3 bytes -> 4 BF16 (x 2^-120) without the scale multiply (see e4m3x4_to_bf16_scaled)
 __device__ __forceinline__ uint2 e4m3x4_bits(uint32_t w) {
   const uint32_t t0 = __byte_perm(w, 0u, 0x1404), t1 = __byte_perm(w, 0u, 0x3424);
@@ -903,25 +895,32 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
           const int e = lane + 32 * t;
           const int r = e / 37, q = e - 37 * r;
           const int id = __shfl_sync(0xffffffffu, idv, 4 * gg + (r & 3));
-          const bool ok = id >= 0;
-          const uint32_t sh = static_cast<uint32_t>(id & 1) << 3;
-          const uint32_t sz = !ok ? 0u : (q == 36 && sh == 0) ? 8u : 16u;  // even rows: no bytes past the row
-          const uint8_t* src = a.pool + (ok ? static_cast<size_t>(id) * kV4RowBytes - sh + 16 * q : 0);
-          if (DBG != 2) cp_async16_sp(t < 4 || e < 148, ring + (4 * hf + (r & 3)) * kSlot + 16 * q, src, sz);
+          // an odd row starts 8 B past a 16-B boundary: its chunks start at the boundary before it
+          const uint32_t sz = id < 0 ? 0u : (q == 36 && !(id & 1)) ? 8u : 16u;  // even rows: no bytes past the row
+          const size_t off = (static_cast<size_t>(id < 0 ? 0 : id) * kV4RowBytes + 16 * q) & ~static_cast<size_t>(15);
+          if (DBG != 2) cp_async16_sp(t < 4 || e < 148, ring + (4 * hf + (r & 3)) * kSlot + 16 * q, a.pool + off, sz);
         }
       };
       const int rr = lane >> 3, kk = lane & 7;  // conversion: row 4 gg + rr of the group, output chunk kk
-      // group gg of a tile, in ring half hf -> BF16 buffer at kvs (flags of buffer b)
-      auto convert = [&](int idv, int gg, int hf, uint32_t kvs, int b) {
+      uint8_t* const ringp = smem + kOffRing + pw * (kRingRows * kSlot);
+      // group gg of a tile, in ring half hf -> BF16 buffer kvb (flags of buffer b). Plain C++ shared
+      // loads / stores (no asm memory clobbers), so the compiler issues all 10 loads before the math.
+      auto convert = [&](int idv, int gg, int hf, uint8_t* kvb, int b) {
         const int dr = rw0 + 4 * gg + rr;
         const int id = __shfl_sync(0xffffffffu, idv, 4 * gg + rr);
-        const uint32_t slot = ring + (4 * hf + rr) * kSlot + (static_cast<uint32_t>(id & 1) << 3);
+        const uint8_t* slot = ringp + (4 * hf + rr) * kSlot + ((id & 1) << 3);
         if (kk == 0) sFlag[b * 64 + dr] = id >= 0;
         const uint32_t swz = dr * 128 + (((kk ^ dr) & 7) << 4);
-        const uint2 r0 = lds64(slot + 448 + 16 * kk), r1 = lds64(slot + 456 + 16 * kk);
-        sts128(kvs + 7 * 8192 + swz, r0.x, r0.y, r1.x, r1.y);  // BF16 RoPE chunk kk
+        const uint2 r0 = *reinterpret_cast<const uint2*>(slot + 448 + 16 * kk);
+        const uint2 r1 = *reinterpret_cast<const uint2*>(slot + 456 + 16 * kk);
+        uint2 w[7];
+        if (DBG != 1) {
+#pragma unroll
+          for (int c = 0; c < 7; ++c) w[c] = *reinterpret_cast<const uint2*>(slot + 64 * c + 8 * kk);
+        }
+        const uint2 sc = *reinterpret_cast<const uint2*>(slot + 576);  // UE8M0 scales of blocks 0..6 (+ pad)
+        *reinterpret_cast<uint4*>(kvb + 7 * 8192 + swz) = make_uint4(r0.x, r0.y, r1.x, r1.y);  // BF16 RoPE chunk kk
         if (DBG == 1) return;
-        const uint2 sc = lds64(slot + 576);  // UE8M0 scales of blocks 0..6 (+ pad)
         // scale byte > 134: 2^(s-7) is no BF16 factor -> two multiplies (2^120, then 2^(s-127))
         const uint32_t big = __vcmpgtu4(sc.x, 0x86868686u) | (__vcmpgtu4(sc.y, 0x86868686u) & 0x00ffffffu);
         if (__any_sync(0xffffffffu, big != 0)) {
@@ -930,19 +929,18 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
             const uint32_t cs = __byte_perm(c < 4 ? sc.x : sc.y, 0u, 0x4440 | (c & 3));
             const bool two = cs > 134;
             const uint32_t f1 = (two ? 247u : cs + 120u) * 0x00800080u, f2 = (two ? cs : 127u) * 0x00800080u;
-            const uint2 w = lds64(slot + 64 * c + 8 * kk);
-            const uint2 lo = e4m3x4_bits(w.x), hi = e4m3x4_bits(w.y);
-            sts128(kvs + c * 8192 + swz, bf16x2_mul(bf16x2_mul(lo.x, f1), f2), bf16x2_mul(bf16x2_mul(lo.y, f1), f2),
-                   bf16x2_mul(bf16x2_mul(hi.x, f1), f2), bf16x2_mul(bf16x2_mul(hi.y, f1), f2));
+            const uint2 lo = e4m3x4_bits(w[c].x), hi = e4m3x4_bits(w[c].y);
+            *reinterpret_cast<uint4*>(kvb + c * 8192 + swz) =
+                make_uint4(bf16x2_mul(bf16x2_mul(lo.x, f1), f2), bf16x2_mul(bf16x2_mul(lo.y, f1), f2),
+                           bf16x2_mul(bf16x2_mul(hi.x, f1), f2), bf16x2_mul(bf16x2_mul(hi.y, f1), f2));
           }
         } else {
 #pragma unroll
           for (int c = 0; c < 7; ++c) {
-            const uint32_t cs = __byte_perm(c < 4 ? sc.x : sc.y, 0u, 0x4440 | (c & 3));
-            const uint32_t f1 = (cs + 120u) * 0x00800080u;
-            const uint2 w = lds64(slot + 64 * c + 8 * kk);
-            const uint2 lo = e4m3x4_bits(w.x), hi = e4m3x4_bits(w.y);
-            sts128(kvs + c * 8192 + swz, bf16x2_mul(lo.x, f1), bf16x2_mul(lo.y, f1), bf16x2_mul(hi.x, f1), bf16x2_mul(hi.y, f1));
+            const uint32_t f1 = (__byte_perm(c < 4 ? sc.x : sc.y, 0u, 0x4440 | (c & 3)) + 120u) * 0x00800080u;
+            const uint2 lo = e4m3x4_bits(w[c].x), hi = e4m3x4_bits(w[c].y);
+            *reinterpret_cast<uint4*>(kvb + c * 8192 + swz) =
+                make_uint4(bf16x2_mul(lo.x, f1), bf16x2_mul(lo.y, f1), bf16x2_mul(hi.x, f1), bf16x2_mul(hi.y, f1));
           }
         }
       };
@@ -960,7 +958,7 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
           if (lane < 30 && i < 16 && id >= 0)
             prefetch_l2(a.pool + static_cast<size_t>(id) * kV4RowBytes + (part == 5 ? kV4RowBytes - 1 : part * 128));
         }
-        const uint32_t kvs = sb + kOffKV + b * kKV;
+        uint8_t* const kvb = smem + kOffKV + b * kKV;
 #pragma unroll 1
         for (int gg = 0; gg < 4; ++gg) {
           __syncwarp();  // every lane has read ring half (gg + 1) & 1 (group gg - 1) before it is refilled
@@ -970,7 +968,7 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
           if (gg == 0 && j >= 2) mbar_wait(&empty[b], ((j - 2) >> 1) & 1);  // P V(j-2) done: buffer b is free
           cp_async_wait_mem<1>();
           __syncwarp();  // every lane's copies of group gg have landed
-          convert(id_cur, gg, gg & 1, kvs, b);
+          convert(id_cur, gg, gg & 1, kvb, b);
         }
         fence_proxy_async();
         mbar_arrive(&full[b]);
