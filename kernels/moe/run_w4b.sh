@@ -24,7 +24,7 @@ mkdir -p "$OUT"
   if [ $TESTS_OK = 0 ]; then echo "tests failed: timing 8 only, no table"; W4V=8; NCU_V=8; TABLE=0; fi
   if [ "${SANITIZE:-1}" = 1 ]; then
     timeout ${MEMCHECK_S:-150} compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_moe" \
-      --gtest_filter="${MEMCHECK_FILTER:-W4A16Prefill.ProducerWarpAndPersistent:AllTiles/W4A16Test.MatchesDoubleReference/64:AllTiles/W4A16Test.MatchesDoubleReference/65}" > "$OUT/memcheck.txt" 2>&1
+      --gtest_filter="${MEMCHECK_FILTER:-W4A16Prefill.ProducerWarpAndPersistent}" > "$OUT/memcheck.txt" 2>&1
     rc=$?; echo "memcheck exit: $rc"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.txt" | head -5
     grep -E "w4a16 v=" "$OUT/memcheck.txt" | head -20
     if [ $rc != 0 ]; then TESTS_OK=0; TABLE=0; fi
