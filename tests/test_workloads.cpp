@@ -1,5 +1,7 @@
 // Trace readers and generators: mapping, errors with file:line, determinism, streaming order.
+// The input rules every reader shares (issue 10): test_trace_input_rules.cpp.
 #include "helpers.hpp"
+#include "trace_test_helpers.hpp"
 #include "workloads/mooncake.hpp"
 #include "workloads/synthetic.hpp"
 
@@ -14,12 +16,6 @@
 using namespace servesim;
 
 namespace {
-
-std::string write_tmp(const std::string& name, const std::string& text) {
-  const auto p = std::filesystem::temp_directory_path() / ("servesim_" + name);
-  std::ofstream(p) << text;
-  return p.string();
-}
 
 std::string error_reading(const std::string& text) {
   const std::string path = write_tmp("bad.jsonl", text);
@@ -165,24 +161,6 @@ TEST(Mooncake, ConversationTracePrefixReuseClosedForm) {
 #include "workloads/agent.hpp"
 #include "workloads/csv_traces.hpp"
 #include "workloads/tracelab.hpp"
-
-namespace {
-
-template <class Reader, class... A>
-std::string error_of(A&&... args) {
-  try {
-    Reader r(std::forward<A>(args)...);
-    while (auto q = r.next()) {
-      for (auto f = r.follow_up(*q, q->arrival_s); f; f = r.follow_up(*f, f->arrival_s)) {
-      }
-    }
-  } catch (const TraceError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
 
 TEST(Azure, MapsDatetimesAndTokens) {
   const std::string p = write_tmp("az.csv",
@@ -398,180 +376,4 @@ TEST(TraceLab, RoundJsonlBadValuesStopOrAreSkippedWithTheirSession) {
   }
   EXPECT_EQ(n, 2);               // session a keeps round 0 only; session b
   EXPECT_EQ(r.skipped_rows(), 2);  // the bad row and the round after it
-}
-
-// ----------------------------------------------------------------------------- input rules (issue 10, items 6-8, 10)
-
-namespace {
-
-const char* kBom = "\xEF\xBB\xBF";
-const std::string kAzureHead = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
-const std::string kBurstHead = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n";
-const std::string kReplayHead = "session_id,arrival_time,round_idx,prefix_len,input_len,output_len,tool_wait_after_ms\n";
-
-std::string mooncake_row(const std::string& ts, const std::string& in = "512", const std::string& out = "4", const std::string& ids = "[1]") {
-  return "{\"timestamp\":" + ts + ",\"input_length\":" + in + ",\"output_length\":" + out + ",\"hash_ids\":" + ids + "}\n";
-}
-
-std::string round_row(const std::string& sid, const std::string& ts, const std::string& total = "1000", const std::string& tools = "[]") {
-  return "{\"session_id\":\"" + sid + "\",\"round_index\":0,\"input_tokens_total\":" + total + ",\"prefix_tokens\":0,\"output_tokens\":10," +
-         "\"timing_events\":[{\"timestamp\":\"" + ts + "\"}],\"tools\":" + tools + "}\n";
-}
-
-// every request a reader yields, rounds of a session included
-template <class Reader, class... A>
-std::vector<Request> read_all(A&&... args) {
-  Reader r(std::forward<A>(args)...);
-  std::vector<Request> out;
-  while (auto q = r.next()) {
-    out.push_back(*q);
-    for (auto f = r.follow_up(*q, q->arrival_s); f; f = r.follow_up(*f, f->arrival_s)) out.push_back(*f);
-  }
-  return out;
-}
-
-std::vector<double> arrivals(const std::vector<Request>& rs) {
-  std::vector<double> a;
-  for (const auto& r : rs) a.push_back(r.arrival_s);
-  return a;
-}
-
-}  // namespace
-
-// Item 6: absolute epoch time stamps. Every reader with time stamps puts time 0 at the first
-// arrival: 1726000000000 ms and 1726000000100 ms arrive at 0 and 0.1 s, as 0 and 100 ms do.
-TEST(InputRules, EveryReaderPutsTimeZeroAtTheFirstArrival) {
-  // Mooncake: (1726000000100 − 1726000000000) / 1000 = 0.1 s
-  const auto epoch = write_tmp("ep.jsonl", mooncake_row("1726000000000") + mooncake_row("1726000000100"));
-  const auto zero = write_tmp("z.jsonl", mooncake_row("0") + mooncake_row("100"));
-  EXPECT_EQ(arrivals(read_all<MooncakeReader>(epoch, 1.0, 0.0, 512, 0LL, std::uint64_t{1})), (std::vector<double>{0.0, 0.1}));
-  EXPECT_EQ(arrivals(read_all<MooncakeReader>(zero, 1.0, 0.0, 512, 0LL, std::uint64_t{1})), (std::vector<double>{0.0, 0.1}));
-  {
-    MooncakeReader r(epoch, 1.0, 0.0, 512, 0, 1);
-    while (r.next()) {
-    }
-    EXPECT_NE(r.time_origin().find("1726000000000 ms"), std::string::npos) << r.time_origin();  // run_cmd logs it
-    MooncakeReader z(zero, 1.0, 0.0, 512, 0, 1);
-    while (z.next()) {
-    }
-    EXPECT_EQ(z.time_origin(), "");  // nothing moved
-  }
-  // TraceLab replay CSV: sessions at 1726000000000 and 1726000000250 ms → 0 and 0.25 s
-  const auto tl = write_tmp("tle.csv", kReplayHead + "0,1726000000000,0,0,100,5,0\n1,1726000000250,0,0,100,5,0\n");
-  EXPECT_EQ(arrivals(read_all<TraceLabReplayReader>(tl, 1.0, 0LL, 512, false)), (std::vector<double>{0.0, 0.25}));
-  // BurstGPT: Timestamp 1726000000 and 1726000002 s → 0 and 2 s (exact in doubles)
-  const auto bg = write_tmp("bge.csv", kBurstHead + "1726000000,ChatGPT,10,2,12,Conversation log\n1726000002,ChatGPT,10,2,12,Conversation log\n");
-  EXPECT_EQ(arrivals(read_all<CsvRequestReader>(CsvRequestReader::Format::burstgpt, bg, 1.0, 0LL, false)), (std::vector<double>{0.0, 2.0}));
-  // Azure: 2024-09-10 20:26:40.0 and 20:26:40.5 → 0 and 0.5 s
-  const auto az = write_tmp("aze.csv", kAzureHead + "2024-09-10 20:26:40.0000000,10,2\n2024-09-10 20:26:40.5000000,10,2\n");
-  EXPECT_EQ(arrivals(read_all<CsvRequestReader>(CsvRequestReader::Format::azure, az, 1.0, 0LL, false)), (std::vector<double>{0.0, 0.5}));
-  // TraceLab rounds: sessions starting 2026-01-01 00:00:00 and 00:00:03.5 → 0 and 3.5 s
-  const auto rj = write_tmp("tre.jsonl", round_row("a", "2026-01-01T00:00:00.000Z") + round_row("b", "2026-01-01T00:00:03.500Z"));
-  EXPECT_EQ(arrivals(read_all<TraceLabRoundsReader>(rj, 1.0, 0LL, 512, false)), (std::vector<double>{0.0, 3.5}));
-}
-
-// Item 7: a UTF-8 byte-order mark before the first line is skipped by every trace reader.
-TEST(InputRules, EveryTraceReaderSkipsAByteOrderMark) {
-  const std::string b = kBom;
-  auto mc = read_all<MooncakeReader>(write_tmp("bom.jsonl", b + mooncake_row("0", "600", "3", "[7, 8]")), 1.0, 0.0, 512, 0LL, std::uint64_t{1});
-  ASSERT_EQ(mc.size(), 1u);
-  EXPECT_EQ(mc[0].input_tokens, 600);
-  EXPECT_EQ(mc[0].block_hashes, (std::vector<std::uint64_t>{7, 8}));
-  auto az = read_all<CsvRequestReader>(CsvRequestReader::Format::azure, write_tmp("bom_az.csv", b + kAzureHead + "2023-11-16 18:17:03.9799600,4808,10\n"), 1.0, 0LL, false);
-  ASSERT_EQ(az.size(), 1u);
-  EXPECT_EQ(az[0].input_tokens, 4808);
-  auto bg = read_all<CsvRequestReader>(CsvRequestReader::Format::burstgpt, write_tmp("bom_bg.csv", b + kBurstHead + "5.0,ChatGPT,472,18,490,Conversation log\n"), 1.0, 0LL,
-                                       false);
-  ASSERT_EQ(bg.size(), 1u);
-  EXPECT_EQ(bg[0].output_tokens, 18);
-  auto tl = read_all<TraceLabReplayReader>(write_tmp("bom_tl.csv", b + kReplayHead + "0,117,0,0,2318,200,300\n"), 1.0, 0LL, 512, false);
-  ASSERT_EQ(tl.size(), 1u);
-  EXPECT_EQ(tl[0].input_tokens, 2318);
-  auto rj = read_all<TraceLabRoundsReader>(write_tmp("bom_r.jsonl", b + round_row("a", "2026-01-01T00:00:00.000Z", "1234")), 1.0, 0LL, 512, false);
-  ASSERT_EQ(rj.size(), 1u);
-  EXPECT_EQ(rj[0].input_tokens, 1234);
-}
-
-// Item 8: token counts above 2^40 = 1,099,511,627,776, numbers beyond 64-bit or double range,
-// infinities, NaNs and times more than 1e9 s after the first arrival are refused with file:line.
-TEST(InputRules, HostileTraceNumbersAreRefusedWithFileAndLine) {
-  auto mc = [](const std::string& rows) { return error_of<MooncakeReader>(write_tmp("h.jsonl", rows), 1.0, 0.0, 512, 0LL, std::uint64_t{1}); };
-  // the issue's row: 2^63 − 1 input tokens with 1 output token used to overflow input + output
-  EXPECT_NE(mc(mooncake_row("0", "9223372036854775807", "1", "[]")).find("h.jsonl:1: \"input_length\" must be ≤ 1099511627776, got 9223372036854775807"),
-            std::string::npos);
-  EXPECT_NE(mc(mooncake_row("0") + mooncake_row("5", "512", "1099511627777")).find("h.jsonl:2: \"output_length\" must be ≤ 1099511627776"), std::string::npos);
-  EXPECT_EQ(mc(mooncake_row("0", "512", "1099511627776")), "");  // 2^40 itself is allowed
-  EXPECT_NE(mc(mooncake_row("18446744073709551615")).find("h.jsonl:1: \"timestamp\" must be ≤ 9223372036854775807"), std::string::npos);
-  EXPECT_NE(mc(mooncake_row("1e400")).find("h.jsonl:1: not valid JSON"), std::string::npos);
-  EXPECT_NE(mc(mooncake_row("0", "512", "4", "[-1]")).find("h.jsonl:1: \"hash_ids\" entries must be non-negative"), std::string::npos);
-  // 1e9 s + 1 ms after the first row: 1,000,000,000,001 ms
-  EXPECT_NE(mc(mooncake_row("0") + mooncake_row("1000000000001")).find("h.jsonl:2: timestamp 1000000000001 ms is more than 1e9 s"), std::string::npos);
-  EXPECT_EQ(mc(mooncake_row("0") + mooncake_row("1000000000000")), "");  // exactly 1e9 s is allowed
-
-  auto az = [](const std::string& row) { return error_of<CsvRequestReader>(CsvRequestReader::Format::azure, write_tmp("h.csv", kAzureHead + row), 1.0, 0LL, false); };
-  EXPECT_NE(az("2023-11-16 18:17:03.9,99999999999999999999,1\n").find("h.csv:2: column ContextTokens: must be ≤ 1099511627776"), std::string::npos);
-  EXPECT_NE(az("2023-11-16 18:17:03.9,1099511627777,1\n").find("h.csv:2: column ContextTokens: must be ≤ 1099511627776, got 1099511627777"), std::string::npos);
-  auto bg = [](const std::string& row) { return error_of<CsvRequestReader>(CsvRequestReader::Format::burstgpt, write_tmp("hb.csv", kBurstHead + row), 1.0, 0LL, false); };
-  for (const char* t : {"inf", "nan", "1e400", "-1"}) EXPECT_NE(bg(std::string(t) + ",ChatGPT,1,1,2,Conversation log\n").find("hb.csv:2: column Timestamp"), std::string::npos) << t;
-  auto tl = [](const std::string& row) { return error_of<TraceLabReplayReader>(write_tmp("ht.csv", kReplayHead + row), 1.0, 0LL, 512, false); };
-  EXPECT_NE(tl("0,1,0,0,10,1,nan\n").find("ht.csv:2: column tool_wait_after_ms: expected a finite number"), std::string::npos);
-  EXPECT_NE(tl("0,inf,0,0,10,1,0\n").find("ht.csv:2: column arrival_time: expected a finite number"), std::string::npos);
-  // prompt = prefix_len + input_len = 2^40 + 1
-  EXPECT_NE(tl("0,1,0,1099511627776,1,1,0\n").find("ht.csv:2: prefix_len + input_len (the prompt) must be ≤ 2^40"), std::string::npos);
-  EXPECT_NE(tl("0,1,0,0,10,1,1000000000001\n").find("ht.csv:2: column tool_wait_after_ms: must be ≤ 1e+12"), std::string::npos);
-  auto rj = [](const std::string& rows) { return error_of<TraceLabRoundsReader>(write_tmp("hr.jsonl", rows), 1.0, 0LL, 512, false); };
-  EXPECT_NE(rj(round_row("a", "2026-01-01T00:00:00Z", "1099511627777")).find("hr.jsonl:1: \"input_tokens_total\" must be ≤ 1099511627776"), std::string::npos);
-  EXPECT_NE(rj(round_row("a", "2026-01-01T00:00:00Z", "10", "[{\"tool_wall_latency_ms\": -5}]")).find("hr.jsonl:1: tools[].tool_wall_latency_ms must be in [0, 1e12] ms"),
-            std::string::npos);
-}
-
-// Item 10: an empty trace (no rows, or blank lines only; a CSV without even a header) yields no
-// request and no error from the reader; `servesim run` refuses it (test_cli).
-TEST(InputRules, AnEmptyTraceYieldsNoRequests) {
-  for (const std::string& text : {std::string(), std::string("\n  \n\t\n"), std::string(kBom)}) {
-    const auto j = write_tmp("empty.jsonl", text), c = write_tmp("empty.csv", text);
-    EXPECT_TRUE(read_all<MooncakeReader>(j, 1.0, 0.0, 512, 0LL, std::uint64_t{1}).empty());
-    EXPECT_TRUE(read_all<TraceLabRoundsReader>(j, 1.0, 0LL, 512, false).empty());
-    EXPECT_TRUE(read_all<CsvRequestReader>(CsvRequestReader::Format::azure, c, 1.0, 0LL, false).empty());
-    EXPECT_TRUE(read_all<CsvRequestReader>(CsvRequestReader::Format::burstgpt, c, 1.0, 0LL, false).empty());
-    EXPECT_TRUE(read_all<TraceLabReplayReader>(c, 1.0, 0LL, 512, false).empty());
-  }
-  // a header and nothing else is empty too
-  EXPECT_TRUE(read_all<CsvRequestReader>(CsvRequestReader::Format::azure, write_tmp("hdr.csv", kAzureHead + "\n"), 1.0, 0LL, false).empty());
-}
-
-// fuzz_tracelab_replay found a 1,776,649,316-token prompt at 16-token blocks taking 888 MB of block
-// ids (111 M). Generated ids cover the first kMaxBlockIdTokens = 2^21 tokens, at most kMaxBlockIds
-// = 2^20 ids (the engine rejects any prompt that long
-// against every model's context before it reads the blocks); the prompt length itself is kept.
-TEST(InputRules, AHugePromptGetsAtMostTheCappedNumberOfBlockIds) {
-  const std::string p = write_tmp("huge.csv",
-                                  "session_id,arrival_time,round_idx,prefix_len,input_len,output_len,tool_wait_after_ms\n"
-                                  "0,1000,0,0,1776649316,20,50\n");
-  TraceLabReplayReader r(p, 1.0, 0, 16, false);
-  auto q = r.next();
-  ASSERT_TRUE(q);
-  EXPECT_EQ(q->input_tokens, 1776649316);
-  EXPECT_EQ(q->block_hashes.size(), 131072u);  // 2^21 tokens / 16
-  WorkloadSpec w;
-  w.requests = 1, w.rate_per_s = 1, w.block_tokens = 16;
-  w.input.value = 1LL << 40, w.output.value = 1;
-  SyntheticSource s(w, 1);
-  auto g = s.next();
-  ASSERT_TRUE(g);
-  EXPECT_EQ(g->input_tokens, 1LL << 40);
-  EXPECT_EQ(g->block_hashes.size(), 131072u);
-  // a shipped model's whole context (1,048,576 tokens) at 1-token blocks still gets every id
-  w.input.value = 1048576, w.block_tokens = 1;
-  SyntheticSource whole(w, 1);
-  EXPECT_EQ(whole.next()->block_hashes.size(), 1048576u);
-  // past 2^21 tokens at 512-token blocks: 2^21 / 512 = 4,096 ids, not the 4,097th partial block
-  w.input.value = (1LL << 21) + 5, w.block_tokens = 512;
-  SyntheticSource past(w, 1);
-  EXPECT_EQ(past.next()->block_hashes.size(), 4096u);
-  w.block_tokens = 16;
-  // below the cap every block has its id: 1,000 tokens at 16 = 63 blocks
-  w.input.value = 1000;
-  SyntheticSource small(w, 1);
-  EXPECT_EQ(small.next()->block_hashes.size(), 63u);
 }
