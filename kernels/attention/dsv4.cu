@@ -815,7 +815,8 @@ __device__ __forceinline__ void fence_proxy_async_all() { asm volatile("fence.pr
 // fence.proxy.async (MEMBAR.ALL.GPU in SASS): the default. 1 = cluster-scope acquire / release
 // everywhere (call 1's form: CCTL.IVALL after every consumer wait, MEMBAR.ALL.GPU + ERRBAR before
 // every consumer arrival; 1.12x slower than the one-CTA kernel).
-// RING (thirteenth session; env V4WS_RING, default 1, one-CTA form only): the producer gathers each
+// RING (thirteenth session; env V4WS_RING=1 or v4_attn_ws_set_ring(1), default 0 = off: correct but
+// 1.02-1.09x slower than the in-place producer, call 2 of helper v4b, NOTES; one-CTA form only): the producer gathers each
 // row whole with 16-B copies (37 per row; an odd row, 8-B aligned in the pool, is copied from 8 B
 // before its start, so its bytes sit 8 B into its slot) into a per-warp ring of 8 row slots outside
 // the BF16 buffers, in groups of 4 rows: group n+1 is issued before group n is converted, and the
@@ -1341,7 +1342,7 @@ void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int*
 
 namespace {
 int g_v4ws_pair = -1;  // -1: from env V4WS_PAIR (default 0)
-int g_v4ws_ring = -1;  // -1: from env V4WS_RING (default 1)
+int g_v4ws_ring = -1;  // -1: from env V4WS_RING (default 0)
 template <int DBG, int REG, bool PAIR, int FENCE = 0, bool RING = false>
 void v4ws_launch(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   constexpr int smem = RING ? v4ws::kSmemRing : v4ws::kSmem;
@@ -1377,7 +1378,7 @@ void v4_attn_ws_set_ring(int ring) { g_v4ws_ring = ring; }
 bool v4_attn_ws_uses_ring() {
   if (g_v4ws_ring < 0) {
     const char* e = std::getenv("V4WS_RING");
-    g_v4ws_ring = e ? std::atoi(e) : 1;
+    g_v4ws_ring = e ? std::atoi(e) : 0;  // off: the ring measured 1.047x slower at Pro 512 x 64K (568.5 vs 543.1 us)
   }
   return g_v4ws_ring != 0;
 }

@@ -83,7 +83,8 @@ bool v4_attn_ws_uses_pair(int H);
 /// Producer form of the one-CTA kernel (issue 12, thirteenth session): ring 1 = whole rows gathered
 /// by 16-B copies into a per-warp ring of raw row slots, 4-row groups converted while the next group
 /// (and the next tile's first group) is in flight; 0 = the twelfth session's in-place staging with
-/// 8-B copies. Default from env V4WS_RING (unset = 1).
+/// 8-B copies. Default from env V4WS_RING (unset = 0: the ring is correct but measured 1.02-1.09x
+/// slower, NOTES "thirteenth session").
 void v4_attn_ws_set_ring(int ring);
 bool v4_attn_ws_uses_ring();
 
