@@ -2,6 +2,7 @@
 // and per-row top-k (radix select). See dsv4.cuh.
 #include "attention/dsv4.cuh"
 #include "attention/hopper.cuh"
+#include "attention/mla_fp8_impl.cuh"  // fp8k::wgmma_*_f16 (F16 form of v4_attn_ws_kernel)
 #include "attention/tmap.cuh"
 #include "attention/wg_store.cuh"
 
@@ -743,6 +744,40 @@ __device__ __forceinline__ uint2 e4m3x4_bits(uint32_t w) {
   const uint32_t t0 = __byte_perm(w, 0u, 0x1404), t1 = __byte_perm(w, 0u, 0x3424);
   return make_uint2((t0 & 0x80008000u) | ((t0 >> 4) & 0x07f007f0u), (t1 & 0x80008000u) | ((t1 >> 4) & 0x07f007f0u));
 }
+// F16 form (thirteenth session, helper v4c): FP16 operands instead of BF16. 4 E4M3 bytes -> two
+// f16x2 words by the hardware unpack (cvt.rn.f16x2.e4m3x2: one F2FP per 2 values, exact: every E4M3
+// value is an FP16), times f1 (and f2 when two) with mul.rn.f16x2.
+__device__ __forceinline__ uint32_t f16x2_mul(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+__device__ __forceinline__ uint2 e4m3x4_to_f16_scaled(uint32_t w, uint32_t f1, uint32_t f2, bool two) {
+  uint32_t r0, r1;
+  asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %2;\ncvt.rn.f16x2.e4m3x2 %0, lo;\ncvt.rn.f16x2.e4m3x2 %1, hi;\n}\n"
+      : "=r"(r0), "=r"(r1) : "r"(w));
+  r0 = f16x2_mul(r0, f1);
+  r1 = f16x2_mul(r1, f1);
+  if (two) {
+    r0 = f16x2_mul(r0, f2);
+    r1 = f16x2_mul(r1, f2);
+  }
+  return make_uint2(r0, r1);
+}
+// bf16x2 -> f16x2 (round to nearest; exact for |x| in [2^-14, 65504])
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t v) {
+  uint32_t d;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(__uint_as_float(v & 0xffff0000u)), "f"(__uint_as_float(v << 16)));
+  return d;
+}
+__device__ __forceinline__ uint4 bf16x8_to_f16x8(uint4 v) {
+  return make_uint4(bf16x2_to_f16x2(v.x), bf16x2_to_f16x2(v.y), bf16x2_to_f16x2(v.z), bf16x2_to_f16x2(v.w));
+}
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+  uint32_t d;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
 // 8-B cp.async to a shared-window address (src_size 0 = zero fill), optionally predicated (no branch)
 __device__ __forceinline__ void cp_async8_s(uint32_t dst, const void* src, uint32_t sz) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(sz) : "memory");
@@ -824,9 +859,18 @@ __device__ __forceinline__ void fence_proxy_async_all() { asm volatile("fence.pr
 // consumers' release of the buffer and their latency overlaps the conversion. Conversion: 8 lanes
 // per row, lane k converts 16-B output chunk k of each of the 7 FP8 blocks (8 raw bytes) and copies
 // RoPE chunk k. RING = false: the twelfth session's in-place staging (below).
-template <int DBG, int REG, bool PAIR, int FENCE = 0, bool RING = false>
+// F16 (thirteenth session, helper v4c; env V4WS_F16 / v4_attn_ws_set_f16; in-place one-CTA form
+// only): Q, K and P in FP16 instead of BF16, both wgmma in f16. Q and the BF16 RoPE part of each row
+// are converted BF16 -> FP16 in shared memory (Q once per CTA by the threads that copied it; RoPE
+// block 7 by the producer lanes that convert the row); E4M3 -> FP16 by cvt.rn.f16x2.e4m3x2 and one
+// mul.rn.f16x2 by 2^(s-127) (a normal FP16 for s in 113..142; s < 113: 2^-14 then 2^(s-113)).
+// Exact for s in 112..134 (the product's lowest bit >= 2^-24, its largest 448 x 2^7 < 65504); a
+// block with s > 134 (amax > 57344) overflows FP16 -- not produced by the compressor's RMS-normed
+// rows. Q / RoPE values below 2^-14 lose bits (FP16 subnormals), P gains 3 mantissa bits.
+template <int DBG, int REG, bool PAIR, int FENCE = 0, bool RING = false, bool F16 = false>
 __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int4* __restrict__ work) {
   static_assert(!(PAIR && RING), "the ring producer is one-CTA only");
+  static_assert(!(F16 && (PAIR || RING)), "the F16 form is the in-place one-CTA producer only");
   using namespace sm90;
   using namespace v4ws;
   constexpr float kLog2e = 1.4426950408889634f;
@@ -870,6 +914,13 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
     }
     cp_async_commit();
     cp_async_wait<0>();
+    if constexpr (F16) {  // each thread converts the chunks it copied (its own copies have landed)
+      for (int u = tid; u < 64 * 64; u += NT) {
+        const int r = u >> 6, ch = u & 63;
+        uint4* p = reinterpret_cast<uint4*>(smem + (ch >> 3) * 8192 + r * 128 + (((ch & 7) ^ (r & 7)) << 4));
+        *p = bf16x8_to_f16x8(*p);
+      }
+    }
   }
   fence_proxy_async();
   if constexpr (PAIR) cluster_sync_any();  // both CTAs' mbarriers initialised before any remote arrive
@@ -1069,17 +1120,37 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
           for (int u = 0; u < NX; ++u) x[u] = *reinterpret_cast<const uint4*>(raw + (c + 1) * 8192 + 16 * u);
           s = scb[dr * 8 + c + 1];
         }
-        const bool two = cs > 134;
-        const uint32_t h1 = two ? (247u << 7) : ((cs + 120u) << 7), h2 = cs << 7;
-        const uint32_t f1 = h1 | (h1 << 16), f2 = h2 | (h2 << 16);
+        bool two;
+        uint32_t f1, f2;
+        if constexpr (F16) {  // FP16 2^(s-127): biased exponent s - 112 (normal for s in 113..142)
+          two = cs < 113;
+          const uint32_t e1 = two ? 1u : min(cs, 142u) - 112u;
+          const uint32_t h2 = cs >= 99 ? (cs - 98u) << 10 : (cs >= 89 ? 1u << (cs - 89u) : 0u);  // 2^(s-113)
+          f1 = (e1 << 10) * 0x00010001u;
+          f2 = h2 * 0x00010001u;
+        } else {
+          two = cs > 134;
+          const uint32_t h1 = two ? (247u << 7) : ((cs + 120u) << 7), h2 = cs << 7;
+          f1 = h1 | (h1 << 16);
+          f2 = h2 | (h2 << 16);
+        }
 #pragma unroll
         for (int k = 0; k < 2 * NX; ++k) {  // 16-B output chunks (8 values) of this lane
-          const uint2 lo = e4m3x4_to_bf16_scaled(w[2 * k], f1, f2, two);
-          const uint2 hi = e4m3x4_to_bf16_scaled(w[2 * k + 1], f1, f2, two);
+          const uint2 lo = F16 ? e4m3x4_to_f16_scaled(w[2 * k], f1, f2, two) : e4m3x4_to_bf16_scaled(w[2 * k], f1, f2, two);
+          const uint2 hi = F16 ? e4m3x4_to_f16_scaled(w[2 * k + 1], f1, f2, two) : e4m3x4_to_bf16_scaled(w[2 * k + 1], f1, f2, two);
           const uint32_t ob = c * 8192 + dr * 128 + ((((2 * NX * dh + k) ^ dr) & 7) << 4);
           const uint4 v = make_uint4(lo.x, lo.y, hi.x, hi.y);
           *reinterpret_cast<uint4*>(kvb + ob) = v;
           if constexpr (PAIR) st_cluster16(psb + kOffKV + b * kKV + ob, v);
+        }
+      }
+      if constexpr (F16) {  // the row's BF16 RoPE part (block 7, landed in place) -> FP16, same chunks
+        if (DBG != 1) {
+#pragma unroll
+          for (int k = 0; k < 2 * NX; ++k) {
+            uint4* p = reinterpret_cast<uint4*>(kvb + 7 * 8192 + dr * 128 + ((((2 * NX * dh + k) ^ dr) & 7) << 4));
+            *p = bf16x8_to_f16x8(*p);
+          }
         }
       }
       if constexpr (PAIR) {
@@ -1125,7 +1196,8 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
 #pragma unroll
       for (int ks = 0; ks < 32; ++ks) {
         const uint32_t off = (ks >> 2) * 8192 + (ks & 3) * 32;
-        wgmma_m64n64k16_ss(s, sw128_desc(sb + off, 16, 1024), sw128_desc(kv + off, 16, 1024), ks > 0);
+        if constexpr (F16) fp8k::wgmma_m64n64k16_ss_f16(s, sw128_desc(sb + off, 16, 1024), sw128_desc(kv + off, 16, 1024), ks > 0);
+        else wgmma_m64n64k16_ss(s, sw128_desc(sb + off, 16, 1024), sw128_desc(kv + off, 16, 1024), ks > 0);
       }
       wg_commit();
       wg_wait<0>();
@@ -1157,8 +1229,8 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
         const float p2 = fast_exp2(s[4 * jj + 2] - bB), p3 = fast_exp2(s[4 * jj + 3] - bB);
         sumA += p0 + p1;
         sumB += p2 + p3;
-        *reinterpret_cast<uint32_t*>(sP + rA * 128 + ((jj ^ (rA & 7)) << 4) + 4 * t4) = pack_bf16(p0, p1);
-        *reinterpret_cast<uint32_t*>(sP + rB * 128 + ((jj ^ (rB & 7)) << 4) + 4 * t4) = pack_bf16(p2, p3);
+        *reinterpret_cast<uint32_t*>(sP + rA * 128 + ((jj ^ (rA & 7)) << 4) + 4 * t4) = F16 ? pack_f16(p0, p1) : pack_bf16(p0, p1);
+        *reinterpret_cast<uint32_t*>(sP + rB * 128 + ((jj ^ (rB & 7)) << 4) + 4 * t4) = F16 ? pack_f16(p2, p3) : pack_bf16(p2, p3);
       }
       l0 = l0 * alA + sumA;
       l1 = l1 * alB + sumB;
@@ -1185,9 +1257,14 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
     fence_regs(o);
     wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      wgmma_m64n256k16_ss_tb(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024),
-                             sw128_desc(kv + wg * 4 * 8192 + kk * 2048, 8192, 1024), 1);
+    for (int kk = 0; kk < 4; ++kk) {
+      if constexpr (F16)
+        fp8k::wgmma_m64n256k16_ss_tb_f16(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024),
+                                         sw128_desc(kv + wg * 4 * 8192 + kk * 2048, 8192, 1024), 1);
+      else
+        wgmma_m64n256k16_ss_tb(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024),
+                               sw128_desc(kv + wg * 4 * 8192 + kk * 2048, 8192, 1024), 1);
+    }
     wg_commit();
     wg_wait<0>();
     fence_regs(o);
@@ -1343,17 +1420,18 @@ void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int*
 namespace {
 int g_v4ws_pair = -1;  // -1: from env V4WS_PAIR (default 0)
 int g_v4ws_ring = -1;  // -1: from env V4WS_RING (default 0)
-template <int DBG, int REG, bool PAIR, int FENCE = 0, bool RING = false>
+int g_v4ws_f16 = -1;   // -1: from env V4WS_F16 (default 0)
+template <int DBG, int REG, bool PAIR, int FENCE = 0, bool RING = false, bool F16 = false>
 void v4ws_launch(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   constexpr int smem = RING ? v4ws::kSmemRing : v4ws::kSmem;
   static bool attr = false;
   if (!attr) {
-    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<DBG, REG, PAIR, FENCE, RING>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<DBG, REG, PAIR, FENCE, RING, F16>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     attr = true;
   }
   const dim3 grid(a.H / 64, plan.n_work);
   if constexpr (!PAIR) {
-    v4_attn_ws_kernel<DBG, REG, false, 0, RING><<<grid, 384, smem, s>>>(a, plan.work.p);
+    v4_attn_ws_kernel<DBG, REG, false, 0, RING, F16><<<grid, 384, smem, s>>>(a, plan.work.p);
   } else {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
@@ -1375,6 +1453,14 @@ void v4ws_launch(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
 
 void v4_attn_ws_set_pair(int pair) { g_v4ws_pair = pair; }
 void v4_attn_ws_set_ring(int ring) { g_v4ws_ring = ring; }
+void v4_attn_ws_set_f16(int f16) { g_v4ws_f16 = f16; }
+bool v4_attn_ws_uses_f16() {
+  if (g_v4ws_f16 < 0) {
+    const char* e = std::getenv("V4WS_F16");
+    g_v4ws_f16 = e ? std::atoi(e) : 0;
+  }
+  return g_v4ws_f16 != 0;
+}
 bool v4_attn_ws_uses_ring() {
   if (g_v4ws_ring < 0) {
     const char* e = std::getenv("V4WS_RING");
@@ -1415,6 +1501,10 @@ void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
       if (dbg == 1) v4ws_launch<1, 1, false, 0, true>(a, plan, s);
       else if (dbg == 2) v4ws_launch<2, 1, false, 0, true>(a, plan, s);
       else v4ws_launch<0, 1, false, 0, true>(a, plan, s);
+    } else if (v4_attn_ws_uses_f16()) {
+      if (dbg == 1) v4ws_launch<1, 1, false, 0, false, true>(a, plan, s);
+      else if (dbg == 2) v4ws_launch<2, 1, false, 0, false, true>(a, plan, s);
+      else v4ws_launch<0, 1, false, 0, false, true>(a, plan, s);
     } else {
       if (dbg == 1) v4ws_launch<1, 1, false>(a, plan, s);
       else if (dbg == 2) v4ws_launch<2, 1, false>(a, plan, s);
