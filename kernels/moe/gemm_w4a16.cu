@@ -967,6 +967,8 @@ void launch_prefill(const Params& p, int max_tiles, long long x_rows, cudaStream
 // !POLL (variant 10, SA 3): variant 8's blocking refill of the slot of kb-1 after the full_a arrival of kb.
 // (A dedicated 13th producer warp does not fit: 416 threads put 4 warps on one SM sub-partition,
 // 16384 / 128 = 128 registers each, and the m64n256 consumers need 154: ptxas C7602.)
+// MEASURED SLOWER than variant 8 at every bt-256 shape (v10 0.82-0.95x, v9 0.74-0.89x its speed; NOTES.md
+// §14): kept for comparison, not dispatched by default.
 // Epilogue (both): each consumer warp transposes its 16 outputs x 32 tokens per pass through a
 // private 32 x 48-byte buffer (conflict-free 2-byte stores) and writes 32-byte row pieces.
 // ================================================================================================
@@ -1282,6 +1284,22 @@ void w4a16_set_variant(int v) {
 }
 void w4a16_set_streamk_ctas(int ctas) { g_sk_ctas = ctas > 0 ? ctas : 0; }
 int w4a16_variant() { return g_variant; }
+
+int w4a16_kernel_for(int bt, int K, long long x_rows) {
+  const int v = g_variant;
+  if (v <= 3) return v;
+  if (v >= 8 && bt == 256 && x_rows > 0) return v;  // the prefill kernels (8; 9/10 persistent forms)
+  if (bt <= 64 && K % 256 == 0) {  // launch_bt's decode-width branch
+    if (bt <= 32) {
+      if (v == 7) return 7;
+      if (v == 6) return 6;
+      if (v == 5 || v >= 8) return 5;
+      return 4;
+    }
+    return v == 4 ? 4 : 0;  // bt 64: variant 0 (4 when asked for)
+  }
+  return 0;
+}
 
 int w4a16_pick_bt(double avg) {
   for (int bt : kW4A16TileWidths)
