@@ -90,8 +90,10 @@ bool v4_attn_ws_uses_ring();
 /// Operand type of the in-place one-CTA kernel (issue 12, thirteenth session, helper v4c): f16 1 =
 /// Q, K and P in FP16 (E4M3 dequantised by cvt.rn.f16x2.e4m3x2 + one f16x2 multiply by the UE8M0
 /// scale; both wgmma f16; exact for scales 2^-15 .. 2^7, i.e. per-64 amax <= 57344), 0 = BF16 (the
-/// twelfth session's kernel). Not used by the pair or ring forms. Default from env V4WS_F16 (unset = 0).
+/// twelfth session's kernel), -1 = auto (the default: F16 when idx_ld > 256, i.e. lists of more than 4
+/// tiles, where it measured 1.03-1.06x faster; BF16 for shorter lists, where it was not faster). Not
+/// used by the pair or ring forms. Default from env V4WS_F16 (unset = -1).
 void v4_attn_ws_set_f16(int f16);
-bool v4_attn_ws_uses_f16();
+bool v4_attn_ws_uses_f16(int idx_ld);
 
 }  // namespace servesim::attn
