@@ -1,0 +1,240 @@
+// test_moe: correctness tests of the MXFP4 W4A16 grouped GEMM (every kernel variant, prefill,
+// stream-K, after a device permute) against a double-precision CPU reference.
+#include "moe/test_moe.cuh"
+
+namespace {
+
+// ------------------------------------------------------------------------------------------------
+// W4A16 grouped GEMM
+
+double check_w4a16(int bt, const std::vector<int>& counts, int N, int K, bool permuted_ids, int variant = 0,
+                   bool expect = true, const std::vector<int>* only_kblock = nullptr) {
+  auto rng = make_rng();
+  const int G = static_cast<int>(counts.size());
+  const int P = G + 2;  // pool larger than G, groups map to shuffled experts
+  std::vector<int> expert_ids(G);
+  std::vector<int> perm(P);
+  std::iota(perm.begin(), perm.end(), 0);
+  if (permuted_ids) std::shuffle(perm.begin(), perm.end(), rng);
+  for (int g = 0; g < G; ++g) expert_ids[g] = perm[g];
+  const size_t mb = w4a16_matrix_bytes(N, K);
+  std::vector<uint8_t> pool(mb * P);
+  std::vector<std::vector<double>> Wd(P, std::vector<double>(static_cast<size_t>(N) * K));
+  for (int e = 0; e < P; ++e) {
+    std::vector<uint8_t> codes(static_cast<size_t>(N) * K), scales(static_cast<size_t>(N) * K / 32);
+    for (auto& c : codes) c = rng() & 0xF;
+    for (auto& s : scales) s = 118 + rng() % 7;
+    w4a16_prepack(codes.data(), scales.data(), N, K, pool.data() + e * mb);
+    for (size_t i = 0; i < codes.size(); ++i)
+      Wd[e][i] = e2m1_value(codes[i]) * e8m0_value(scales[(i / K) * (K / 32) + (i % K) / 32]);
+  }
+  std::vector<int> roff(G + 1, 0), toff(G + 1, 0);
+  for (int g = 0; g < G; ++g) {
+    roff[g + 1] = roff[g] + counts[g];
+    toff[g + 1] = toff[g] + (counts[g] + bt - 1) / bt;
+  }
+  const int rows = roff[G];
+  std::vector<double> xd;
+  auto x = rand_bf16(rng, static_cast<size_t>(rows) * K, 1.f, &xd);
+  if (only_kblock) {  // diagnostic: keep only k-block (*only_kblock)[0] of X
+    for (int r = 0; r < rows; ++r)
+      for (int k = 0; k < K; ++k)
+        if (k / 64 != (*only_kblock)[0]) { x[static_cast<size_t>(r) * K + k] = f2bf(0.f); xd[static_cast<size_t>(r) * K + k] = 0; }
+  }
+  DevBuf<uint8_t> dpool(pool.size());
+  DevBuf<bf16> dx(x.size()), dy(static_cast<size_t>(rows) * N);
+  DevBuf<int> dro(G + 1), dto(G + 1), dei(G);
+  dpool.upload(pool);
+  dx.upload(x);
+  dro.upload(roff);
+  dto.upload(toff);
+  dei.upload(expert_ids);
+  poison_bf16(dy.p, dy.n);
+  const int default_variant = w4a16_variant();
+  w4a16_set_variant(variant);
+  // x holds exactly `rows` rows: variant 8's TMA token loads past them read zeros (x_rows = rows)
+  w4a16_grouped_gemm(dx.p, dpool.p, dei.p, dro.p, dto.p, G, N, K, bt, w4a16_max_tiles(rows, G, bt), dy.p, 0, rows);
+  SS_CUDA(cudaDeviceSynchronize());
+  w4a16_set_variant(default_variant);
+  const auto y = to_double(dy.download());
+  std::vector<double> ref(y.size());
+  for (int g = 0; g < G; ++g)
+    for (int r = roff[g]; r < roff[g + 1]; ++r)
+      for (int n = 0; n < N; ++n) {
+        double a = 0;
+        const double* w = &Wd[expert_ids[g]][static_cast<size_t>(n) * K];
+        const double* xr = &xd[static_cast<size_t>(r) * K];
+        for (int k = 0; k < K; ++k) a += w[k] * xr[k];
+        ref[static_cast<size_t>(r) * N + n] = a;
+      }
+  const size_t nans = count_nan(y);
+  const double err = nans ? 1e9 : rel_l2_error(y, ref);
+  if (!expect) {  // diagnostic: per-token-row error profile of the first group
+    std::printf("  diag v=%d bt=%d kblock=%d rel L2 %.2e; per tile row:", variant, bt, only_kblock ? (*only_kblock)[0] : -1, err);
+    for (int r = 0; r < std::min(counts[0], 32); ++r) {
+      std::vector<double> a(y.begin() + static_cast<size_t>(r) * N, y.begin() + static_cast<size_t>(r + 1) * N),
+          b(ref.begin() + static_cast<size_t>(r) * N, ref.begin() + static_cast<size_t>(r + 1) * N);
+      std::printf(" %.0e", rel_l2_error(a, b));
+    }
+    std::printf("\n");
+    return err;
+  }
+  EXPECT_EQ(nans, 0u) << "unwritten (poisoned) outputs";
+  std::printf("w4a16 v=%d bt=%d N=%d K=%d rows=%d: rel L2 %.2e\n", variant, bt, N, K, rows, err);
+  EXPECT_LT(err, 1e-2);
+  return err;
+}
+
+class W4A16Test : public ::testing::TestWithParam<std::tuple<int, int>> {};
+TEST_P(W4A16Test, MatchesDoubleReference) {
+  SKIP_NO_GPU();
+  const auto [bt, variant] = GetParam();
+  // partial tiles, an empty group, several tiles in one group; K = 512 (4 stages of variants 4/5)
+  // and K = 1536 (12 stages: the stage ring of variant 5 wraps)
+  check_w4a16(bt, {2 * bt + 3, 0, bt - 1 > 0 ? bt - 1 : 1, 1, bt}, 256, 512, true, variant);
+  if (variant >= 4) check_w4a16(bt, {1, bt, 3 * bt - 1, 0, 2}, 384, 1536, true, variant);
+}
+INSTANTIATE_TEST_SUITE_P(AllTiles, W4A16Test,
+                         ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)));
+
+// Variant 8 (prefill kernel at BT 256; BT 128 falls back to variant 0): K3 expert shapes (K3 w2 3584 x 3072; K3 w13's K = 3584 with
+// N cut to 768 to bound the CPU reference) with skewed loads: empty groups, a 1-row group, partial
+// last tiles, several tiles per group; the last tile reads past x's end (TMA zero fill). The load and
+// dequant rings wrap many times (48 / 56 k-blocks).
+TEST(W4A16Prefill, ModelShapesSkewed) {
+  SKIP_NO_GPU();
+  struct Case { int bt; std::vector<int> counts; int N, K; };
+  const std::vector<Case> cases = {
+      {256, {257, 0, 1, 40}, 3584, 3072},       // K3 w2
+      {256, {513, 3, 0, 256}, 768, 3584},       // K3 w13 K
+      {128, {129, 0, 77, 1, 128}, 768, 3584},   // K3 w13 K, BT 128
+      {256, {600, 2}, 256, 7168},               // DSV4-Pro w13 K
+  };
+  for (const auto& cs : cases) check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, 8);
+}
+
+// Variants 9 / 10 (NOTES.md §14: persistent grid; 9 polling producer, 10 blocking): the same skewed cases,
+// then both on forced small grids (every CTA loops over several items, the rings wrap across
+// items, the epilogue of one item overlaps the loads of the next).
+TEST(W4A16Prefill, ProducerWarpAndPersistent) {
+  SKIP_NO_GPU();
+  struct Case { int bt; std::vector<int> counts; int N, K; };
+  // model K with N cut (the CPU reference dominates the test's time)
+  const std::vector<Case> cases = {
+      {256, {257, 0, 1, 40}, 512, 3072},        // K3 w2's K
+      {256, {513, 3, 0, 256}, 256, 3584},       // K3 w13's K
+      {256, {600, 2}, 256, 7168},               // DSV4-Pro w13's K
+  };
+  for (int v : {9, 10})
+    for (const auto& cs : cases) check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, v);
+  for (int v : {9, 10})
+    for (int ctas : {1, 3, 7}) {
+      w4a16_set_streamk_ctas(ctas);
+      std::printf("persistent grid %d: ", ctas);
+      check_w4a16(256, {513, 3, 0, 256}, 256, 3584, true, v);  // 10 items
+      check_w4a16(256, {257, 0, 1, 40, 5}, 512, 1536, true, v);  // 20 items
+      w4a16_set_streamk_ctas(0);
+    }
+}
+
+// Variant 7 (stream-K): forced small grids make every CTA cross several tiles with partial heads and
+// tails (fix-up through the workspace, stage ring wraps across segments); then K3 / DSV4 expert
+// shapes with skewed loads on the automatic grid (resident CTAs x SMs). Successive launches also
+// check that the last contributor reset every tile counter.
+TEST(W4A16StreamK, ForcedGridsAndModelShapes) {
+  SKIP_NO_GPU();
+  struct Case { int bt; std::vector<int> counts; int N, K, ctas; };
+  const std::vector<Case> cases = {
+      {8, {19, 0, 7, 1, 8}, 256, 1536, 3},     {8, {19, 0, 7, 1, 8}, 256, 1536, 7},
+      {16, {1, 40, 0, 16, 3}, 384, 1536, 13},  {32, {70, 2, 0, 33}, 256, 2048, 5},
+      {8, {5, 1}, 128, 256, 3},                {16, {9, 16, 1}, 256, 1024, 0},
+      {8, {8, 1, 0, 5, 2, 7}, 3584, 3072, 0},  // K3 w2, skewed 1-8 rows
+      {8, {3, 8}, 6144, 3584, 0},              // K3 w13
+      {16, {16, 1, 9, 0, 3, 2}, 4096, 2048, 0},  // DSV4-Flash w2
+      {32, {32, 5}, 7168, 3072, 0},            // DSV4-Pro w2
+      {8, {8, 1, 0, 5, 2, 7}, 3584, 3072, 97},  // K3 w2 on an odd forced grid
+  };
+  for (const auto& cs : cases) {
+    w4a16_set_streamk_ctas(cs.ctas);
+    std::printf("stream-K grid %d: ", cs.ctas);
+    check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, 7);
+    w4a16_set_streamk_ctas(0);
+  }
+}
+
+// Diagnostic (always passes): error per token row of a 16-token tile and per k-block, per variant.
+TEST(MoeW4A16Diag, ErrorProfile) {
+  SKIP_NO_GPU();
+  for (int v = 0; v < 4; ++v) {
+    check_w4a16(16, {16}, 128, 512, false, v, false);
+    check_w4a16(16, {16}, 128, 128, false, v, false);
+    for (int b = 0; b < 8; ++b) {
+      const std::vector<int> kb = {b};
+      check_w4a16(16, {16}, 128, 512, false, v, false, &kb);
+    }
+  }
+}
+
+class W4A16PermuteTest : public ::testing::TestWithParam<int> {};
+TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
+  SKIP_NO_GPU();
+  const int variant = GetParam();
+  // routing -> permute -> grouped GEMM with the device-written offsets (no host sync in between)
+  auto rng = make_rng();
+  const int T = 40, E = 24, k = 4, K = 1024, N = 384, bt = 16;
+  std::vector<int> ids(T * k);
+  for (int t = 0; t < T; ++t) {
+    std::vector<int> perm(E);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (int j = 0; j < k; ++j) ids[t * k + j] = perm[j];
+  }
+  const size_t mb = w4a16_matrix_bytes(N, K);
+  std::vector<uint8_t> pool(mb * E);
+  std::vector<std::vector<double>> Wd(E, std::vector<double>(static_cast<size_t>(N) * K));
+  for (int e = 0; e < E; ++e) {
+    std::vector<uint8_t> codes(static_cast<size_t>(N) * K), scales(static_cast<size_t>(N) * K / 32);
+    for (auto& c : codes) c = rng() & 0xF;
+    for (auto& s : scales) s = 120 + rng() % 5;
+    w4a16_prepack(codes.data(), scales.data(), N, K, pool.data() + e * mb);
+    for (size_t i = 0; i < codes.size(); ++i)
+      Wd[e][i] = e2m1_value(codes[i]) * e8m0_value(scales[(i / K) * (K / 32) + (i % K) / 32]);
+  }
+  std::vector<double> xd;
+  const auto x = rand_bf16(rng, static_cast<size_t>(T) * K, 1.f, &xd);
+  DevBuf<int> di(ids.size());
+  DevBuf<bf16> dx(x.size()), dxp(static_cast<size_t>(T) * k * K), dy(static_cast<size_t>(T) * k * N);
+  DevBuf<uint8_t> dpool(pool.size());
+  di.upload(ids);
+  dx.upload(x);
+  dpool.upload(pool);
+  poison_bf16(dy.p, dy.n);
+  Dispatch d = alloc_dispatch(E, T * k);
+  moe_permute(dx.p, di.p, T, k, K, bt, d, dxp.p, 0);
+  const int default_variant = w4a16_variant();
+  w4a16_set_variant(variant);
+  w4a16_grouped_gemm(dxp.p, dpool.p, nullptr, d.row_offsets, d.tile_offsets, E, N, K, bt,
+                     w4a16_max_tiles(T * k, E, bt), dy.p, 0, static_cast<long long>(T) * k);
+  SS_CUDA(cudaDeviceSynchronize());
+  w4a16_set_variant(default_variant);
+  std::vector<int> pos(T * k);
+  SS_CUDA(cudaMemcpy(pos.data(), d.pos, 4 * T * k, cudaMemcpyDeviceToHost));
+  const auto y = to_double(dy.download());
+  std::vector<double> got, ref;
+  for (int t = 0; t < T; ++t)
+    for (int j = 0; j < k; ++j)
+      for (int n = 0; n < N; ++n) {
+        double a = 0;
+        for (int kk = 0; kk < K; ++kk) a += Wd[ids[t * k + j]][static_cast<size_t>(n) * K + kk] * xd[static_cast<size_t>(t) * K + kk];
+        ref.push_back(a);
+        got.push_back(y[static_cast<size_t>(pos[t * k + j]) * N + n]);
+      }
+  ASSERT_EQ(count_nan(got), 0u);
+  const double err = rel_l2_error(got, ref);
+  std::printf("w4a16 v=%d after device permute bt=%d: rel L2 %.2e\n", variant, bt, err);
+  EXPECT_LT(err, 1e-2);
+  free_dispatch(d);
+}
+INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10));
+
+}  // namespace
