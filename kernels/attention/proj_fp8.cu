@@ -4,7 +4,7 @@
 // Y[M, N] bf16 = sum_kb (X_kb W_kb^T) * x_scale[kb][m] * w_scale[n/128][kb], X [M, K] and W [N, K]
 // e4m3, DeepSeek-style 1x128 activation / 128x128 weight scales, fp32 accumulation.
 //
-// The G = 1 form of the MoE FP8 grouped kernel (kernels/moe/gemm_fp8.cu variant 0): the weights are
+// The G = 1 form of the MoE FP8 grouped kernel (kernels/moe/gemm_fp8_ws.cu, variant 0): the weights are
 // wgmma's M side (128 weight rows per CTA = one weight-scale block, two consumer warpgroups x m64),
 // the tokens its N side (BT = 8..256), so a decode GEMM of a few tokens streams full 128x128 weight
 // tiles. Warp-specialised: warpgroup 0 produces (one thread TMA-loads the 128x128 weight tile and the

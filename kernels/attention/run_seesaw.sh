@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12 device call for the seesaw MLA decode kernel (mla_decode variant 4, mqa.cu wgs namespace):
+# Issue 12 device call for the seesaw MLA decode kernel (mla_decode variant 4, wgs namespace in mla_seesaw.cuh):
 # MlaDecode tests (every variant, double CPU reference), compute-sanitizer memcheck of the seesaw
 # tests, variant 0 vs 4 at reference points (run twice, interleaved: v0 v4 v0 v4), ncu of both at
 # the compute-bound point (H=128, 512 x 4K), and -- only if SWEEP_S > 0, the tests passed and the

@@ -7,7 +7,7 @@
 
 namespace {
 
-// ---- own FP8 block-scaled grouped GEMM (gemm_fp8.cu) ---------------------------------------------------
+// ---- own FP8 block-scaled grouped GEMM (gemm_fp8.cu; variant 0 in gemm_fp8_ws.cu, tokens-as-M in gemm_fp8_tm.cu) ----
 /// One FP8 problem set on the device: a pool of P expert matrices (e4m3, random moderate codes) with
 /// 128x128 block scales, activations for `rows` rows with 1x128 scales (K-block-major, ld = rows).
 struct Fp8Buffers {

@@ -92,7 +92,7 @@ TEST(MoeLib, CublasLtFp8PerTensor) { SKIP_NO_GPU(); check_fp8(false); }
 TEST(MoeLib, CublasLtFp8BlockScaled) { SKIP_NO_GPU(); check_fp8(true); }
 
 // ------------------------------------------------------------------------------------------------
-// Own FP8 block-scaled grouped GEMM (gemm_fp8.cu): masked and contiguous layouts
+// Own FP8 block-scaled grouped GEMM (gemm_fp8.cu; variant 0 in gemm_fp8_ws.cu): masked and contiguous layouts
 
 struct Fp8Problem {
   int E, N, K;
