@@ -74,7 +74,7 @@ run_case() {
     echo "golden '$c': identical"; rm -rf "$got" "$got.diff"; return 0
   fi
   echo "golden '$c': outputs differ from tests/golden/$c (a deliberate change updates them with --update in the same commit):"
-  head -c 20000 "$got.diff"
+  head -c 20000 "$got.diff"; echo  # (a cut line would otherwise swallow the next case's status line)
   rm -rf "$got" "$got.diff"
   return 1
 }
