@@ -72,7 +72,8 @@ const char* v4_topk_variant_name();
 /// variant 3): same arguments, plans (mla_decode_plan) and partial buffers as v4_attn; H % 64 == 0.
 /// 384 threads per (64-head group, work item): a producer warpgroup gathers each 64-row tile into a
 /// BF16 KV buffer and dequantises it there (two buffers) while two consumer warpgroups run S = Q K^T,
-/// the online softmax and O += P V on wgmma for the previous tile. dsv4.cu has the details.
+/// the online softmax and O += P V on wgmma for the previous tile. dsv4_attn_ws.cuh and
+/// dsv4_attn_ws_helpers.cuh (parts of dsv4.cu) have the details.
 void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0);
 /// At H % 128 == 0 the two 64-head groups of a work item run as a 2-CTA cluster whose producers
 /// each gather and convert half of every tile into both CTAs (issue 12, twelfth session). pair 0 =
@@ -80,19 +81,31 @@ void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0);
 /// kernel is correct but measured 1.16x slower, NOTES "twelfth session").
 void v4_attn_ws_set_pair(int pair);
 bool v4_attn_ws_uses_pair(int H);
-/// Producer form of the one-CTA kernel (issue 12, thirteenth session): ring 1 = whole rows gathered
-/// by 16-B copies into a per-warp ring of raw row slots, 4-row groups converted while the next group
-/// (and the next tile's first group) is in flight; 0 = the twelfth session's in-place staging with
-/// 8-B copies. Default from env V4WS_RING (unset = 0: the ring is correct but measured 1.02-1.09x
-/// slower, NOTES "thirteenth session").
-void v4_attn_ws_set_ring(int ring);
-bool v4_attn_ws_uses_ring();
 /// Operand type of the in-place one-CTA kernel (issue 12, thirteenth session, helper v4c): f16 1 =
 /// Q, K and P in FP16 (E4M3 dequantised by cvt.rn.f16x2.e4m3x2 + one f16x2 multiply by the UE8M0
 /// scale; both wgmma f16; exact for scales 2^-15 .. 2^7, i.e. per-64 amax <= 57344), 0 = BF16 (the
 /// twelfth session's kernel), -1 = auto (the default: F16 when idx_ld > 256, i.e. lists of more than 4
 /// tiles, where it measured 1.03-1.06x faster; BF16 for shorter lists, where it was not faster). Not
-/// used by the pair or ring forms. Default from env V4WS_F16 (unset = -1).
+/// used by the pair form. Default from env V4WS_F16 (unset = -1).
+/// F16 contract (the caller's guarantee): every 64-value E4M3 block of the pool rows that the
+/// indices reach has a UE8M0 scale byte s <= 134 (scale <= 2^7, block amax <= 448 x 2^7 = 57344);
+/// the compressor's RMS-normed rows satisfy it. Then the dequantised K is exact for s in 112..134
+/// (below 112 low bits are lost to FP16 subnormals, below 89 the block flushes to zero). Not checked
+/// at run time. Otherwise: for s in 135..142 every value whose magnitude exceeds 65504 after scaling
+/// becomes +-inf in FP16 (mul.rn.f16x2), and s > 142 is clamped to 2^15 (min(s, 142) in the kernel),
+/// so the block is scaled by 2^(142 - s) too little; either way the scores and outputs of the affected
+/// queries are wrong (inf / NaN through the softmax), without an error. Q and the BF16 RoPE part are
+/// converted BF16 -> FP16: |values| must stay below 65504 (they overflow to inf otherwise) and
+/// values below 2^-14 lose bits. A caller that cannot guarantee this sets v4_attn_ws_set_f16(0)
+/// (or V4WS_F16=0): the BF16 form has FP32's exponent range (two multiplies for s > 134).
+///
+/// Settings of v4_attn_ws (forms: pair > F16 > BF16): V4WS_PAIR / set_pair(1) takes the pair kernel
+/// where H % 128 == 0 (the F16 auto rule is then not applied); otherwise F16 as set above. The
+/// experiment variables V4WS_DEBUG (0-2), V4WS_REG (0-2, default 1) and V4WS_FENCE (0-1, pair only)
+/// are never silently dropped: v4_attn_ws throws std::invalid_argument naming the variables when
+/// a setting is out of range or the chosen form ignores it -- V4WS_PAIR=1 (at H % 128 == 0) with
+/// V4WS_F16=1 / set_f16(1); V4WS_FENCE=1 without the pair kernel or with V4WS_DEBUG; V4WS_REG != 1
+/// with V4WS_DEBUG, V4WS_FENCE=1 or the F16 form (forced, or auto at idx_ld > 256).
 void v4_attn_ws_set_f16(int f16);
 bool v4_attn_ws_uses_f16(int idx_ld);
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# NOTE: the ring producer (V4WS_RING) was removed from dsv4.cu in the commit that added this line (see NOTES.md top); V4WS_RING is now ignored, so ring/in-place comparisons here measure the same kernel twice. Kept for results/v4b.
 # Issue 12, thirteenth session (helper v4b): the ring producer of the warp-specialised V4 attention
 # kernel (v4_attn variant 3, env V4WS_RING=1, 16-B whole-row gathers into a per-warp ring of raw
 # row slots, 4-row groups converted while the next group is in flight) against the twelfth session's

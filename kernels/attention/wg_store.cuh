@@ -1,6 +1,7 @@
 // servesim attention kernels: the last step shared by the wgmma decode kernels of 64-head groups
 // (mla_decode_wgmma_kernel, mla_decode_wgmma4_kernel, the seesaw kernels and v4_attn_wgmma_kernel, compiled in
-// mqa.cu from mla_wgmma.cuh, mla_wgmma4.cuh, mla_seesaw*.cuh and v4_attn_wgmma.cuh; v4_attn_ws_kernel in dsv4.cu):
+// mqa.cu from mla_wgmma.cuh, mla_wgmma4.cuh, mla_seesaw*.cuh and v4_attn_wgmma.cuh; v4_attn_ws_kernel in dsv4.cu's
+// part dsv4_attn_ws.cuh):
 // one consumer thread's two output rows (rA, rB of the CTA's group) normalised and stored.
 #pragma once
 #include "attention/mqa.cuh"
