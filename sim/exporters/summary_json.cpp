@@ -40,7 +40,8 @@ nlohmann::json memory_json(const GpuMemoryPlan& m, double kv_peak, double kv_mea
 nlohmann::json pool_json(const PoolSpec& p) {
   return {{"instances", p.instances}, {"ep", p.ep}, {"attn_tp", p.attn_tp}, {"dp", p.ep / p.attn_tp},
           {"max_batch_tokens", p.max_batch_tokens}, {"chunk_tokens", p.chunk_tokens}, {"max_running", p.max_running},
-          {"two_batch_overlap", p.two_batch_overlap}, {"expert_imbalance", p.expert_imbalance}, {"cuda_graph", p.cuda_graph}, {"overlap_exposed_fraction", p.overlap_exposed_fraction},
+          {"two_batch_overlap", p.two_batch_overlap}, {"expert_imbalance", p.expert_imbalance}, {"redundant_experts", p.redundant_experts},
+          {"eplb", p.eplb}, {"step_overhead_s", p.step_overhead_s}, {"cuda_graph", p.cuda_graph}, {"overlap_exposed_fraction", p.overlap_exposed_fraction},
           {"mtp_draft_tokens", p.mtp_draft_tokens}, {"mtp_acceptance", p.mtp_acceptance},
           {"ep_dispatch", p.ep_dispatch == EpDispatch::direct ? "direct" : "hierarchical"}};
 }
