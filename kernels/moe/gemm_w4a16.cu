@@ -79,7 +79,6 @@ __device__ __forceinline__ void dequant_word(uint32_t w, uint32_t f0, uint32_t f
 #include "moe/w4a16_rega.cuh"       // variants 0-4 (w4a16_kernel), 5 / 6 (w4a16_decode_kernel)
 #include "moe/w4a16_streamk.cuh"    // variant 7 (stream-K), g_sk_ctas
 #include "moe/w4a16_prefill.cuh"    // variant 8 (prefill kernel)
-#include "moe/w4a16_prefill2.cuh"   // variants 9 / 10 (persistent prefill kernel)
 
 namespace servesim::kernels::moe {
 
@@ -87,75 +86,57 @@ namespace {
 
 int g_variant = 8;  // default: 5 at decode tile widths, the prefill kernel at BT 256 (NOTES.md §13)
 
+/// The one decision of the W4A16 dispatch: the kernel (0..8, as w4a16_set_variant numbers them) that
+/// variant v runs at token tile width bt, K and x_rows; launch_bt launches it and w4a16_kernel_for
+/// reports it, so the two cannot drift.
+int choose_kernel(int v, int bt, int K, long long x_rows) {
+  if (v <= 3) return v;
+  // 8: the prefill kernel at BT = 256 when the token tensor's rows are known, else as 5. At BT = 128
+  // (m = 65..128 per expert) it measured SLOWER than variant 0 (K3 w13 G=8 m=128: 155.6 vs 137.5 us;
+  // w4pf call 2 of NOTES.md §13): the 128 x 128 tile gives 2 x m64n128 wgmmas per dequantised k-block
+  // and the pipeline fill/epilogue of a short CTA are not hidden; so BT = 128 runs variant 0.
+  if (v == 8 && bt == 256 && x_rows > 0) return 8;
+  if (bt <= 64 && K % 256 == 0) {
+    // variant 5 at BT <= 32; at BT = 64 its A fragments spill (ptxas) and variant 0 was faster
+    // than 4 there (81.5 vs 89.9 us, K3 w13 G=8 m=64, call 1 of this session), so 0
+    if (bt <= 32) {
+      if (v == 7) return 7;
+      if (v == 5 || v == 8) return 5;
+      if (v == 6) return 6;
+    }
+    return v >= 5 ? 0 : 4;
+  }
+  return 0;
+}
+
 template <int BT>
 void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t stream) {
-  if (g_variant == 8) {  // prefill kernel at BT = 256 when the token tensor's rows are known, else as 5.
-    // At BT = 128 (m = 65..128 per expert) it measured SLOWER than variant 0 (K3 w13 G=8 m=128: 155.6 vs
-    // 137.5 us; w4pf call 2 of NOTES.md §13): the 128 x 128 tile gives 2 x m64n128 wgmmas per dequantised
-    // k-block and the pipeline fill/epilogue of a short CTA are not hidden; so BT = 128 runs variant 0.
-    if constexpr (BT == 256) {
-      if (x_rows > 0) { launch_prefill<BT>(p, max_tiles, x_rows, stream); return; }
-    }
-  }
-  if (g_variant == 9 || g_variant == 10) {  // NOTES.md §14: persistent; 9: polling producer, SA 4; 10: blocking producer, SA 3
-    if constexpr (BT == 256) {
-      if (x_rows > 0) {
-        if (g_variant == 9) launch_prefill2<4, true, true>(p, max_tiles, x_rows, stream);
-        else launch_prefill2<3, true, false>(p, max_tiles, x_rows, stream);
-        return;
-      }
-    }
-  }
-  if (g_variant == 5 || g_variant == 4 || g_variant == 6 || g_variant == 7 || g_variant >= 8) {
-    if constexpr (BT <= 64) {
-      if (p.K % 256 == 0) {
-        // variant 5 at BT <= 32; at BT = 64 its A fragments spill (ptxas) and variant 0 was faster
-        // than 4 there (81.5 vs 89.9 us, K3 w13 G=8 m=64, call 1 of this session), so 0
-        if constexpr (BT <= 32) {
-          if (g_variant == 7) { launch_streamk<BT>(p, max_tiles, stream); return; }
-          if (g_variant == 5 || g_variant >= 8) { launch_decode<BT, 2>(p, max_tiles, stream); return; }
-          if (g_variant == 6) { launch_decode<BT, 1>(p, max_tiles, stream); return; }
-        }
-        if (g_variant >= 5) launch<BT, 0>(p, max_tiles, stream);
-        else launch<BT, 4, 2>(p, max_tiles, stream);
-        return;
-      }
-    }
-    launch<BT, 0>(p, max_tiles, stream);
-    return;
-  }
-  switch (g_variant) {
+  // each kernel only at the tile widths choose_kernel gives it (the instantiations as before)
+  switch (choose_kernel(g_variant, BT, p.K, x_rows)) {
     case 0: launch<BT, 0>(p, max_tiles, stream); return;
     case 1: launch<BT, 1>(p, max_tiles, stream); return;
     case 2: launch<BT, 2>(p, max_tiles, stream); return;
-    default: launch<BT, 3>(p, max_tiles, stream); return;
+    case 3: launch<BT, 3>(p, max_tiles, stream); return;
+    case 4: if constexpr (BT <= 64) { launch<BT, 4, 2>(p, max_tiles, stream); return; } break;
+    case 5: if constexpr (BT <= 32) { launch_decode<BT, 2>(p, max_tiles, stream); return; } break;
+    case 6: if constexpr (BT <= 32) { launch_decode<BT, 1>(p, max_tiles, stream); return; } break;
+    case 7: if constexpr (BT <= 32) { launch_streamk<BT>(p, max_tiles, stream); return; } break;
+    case 8: if constexpr (BT == 256) { launch_prefill<BT>(p, max_tiles, x_rows, stream); return; } break;
+    default: break;
   }
+  throw std::logic_error("w4a16: choose_kernel gave a kernel not built for this tile width");
 }
 
 }  // namespace
 
 void w4a16_set_variant(int v) {
-  if (v < 0 || v > 10) throw std::invalid_argument("w4a16_set_variant: 0..10");
+  if (v < 0 || v > 8) throw std::invalid_argument("w4a16_set_variant: 0..8");
   g_variant = v;
 }
 void w4a16_set_streamk_ctas(int ctas) { g_sk_ctas = ctas > 0 ? ctas : 0; }
 int w4a16_variant() { return g_variant; }
 
-int w4a16_kernel_for(int bt, int K, long long x_rows) {
-  const int v = g_variant;
-  if (v <= 3) return v;
-  if (v >= 8 && bt == 256 && x_rows > 0) return v;  // the prefill kernels (8; 9/10 persistent forms)
-  if (bt <= 64 && K % 256 == 0) {  // launch_bt's decode-width branch
-    if (bt <= 32) {
-      if (v == 7) return 7;
-      if (v == 6) return 6;
-      if (v == 5 || v >= 8) return 5;
-      return 4;
-    }
-    return v == 4 ? 4 : 0;  // bt 64: variant 0 (4 when asked for)
-  }
-  return 0;
-}
+int w4a16_kernel_for(int bt, int K, long long x_rows) { return choose_kernel(g_variant, bt, K, x_rows); }
 
 int w4a16_pick_bt(double avg) {
   for (int bt : kW4A16TileWidths)

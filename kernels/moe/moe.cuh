@@ -145,7 +145,7 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
   }
 }
 
-/// Selects the kernel of the W4A16 GEMM (0..10, see gemm_w4a16.cu; 8 = default):
+/// Selects the kernel of the W4A16 GEMM (0..8, see gemm_w4a16.cu; 8 = default):
 /// 0 one m64nBT wgmma per k16 step overlapped with the next stage, 1 the same without overlap,
 /// 2 BT/8 m64n8 wgmmas per k16 step, 3 that without overlap, 4 = 0 with two k-blocks per
 /// pipeline stage at BT <= 64 when K % 256 == 0, 5 = warp-specialised decode kernel (producer warp
@@ -154,12 +154,11 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
 /// (persistent grid of resident-CTA count, equal k-unit ranges per CTA, fp32 fix-up of split tiles
 /// through a library-owned workspace; BT <= 32 when K % 256 == 0, else as 5), 8 = 5 plus, at BT 256
 /// with x_rows known, the prefill kernel (TMA producer + dequantisation warpgroup writing bf16 weight
-/// tiles to shared memory, two consumer warpgroups of SS wgmma; NOTES.md §13), 9 / 10 = persistent
-/// forms of 8's prefill kernel (9: spin-polling producer, 4 A slots; 10: 8's blocking producer;
-/// both measured SLOWER than 8, kept for comparison; NOTES.md §14), else as 8. Throws
-/// std::invalid_argument.
+/// tiles to shared memory, two consumer warpgroups of SS wgmma; NOTES.md §13), else as 5. (The
+/// persistent prefill forms 9 / 10 measured slower at every shape and were removed, NOTES.md §14.)
+/// Throws std::invalid_argument outside 0..8.
 void w4a16_set_variant(int v);
-/// Variants 7, 9, 10 only: force the stream-K / persistent grid to `ctas` CTAs (tests); 0 = resident
+/// Variant 7 only: force the stream-K grid to `ctas` CTAs (tests); 0 = resident
 /// CTAs per SM x SMs.
 void w4a16_set_streamk_ctas(int ctas);
 int w4a16_variant();
