@@ -243,6 +243,39 @@ TEST(V4Attn, WarpSpecializedPair) {
   v4_case(256, {1152, 640, 129, 1}, 0, true, 3);
   v4_attn_ws_set_pair(-1);
 }
+// Both operand forms of the one-CTA kernel against the double reference (issue 12, thirteenth
+// session): since the F16 form became the default for lists longer than 256 rows, the cases above
+// run it (every one has a list of >= 500 rows), so the BF16 form is forced here on the same long
+// lists, the F16 form forced on short ones, and the auto rule run on short lists, where it picks BF16.
+// Added after the last device call of the session: not yet run on a GPU.
+TEST(V4Attn, WarpSpecializedBothOperandForms) {
+  SKIP_WITHOUT_GPU();
+  v4_attn_ws_set_pair(0);
+  v4_attn_ws_set_f16(0);
+  v4_case(128, {1152, 1152, 300, 65, 1}, 0, true, 3);
+  v4_case(64, {640, 3000, 128, 1}, 256, true, 4);
+  v4_case(128, {500, 33}, 0, false, 3);
+  v4_attn_ws_set_f16(1);
+  v4_case(128, {200, 64, 1}, 0, true, 3);
+  v4_case(64, {256, 129, 65}, 128, false, 4);
+  v4_attn_ws_set_f16(-1);
+  v4_case(128, {256, 191, 64, 1}, 0, true, 3);
+  v4_case(64, {255, 33}, 64, false, 4);
+  v4_attn_ws_set_pair(-1);
+}
+// The auto rule itself (host only): F16 exactly where a query's index list is longer than 256 rows.
+TEST(V4Attn, F16AutoRuleIsTheListLength) {
+  v4_attn_ws_set_f16(-1);
+  EXPECT_FALSE(v4_attn_ws_uses_f16(64));
+  EXPECT_FALSE(v4_attn_ws_uses_f16(256));
+  EXPECT_TRUE(v4_attn_ws_uses_f16(257));
+  EXPECT_TRUE(v4_attn_ws_uses_f16(65536));
+  v4_attn_ws_set_f16(0);
+  EXPECT_FALSE(v4_attn_ws_uses_f16(65536));
+  v4_attn_ws_set_f16(1);
+  EXPECT_TRUE(v4_attn_ws_uses_f16(64));
+  v4_attn_ws_set_f16(-1);
+}
 TEST(V4Attn, NoSink) {
   SKIP_WITHOUT_GPU();
   v4_case(64, {500, 33}, 0, false);
