@@ -18,10 +18,15 @@ namespace {
 
 FfnSpec k2_moe() { return *test::model("kimi-k2").main_moe(); }
 
-std::string pool_error(const std::string& prefill) {
-  const std::string text = R"({"name":"t","workload":{"kind":"synthetic","requests":3,"rate_per_s":1,
+// A one-deployment Kimi K2 scenario whose deployment object ends with `pools` (",\"prefill\":{...}").
+std::string k2_scenario(const std::string& pools) {
+  return R"({"name":"t","workload":{"kind":"synthetic","requests":3,"rate_per_s":1,
     "input_tokens":{"dist":"constant","value":1000},"output_tokens":{"dist":"constant","value":10}},
-    "deployments":[{"name":"a","model":"kimi-k2","hardware":"h200","prefill":)" + prefill + R"(,"decode":{"ep":32}}]})";
+    "deployments":[{"name":"a","model":"kimi-k2","hardware":"h200")" + pools + "}]}";
+}
+
+std::string pool_error(const std::string& prefill) {
+  const std::string text = k2_scenario(R"(,"prefill":)" + prefill + R"(,"decode":{"ep":32})");
   try {
     validate_scenario(parse_scenario(text, "s.json", test::data("scenarios")));
   } catch (const ScenarioError& e) {
@@ -73,17 +78,12 @@ TEST(Eplb, CopiesWithoutEplbAreRefused) {
 }
 
 TEST(Eplb, ScenarioDefaultFollowsTheRedundantExperts) {
-  const std::string text = R"({"name":"t","workload":{"kind":"synthetic","requests":3,"rate_per_s":1,
-    "input_tokens":{"dist":"constant","value":1000},"output_tokens":{"dist":"constant","value":10}},
-    "deployments":[{"name":"a","model":"kimi-k2","hardware":"h200","prefill":{"ep":32,"redundant_experts":32},
-    "decode":{"ep":32,"eplb":true}}]})";
-  const Scenario s = parse_scenario(text, "s.json", test::data("scenarios"));
+  const Scenario s = parse_scenario(k2_scenario(R"(,"prefill":{"ep":32,"redundant_experts":32},"decode":{"ep":32,"eplb":true})"),
+                                    "s.json", test::data("scenarios"));
   EXPECT_TRUE(s.deployments[0].prefill.eplb);
   EXPECT_TRUE(s.deployments[0].decode.eplb);
   EXPECT_EQ(s.deployments[0].decode.redundant_experts, 0);
-  const Scenario d = parse_scenario(R"({"name":"t","workload":{"kind":"synthetic","requests":3,"rate_per_s":1,
-    "input_tokens":{"dist":"constant","value":1000},"output_tokens":{"dist":"constant","value":10}},
-    "deployments":[{"name":"a","model":"kimi-k2","hardware":"h200"}]})", "s.json", test::data("scenarios"));
+  const Scenario d = parse_scenario(k2_scenario(""), "s.json", test::data("scenarios"));
   EXPECT_FALSE(d.deployments[0].prefill.eplb);
   EXPECT_FALSE(d.deployments[0].decode.eplb);
 }
