@@ -159,18 +159,20 @@ void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int*
 namespace {
 int g_v4ws_pair = -1;  // -1: from env V4WS_PAIR (default 0)
 int g_v4ws_f16 = -2;   // -2: from env V4WS_F16 (unset = -1: auto, F16 when idx_ld > kV4wsF16MinLd)
+int g_v4ws_qe = -2;    // -2: from env V4WS_QE (unset = -1: the default form, kV4wsQeDefault)
+constexpr bool kV4wsQeDefault = false;
 constexpr int kV4wsF16MinLd = 256;
-template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false>
+template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false>
 void v4ws_launch(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   constexpr int smem = v4ws::kSmem;
   static bool attr = false;
   if (!attr) {
-    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<DBG, REG, PAIR, FENCE, F16>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<DBG, REG, PAIR, FENCE, F16, QE>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     attr = true;
   }
   const dim3 grid(a.H / 64, plan.n_work);
   if constexpr (!PAIR) {
-    v4_attn_ws_kernel<DBG, REG, false, 0, F16><<<grid, 384, smem, s>>>(a, plan.work.p);
+    v4_attn_ws_kernel<DBG, REG, false, 0, F16, QE><<<grid, 384, smem, s>>>(a, plan.work.p);
   } else {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
@@ -192,6 +194,14 @@ void v4ws_launch(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
 
 void v4_attn_ws_set_pair(int pair) { g_v4ws_pair = pair; }
 void v4_attn_ws_set_f16(int f16) { g_v4ws_f16 = f16; }
+void v4_attn_ws_set_qe(int qe) { g_v4ws_qe = qe; }
+bool v4_attn_ws_uses_qe() {
+  if (g_v4ws_qe == -2) {
+    const char* e = std::getenv("V4WS_QE");
+    g_v4ws_qe = e ? std::atoi(e) : -1;
+  }
+  return g_v4ws_qe < 0 ? kV4wsQeDefault : g_v4ws_qe != 0;
+}
 // auto (the default): F16 where the lists are long (idx_ld > 256 rows, more than 4 tiles): there it
 // measured 1.03-1.06x faster than BF16 in the same run (v4c call 1: Pro CSA 512 x 64K 519.3 vs 544.9 us);
 // at <= 4 tiles (window-only layers, HCA below 16K context) the sweep rows were 0.96-1.00x of the BF16
@@ -213,9 +223,12 @@ bool v4_attn_ws_uses_pair(int H) {
 
 namespace {
 // Experiment settings that the chosen form would ignore are errors, not silently dropped (dsv4.cuh).
-void v4ws_check_settings(bool pair, bool f16, int dbg, int reg, int fence) {
+void v4ws_check_settings(bool pair, bool f16, bool qe, int dbg, int reg, int fence) {
   const auto bad = [](const std::string& m) { throw std::invalid_argument("v4_attn_ws: " + m); };
-  if (dbg < 0 || dbg > 2) bad("V4WS_DEBUG must be 0, 1 or 2 (got " + std::to_string(dbg) + ")");
+  if (dbg < 0 || dbg > 3) bad("V4WS_DEBUG must be 0, 1, 2 or 3 (got " + std::to_string(dbg) + ")");
+  if (dbg == 3 && (pair || !f16)) bad("V4WS_DEBUG=3 (consumer floor) exists for the F16 form only (V4WS_F16=1, no pair)");
+  if (qe && g_v4ws_qe == 1 && pair) bad("V4WS_QE=1 (v4_attn_ws_set_qe(1)) conflicts with the pair kernel (V4WS_PAIR=1): the early-Q form is one-CTA only");
+  if (qe && g_v4ws_qe == 1 && (dbg != 0 || reg != 1)) bad("V4WS_QE=1 conflicts with V4WS_DEBUG / V4WS_REG (the early-Q form uses neither)");
   if (reg < 0 || reg > 2) bad("V4WS_REG must be 0, 1 or 2 (got " + std::to_string(reg) + ")");
   if (fence < 0 || fence > 1) bad("V4WS_FENCE must be 0 or 1 (got " + std::to_string(fence) + ")");
   if (pair && g_v4ws_f16 == 1)
@@ -245,7 +258,9 @@ void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   if (plan.n_work > 0) {
     const bool pair = v4_attn_ws_uses_pair(a.H);
     const bool f16 = v4_attn_ws_uses_f16(a.idx_ld) && !pair;  // the pair form has no F16 variant
-    v4ws_check_settings(pair, f16, dbg, reg, fence);
+    const bool qe_set = v4_attn_ws_uses_qe();
+    v4ws_check_settings(pair, f16, qe_set, dbg, reg, fence);
+    const bool qe = qe_set && !pair && dbg == 0 && reg == 1;  // the default form where it applies
     if (pair) {
       if (dbg == 1) v4ws_launch<1, 1, true>(a, plan, s);
       else if (dbg == 2) v4ws_launch<2, 1, true>(a, plan, s);
@@ -256,12 +271,15 @@ void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
     } else if (f16) {
       if (dbg == 1) v4ws_launch<1, 1, false, 0, true>(a, plan, s);
       else if (dbg == 2) v4ws_launch<2, 1, false, 0, true>(a, plan, s);
+      else if (dbg == 3) v4ws_launch<3, 1, false, 0, true>(a, plan, s);
+      else if (qe) v4ws_launch<0, 1, false, 0, true, true>(a, plan, s);
       else v4ws_launch<0, 1, false, 0, true>(a, plan, s);
     } else {
       if (dbg == 1) v4ws_launch<1, 1, false>(a, plan, s);
       else if (dbg == 2) v4ws_launch<2, 1, false>(a, plan, s);
       else if (reg == 0) v4ws_launch<0, 0, false>(a, plan, s);
       else if (reg == 2) v4ws_launch<0, 2, false>(a, plan, s);
+      else if (qe) v4ws_launch<0, 1, false, 0, false, true>(a, plan, s);
       else v4ws_launch<0, 1, false>(a, plan, s);
     }
   }

@@ -108,5 +108,12 @@ bool v4_attn_ws_uses_pair(int H);
 /// with V4WS_DEBUG, V4WS_FENCE=1 or the F16 form (forced, or auto at idx_ld > 256).
 void v4_attn_ws_set_f16(int f16);
 bool v4_attn_ws_uses_f16(int idx_ld);
+/// Start order of the one-CTA kernel (issue 12, fourteenth session, helper v4d): qe 1 = "early Q"
+/// (the producer gathers tile 0 while the consumer warpgroups alone copy -- and in the F16 form
+/// convert -- the Q tile), 0 = Q first by all threads, then the pipeline, -1 = the default form
+/// (now 0). Default from env V4WS_QE (unset = -1). Not used by the pair form or the V4WS_DEBUG /
+/// V4WS_REG experiment forms (an explicit 1 with them throws).
+void v4_attn_ws_set_qe(int qe);
+bool v4_attn_ws_uses_qe();
 
 }  // namespace servesim::attn

@@ -15,7 +15,8 @@ namespace servesim::attn {
 namespace {
 
 // DBG (experiments only, env V4WS_DEBUG): 1 = no conversion (the raw bytes stay in place), 2 = no
-// gather (tiles converted from whatever the buffer holds). Both give wrong outputs; 0 = the kernel.
+// gather (tiles converted from whatever the buffer holds), 3 = neither (consumer floor). All give
+// wrong outputs; 0 = the kernel.
 // REG: registers after setmaxnreg, producer / consumers: 1 = 88 / 208 (the default since the twelfth
 // session: no spill, 1.12x faster than 0 at Pro 512 x 64K, 544.5 vs 611.9 us same run), 0 = 56 / 224
 // (the seventh session's default; ptxas: 8 B spill in the producer). (Call 5 of the seventh session
@@ -45,9 +46,17 @@ namespace {
 // Exact for s in 112..134 (the product's lowest bit >= 2^-24, its largest 448 x 2^7 < 65504); a
 // block with s > 134 (amax > 57344) overflows FP16 -- not produced by the compressor's RMS-normed
 // rows. Q / RoPE values below 2^-14 lose bits (FP16 subnormals), P gains 3 mantissa bits.
-template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false>
+// QE (fourteenth session, helper v4d; env V4WS_QE / v4_attn_ws_set_qe; one-CTA forms only): "early Q".
+// The mbarriers are initialised and the CTA synchronised first; then the producer starts tile 0's
+// gather at once while the 256 consumer threads alone copy Q (and convert it to FP16 in the F16 form)
+// and meet at named barrier 3 before their first S. QE = 0: all 384 threads copy (and convert) Q and
+// the producer starts only after it (the thirteenth session's order).
+// DBG 3 (experiments only): the producer neither gathers nor converts (it still loads the indices and
+// writes the flags, then arrives): the consumers' own floor; wrong outputs.
+template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false>
 __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int4* __restrict__ work) {
   static_assert(!(F16 && PAIR), "the F16 form is the one-CTA producer only");
+  static_assert(!(QE && PAIR), "the early-Q form is the one-CTA kernel only");
   using namespace sm90;
   using namespace v4ws;
   constexpr float kLog2e = 1.4426950408889634f;
@@ -81,9 +90,11 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
   }
   constexpr int NT = 384, RPW = PAIR ? 8 : 16;  // threads, rows per producer warp
   constexpr int LPR = 32 / RPW, BPL = 64 / LPR;       // conversion: lanes per row, raw bytes per lane
-  {  // Q tile (padded heads read as zeros), swizzled, by all threads
+  // Q tile (padded heads read as zeros), swizzled, by threads 0 .. nthr-1 (F16: each thread converts
+  // the chunks it copied, once its own copies have landed)
+  auto load_q = [&](int nthr) {
     const bf16* qsrc = a.q + (static_cast<size_t>(qi) * H + head0) * 512;
-    for (int u = tid; u < 64 * 64; u += NT) {
+    for (int u = tid; u < 64 * 64; u += nthr) {
       const int r = u >> 6, ch = u & 63;
       const bool ok = head0 + r < H;
       cp_async16(smem + (ch >> 3) * 8192 + r * 128 + (((ch & 7) ^ (r & 7)) << 4),
@@ -91,17 +102,26 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
     }
     cp_async_commit();
     cp_async_wait<0>();
-    if constexpr (F16) {  // each thread converts the chunks it copied (its own copies have landed)
-      for (int u = tid; u < 64 * 64; u += NT) {
+    if constexpr (F16) {
+      for (int u = tid; u < 64 * 64; u += nthr) {
         const int r = u >> 6, ch = u & 63;
         uint4* p = reinterpret_cast<uint4*>(smem + (ch >> 3) * 8192 + r * 128 + (((ch & 7) ^ (r & 7)) << 4));
         *p = bf16x8_to_f16x8(*p);
       }
     }
+    fence_proxy_async();  // generic writes of Q -> the wgmma (async proxy) reads
+  };
+  if constexpr (QE) {
+    __syncthreads();  // mbarriers initialised; the producer goes on to tile 0 at once
+    if (wg < 2) {
+      load_q(256);
+      named_bar_sync(3, 256);  // every consumer thread's Q chunks are in place
+    }
+  } else {
+    load_q(NT);
+    if constexpr (PAIR) cluster_sync_any();  // both CTAs' mbarriers initialised before any remote arrive
+    else __syncthreads();
   }
-  fence_proxy_async();
-  if constexpr (PAIR) cluster_sync_any();  // both CTAs' mbarriers initialised before any remote arrive
-  else __syncthreads();
 
   if (wg >= 2) {
     // ------------------------------- producer -------------------------------
@@ -149,7 +169,7 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
         const bool ok = id >= 0;
         const uint32_t sz = ok ? 8u : 0u;
         const uint8_t* src = a.pool + static_cast<size_t>(ok ? id : 0) * kV4RowBytes + lane * 8;
-        if (DBG != 2) {
+        if (DBG != 2 && DBG != 3) {
           const uint32_t b2 = bRope ? kvs + dB + r * 128 + (((qB ^ r) & 7) << 4) : kvs + dB + i * 64;
           const uint32_t b3 = lane < 8 ? kvs + dC + r * 128 + (((qC ^ r) & 7) << 4) : scs + r * 8;
           cp_async8_s(kvs + dA + i * 64, src, sz);
@@ -167,7 +187,7 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
       for (int k = 0; k < (RPW + 4) / 5; ++k) {
         const int i = k * 5 + lane / 6, part = lane % 6;
         const int id = __shfl_sync(0xffffffffu, id_nxt, i & (RPW - 1));
-        if (lane < 30 && i < RPW && id >= 0)
+        if (DBG != 3 && lane < 30 && i < RPW && id >= 0)
           prefetch_l2(a.pool + static_cast<size_t>(id) * kV4RowBytes + (part == 5 ? kV4RowBytes - 1 : part * 128));
       }
       cp_async_wait<0>();
@@ -186,7 +206,7 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
       uint32_t s = scb[dr * 8];
 #pragma unroll 1
       for (int c = 0; c < 7; ++c) {
-        if (DBG == 1) continue;
+        if (DBG == 1 || DBG == 3) continue;
         __syncwarp();  // the warp's raw bytes of block c are in registers
         uint32_t w[4 * NX];
 #pragma unroll
@@ -224,7 +244,7 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
         }
       }
       if constexpr (F16) {  // the row's BF16 RoPE part (block 7, landed in place) -> FP16, same chunks
-        if (DBG != 1) {
+        if (DBG != 1 && DBG != 3) {
 #pragma unroll
           for (int k = 0; k < 2 * NX; ++k) {
             uint4* p = reinterpret_cast<uint4*>(kvb + 7 * 8192 + dr * 128 + ((((2 * NX * dh + k) ^ dr) & 7) << 4));

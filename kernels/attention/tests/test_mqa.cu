@@ -263,6 +263,23 @@ TEST(V4Attn, WarpSpecializedBothOperandForms) {
   v4_case(64, {255, 33}, 64, false, 4);
   v4_attn_ws_set_pair(-1);
 }
+// The early-Q start order (V4WS_QE, fourteenth session): the producer gathers tile 0 while the consumers
+// alone copy (and convert) Q. Both operand forms on long, short, 1-row and split lists, H = 64 / 128 / 256.
+TEST(V4Attn, WarpSpecializedEarlyQ) {
+  SKIP_WITHOUT_GPU();
+  v4_attn_ws_set_pair(0);
+  v4_attn_ws_set_qe(1);
+  for (int f16 : {1, 0}) {
+    v4_attn_ws_set_f16(f16);
+    v4_case(128, {1152, 1152, 300, 65, 1}, 0, true, 3);
+    v4_case(64, {640, 3000, 128, 1}, 256, true, 4);
+    v4_case(128, {200, 64, 1}, 0, false, 3);
+    v4_case(256, {256, 129, 65}, 128, true, 4);
+  }
+  v4_attn_ws_set_f16(-1);
+  v4_attn_ws_set_qe(-1);
+  v4_attn_ws_set_pair(-1);
+}
 // The auto rule itself (host only): F16 exactly where a query's index list is longer than 256 rows.
 TEST(V4Attn, F16AutoRuleIsTheListLength) {
   v4_attn_ws_set_f16(-1);
