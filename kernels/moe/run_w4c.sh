@@ -26,6 +26,7 @@ el() { echo "($(($(date +%s)-T0)) s)"; }
     echo "== tests W4A16Prefill.* $(el)"
     timeout ${TEST1_S:-120} "$BIN/test_moe" --gtest_filter='W4A16Prefill.*' > "$OUT/test.txt" 2>&1
     rc=$?; echo "test_moe W4A16Prefill exit: $rc"; [ $rc = 0 ] || TESTS_OK=0
+    if [ $rc = 124 ]; then echo "HANG: skipping the other suites and memcheck; timing 8 only"; SANITIZE=0; W4V=8; TEST_FILTER='MoeHost*'; fi
     echo "== tests other W4A16 suites $(el)"
     timeout ${TEST2_S:-200} "$BIN/test_moe" --gtest_filter="${TEST_FILTER:-MoeHost*:AllTiles/W4A16Test*:PrefillForms/W4A16Test*:Variants/W4A16PermuteTest*:W4A16StreamK*}" >> "$OUT/test.txt" 2>&1
     rc=$?; echo "test_moe other exit: $rc"; [ $rc = 0 ] || TESTS_OK=0
