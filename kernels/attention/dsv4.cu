@@ -158,21 +158,24 @@ void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int*
 
 namespace {
 int g_v4ws_pair = -1;  // -1: from env V4WS_PAIR (default 0)
-int g_v4ws_f16 = -2;   // -2: from env V4WS_F16 (unset = -1: auto, F16 when idx_ld > kV4wsF16MinLd)
-int g_v4ws_qe = -2;    // -2: from env V4WS_QE (unset = -1: the default form, kV4wsQeDefault)
-constexpr bool kV4wsQeDefault = false;
-constexpr int kV4wsF16MinLd = 256;
-template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false>
+int g_v4ws_f16 = -2;   // -2: from env V4WS_F16 (unset = -1: the default, F16 when idx_ld > kV4wsF16MinLd)
+int g_v4ws_qe = -2;    // -2: from env V4WS_QE (unset = -1: kV4wsQeDefault)
+int g_v4ws_cd = -2;    // -2: from env V4WS_CD (unset = -1: kV4wsCdDefault)
+// the defaults (fourteenth session, helper v4d): F16 on every list, early Q, lean consumer (v4d call 2)
+constexpr int kV4wsF16MinLd = 0;
+constexpr bool kV4wsQeDefault = true;
+constexpr bool kV4wsCdDefault = true;
+template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false, bool CD = false>
 void v4ws_launch(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   constexpr int smem = v4ws::kSmem;
   static bool attr = false;
   if (!attr) {
-    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<DBG, REG, PAIR, FENCE, F16, QE>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<DBG, REG, PAIR, FENCE, F16, QE, CD>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     attr = true;
   }
   const dim3 grid(a.H / 64, plan.n_work);
   if constexpr (!PAIR) {
-    v4_attn_ws_kernel<DBG, REG, false, 0, F16, QE><<<grid, 384, smem, s>>>(a, plan.work.p);
+    v4_attn_ws_kernel<DBG, REG, false, 0, F16, QE, CD><<<grid, 384, smem, s>>>(a, plan.work.p);
   } else {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
@@ -190,28 +193,29 @@ void v4ws_launch(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   }
   SS_LAUNCH_CHECK();
 }
+int v4ws_env(int& g, const char* name) {
+  if (g == -2) {
+    const char* e = std::getenv(name);
+    g = e ? std::atoi(e) : -1;
+  }
+  return g;
+}
 }  // namespace
 
 void v4_attn_ws_set_pair(int pair) { g_v4ws_pair = pair; }
 void v4_attn_ws_set_f16(int f16) { g_v4ws_f16 = f16; }
 void v4_attn_ws_set_qe(int qe) { g_v4ws_qe = qe; }
-bool v4_attn_ws_uses_qe() {
-  if (g_v4ws_qe == -2) {
-    const char* e = std::getenv("V4WS_QE");
-    g_v4ws_qe = e ? std::atoi(e) : -1;
-  }
-  return g_v4ws_qe < 0 ? kV4wsQeDefault : g_v4ws_qe != 0;
-}
-// auto (the default): F16 where the lists are long (idx_ld > 256 rows, more than 4 tiles): there it
-// measured 1.03-1.06x faster than BF16 in the same run (v4c call 1: Pro CSA 512 x 64K 519.3 vs 544.9 us);
-// at <= 4 tiles (window-only layers, HCA below 16K context) the sweep rows were 0.96-1.00x of the BF16
-// tables (the per-CTA Q conversion is not amortised), so BF16 stays there.
+void v4_attn_ws_set_cd(int cd) { g_v4ws_cd = cd; }
+bool v4_attn_ws_uses_qe() { return v4ws_env(g_v4ws_qe, "V4WS_QE") < 0 ? kV4wsQeDefault : g_v4ws_qe != 0; }
+bool v4_attn_ws_uses_cd() { return v4ws_env(g_v4ws_cd, "V4WS_CD") < 0 ? kV4wsCdDefault : g_v4ws_cd != 0; }
+// The default (since the fourteenth session): F16 on every list. The thirteenth session's rule (F16 only
+// where idx_ld > 256: with Q converted before the pipeline, F16 was 0.96-1.01x of BF16 on <= 4 tiles)
+// is setting 2; with the early-Q start F16 was faster on short lists too (v4d call 1: HCA 512 x 8K
+// 150.3 us vs BF16 160.4, window-only decode 70.4 vs 73.6).
 bool v4_attn_ws_uses_f16(int idx_ld) {
-  if (g_v4ws_f16 == -2) {
-    const char* e = std::getenv("V4WS_F16");
-    g_v4ws_f16 = e ? std::atoi(e) : -1;
-  }
-  return g_v4ws_f16 < 0 ? idx_ld > kV4wsF16MinLd : g_v4ws_f16 != 0;
+  const int f = v4ws_env(g_v4ws_f16, "V4WS_F16");
+  if (f == 2) return idx_ld > 256;
+  return f < 0 ? idx_ld > kV4wsF16MinLd : f != 0;
 }
 bool v4_attn_ws_uses_pair(int H) {
   if (g_v4ws_pair < 0) {
@@ -223,14 +227,19 @@ bool v4_attn_ws_uses_pair(int H) {
 
 namespace {
 // Experiment settings that the chosen form would ignore are errors, not silently dropped (dsv4.cuh).
-void v4ws_check_settings(bool pair, bool f16, bool qe, int dbg, int reg, int fence) {
+// Explicit settings (1) of QE / CD are checked; their defaults apply only where the form has them.
+void v4ws_check_settings(bool pair, bool f16, bool qe, bool cd, int dbg, int reg, int fence) {
   const auto bad = [](const std::string& m) { throw std::invalid_argument("v4_attn_ws: " + m); };
   if (dbg < 0 || dbg > 3) bad("V4WS_DEBUG must be 0, 1, 2 or 3 (got " + std::to_string(dbg) + ")");
-  if (dbg == 3 && (pair || !f16)) bad("V4WS_DEBUG=3 (consumer floor) exists for the F16 form only (V4WS_F16=1, no pair)");
-  if (qe && g_v4ws_qe == 1 && pair) bad("V4WS_QE=1 (v4_attn_ws_set_qe(1)) conflicts with the pair kernel (V4WS_PAIR=1): the early-Q form is one-CTA only");
-  if (qe && g_v4ws_qe == 1 && (dbg != 0 || reg != 1)) bad("V4WS_QE=1 conflicts with V4WS_DEBUG / V4WS_REG (the early-Q form uses neither)");
   if (reg < 0 || reg > 2) bad("V4WS_REG must be 0, 1 or 2 (got " + std::to_string(reg) + ")");
   if (fence < 0 || fence > 1) bad("V4WS_FENCE must be 0 or 1 (got " + std::to_string(fence) + ")");
+  if (dbg == 3 && (pair || !f16)) bad("V4WS_DEBUG=3 (consumers only) exists for the F16 form only (no pair)");
+  if (g_v4ws_qe == 1 && pair) bad("V4WS_QE=1 (v4_attn_ws_set_qe(1)) conflicts with the pair kernel (V4WS_PAIR=1): the early-Q form is one-CTA only");
+  if (g_v4ws_qe == 1 && reg != 1) bad("V4WS_QE=1 conflicts with V4WS_REG (the early-Q form uses V4WS_REG=1)");
+  if (g_v4ws_qe == 1 && dbg != 0 && !f16) bad("V4WS_QE=1 conflicts with V4WS_DEBUG in the BF16 form (its debug forms are QE=0)");
+  if (g_v4ws_cd == 1 && !qe) bad("V4WS_CD=1 (v4_attn_ws_set_cd(1)) needs the early-Q form (V4WS_QE, one-CTA kernel, V4WS_REG=1)");
+  if (dbg != 0 && f16 && (g_v4ws_qe >= 0 || g_v4ws_cd >= 0) && qe != cd)
+    bad("V4WS_DEBUG in the F16 form exists with V4WS_QE and V4WS_CD both 1 or both 0");
   if (pair && g_v4ws_f16 == 1)
     bad("V4WS_PAIR=1 (v4_attn_ws_set_pair(1)) conflicts with V4WS_F16=1 (v4_attn_ws_set_f16(1)): the pair kernel has no F16 form");
   if (fence != 0 && !pair) bad("V4WS_FENCE=1 applies to the pair kernel only (V4WS_PAIR=1 at H % 128 == 0)");
@@ -238,7 +247,7 @@ void v4ws_check_settings(bool pair, bool f16, bool qe, int dbg, int reg, int fen
   if (reg != 1 && dbg != 0) bad("V4WS_REG conflicts with V4WS_DEBUG (the debug forms use V4WS_REG=1)");
   if (reg != 1 && fence != 0) bad("V4WS_REG conflicts with V4WS_FENCE=1 (that form uses V4WS_REG=1)");
   if (reg != 1 && f16)
-    bad("V4WS_REG conflicts with the F16 form (V4WS_F16=1, or V4WS_F16 unset and idx_ld > 256; it uses V4WS_REG=1): set V4WS_F16=0");
+    bad("V4WS_REG conflicts with the F16 form (the default, or V4WS_F16=1 / 2 with idx_ld > 256; it uses V4WS_REG=1): set V4WS_F16=0");
 }
 }  // namespace
 
@@ -258,9 +267,10 @@ void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   if (plan.n_work > 0) {
     const bool pair = v4_attn_ws_uses_pair(a.H);
     const bool f16 = v4_attn_ws_uses_f16(a.idx_ld) && !pair;  // the pair form has no F16 variant
-    const bool qe_set = v4_attn_ws_uses_qe();
-    v4ws_check_settings(pair, f16, qe_set, dbg, reg, fence);
-    const bool qe = qe_set && !pair && dbg == 0 && reg == 1;  // the default form where it applies
+    // early Q / lean consumer where the form has them: one-CTA, V4WS_REG=1, not the BF16 debug forms
+    const bool qe = v4_attn_ws_uses_qe() && !pair && reg == 1 && (dbg == 0 || f16);
+    const bool cd = v4_attn_ws_uses_cd() && qe;
+    v4ws_check_settings(pair, f16, qe, cd, dbg, reg, fence);
     if (pair) {
       if (dbg == 1) v4ws_launch<1, 1, true>(a, plan, s);
       else if (dbg == 2) v4ws_launch<2, 1, true>(a, plan, s);
@@ -269,9 +279,14 @@ void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
       else if (reg == 2) v4ws_launch<0, 2, true>(a, plan, s);
       else v4ws_launch<0, 1, true>(a, plan, s);
     } else if (f16) {
-      if (dbg == 1) v4ws_launch<1, 1, false, 0, true>(a, plan, s);
+      if (dbg != 0 && cd) {  // the debug forms of the default (QE and CD on)
+        if (dbg == 1) v4ws_launch<1, 1, false, 0, true, true, true>(a, plan, s);
+        else if (dbg == 2) v4ws_launch<2, 1, false, 0, true, true, true>(a, plan, s);
+        else v4ws_launch<3, 1, false, 0, true, true, true>(a, plan, s);
+      } else if (dbg == 1) v4ws_launch<1, 1, false, 0, true>(a, plan, s);
       else if (dbg == 2) v4ws_launch<2, 1, false, 0, true>(a, plan, s);
       else if (dbg == 3) v4ws_launch<3, 1, false, 0, true>(a, plan, s);
+      else if (cd) v4ws_launch<0, 1, false, 0, true, true, true>(a, plan, s);
       else if (qe) v4ws_launch<0, 1, false, 0, true, true>(a, plan, s);
       else v4ws_launch<0, 1, false, 0, true>(a, plan, s);
     } else {
@@ -279,6 +294,7 @@ void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
       else if (dbg == 2) v4ws_launch<2, 1, false>(a, plan, s);
       else if (reg == 0) v4ws_launch<0, 0, false>(a, plan, s);
       else if (reg == 2) v4ws_launch<0, 2, false>(a, plan, s);
+      else if (cd) v4ws_launch<0, 1, false, 0, false, true, true>(a, plan, s);
       else if (qe) v4ws_launch<0, 1, false, 0, false, true>(a, plan, s);
       else v4ws_launch<0, 1, false>(a, plan, s);
     }

@@ -84,9 +84,10 @@ bool v4_attn_ws_uses_pair(int H);
 /// Operand type of the in-place one-CTA kernel (issue 12, thirteenth session, helper v4c): f16 1 =
 /// Q, K and P in FP16 (E4M3 dequantised by cvt.rn.f16x2.e4m3x2 + one f16x2 multiply by the UE8M0
 /// scale; both wgmma f16; exact for scales 2^-15 .. 2^7, i.e. per-64 amax <= 57344), 0 = BF16 (the
-/// twelfth session's kernel), -1 = auto (the default: F16 when idx_ld > 256, i.e. lists of more than 4
-/// tiles, where it measured 1.03-1.06x faster; BF16 for shorter lists, where it was not faster). Not
-/// used by the pair form. Default from env V4WS_F16 (unset = -1).
+/// twelfth session's kernel), 2 = the thirteenth session's rule (F16 when idx_ld > 256), -1 = the
+/// default: F16 on every list since the fourteenth session (helper v4d: with the early-Q start it is
+/// faster than BF16 on short lists too). Not used by the pair form. Default from env V4WS_F16
+/// (unset = -1).
 /// F16 contract (the caller's guarantee): every 64-value E4M3 block of the pool rows that the
 /// indices reach has a UE8M0 scale byte s <= 134 (scale <= 2^7, block amax <= 448 x 2^7 = 57344);
 /// the compressor's RMS-normed rows satisfy it. Then the dequantised K is exact for s in 112..134
@@ -100,20 +101,27 @@ bool v4_attn_ws_uses_pair(int H);
 /// (or V4WS_F16=0): the BF16 form has FP32's exponent range (two multiplies for s > 134).
 ///
 /// Settings of v4_attn_ws (forms: pair > F16 > BF16): V4WS_PAIR / set_pair(1) takes the pair kernel
-/// where H % 128 == 0 (the F16 auto rule is then not applied); otherwise F16 as set above. The
-/// experiment variables V4WS_DEBUG (0-2), V4WS_REG (0-2, default 1) and V4WS_FENCE (0-1, pair only)
+/// where H % 128 == 0 (the F16 setting is then not applied); otherwise F16 as set above. The
+/// experiment variables V4WS_DEBUG (0-3), V4WS_REG (0-2, default 1) and V4WS_FENCE (0-1, pair only)
 /// are never silently dropped: v4_attn_ws throws std::invalid_argument naming the variables when
 /// a setting is out of range or the chosen form ignores it -- V4WS_PAIR=1 (at H % 128 == 0) with
 /// V4WS_F16=1 / set_f16(1); V4WS_FENCE=1 without the pair kernel or with V4WS_DEBUG; V4WS_REG != 1
-/// with V4WS_DEBUG, V4WS_FENCE=1 or the F16 form (forced, or auto at idx_ld > 256).
+/// with V4WS_DEBUG, V4WS_FENCE=1 or the F16 form (the default); V4WS_DEBUG=3 outside the F16 form;
+/// and the explicit QE / CD settings below where the form lacks them.
 void v4_attn_ws_set_f16(int f16);
 bool v4_attn_ws_uses_f16(int idx_ld);
 /// Start order of the one-CTA kernel (issue 12, fourteenth session, helper v4d): qe 1 = "early Q"
 /// (the producer gathers tile 0 while the consumer warpgroups alone copy -- and in the F16 form
-/// convert -- the Q tile), 0 = Q first by all threads, then the pipeline, -1 = the default form
-/// (now 0). Default from env V4WS_QE (unset = -1). Not used by the pair form or the V4WS_DEBUG /
-/// V4WS_REG experiment forms (an explicit 1 with them throws).
+/// convert -- the Q tile), 0 = Q first by all threads, then the pipeline (before the fourteenth
+/// session), -1 = the default (1). Default from env V4WS_QE (unset = -1). Not in the pair form,
+/// V4WS_REG != 1 or the BF16 debug forms (the default is 0 there; an explicit 1 throws).
 void v4_attn_ws_set_qe(int qe);
 bool v4_attn_ws_uses_qe();
+/// Lean consumer of the early-Q form (fourteenth session, helper v4d): cd 1 = wgmma descriptors built
+/// once per CTA, row-valid flags as one 64-bit mask per tile, O rescaled only when a row max changed;
+/// 0 = the consumer code before; -1 = the default (1). Default from env V4WS_CD (unset = -1). Only
+/// with the early-Q form (an explicit 1 without it throws).
+void v4_attn_ws_set_cd(int cd);
+bool v4_attn_ws_uses_cd();
 
 }  // namespace servesim::attn

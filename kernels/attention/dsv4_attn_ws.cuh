@@ -53,10 +53,20 @@ namespace {
 // the producer starts only after it (the thirteenth session's order).
 // DBG 3 (experiments only): the producer neither gathers nor converts (it still loads the indices and
 // writes the flags, then arrives): the consumers' own floor; wrong outputs.
-template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false>
+// CD (fourteenth session, helper v4d; env V4WS_CD / v4_attn_ws_set_cd; with QE only): leaner consumer
+// code, from the first ncu of the F16 kernel (warpgroup 1 spent more time waiting for warpgroup 0's
+// S + softmax than in its own P V, and the S loop issued ~13 instructions per HGMMA, mostly uniform
+// descriptor arithmetic): (1) the wgmma descriptors are built once (Q, P, and K / V of buffer 0) and
+// each k step adds a constant to the descriptor's low word (the 14-bit address field cannot carry:
+// shared addresses < 256 KB); (2) the row-valid flags become one 16-bit ballot per producer warp
+// (a 64-bit mask per buffer, one LDS.64 per consumer thread instead of 16 LDS); (3) O is rescaled
+// only when some row's max changed (alpha != 1 in the warp; ex2(0) = 1 exactly), which after the
+// first tiles of a long list is rare.
+template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false, bool CD = false>
 __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int4* __restrict__ work) {
   static_assert(!(F16 && PAIR), "the F16 form is the one-CTA producer only");
   static_assert(!(QE && PAIR), "the early-Q form is the one-CTA kernel only");
+  static_assert(!CD || QE, "the lean consumer form is built with the early-Q form only");
   using namespace sm90;
   using namespace v4ws;
   constexpr float kLog2e = 1.4426950408889634f;
@@ -112,11 +122,7 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
     fence_proxy_async();  // generic writes of Q -> the wgmma (async proxy) reads
   };
   if constexpr (QE) {
-    __syncthreads();  // mbarriers initialised; the producer goes on to tile 0 at once
-    if (wg < 2) {
-      load_q(256);
-      named_bar_sync(3, 256);  // every consumer thread's Q chunks are in place
-    }
+    __syncthreads();  // mbarriers initialised; the producer goes on to tile 0 at once (Q: consumers, below)
   } else {
     load_q(NT);
     if constexpr (PAIR) cluster_sync_any();  // both CTAs' mbarriers initialised before any remote arrive
@@ -176,12 +182,16 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
           cp_async8_s(b2, src + 256, sz);
           cp_async8_sp(lane <= 8, b3, src + 512, sz);
         }
-        if (lane == 0) {
+        if (!CD && lane == 0) {
           sFlag[b * 64 + r] = ok;
           if constexpr (PAIR) st_cluster4(psb + kOffFlag + 4 * (b * 64 + r), ok ? 1u : 0u);
         }
       }
       cp_async_commit();
+      if constexpr (CD) {  // lanes l and l + 16 hold row rw0 + l: bits 0..15 = the warp's 16 rows
+        const uint32_t bal = __ballot_sync(0xffffffffu, id_cur >= 0);
+        if (lane == 0) reinterpret_cast<uint16_t*>(sFlag)[b * 4 + pw] = static_cast<uint16_t>(bal);
+      }
       // L2 prefetch of tile j+1's rows: 6 lanes per row (5 lines at +128 k and the last byte)
 #pragma unroll
       for (int k = 0; k < (RPW + 4) / 5; ++k) {
@@ -272,6 +282,10 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
   if constexpr (REG == 0) asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
   if constexpr (REG == 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 208;\n" ::: "memory");
   if constexpr (REG == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 216;\n" ::: "memory");
+  if constexpr (QE) {  // early Q: the consumers alone copy (and convert) Q, after the register split
+    load_q(256);       // (before it, in call 1's build, the QE forms spilled 4 B: ptxas -v)
+    named_bar_sync(3, 256);  // every consumer thread's Q chunks are in place
+  }
   const int w4 = (tid >> 5) & 3, g = lane >> 2, t4 = lane & 3;
   const int rA = 16 * w4 + g, rB = rA + 8;
   float o[128];
@@ -279,6 +293,9 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
   for (int i = 0; i < 128; ++i) o[i] = 0.f;
   float m0 = kNegInf, m1 = kNegInf, l0 = 0.f, l1 = 0.f;
   const float sl2 = a.sm_scale * kLog2e;
+  // CD: descriptors of k step 0 (buffer 0); a k step / buffer adds (byte offset >> 4) to the low word
+  const uint64_t dQ0 = sw128_desc(sb, 16, 1024), dK0 = sw128_desc(sb + kOffKV, 16, 1024);
+  const uint64_t dP0 = sw128_desc(sb + kOffP, 16, 1024), dV0 = sw128_desc(sb + kOffKV + wg * 4 * 8192, 8192, 1024);
 
   for (int j = 0; j < ntiles; ++j) {
     const int b = j & 1;
@@ -295,18 +312,26 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
 #pragma unroll
       for (int ks = 0; ks < 32; ++ks) {
         const uint32_t off = (ks >> 2) * 8192 + (ks & 3) * 32;
-        if constexpr (F16) fp8k::wgmma_m64n64k16_ss_f16(s, sw128_desc(sb + off, 16, 1024), sw128_desc(kv + off, 16, 1024), ks > 0);
-        else wgmma_m64n64k16_ss(s, sw128_desc(sb + off, 16, 1024), sw128_desc(kv + off, 16, 1024), ks > 0);
+        const uint64_t da = CD ? desc_add(dQ0, off >> 4) : sw128_desc(sb + off, 16, 1024);
+        const uint64_t db = CD ? desc_add(dK0, (b * kKV + off) >> 4) : sw128_desc(kv + off, 16, 1024);
+        if constexpr (F16) fp8k::wgmma_m64n64k16_ss_f16(s, da, db, ks > 0);
+        else wgmma_m64n64k16_ss(s, da, db, ks > 0);
       }
       wg_commit();
       wg_wait<0>();
       fence_regs(s);
       float mxA = kNegInf, mxB = kNegInf;
+      uint2 fm = make_uint2(0u, 0u);  // CD: the tile's row-valid mask (rows 0..31, 32..63), shifted to this thread's columns
+      if constexpr (CD) {
+        fm = *reinterpret_cast<const uint2*>(reinterpret_cast<const uint16_t*>(sFlag) + b * 4);
+        fm.x >>= 2 * t4;
+        fm.y >>= 2 * t4;
+      }
 #pragma unroll
       for (int jj = 0; jj < 8; ++jj)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const bool v = sFlag[b * 64 + 8 * jj + 2 * t4 + e] != 0;
+          const bool v = CD ? (((jj < 4 ? fm.x : fm.y) >> (8 * (jj & 3) + e)) & 1u) != 0 : sFlag[b * 64 + 8 * jj + 2 * t4 + e] != 0;
           s[4 * jj + e] = v ? s[4 * jj + e] * sl2 : kNegInf;
           s[4 * jj + 2 + e] = v ? s[4 * jj + 2 + e] * sl2 : kNegInf;
           mxA = fmaxf(mxA, s[4 * jj + e]);
@@ -346,23 +371,23 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
       alA = sAlpha[rA];
       alB = sAlpha[rB];
     }
+    if (!CD || !__all_sync(0xffffffffu, alA == 1.f && alB == 1.f)) {
 #pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      o[4 * i] *= alA;
-      o[4 * i + 1] *= alA;
-      o[4 * i + 2] *= alB;
-      o[4 * i + 3] *= alB;
+      for (int i = 0; i < 32; ++i) {
+        o[4 * i] *= alA;
+        o[4 * i + 1] *= alA;
+        o[4 * i + 2] *= alB;
+        o[4 * i + 3] *= alB;
+      }
     }
     fence_regs(o);
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      if constexpr (F16)
-        fp8k::wgmma_m64n256k16_ss_tb_f16(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024),
-                                         sw128_desc(kv + wg * 4 * 8192 + kk * 2048, 8192, 1024), 1);
-      else
-        wgmma_m64n256k16_ss_tb(o, sw128_desc(sb + kOffP + kk * 32, 16, 1024),
-                               sw128_desc(kv + wg * 4 * 8192 + kk * 2048, 8192, 1024), 1);
+      const uint64_t da = CD ? desc_add(dP0, kk * 2) : sw128_desc(sb + kOffP + kk * 32, 16, 1024);
+      const uint64_t db = CD ? desc_add(dV0, (b * kKV + kk * 2048) >> 4) : sw128_desc(kv + wg * 4 * 8192 + kk * 2048, 8192, 1024);
+      if constexpr (F16) fp8k::wgmma_m64n256k16_ss_tb_f16(o, da, db, 1);
+      else wgmma_m64n256k16_ss_tb(o, da, db, 1);
     }
     wg_commit();
     wg_wait<0>();

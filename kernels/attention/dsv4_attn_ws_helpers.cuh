@@ -67,6 +67,11 @@ __device__ __forceinline__ uint2 e4m3x4_to_bf16_scaled(uint32_t w, uint32_t f1, 
   }
   return make_uint2(r0, r1);
 }
+// wgmma descriptor + (byte offset >> 4) in the 14-bit start-address field (low word only: no carry
+// for shared addresses < 256 KB; the high word -- stride, swizzle -- is unchanged)
+__device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t off16) {
+  return (d & 0xffffffff00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(d) + off16);
+}
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 // F16 form (thirteenth session, helper v4c): FP16 operands instead of BF16. 4 E4M3 bytes -> two
 // f16x2 words by the hardware unpack (cvt.rn.f16x2.e4m3x2: one F2FP per 2 values, exact: every E4M3

@@ -3,9 +3,9 @@
 # device call: test_mqa (TEST_FILTER, default V4Attn.*, env defaults), compute-sanitizer memcheck of
 # MEMCHECK_FILTER, SASS counts of the one-CTA instantiations, bench_attn at the reference points
 # (long and short lists) under each CMP_ENV setting interleaved REPS times, the debug bound split
-# (DBG_SPLIT=1: V4WS_DEBUG 1 no conversion / 2 no gather / 3 consumers only, F16 form), NCU=1 one ncu
-# of the F16 kernel, and SWEEP_ENV (if set and the tests passed, and -- unless SWEEP_FORCE=1 -- the
-# CAND setting is faster than BASE at every reference point, best of REPS) the six V4 table sweeps.
+# (DBG_SPLIT=1: V4WS_DEBUG 1 no conversion / 2 no gather / 3 consumers only, F16 form, under DBG_ENV),
+# NCU=1 one ncu of the F16 kernel (NCU_ENV), and -- if the tests passed -- the six V4 table sweeps (heads
+# >= 64) under the first SWEEP_CANDS setting that beats BASE (see below), or under SWEEP_FORCE.
 # Usage: BIN=build-carry/v4d SERVESIM_COMMIT=<sha> bash kernels/attention/run_v4d.sh
 set -uo pipefail
 BIN=${BIN:-build-carry/v4d}
@@ -14,7 +14,6 @@ W=$(mktemp -d); mkdir -p "$W/tables" "$OUT"
 export SERVESIM_COMMIT=${SERVESIM_COMMIT:-unknown}
 CMP_ENV=${CMP_ENV:-"V4WS_QE=0 V4WS_QE=1 V4WS_F16=0,V4WS_QE=0 V4WS_F16=0,V4WS_QE=1 V4WS_F16=1,V4WS_QE=0 V4WS_F16=1,V4WS_QE=1"}
 BASE=${BASE:-V4WS_QE=0}
-CAND=${CAND:-V4WS_QE=1}
 # long lists: CSA Pro / Flash 512 x 64K (1152 / 640 rows), HCA 512 x 1M (8320), CSA 128 x 64K (B=64: < 1 wave);
 # short lists: HCA 512 x 8K / 16K (192 / 256 rows), Flash 512 x 4K (window 128, HCA 160 rows),
 # CSA 512 x 1K (384 rows); prefill CSA 4096 after 64K and the Flash window / HCA prefill 4096 after 0
@@ -39,6 +38,12 @@ el() { echo "after $(( $(date +%s) - T0 )) s"; }
       RC=$?; [ $RC = 0 ] || OK=0
       echo "memcheck ${MEMCHECK_FILTER-V4Attn.WarpSpecializedBothOperandForms:V4Attn.WarpSpecializedEarlyQ} exit $RC: $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$W/memcheck.log" | tr '\n' ' ') $(el)"
       grep -E -A5 "Invalid|out of bounds|Illegal|illegal" "$W/memcheck.log" | head -20
+    fi
+    if [ -n "${SYNCCHECK_FILTER:-}" ]; then
+      timeout ${MC_T:-200} compute-sanitizer --tool synccheck --print-limit 10 "$BIN/test_mqa" --gtest_filter="$SYNCCHECK_FILTER" > "$W/synccheck.log" 2>&1
+      RC=$?; [ $RC = 0 ] || OK=0
+      echo "synccheck $SYNCCHECK_FILTER exit $RC: $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$W/synccheck.log" | tr '\n' ' ') $(el)"
+      grep -E -A5 "hazard|Barrier|barrier" "$W/synccheck.log" | head -20
     fi
   fi
   echo "tests ok: $OK"
@@ -84,7 +89,7 @@ PY
   cat "$W/cmp_table.txt"
   if [ "${DBG_SPLIT:-1}" = 1 ]; then
     for d in 0 1 2 3; do
-      V4WS_F16=1 V4WS_DEBUG=$d timeout -k 5 60 "$BIN/bench_attn" --out "$W/dbg$d" --only csa_sparse_attn_decode,hca_attn_decode \
+      env ${DBG_ENV:-V4WS_F16=1} V4WS_DEBUG=$d timeout -k 5 60 "$BIN/bench_attn" --out "$W/dbg$d" --only csa_sparse_attn_decode,hca_attn_decode \
         --v4-attn-variant 3 --v4-attn-point 128:512:65536,128:512:1048576 --budget 30 --share-scale 3 > "$W/dbg$d.log" 2>&1
       echo "F16 V4WS_DEBUG=$d exit $? $(el)"; grep -E "^  (csa|hca)" "$W/dbg$d.log" | awk '{printf "  %-24s %s %s\n", $1, substr($0, index($0,"{"), 56), $(NF-7)}'
     done
@@ -99,28 +104,40 @@ PY
     grep -E "Duration|SM Frequency|Issue Slots|No Eligible|Eligible Warps|Pipe Tensor|Warp Cycles Per Issued|Registers Per|Shared Memory Configuration Size|L2 Hit|Mem Busy|Max Bandwidth|DRAM Throughput|L1/TEX Hit" "$W/ncu_f16.log" | head -30
     grep -E "^    stall_[a-z_]+ +warp|smsp__pcsamp_warps_issue_stalled" "$W/ncu_f16.log" | sort -k3 -n -r -t' ' | head -14
   fi
-  if [ "$OK" = 1 ] && [ -n "${SWEEP_ENV:-}" ]; then
-    GO=${SWEEP_FORCE:-0}
-    if [ "$GO" != 1 ]; then
-      GO=$(python3 - "$W" "$BASE" "$CAND" <<'PY'
+  # sweeps: the first of SWEEP_CANDS (CMP_ENV settings) that is faster than BASE at the 4 reference
+  # points (best of REPS) and within 2% of it (or faster) at every other point; SWEEP_FORCE=<setting> forces one
+  if [ "$OK" = 1 ] && [ -n "${SWEEP_CANDS:-}${SWEEP_FORCE:-}" ]; then
+    PICK=${SWEEP_FORCE:-}
+    if [ -z "$PICK" ]; then
+      PICK=$(python3 - "$W" "$BASE" $SWEEP_CANDS <<'PY'
 import json, sys
 b = json.load(open(f"{sys.argv[1]}/cmp_best.json"))
-ok = True
-for k, v in sorted(b.items()):
-    if sys.argv[2] in v and sys.argv[3] in v:
-        r = v[sys.argv[2]][0] / v[sys.argv[3]][0]
-        print(f"ref {k}: {sys.argv[2]} {v[sys.argv[2]][0]:.1f} {sys.argv[3]} {v[sys.argv[3]][0]:.1f} ratio {r:.3f}", file=sys.stderr)
-        if r < 1.0: ok = False
-print(1 if ok else 0)
+base = sys.argv[2]
+ref = {"csa_sparse_attn_decode|128|512|65536", "csa_sparse_attn_decode|64|512|65536",
+       "hca_attn_decode|128|512|1048576", "csa_sparse_attn_prefill|128|4096|65536"}
+for cand in sys.argv[3:]:
+    ok, nref = True, 0
+    for k, v in sorted(b.items()):
+        if base not in v or cand not in v:
+            continue
+        r = v[base][0] / v[cand][0]
+        isref = "|".join(k.split("|")[:4]) in ref
+        nref += isref
+        print(f"{cand} {k}: base {v[base][0]:.1f} cand {v[cand][0]:.1f} ratio {r:.3f}{' REF' if isref else ''}", file=sys.stderr)
+        if r <= 1.0 if isref else r < 0.98:
+            ok = False
+    if ok and nref == 4:
+        print(cand)
+        break
 PY
 )
     fi
-    echo "sweep ($SWEEP_ENV): $GO"
-    if [ "$GO" = 1 ]; then
+    echo "sweep with: ${PICK:-none}"
+    if [ -n "$PICK" ]; then
       for op in csa_sparse_attn_decode:${CSA_S:-30}:26 hca_attn_decode:${HCA_S:-60}:20 csa_sparse_attn_prefill:${CSAP_S:-40}:30 hca_attn_prefill:${HCAP_S:-30}:22 swa_attn_decode:${SWA_S:-8}:5 swa_attn_prefill:${SWAP_S:-8}:7; do
         IFS=: read -r name secs share <<< "$op"
         if [ $(( $(date +%s) - T0 + secs + 12 )) -gt ${SWEEP_DEADLINE:-540} ]; then echo "sweep $name skipped (time) $(el)"; continue; fi
-        env $(echo "$SWEEP_ENV" | tr ',' ' ') V4_ATTN_MIN_HEADS=${MIN_HEADS:-64} timeout -k 5 $(( secs + 30 )) "$BIN/bench_attn" --out "$W/tables" --only "$name" \
+        env $(echo "$PICK" | tr ',' ' ') V4_ATTN_MIN_HEADS=${MIN_HEADS:-64} timeout -k 5 $(( secs + 30 )) "$BIN/bench_attn" --out "$W/tables" --only "$name" \
           --budget $(( secs + 5 )) --share-scale $(awk "BEGIN{print $secs / $share}") > "$W/sweep_$name.log" 2>&1
         echo "sweep $name exit $? $(el)"; grep -E "^== |best" "$W/sweep_$name.log"
       done

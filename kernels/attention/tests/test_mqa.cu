@@ -159,8 +159,11 @@ void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_si
   const double e = rel_err(got, ref);
   char name[128];
   v4_attn_set_variant(variant);
-  std::snprintf(name, sizeof name, "v4_attn out (H=%d nq=%d split=%d sink=%d mode=%d %s%s)", H, nq, force_split, with_sink,
-                mode, v4_attn_config(H), variant == 3 && v4_attn_ws_uses_pair(H) ? " pair" : "");
+  const bool ws1 = variant == 3 && !v4_attn_ws_uses_pair(H);  // the one-CTA kernel: its form
+  std::snprintf(name, sizeof name, "v4_attn out (H=%d nq=%d split=%d sink=%d mode=%d %s%s%s%s%s)", H, nq, force_split, with_sink,
+                mode, v4_attn_config(H), variant == 3 && v4_attn_ws_uses_pair(H) ? " pair" : "",
+                ws1 && v4_attn_ws_uses_f16(ld) ? " f16" : "", ws1 && v4_attn_ws_uses_qe() ? " qe" : "",
+                ws1 && v4_attn_ws_uses_qe() && v4_attn_ws_uses_cd() ? " cd" : "");
   v4_attn_set_variant(0);
   report(name, e, 1e-2);
   EXPECT_LT(e, 1e-2);
@@ -246,8 +249,9 @@ TEST(V4Attn, WarpSpecializedPair) {
 // Both operand forms of the one-CTA kernel against the double reference (issue 12, thirteenth
 // session): since the F16 form became the default for lists longer than 256 rows, the cases above
 // run it (every one has a list of >= 500 rows), so the BF16 form is forced here on the same long
-// lists, the F16 form forced on short ones, and the auto rule run on short lists, where it picks BF16.
-// Added after the last device call of the session: not yet run on a GPU.
+// lists, the F16 form forced on short ones, and the auto rule run on short lists, where it picked BF16
+// (first run on a GPU in the fourteenth session, v4d call 1: pass, memcheck 0 errors). Since then the
+// default (-1) is F16 everywhere; setting 2 keeps the thirteenth session's rule (BF16 on these lists).
 TEST(V4Attn, WarpSpecializedBothOperandForms) {
   SKIP_WITHOUT_GPU();
   v4_attn_ws_set_pair(0);
@@ -258,31 +262,43 @@ TEST(V4Attn, WarpSpecializedBothOperandForms) {
   v4_attn_ws_set_f16(1);
   v4_case(128, {200, 64, 1}, 0, true, 3);
   v4_case(64, {256, 129, 65}, 128, false, 4);
-  v4_attn_ws_set_f16(-1);
+  v4_attn_ws_set_f16(2);
   v4_case(128, {256, 191, 64, 1}, 0, true, 3);
   v4_case(64, {255, 33}, 64, false, 4);
+  v4_attn_ws_set_f16(-1);
   v4_attn_ws_set_pair(-1);
 }
 // The early-Q start order (V4WS_QE, fourteenth session): the producer gathers tile 0 while the consumers
 // alone copy (and convert) Q. Both operand forms on long, short, 1-row and split lists, H = 64 / 128 / 256.
+// The lean consumer (V4WS_CD, same session: descriptors built once, 64-bit row mask, O rescaled only
+// when a row max changed) on top of it: cd 0 / 1, each operand form; the masked rows (every 37th, and
+// rows 128..191 of lists >= 256) and the all-masked tile of 192-row lists exercise the mask.
 TEST(V4Attn, WarpSpecializedEarlyQ) {
   SKIP_WITHOUT_GPU();
   v4_attn_ws_set_pair(0);
   v4_attn_ws_set_qe(1);
-  for (int f16 : {1, 0}) {
-    v4_attn_ws_set_f16(f16);
-    v4_case(128, {1152, 1152, 300, 65, 1}, 0, true, 3);
-    v4_case(64, {640, 3000, 128, 1}, 256, true, 4);
-    v4_case(128, {200, 64, 1}, 0, false, 3);
-    v4_case(256, {256, 129, 65}, 128, true, 4);
-  }
+  for (int cd : {0, 1})
+    for (int f16 : {1, 0}) {
+      v4_attn_ws_set_cd(cd);
+      v4_attn_ws_set_f16(f16);
+      v4_case(128, {1152, 1152, 300, 65, 1}, 0, true, 3);
+      v4_case(64, {640, 3000, 128, 1}, 256, true, 4);
+      v4_case(128, {200, 64, 1}, 0, false, 3);
+      v4_case(256, {256, 129, 65}, 128, true, 4);
+    }
+  v4_attn_ws_set_cd(-1);
   v4_attn_ws_set_f16(-1);
   v4_attn_ws_set_qe(-1);
   v4_attn_ws_set_pair(-1);
 }
-// The auto rule itself (host only): F16 exactly where a query's index list is longer than 256 rows.
+// The operand-form rule itself (host only): the default (-1) is F16 on every list (fourteenth
+// session); setting 2 is the thirteenth session's rule, F16 exactly where a list is longer than 256 rows.
 TEST(V4Attn, F16AutoRuleIsTheListLength) {
   v4_attn_ws_set_f16(-1);
+  EXPECT_TRUE(v4_attn_ws_uses_f16(1));
+  EXPECT_TRUE(v4_attn_ws_uses_f16(64));
+  EXPECT_TRUE(v4_attn_ws_uses_f16(65536));
+  v4_attn_ws_set_f16(2);
   EXPECT_FALSE(v4_attn_ws_uses_f16(64));
   EXPECT_FALSE(v4_attn_ws_uses_f16(256));
   EXPECT_TRUE(v4_attn_ws_uses_f16(257));
