@@ -79,7 +79,7 @@ __device__ __forceinline__ void dequant_word(uint32_t w, uint32_t f0, uint32_t f
 #include "moe/w4a16_rega.cuh"       // variants 0-4 (w4a16_kernel), 5 / 6 (w4a16_decode_kernel)
 #include "moe/w4a16_streamk.cuh"    // variant 7 (stream-K), g_sk_ctas
 #include "moe/w4a16_prefill.cuh"    // variant 8 (prefill kernel)
-#include "moe/w4a16_prefill_pw.cuh" // variants 11-13 (variant 8 with a producer warp / 2 k-blocks per round)
+#include "moe/w4a16_prefill_pw.cuh" // variants 11-14 (variant 8 with another producer placement / 2 k-blocks per round)
 
 namespace servesim::kernels::moe {
 
@@ -87,7 +87,7 @@ namespace {
 
 int g_variant = 8;  // default: 5 at decode tile widths, the prefill kernel at BT 256 (NOTES.md §13)
 
-/// The one decision of the W4A16 dispatch: the kernel (0..8, 11..13, as w4a16_set_variant numbers them) that
+/// The one decision of the W4A16 dispatch: the kernel (0..8, 11..14, as w4a16_set_variant numbers them) that
 /// variant v runs at token tile width bt, K and x_rows; launch_bt launches it and w4a16_kernel_for
 /// reports it, so the two cannot drift.
 int choose_kernel(int v, int bt, int K, long long x_rows) {
@@ -97,9 +97,10 @@ int choose_kernel(int v, int bt, int K, long long x_rows) {
   // w4pf call 2 of NOTES.md §13): the 128 x 128 tile gives 2 x m64n128 wgmmas per dequantised k-block
   // and the pipeline fill/epilogue of a short CTA are not hidden; so BT = 128 runs variant 0.
   if (v == 8 && bt == 256 && x_rows > 0) return 8;
-  // 11-13 (NOTES.md §15): variant 8's kernel with a dedicated producer warp (11), two k-blocks per
-  // dequantisation round (13), or both (12); like 8 at every other tile width
-  if (v >= 11 && v <= 13 && bt == 256 && x_rows > 0) return v;
+  // 11-14 (NOTES.md §15): variant 8's kernel with a dedicated producer warp (11), two k-blocks per
+  // dequantisation round (13), or both (12), or the producer in a consumer warp (14); like 8 at every
+  // other tile width
+  if (v >= 11 && v <= 14 && bt == 256 && x_rows > 0) return v;
   if (bt <= 64 && K % 256 == 0) {
     // variant 5 at BT <= 32; at BT = 64 its A fragments spill (ptxas) and variant 0 was faster
     // than 4 there (81.5 vs 89.9 us, K3 w13 G=8 m=64, call 1 of this session), so 0
@@ -126,9 +127,10 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
     case 6: if constexpr (BT <= 32) { launch_decode<BT, 1>(p, max_tiles, stream); return; } break;
     case 7: if constexpr (BT <= 32) { launch_streamk<BT>(p, max_tiles, stream); return; } break;
     case 8: if constexpr (BT == 256) { launch_prefill<BT>(p, max_tiles, x_rows, stream); return; } break;
-    case 11: if constexpr (BT == 256) { launch_prefill_pw<BT, true, false>(p, max_tiles, x_rows, stream); return; } break;
-    case 12: if constexpr (BT == 256) { launch_prefill_pw<BT, true, true>(p, max_tiles, x_rows, stream); return; } break;
-    case 13: if constexpr (BT == 256) { launch_prefill_pw<BT, false, true>(p, max_tiles, x_rows, stream); return; } break;
+    case 11: if constexpr (BT == 256) { launch_prefill_pw<BT, 1, false>(p, max_tiles, x_rows, stream); return; } break;
+    case 12: if constexpr (BT == 256) { launch_prefill_pw<BT, 1, true>(p, max_tiles, x_rows, stream); return; } break;
+    case 13: if constexpr (BT == 256) { launch_prefill_pw<BT, 0, true>(p, max_tiles, x_rows, stream); return; } break;
+    case 14: if constexpr (BT == 256) { launch_prefill_pw<BT, 2, false>(p, max_tiles, x_rows, stream); return; } break;
     default: break;
   }
   throw std::logic_error("w4a16: choose_kernel gave a kernel not built for this tile width");
@@ -137,8 +139,8 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
 }  // namespace
 
 void w4a16_set_variant(int v) {
-  if (v < 0 || v > 13 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
-    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..13");
+  if (v < 0 || v > 14 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
+    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..14");
   g_variant = v;
 }
 void w4a16_set_streamk_ctas(int ctas) { g_sk_ctas = ctas > 0 ? ctas : 0; }

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# One device call for issue 13's W4A16 prefill variants 11 / 12 / 13 (NOTES.md §15; adapted from run_w4b.sh):
+# One device call for issue 13's W4A16 prefill variants 11-14 (NOTES.md §15; adapted from run_w4b.sh):
 #  1. test_moe W4A16Prefill.* under `timeout` (a hang of a new pipeline is possible), then the other W4A16
 #     suites (AllTiles / PrefillForms W4A16Test, PermuteTest incl. 11-13, StreamK, MoeHost);
 #  2. compute-sanitizer memcheck of W4A16Prefill.* (v8 ModelShapesSkewed + v11-13 ProducerWarpAndPairs);
 #  3. `bench_moe --only moe_ref_ceilings,w4pf` with W4V interleaved with cuBLAS dense bf16 at the same FLOPs
 #     (G = 8, m = 128..4096, 6 shapes), twice (second pass with the variant order reversed);
-#  4. BEST = the variant of 11-13 with the highest median ratio to dense at m >= 1024 (mean of the 2 passes)
+#  4. BEST = the variant of 11-14 with the highest median ratio to dense at m >= 1024 (mean of the 2 passes)
 #     if the tests and memcheck passed; ncu --set full --import-source of v8 and BEST at K3 w13 G=8 m=1024
 #     (details + SASS source page as CSV);
 #  5. SASS counts of the four prefill kernels;
@@ -56,7 +56,7 @@ el() { echo "($(($(date +%s)-T0)) s)"; }
   for pass in 1 2; do grep -E "^w4pf v[0-9]+: ratio" "$OUT/bench_pf$pass.txt" | sort -u | sed "s/^/$pass /"; done > "$OUT/ratios.txt"
   BEST=$(awk '{v=substr($3,2)+0; s[v]+=$13; n[v]++} END{b=-1; bv=0; for (v in s) if (v>=11 && n[v]==2 && s[v]/2>bv) {bv=s[v]/2; b=v}; print b}' "$OUT/ratios.txt")
   WIN=$(awk -v b="$BEST" '{v=substr($3,2)+0; r[v,$1]=$13; k[v]++} END{print (k[b]==2 && k[8]==2 && r[b,1]>r[8,1] && r[b,2]>r[8,2]) ? 1 : 0}' "$OUT/ratios.txt")
-  echo "best of 11-13: v$BEST; faster than v8 in both passes: $WIN"
+  echo "best of 11-14: v$BEST; faster than v8 in both passes: $WIN"
   if [ $TESTS_OK = 0 ]; then NCU_V=${NCU_V:-8}; else NCU_V=${NCU_V:-8 $BEST}; fi
   if [ "${NCU:-1}" = 1 ]; then
     for v in $NCU_V; do
@@ -70,11 +70,12 @@ el() { echo "($(($(date +%s)-T0)) s)"; }
       grep -E "Duration|SM Frequency|Issue Slots Busy|No Eligible|Eligible Warps|Warp Cycles Per Issued|Tensor|Registers Per" "$OUT/ncu_v$v.txt" | cut -c1-150 | head -14
     done
   fi
-  for k in w4a16_prefill_kernelILi256E w4a16_prefill_pw_kernelILi256ELb1ELb0E w4a16_prefill_pw_kernelILi256ELb1ELb1E w4a16_prefill_pw_kernelILi256ELb0ELb1E; do
+  for k in w4a16_prefill_kernelILi256E w4a16_prefill_pw_kernelILi256ELi1ELb0E w4a16_prefill_pw_kernelILi256ELi1ELb1E w4a16_prefill_pw_kernelILi256ELi0ELb1E w4a16_prefill_pw_kernelILi256ELi2ELb0E; do
     cuobjdump --dump-sass "$BIN/bench_moe" 2>/dev/null | awk -v pat="$k" '/Function : /{f=($0 ~ pat)} f' > "$OUT/sass_$k.txt"
     echo "SASS $k: $(grep -c HGMMA "$OUT/sass_$k.txt") HGMMA, $(grep -cE 'LDL|STL' "$OUT/sass_$k.txt") LDL/STL, $(grep -c STSM "$OUT/sass_$k.txt") STSM, $(grep -c MEMBAR "$OUT/sass_$k.txt") MEMBAR, $(wc -l < "$OUT/sass_$k.txt") lines"
   done
-  if [ "${TABLE:-0}" = 1 ] && [ $TESTS_OK = 1 ] && [ "$WIN" = 1 ]; then
+  # TABLE_SKIP_V: a variant whose same-run sweeps against 8 are already in hand (call 2: 11, from call 1)
+  if [ "${TABLE:-0}" = 1 ] && [ $TESTS_OK = 1 ] && [ "$WIN" = 1 ] && [ "$BEST" != "${TABLE_SKIP_V:-none}" ]; then
     for tv in 8 $BEST; do
       echo "== table sweep v$tv $(el)"
       timeout ${TABLE_S:-120} "$BIN/bench_moe" --out "$OUT/tables_v$tv" --only moe_grouped_gemm_w4a16 --deadline-s $((${TABLE_S:-120} - 10)) \

@@ -1,6 +1,6 @@
-// MXFP4 W4A16 grouped GEMM, variants 11 / 12 / 13: variant 8's prefill kernel (w4a16_prefill.cuh) with
-// a different producer / dequantisation schedule (NOTES.md §15), w4a16_prefill_pw_kernel<BT, PW, K2> and
-// launch_prefill_pw.
+// MXFP4 W4A16 grouped GEMM, variants 11 / 12 / 13 / 14: variant 8's prefill kernel (w4a16_prefill.cuh)
+// with a different producer / dequantisation schedule (NOTES.md §15), w4a16_prefill_pw_kernel<BT, PM, K2>
+// and launch_prefill_pw.
 // Part of gemm_w4a16.cu's translation unit (after w4a16_prefill.cuh, whose WgmmaSSBf16, PCfg, kPfThreads
 // and stmatrix_x4 it uses), not a standalone header.
 #pragma once
@@ -17,34 +17,43 @@ namespace {
 // Same 384 threads, tile (128 weight rows x BT = 256 tokens, k-block 64), load ring (SL = 4 slots of
 // one TMA token tile + one bulk copy of the 4352 prepacked weight bytes), SS wgmma consumers and
 // epilogue as variant 8. What changes is the dequantisation warpgroup (WG 0):
-//  PW (dedicated producer warp; NOTES.md §13 (1) / §14, the side branch w4b/producer-warp-untested):
+//  PM = where the producer (the thread that issues the loads) lives:
+//   0: thread 0 of WG 0, as variant 8 (refills the slot of kb-1 after its decode of kb);
+//   1 (dedicated producer warp; NOTES.md §13 (1) / §14, the side branch w4b/producer-warp-untested):
 //     warp 3 lane 0 only issues the loads and may block on the consumers' release of a slot; warps
 //     0-2 decode the 8 16-row groups (3 / 3 / 2 per warp) and never wait for the producer. Variant 8's
 //     thread 0 refilled the slot of kb-1 inside warp 0's decode loop, so warp 0 (and with it the A
 //     ring) could run at most ~1 k-block ahead of the consumers.
+//   2 (producer in a consumer warp): lane 0 of consumer warp 4 issues the first SL - 1 loads and, in
+//     its body of k-block kb, right after its own release of kb-1, waits for the other consumer warps'
+//     release of that slot (empty_l) and refills it with kb+SL-1; all 4 WG-0 warps decode (2 row
+//     groups each, as variant 8) and never wait for a producer. The consumers wait on full_a anyway
+//     (ncu of variant 11: 26% of all stall samples), and the two consumer warpgroups reach their
+//     release of kb-1 at about the same time, so the wait should cost them little.
 //  K2 (two k-blocks per barrier round; NOTES.md §14 "What would close the gap" (1)): each decoding
 //     warp decodes k-blocks 2r and 2r+1 in one round: 2 x its row groups of independent chains, ONE
 //     fence.proxy.async and ONE full_a arrival per 2 k-blocks; the A ring is 2 pair slots (the same
 //     4 x 16 KB), full_a / empty_a one barrier per pair; the consumers wait on full_a at even k-blocks
 //     and release a pair after its odd k-block.
-//  variant 11 = PW, 12 = PW + K2, 13 = K2 with variant 8's in-warp-0 producer (thread 0 refills the
-//  slots of k-blocks 2r-2, 2r-1 after round r's arrival: the refill of a pair slot needs the consumers
-//  to have started 2r, which needs round r).
+//  variant 11 = PM 1, 12 = PM 1 + K2, 13 = PM 0 + K2 (thread 0 refills the slots of k-blocks 2r-2,
+//  2r-1 after round r's arrival: the refill of a pair slot needs the consumers to have started 2r,
+//  which needs round r), 14 = PM 2.
 // All forms: the codes and scales of every row group of a round are read from shared memory before any
 // decode (independent chains for ptxas to interleave), A ring 4 k-blocks, smem 215 KB, 1 CTA / SM.
 // ================================================================================================
 constexpr int kPwSL = 4;   // load ring (as variant 8 at BT 256)
 constexpr int kPwSAK = 4;  // A ring, in k-blocks (variant 8: 3)
 constexpr int kPwSmem = kPwSL * (PCfg<256>::kX + kWBlockBytes) + kPwSAK * PCfg<256>::kA + 2 * (kPwSL + kPwSAK) * 8 + 1024;
-static_assert(kPwSmem <= 232448, "variants 11-13 shared memory");
+static_assert(kPwSmem <= 232448, "variants 11-14 shared memory");
 
-template <int BT, bool PW, bool K2>
+template <int BT, int PM, bool K2>
 __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const __grid_constant__ CUtensorMap tmx, const Params p) {
   using C = PCfg<BT>;
   constexpr int SL = kPwSL, SAK = kPwSAK;
   constexpr int R = K2 ? 2 : 1;        // k-blocks per dequantisation round
   constexpr int NA = SAK / R;          // A-ring barriers (one per round slot)
-  constexpr int ND = PW ? 3 : 4;       // decoding warps
+  static_assert(PM >= 0 && PM <= 2 && !(PM == 2 && K2), "producer placement");
+  constexpr int ND = PM == 1 ? 3 : 4;  // decoding warps
   constexpr int NH = (8 + ND - 1) / ND;  // row groups per decoding warp (at most)
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -95,13 +104,13 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
   };
 
   if (warp < 4) {  // ---- WG 0: decoding warps (+ the producer) ----
-    if constexpr (PW) {
+    if constexpr (PM == 1) {
       if (warp == 3) {  // dedicated producer warp: blocks on empty slots without holding up any decode
         if (lane == 0)
           for (int kb = 0; kb < KB; ++kb) load(kb);
         return;
       }
-    } else {
+    } else if constexpr (PM == 0) {
       // variant 8 keeps SL - 1 loads ahead (refill of kb-1 after the decode of kb); the K2 form can issue
       // all SL at once (its first refill, of the slots of k-blocks 0 and 1, follows round 1)
       if (tid == 0)
@@ -151,7 +160,7 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
       }
       fence_proxy_async();
       mbar_arrive(&full_a[sa]);
-      if constexpr (!PW) {
+      if constexpr (PM == 0) {
         if (tid == 0) {
           if constexpr (K2) {
             // slots of k-blocks kb0-2, kb0-1: the consumers release kb0-1 after issuing kb0 (needs this round)
@@ -176,6 +185,9 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
 #pragma unroll
     for (int q = 0; q < 4; ++q) acc[i][q] = 0.f;
   const uint32_t x0 = smem_u32(xs), a0 = smem_u32(as) + wg * (64 * 128);
+  const bool producer = PM == 2 && cw == 0 && lane == 0;
+  if (producer)
+    for (int kb = 0; kb < SL - 1 && kb < KB; ++kb) load(kb);
   // k-block kb (ODD = kb is odd, known at compile time: the loop is unrolled by 2 and KB is even)
   auto body = [&](int kb, auto odd, auto last) {
     constexpr bool kOdd = decltype(odd)::value;
@@ -202,6 +214,7 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
       if (lane == 0) {
         mbar_arrive(&empty_l[(kb - 1) % SL]);
         if (!K2 || !kOdd) mbar_arrive(&empty_a[((kb - 1) / R) % NA]);  // K2: kb-1 odd ends its pair
+        if (PM == 2 && producer && kb + SL - 1 < KB) load(kb + SL - 1);  // waits for the other warps' release of kb-1
       }
     }
   };
@@ -236,12 +249,12 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
   }
 }
 
-template <int BT, bool PW, bool K2>
+template <int BT, int PM, bool K2>
 void launch_prefill_pw(const Params& p, int max_tiles, long long x_rows, cudaStream_t stream) {
-  static_assert(BT == 256, "variants 11-13 are built for BT 256 only");
+  static_assert(BT == 256, "variants 11-14 are built for BT 256 only");
   static bool configured = false;
   if (!configured) {
-    SS_CUDA(cudaFuncSetAttribute(w4a16_prefill_pw_kernel<BT, PW, K2>, cudaFuncAttributeMaxDynamicSharedMemorySize, kPwSmem));
+    SS_CUDA(cudaFuncSetAttribute(w4a16_prefill_pw_kernel<BT, PM, K2>, cudaFuncAttributeMaxDynamicSharedMemorySize, kPwSmem));
     configured = true;
   }
   static CUtensorMap map;  // per instantiation, cached as in launch_prefill
@@ -256,7 +269,7 @@ void launch_prefill_pw(const Params& p, int max_tiles, long long x_rows, cudaStr
     m_k = p.K;
   }
   dim3 grid(p.N / kRowsPerCta, max_tiles);
-  w4a16_prefill_pw_kernel<BT, PW, K2><<<grid, kPfThreads, kPwSmem, stream>>>(map, p);
+  w4a16_prefill_pw_kernel<BT, PM, K2><<<grid, kPfThreads, kPwSmem, stream>>>(map, p);
   SS_LAUNCH_CHECK();
 }
 
