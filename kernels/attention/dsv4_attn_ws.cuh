@@ -38,7 +38,7 @@ namespace {
 // fence.proxy.async (MEMBAR.ALL.GPU in SASS): the default. 1 = cluster-scope acquire / release
 // everywhere (call 1's form: CCTL.IVALL after every consumer wait, MEMBAR.ALL.GPU + ERRBAR before
 // every consumer arrival; 1.12x slower than the one-CTA kernel).
-// F16 (thirteenth session, helper v4c; env V4WS_F16 / v4_attn_ws_set_f16, default auto = idx_ld > 256; in-place one-CTA form
+// F16 (thirteenth session, helper v4c; env V4WS_F16 / v4_attn_ws_set_f16; the default on every list since the fourteenth session, before only where idx_ld > 256 (setting 2); in-place one-CTA form
 // only): Q, K and P in FP16 instead of BF16, both wgmma in f16. Q and the BF16 RoPE part of each row
 // are converted BF16 -> FP16 in shared memory (Q once per CTA by the threads that copied it; RoPE
 // block 7 by the producer lanes that convert the row); E4M3 -> FP16 by cvt.rn.f16x2.e4m3x2 and one

@@ -49,4 +49,4 @@ for name in only:
     old["merged_rows_note"] = (old.get("merged_rows_note", "") + "; " + note).lstrip("; ")
     with open(path, "w") as f:
         json.dump(old, f, indent=1)
-    print(name, "rows", len(old["rows"]), "replaced", rep, f"(were BF16: {rep - was16})", "added", added, span)
+    print(name, "rows", len(old["rows"]), "replaced", rep, f"(were BF16: {rep - was16})", "not added (no row here)", added, span)
