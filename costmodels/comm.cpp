@@ -59,4 +59,15 @@ double expected_destination_gpus(int experts, int top_k, int group) {
   return group * (1.0 - p_untouched);
 }
 
+double expected_parts_reached(int experts, int top_k, int groups, int topk_groups, int parts) {
+  if (parts <= 1) return 1.0;
+  if (groups <= 1 || topk_groups >= groups || topk_groups > top_k) return expected_destination_gpus(experts, top_k, parts);
+  if (groups % parts == 0) return expected_destination_gpus(groups, topk_groups, parts);
+  if (parts % groups == 0 && experts % groups == 0)
+    return expected_destination_gpus(topk_groups * (experts / groups), top_k, topk_groups * (parts / groups));
+  return expected_destination_gpus(experts, top_k, parts);
+}
+
+double ep_message_bytes_per_value(DType t) { return t == DType::fp8 ? 1.0 + 4.0 / 128.0 : bytes_per_element(t); }
+
 }  // namespace servesim

@@ -350,14 +350,15 @@ AllToAllLoad StepCostModel::moe_alltoall_load(int fi, double Tr, double Tt, DTyp
     inter_msgs = f.top_k * static_cast<double>(N - local) / N;
   } else {
     // one RDMA copy per other node holding any of the token's experts, then NVLink forwarding to
-    // each distinct destination GPU (expected counts for uniform routing)
-    const double gpus = expected_destination_gpus(f.experts, f.top_k, N) * (N - 1.0) / N;
-    inter_msgs = nodes > 1 ? expected_destination_gpus(f.experts, f.top_k, nodes) * (nodes - 1.0) / nodes : 0.0;
+    // each distinct destination GPU (expected counts, group-limited routing where the model has
+    // it; by symmetry the sender's own GPU / node is one of them with probability 1/N / 1/nodes)
+    const double gpus = expected_parts_reached(f.experts, f.top_k, f.expert_groups, f.topk_groups, N) * (N - 1.0) / N;
+    inter_msgs = nodes > 1 ? expected_parts_reached(f.experts, f.top_k, f.expert_groups, f.topk_groups, nodes) * (nodes - 1.0) / nodes : 0.0;
     intra_msgs = gpus;
   }
   // busiest sender dispatches its Tr/t tokens; busiest receiver gets (Tt/N)·load tokens' worth
   const double tokens = std::max(Tr / shape_.attn_tp, Tt / N * load);
-  const double b = tokens * d * bytes_per_element(message);
+  const double b = tokens * d * ep_message_bytes_per_value(message);
   return {intra_msgs * b, inter_msgs * b, inter_msgs * b * local};
 }
 

@@ -85,6 +85,11 @@ FfnSpec read_ffn(Obj o, const std::string& name) {
     f.top_k = o.int32("top_k", std::nullopt, 1);
     if (f.top_k > f.experts) o.fail("top_k", "cannot exceed experts (" + std::to_string(f.experts) + ")");
     f.expert_intermediate = o.int32("expert_intermediate", std::nullopt, 1);
+    f.expert_groups = o.int32("expert_groups", 1, 1, f.experts);
+    if (f.experts % f.expert_groups != 0) o.fail("expert_groups", "must divide experts (" + std::to_string(f.experts) + ")");
+    f.topk_groups = o.int32("topk_groups", f.expert_groups, 1, f.expert_groups);
+    if (static_cast<long long>(f.topk_groups) * (f.experts / f.expert_groups) < f.top_k)
+      o.fail("topk_groups", "its groups hold fewer experts than top_k (" + std::to_string(f.top_k) + ")");
     f.shared_experts = o.int32("shared_experts", 0, 0);
     f.shared_intermediate = o.int32("shared_intermediate", 0, 0);
     f.latent_dim = o.int32("latent_dim", 0, 0);

@@ -414,7 +414,7 @@ TEST(StepOverheads, TwoBatchOverlapGainMatchesSglangsAblation) {
 
 // The same ablation in decode (EP72, DeepEP low-latency, 2,000-token context): TBO gains 25.5% at
 // 256 sequences per GPU (22,310 output tok/s per node) and is "minimal or negative" below a
-// threshold between 64 and 128 (-27% at 32). The decode default e = 0.34 is fitted to the 256
+// threshold between 64 and 128 (-27% at 32). The decode default e = 0.40 is fitted to the 256
 // point only; the loss at 32 (its size: each micro-batch's attention is priced on its half of the
 // sequences, and at 16 a half costs most of what 32 do) and the threshold are checks it was not
 // fitted to.

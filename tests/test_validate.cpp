@@ -66,7 +66,7 @@ fs::path tmp(const std::string& name) {
   return p;
 }
 
-// A DeepEP case with one low-latency EP8 dispatch row (simulated 75.31 µs, see below) and the
+// A DeepEP case with one low-latency EP8 dispatch row (simulated 76.82 µs, see below) and the
 // given published value and expected_fail field.
 void write_deepep_case(const fs::path& dir, double published, const std::string& extra) {
   std::ofstream(dir / "one.json") << R"({"name": "one", "kind": "deepep_alltoall", "source": "test", "deployment": "test",
@@ -89,13 +89,14 @@ TEST(Validate, QuickPassesAndItsRowsMatchHandComputedValues) {
   ASSERT_EQ(o.status, 0) << o.text;
   EXPECT_NE(o.text.find("0 fail"), std::string::npos) << o.text;
   // DeepEP low-latency dispatch, EP8 on one H800 node, 128 tokens: direct dispatch sends one FP8
-  // message per routed expert on another GPU, top_k·(8−1)/8 = 7 messages of 7168 B per token:
-  // 128 · 7 · 7168 = 6,422,528 B over NVLink at η·BW = 0.662 · 200 GB/s = 132.4 GB/s = 48.51 µs,
-  // plus 2 hops of 1 µs and the per-call cost 24.8 µs (scenarios/hardware/h800.json) = 75.31 µs.
+  // message per routed expert on another GPU, top_k·(8−1)/8 = 7 messages per token of 7168 values
+  // at 1 + 4/128 bytes (one FP32 scale per 128 values) = 7392 B: 128 · 7 · 7392 = 6,623,232 B over
+  // NVLink at η·BW = 0.662 · 200 GB/s = 132.4 GB/s = 50.02 µs, plus 2 hops of 1 µs and the
+  // per-call cost 24.8 µs (scenarios/hardware/h800.json) = 76.82 µs.
   const TableRow ll = row(o.text, "low-latency dispatch EP8, 128 tok (µs)");
   ASSERT_TRUE(ll.found) << o.text;
   EXPECT_EQ(ll.published, 77.0);
-  EXPECT_NEAR(ll.simulated, 6422528 / 132.4e9 * 1e6 + 2 + 24.8, 0.05);
+  EXPECT_NEAR(ll.simulated, 6623232 / 132.4e9 * 1e6 + 2 + 24.8, 0.05);
   EXPECT_EQ(ll.result, "pass");
   // the SGLang 1K prefill row is reported with its published figure and marked expected-fail (a
   // flat +13% over SGLang at every prompt length: the case file says why)

@@ -3,6 +3,7 @@
 #include "costmodels/percentile.hpp"
 
 #include "costmodels/comm.hpp"
+#include "costmodels/deepep_bench.hpp"
 #include "costmodels/step_cost.hpp"
 
 #include <nlohmann/json.hpp>
@@ -178,20 +179,6 @@ double sq_log_err(double pred, double meas) {
   return l * l;
 }
 
-ModelSpec deepep_model() {
-  // DeepEP's benchmark layer (published-measurements.md §3.4): hidden 7168, top-8 of 256 experts
-  // (DeepSeek-V3), FP8 dispatch, BF16 combine.
-  ModelSpec m;
-  m.name = "deepep-bench";
-  m.hidden = 7168;
-  FfnSpec f;
-  f.op = FfnOp::moe;
-  f.experts = 256, f.top_k = 8, f.expert_intermediate = 2048;
-  f.dispatch_dtype = DType::fp8, f.combine_dtype = DType::bf16;
-  m.ffn_kinds.push_back(f);
-  return m;
-}
-
 // --- NVLink: 2xH200 NCCL all-to-all, each GPU sends b bytes to the other: the closed form's
 // busiest-GPU NVLink load is b, t = b / (η·BW) + 2·lat (comm.hpp).
 void calibrate_nvlink(const std::map<std::string, KernelTable>& tables, const GpuSpec& h200, CommCalibration& c) {
@@ -231,49 +218,44 @@ void calibrate_nvlink(const std::map<std::string, KernelTable>& tables, const Gp
   }
 }
 
-/// A published DeepEP figure and the engine's all-to-all load for its setting.
+/// A published DeepEP figure and the engine's all-to-all load for its setting. Bandwidth rows
+/// compare `counted` bytes (what DeepEP's benchmark divides by its time, deepep_bench.hpp) over
+/// the closed form's time.
 struct DeepEpRow {
   std::string what;
   double published;
   bool bw;  // published is GB/s over RDMA (normal kernels) else µs (low-latency kernels)
   AllToAllLoad load;
+  double counted;  // bw rows: DeepEP's counted bytes per rank
   bool fit;
 };
 
-/// The engine's EP all-to-all load (StepCostModel::moe_alltoall_load) of `tokens` per rank on `ep` GPUs of `g`.
-AllToAllLoad deepep_load(const ModelSpec& m, const GpuSpec& g, int ep, EpDispatch mode, double tokens, DType msg) {
-  InstanceShape sh;
-  sh.ep = ep, sh.attn_tp = 1, sh.dispatch = mode;
-  StepCostModel sc(m, nullptr, fabric_of(g), sh, 0.0);
-  return sc.moe_alltoall_load(0, tokens, tokens * ep, msg);
-}
-
 /// DeepEP V1 on H800 + CX7 400 Gb/s (published-measurements.md §3.4): low-latency and normal
-/// kernels, each with the load the engine gives it.
-std::vector<DeepEpRow> deepep_rows(const ModelSpec& m, const GpuSpec& g) {
+/// kernels, each with the load the engine gives it under the benchmark's own routing.
+std::vector<DeepEpRow> deepep_rows(const GpuSpec& g) {
   std::vector<DeepEpRow> rows;
-  auto load = [&](int ep, EpDispatch mode, double tokens, DType msg) { return deepep_load(m, g, ep, mode, tokens, msg); };
+  const FabricParams f = fabric_of(g);
+  auto row = [&](std::string what, double published, bool bw, int ep, EpDispatch mode, double tokens, DType msg, bool fit) {
+    const ModelSpec m = deepep_bench_model(DeepEpLayer{}, ep, mode, f.gpus_per_node);
+    rows.push_back({std::move(what), published, bw, deepep_bench_load(m, f, ep, mode, tokens, msg),
+                    bw ? deepep_counted_bytes(m, ep, tokens, msg, f.gpus_per_node) : 0.0, fit});
+  };
   const int ll_ep[] = {8, 16, 32, 64, 128, 256};
   const double ll_disp[] = {77, 118, 155, 173, 192, 194}, ll_comb[] = {114, 195, 273, 314, 369, 360};
   for (int i = 0; i < 6; ++i) {
-    rows.push_back({"DeepEP LL dispatch EP" + std::to_string(ll_ep[i]) + ", 128 tok (µs)", ll_disp[i], false,
-                    load(ll_ep[i], EpDispatch::direct, 128, DType::fp8), ll_ep[i] > 8});
-    rows.push_back({"DeepEP LL combine EP" + std::to_string(ll_ep[i]) + ", 128 tok (µs)", ll_comb[i], false,
-                    load(ll_ep[i], EpDispatch::direct, 128, DType::bf16), ll_ep[i] > 8});
+    row("DeepEP LL dispatch EP" + std::to_string(ll_ep[i]) + ", 128 tok (µs)", ll_disp[i], false, ll_ep[i], EpDispatch::direct, 128, DType::fp8, ll_ep[i] > 8);
+    row("DeepEP LL combine EP" + std::to_string(ll_ep[i]) + ", 128 tok (µs)", ll_comb[i], false, ll_ep[i], EpDispatch::direct, 128, DType::bf16, ll_ep[i] > 8);
   }
   const int nm_ep[] = {16, 32, 64};
   const double nm_disp[] = {43, 58, 51}, nm_comb[] = {43, 57, 50};
   for (int i = 0; i < 3; ++i) {
-    rows.push_back({"DeepEP normal dispatch EP" + std::to_string(nm_ep[i]) + ", 4096 tok (RDMA GB/s)", nm_disp[i], true,
-                    load(nm_ep[i], EpDispatch::hierarchical, 4096, DType::fp8), true});
-    rows.push_back({"DeepEP normal combine EP" + std::to_string(nm_ep[i]) + ", 4096 tok (RDMA GB/s)", nm_comb[i], true,
-                    load(nm_ep[i], EpDispatch::hierarchical, 4096, DType::bf16), true});
+    row("DeepEP normal dispatch EP" + std::to_string(nm_ep[i]) + ", 4096 tok (RDMA GB/s as counted)", nm_disp[i], true, nm_ep[i], EpDispatch::hierarchical, 4096, DType::fp8, true);
+    row("DeepEP normal combine EP" + std::to_string(nm_ep[i]) + ", 4096 tok (RDMA GB/s as counted)", nm_comb[i], true, nm_ep[i], EpDispatch::hierarchical, 4096, DType::bf16, true);
   }
   // a row informs the NIC parameters only if its NIC phase is the bottleneck of the closed form
   // (at line rate); DeepEP normal EP16 is NVLink-bound in the engine's hierarchical model
   for (auto& r : rows) {
     if (!r.fit) continue;
-    FabricParams f = fabric_of(g);
     const double nvl = r.load.intra_bytes / (f.nvlink_efficiency * f.nvlink_bytes_per_s);
     const double nic = std::max(r.load.inter_bytes / f.nic_bytes_per_s, r.load.node_inter_bytes / (f.nic_bytes_per_s * f.gpus_per_node));
     if (nvl >= nic) r.fit = false, r.what += " [NVLink-bound in the model]";
@@ -286,7 +268,7 @@ double predict_deepep(const GpuSpec& g, const DeepEpRow& r, double eta, double l
   FabricParams f = fabric_of(g);
   f.nic_efficiency = eta, f.nic_latency_s = lat, f.nic_call_s = call;
   const double t = alltoall_time(f, r.load);
-  return r.bw ? r.load.inter_bytes / t / 1e9 : t * 1e6;
+  return r.bw ? r.counted / t / 1e9 : t * 1e6;
 }
 
 // 2 parameters (efficiency, per-call cost) with the hardware file's per-hop link latency held
@@ -306,14 +288,15 @@ void fit_nic(const std::vector<DeepEpRow>& rows, const GpuSpec& g, const GpuSpec
     c.rows.push_back({r.what, r.published, predict_deepep(g, r, c.nic_efficiency, c.nic_latency_s, c.nic_call_s), r.bw ? "GB/s" : "µs", r.fit});
 }
 
-/// DeepEP normal intranode EP8 (NVLink bottleneck BW 153 / 158 GB/s, H800): comparison rows only.
-void add_intranode_rows(const ModelSpec& m, const GpuSpec& g, CommCalibration& c) {
+/// DeepEP normal intranode EP8 (NVLink bottleneck BW 153 / 158 GB/s as its benchmark counts them,
+/// H800): comparison rows only.
+void add_intranode_rows(const GpuSpec& g, CommCalibration& c) {
+  const FabricParams f = fabric_of(g);
+  const ModelSpec m = deepep_bench_model(DeepEpLayer{}, 8, EpDispatch::hierarchical, f.gpus_per_node);
   for (DType msg : {DType::fp8, DType::bf16}) {
-    const AllToAllLoad l = deepep_load(m, g, 8, EpDispatch::hierarchical, 4096, msg);
-    FabricParams f = fabric_of(g);
-    const double t = alltoall_time(f, l);
-    c.rows.push_back({std::string("DeepEP normal ") + (msg == DType::fp8 ? "dispatch" : "combine") + " EP8 intranode, 4096 tok (NVLink GB/s)",
-                      msg == DType::fp8 ? 153.0 : 158.0, l.intra_bytes / t / 1e9, "GB/s", false});
+    const double t = alltoall_time(f, deepep_bench_load(m, f, 8, EpDispatch::hierarchical, 4096, msg));
+    c.rows.push_back({std::string("DeepEP normal ") + (msg == DType::fp8 ? "dispatch" : "combine") + " EP8 intranode, 4096 tok (NVLink GB/s as counted)",
+                      msg == DType::fp8 ? 153.0 : 158.0, deepep_counted_bytes(m, 8, 4096, msg, f.gpus_per_node) / t / 1e9, "GB/s", false});
   }
 }
 
@@ -324,13 +307,12 @@ CommCalibration calibrate_comm(const std::map<std::string, KernelTable>& tables,
   calibrate_nvlink(tables, h200, c);
   // --- NIC: DeepEP V1 on H800 + CX7 400 Gb/s (published-measurements.md §3.4), through the
   // engine's own EP all-to-all loads (StepCostModel::moe_alltoall_load).
-  const ModelSpec m = deepep_model();
   GpuSpec g = h800;
   g.nvlink_efficiency = c.nvlink_efficiency;
   g.nvlink_call_overhead_s = c.nvlink_call_s;
-  const std::vector<DeepEpRow> rows = deepep_rows(m, g);
+  const std::vector<DeepEpRow> rows = deepep_rows(g);
   fit_nic(rows, g, h200, c);
-  add_intranode_rows(m, g, c);
+  add_intranode_rows(g, c);
   return c;
 }
 
