@@ -85,7 +85,9 @@ namespace servesim::kernels::moe {
 
 namespace {
 
-int g_variant = 8;  // default: 5 at decode tile widths, the prefill kernel at BT 256 (NOTES.md §13)
+// default: 5 at decode tile widths, variant 11's prefill kernel (variant 8's with a dedicated producer warp)
+// at BT 256 with x_rows (NOTES.md §15: 0.80-0.86 of cuBLAS dense vs variant 8's 0.66-0.70 in the same run)
+int g_variant = 11;
 
 /// The one decision of the W4A16 dispatch: the kernel (0..8, 11..14, as w4a16_set_variant numbers them) that
 /// variant v runs at token tile width bt, K and x_rows; launch_bt launches it and w4a16_kernel_for
@@ -97,9 +99,9 @@ int choose_kernel(int v, int bt, int K, long long x_rows) {
   // w4pf call 2 of NOTES.md §13): the 128 x 128 tile gives 2 x m64n128 wgmmas per dequantised k-block
   // and the pipeline fill/epilogue of a short CTA are not hidden; so BT = 128 runs variant 0.
   if (v == 8 && bt == 256 && x_rows > 0) return 8;
-  // 11-14 (NOTES.md §15): variant 8's kernel with a dedicated producer warp (11), two k-blocks per
-  // dequantisation round (13), or both (12), or the producer in a consumer warp (14); like 8 at every
-  // other tile width
+  // 11-14 (NOTES.md §15): variant 8's kernel with a dedicated producer warp (11, the default), two
+  // k-blocks per dequantisation round (13), or both (12), or the producer in a consumer warp (14, not
+  // yet run in its fixed form); like 8 at every other tile width
   if (v >= 11 && v <= 14 && bt == 256 && x_rows > 0) return v;
   if (bt <= 64 && K % 256 == 0) {
     // variant 5 at BT <= 32; at BT = 64 its A fragments spill (ptxas) and variant 0 was faster

