@@ -99,9 +99,10 @@ int choose_kernel(int v, int bt, int K, long long x_rows) {
   // w4pf call 2 of NOTES.md §13): the 128 x 128 tile gives 2 x m64n128 wgmmas per dequantised k-block
   // and the pipeline fill/epilogue of a short CTA are not hidden; so BT = 128 runs variant 0.
   if (v == 8 && bt == 256 && x_rows > 0) return 8;
-  // 11-14 (NOTES.md §15): variant 8's kernel with a dedicated producer warp (11, the default), two
-  // k-blocks per dequantisation round (13), or both (12), or the producer in a consumer warp (14, not
-  // yet run in its fixed form); like 8 at every other tile width
+  // 11-14 (NOTES.md §15-16): variant 8's kernel with a dedicated producer warp (11, the default), two
+  // k-blocks per dequantisation round (13), or both (12), or the producer in a consumer warp (14: 4
+  // decoding warps, 1.03-1.04x 11 in w4d, not the default until its table sweep); like 8 at every
+  // other tile width
   if (v >= 11 && v <= 14 && bt == 256 && x_rows > 0) return v;
   if (bt <= 64 && K % 256 == 0) {
     // variant 5 at BT <= 32; at BT = 64 its A fragments spill (ptxas) and variant 0 was faster

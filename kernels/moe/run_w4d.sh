@@ -11,8 +11,11 @@
 #  5. ncu --set full --import-source of v14, then v11 (same run), at K3 w13 G=8 m=1024 (bench_moe --probe);
 #  6. SASS counts / resource usage of the v11 and v14 kernels.
 # Binaries prebuilt in $BIN (carried). Reproduce: OUT=/tmp/out BIN=build-carry/w4d bash kernels/moe/run_w4d.sh
+# After this call the test was folded into W4A16Prefill.ProducerWarpAndPairs (the same 7 cases, with 11-13):
+# with binaries built after that, pass V14_FILTER=W4A16Prefill.ProducerWarpAndPairs.
 set -u
 BIN=${BIN:-build-carry/w4d}; OUT=${OUT:-/tmp/w4d-out}; GUARD_S=${GUARD_S:-165}
+V14_FILTER=${V14_FILTER:-W4A16PrefillUntested.ConsumerProducer14}
 T0=$(date +%s)
 LOG=$OUT/log.txt
 mkdir -p "$OUT"
@@ -23,14 +26,14 @@ left() { [ $(($(date +%s)-T0)) -lt "$GUARD_S" ]; }
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
   OK=1
   echo "== test v14 $(el)"
-  timeout ${TEST1_S:-120} "$BIN/test_moe" --gtest_filter='W4A16PrefillUntested.ConsumerProducer14' > "$OUT/test.txt" 2>&1
+  timeout ${TEST1_S:-120} "$BIN/test_moe" --gtest_filter="$V14_FILTER" > "$OUT/test.txt" 2>&1
   rc=$?; echo "test_moe ConsumerProducer14 exit: $rc $(el)"; [ $rc = 0 ] || OK=0
   grep -E "^\[  (PASSED|FAILED)|^\[       OK|FAILED|Failure|SEED" "$OUT/test.txt" | cut -c1-200 | head -20
   awk '/w4a16 v=/' "$OUT/test.txt" | cut -c1-200 | head -10
   if [ $OK = 1 ]; then
     echo "== memcheck v14 $(el)"
     timeout ${MEMCHECK_S:-60} compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_moe" \
-      --gtest_filter='W4A16PrefillUntested.ConsumerProducer14' > "$OUT/memcheck.txt" 2>&1
+      --gtest_filter="$V14_FILTER" > "$OUT/memcheck.txt" 2>&1
     rc=$?; echo "memcheck exit: $rc $(el)"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.txt" | head -5
     echo "memcheck checks: $(grep -cE 'w4a16 v=' "$OUT/memcheck.txt")"
     [ $rc = 0 ] || OK=0

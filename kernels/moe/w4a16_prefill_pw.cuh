@@ -24,7 +24,7 @@ namespace {
 //     0-2 decode the 8 16-row groups (3 / 3 / 2 per warp) and never wait for the producer. Variant 8's
 //     thread 0 refilled the slot of kb-1 inside warp 0's decode loop, so warp 0 (and with it the A
 //     ring) could run at most ~1 k-block ahead of the consumers.
-//   2 (producer in a consumer warp; UNTESTED: its first form hung, fixed since, not re-run): lane 0
+//   2 (producer in a consumer warp; first form hung, fixed in 606e9e2, first run w4d, NOTES.md §16): lane 0
 //     of consumer warp 4 issues the first SL loads and, in
 //     its body of k-block kb, right after its own release of kb-1, waits for the other consumer warps'
 //     release of that slot (empty_l) and refills it with kb+SL-1; all 4 WG-0 warps decode (2 row
