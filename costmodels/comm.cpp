@@ -1,6 +1,7 @@
 #include "costmodels/comm.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace servesim {
 
@@ -49,22 +50,45 @@ double allreduce_time(const FabricParams& f, int tp, double bytes) {
   return std::min(f.allreduce_call_s + bytes / f.allreduce_bytes_per_s, ring + f.allreduce_call_s);
 }
 
+namespace {
+
+// C(E − m, k) / C(E, k) = Π_{i<k} (E − m − i) / (E − i): the chance that k distinct experts drawn
+// uniformly from E all miss a given m of them (m real: E / parts need not be whole; 0 once a
+// factor is ≤ 0, i.e. k > E − m)
+double miss_all(double E, double m, int k) {
+  double p = 1.0;
+  for (int i = 0; i < k; ++i) p *= std::max(0.0, (E - m - i) / (E - i));
+  return p;
+}
+
+// C(n, j) p^j (1 − p)^(n − j)
+double binomial_pmf(int n, int j, double p) {
+  double c = 1.0;
+  for (int i = 1; i <= j; ++i) c = c * (n - j + i) / i;
+  return c * std::pow(p, j) * std::pow(1.0 - p, n - j);
+}
+
+}  // namespace
+
 double expected_destination_gpus(int experts, int top_k, int group) {
   if (group <= 1) return 1.0;
-  const int per_gpu = experts / group;
-  // C(E - m, k) / C(E, k) = prod_{i<k} (E - m - i) / (E - i)
-  double p_untouched = 1.0;
-  for (int i = 0; i < top_k; ++i)
-    p_untouched *= std::max(0.0, static_cast<double>(experts - per_gpu - i)) / static_cast<double>(experts - i);
-  return group * (1.0 - p_untouched);
+  return group * (1.0 - miss_all(experts, static_cast<double>(experts) / group, top_k));
 }
 
 double expected_parts_reached(int experts, int top_k, int groups, int topk_groups, int parts) {
   if (parts <= 1) return 1.0;
-  if (groups <= 1 || topk_groups >= groups || topk_groups > top_k) return expected_destination_gpus(experts, top_k, parts);
+  if (groups <= 1 || topk_groups >= groups || topk_groups > top_k || experts % groups != 0) return expected_destination_gpus(experts, top_k, parts);
   if (groups % parts == 0) return expected_destination_gpus(groups, topk_groups, parts);
-  if (parts % groups == 0 && experts % groups == 0)
-    return expected_destination_gpus(topk_groups * (experts / groups), top_k, topk_groups * (parts / groups));
+  if (parts % groups == 0) {
+    // each chosen group holds 1 + X of the token's experts, X ~ Binomial(top_k − topk_groups,
+    // 1 / topk_groups) (one each, the rest spread over the chosen groups); a group of n experts
+    // spans s parts of n / s experts each
+    const int n = experts / groups, s = parts / groups, rest = top_k - topk_groups;
+    double per_group = 0;
+    for (int j = 0; j <= rest; ++j)
+      per_group += binomial_pmf(rest, j, 1.0 / topk_groups) * s * (1.0 - miss_all(n, static_cast<double>(n) / s, std::min(n, 1 + j)));
+    return topk_groups * per_group;
+  }
   return expected_destination_gpus(experts, top_k, parts);
 }
 

@@ -48,8 +48,10 @@ AllToAllLoad busiest_load(const FabricParams& f, const std::vector<std::vector<d
 double allreduce_time(const FabricParams& f, int tp, double bytes);
 
 /// Expected number of distinct GPUs that one token's top_k experts land on, when `experts`
-/// experts are split evenly over `group` GPUs and the top_k are a uniform random subset:
-///   group · (1 − C(experts − experts/group, top_k) / C(experts, top_k)).
+/// experts are split evenly over `group` GPUs (m = experts / group each, real-valued where the
+/// split is not whole, e.g. redundant experts taking slots) and the top_k are a uniform random
+/// subset: group · (1 − C(experts − m, top_k) / C(experts, top_k)), the binomial ratio as the
+/// product Π_{i<top_k} (experts − m − i) / (experts − i). group ≤ 1: 1. No errors thrown.
 double expected_destination_gpus(int experts, int top_k, int group);
 
 /// Expected number of distinct parts (GPUs or nodes) that hold at least one of a token's top_k
@@ -57,24 +59,30 @@ double expected_destination_gpus(int experts, int top_k, int group);
 /// over `parts` parts and routing is group-limited: the experts form `groups` equal groups of
 /// consecutive experts and a token takes its top_k inside `topk_groups` of them (DeepSeek-V3:
 /// 8 / 4; scenarios/model_spec.hpp FfnSpec::expert_groups).
-///  - no limit (groups ≤ 1 or topk_groups ≥ groups), or topk_groups > top_k: uniform routing,
-///    expected_destination_gpus(experts, top_k, parts);
+///  - no limit (groups ≤ 1 or topk_groups ≥ groups), topk_groups > top_k, or groups not dividing
+///    experts: uniform routing, expected_destination_gpus(experts, top_k, parts);
 ///  - every part holds whole groups (groups % parts == 0): each chosen group holds at least one of
 ///    the token's experts (a group is chosen for its best experts: in a Monte Carlo with i.i.d.
 ///    expert scores, 3.96 of DeepSeek-V3's 4 chosen groups (top-2-sum group score) and 3.98 of the
 ///    4 chosen of 8 in DeepEP's internode benchmark (max group score) are reached), and the groups
 ///    are chosen uniformly: expected_destination_gpus(groups, topk_groups, parts);
-///  - every group spans whole parts (parts % groups == 0): the top_k uniform over the chosen
-///    groups' experts, expected_destination_gpus(topk_groups·experts/groups, top_k,
-///    topk_groups·parts/groups);
+///  - every group spans whole parts (parts % groups == 0): each chosen group holds 1 + X of the
+///    token's experts, X ~ Binomial(top_k − topk_groups, 1 / topk_groups), uniform inside it:
+///    topk_groups · Σ_j P(X = j) · s · (1 − C(n − n/s, 1 + j) / C(n, 1 + j)), n = experts / groups,
+///    s = parts / groups (DeepSeek-V3 at EP32: 6.84 GPUs, as a Monte Carlo gives; the uniform
+///    spread over the chosen groups' experts would give 6.60);
 ///  - otherwise (groups straddle parts): uniform routing, an approximation.
-/// parts ≤ 1: 1. Dimensionless (an expected count).
+/// Assumes experts placed in order (EPLB that scatters a group over a node's GPUs moves the GPU
+/// count back toward uniform) and a group score that makes every chosen group count (with top_k
+/// close to topk_groups, e.g. 6 / 3, "every chosen group reached" overestimates). parts ≤ 1: 1.
+/// Dimensionless (an expected count); no errors thrown.
 double expected_parts_reached(int experts, int top_k, int groups, int topk_groups, int parts);
 
 /// Bytes one hidden value of an EP dispatch or combine message occupies: BF16 2; FP8 1 + 4/128
 /// (DeepEP quantises a token in groups of 128 values with one FP32 scale each; its benchmarks
 /// count FP8 messages as (1 + 4/128) / 2 of the BF16 bytes, DeepEP tests/test_internode.py
-/// `fp8_factor`); other types their element size. Bytes.
+/// `fp8_factor`); other types their element size. Bytes. (FP32 scales: UE8M0-packed scales, as
+/// DeepGEMM uses on Blackwell, would be 1 + 1/128.)
 double ep_message_bytes_per_value(DType t);
 
 }  // namespace servesim

@@ -26,7 +26,9 @@ struct DeepEpLayer {
 ModelSpec deepep_bench_model(const DeepEpLayer& l, int ep, EpDispatch mode, int gpus_per_node);
 
 /// The engine's all-to-all load of one benchmark call, `tokens` per rank, message type `msg`
-/// (StepCostModel::moe_alltoall_load of `m`'s only MoE kind with expert load 1). Bytes.
+/// (StepCostModel::moe_alltoall_load of `m`'s only MoE kind with expert load 1). Bytes. `m` must
+/// come from deepep_bench_model with the same `ep` and `mode` (the routing is chosen there); throws
+/// std::out_of_range if `m` has no FFN kind.
 AllToAllLoad deepep_bench_load(const ModelSpec& m, const FabricParams& f, int ep, EpDispatch mode, double tokens, DType msg);
 
 /// The bytes per rank that DeepEP's normal-kernel benchmarks divide by their time to print a
@@ -37,7 +39,10 @@ AllToAllLoad deepep_bench_load(const ModelSpec& m, const FabricParams& f, int ep
 ///    (`recv_x.numel()`): tokens × the distinct GPUs a token reaches × hidden × bytes per value;
 /// FP8 (1 + 4/128) bytes per value (`fp8_factor` × 2), BF16 2 (ep_message_bytes_per_value). The
 /// own node's (GPU's) share never leaves it: this is how DeepEP V1 prints 58 GB/s "RDMA" on a
-/// 50 GB/s NIC. Expected counts from expected_parts_reached with `m`'s routing.
+/// 50 GB/s NIC. Expected counts from expected_parts_reached with `m`'s routing; `m` must come
+/// from deepep_bench_model with the same `ep` (and the normal mode: the low-latency benchmark
+/// counts its bytes otherwise, and its rows are compared in µs); throws std::out_of_range if `m`
+/// has no FFN kind. Bytes.
 double deepep_counted_bytes(const ModelSpec& m, int ep, double tokens, DType msg, int gpus_per_node);
 
 }  // namespace servesim

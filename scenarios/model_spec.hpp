@@ -75,7 +75,8 @@ struct FfnSpec {
   int experts = 0, top_k = 0, expert_intermediate = 0;
   /// Group-limited routing (DeepSeek-V3's n_group / topk_group, model file keys "expert_groups" /
   /// "topk_groups"): the experts form `expert_groups` equal groups of consecutive experts and a token
-  /// picks its top_k experts inside its `topk_groups` best groups. Defaults 1 / 1: no limit. Only the
+  /// picks its top_k experts inside its `topk_groups` best groups. Defaults 1 / expert_groups: no
+  /// limit. Only the
   /// EP all-to-all's destination counts use it (costmodels/comm.hpp expected_parts_reached).
   int expert_groups = 1, topk_groups = 1;
   int shared_experts = 0;

@@ -53,6 +53,11 @@ std::vector<Row> eval_deepep(const Case& c, bool quick) {
     if (op != "dispatch" && op != "combine") throw CaseError(r.where + ".op: dispatch or combine, got \"" + op + "\"");
     if (ep < 1 || ep > 4096 || layer.experts % ep != 0 || tokens < 1)
       throw CaseError(r.where + ": ep must divide the experts (1-4096), tokens ≥ 1");
+    // a bandwidth is DeepEP's normal benchmark's: NVLink within a node, RDMA across nodes
+    if (r.row.unit == "NVLink GB/s" && (mode != "normal" || ep < 2 || ep > f.gpus_per_node))
+      throw CaseError(r.where + ".unit: \"NVLink GB/s\" is the intranode normal benchmark's (mode normal, 2 ≤ ep ≤ " + std::to_string(f.gpus_per_node) + ")");
+    if (r.row.unit == "RDMA GB/s" && (mode != "normal" || ep <= f.gpus_per_node))
+      throw CaseError(r.where + ".unit: \"RDMA GB/s\" is the internode normal benchmark's (mode normal, ep > " + std::to_string(f.gpus_per_node) + ")");
     const EpDispatch d = mode == "normal" ? EpDispatch::hierarchical : EpDispatch::direct;
     const ModelSpec m = deepep_bench_model(layer, static_cast<int>(ep), d, f.gpus_per_node);
     const DType msg = op == "dispatch" ? DType::fp8 : DType::bf16;
