@@ -70,6 +70,34 @@ __device__ __forceinline__ void dequant_word(uint32_t w, uint32_t f0, uint32_t f
   for (int j = 0; j < 4; ++j) a[j] = hmul2_u32(w4a16_reg_bits(w, j), (j & 1) ? f1 : f0);
 }
 
+/// Epilogue, first half: this warp's m64 fragment rows (outputs n0 = warp16 + gq and n0 + 8) of the
+/// BT x 16 accumulator tile `acc` (float, wgmma m64nBTk16 layout: acc[j] holds tokens 8j + 2tq and
+/// + 1) written as bf16 into the staging tile st[BT tokens][kEpiLd] (row stride 136 values: 272 B,
+/// so the 16-B reads of the second half do not collide on banks). The caller puts a barrier of all
+/// consumer threads between the halves.
+constexpr int kEpiLd = 136;
+template <int BT>
+__device__ __forceinline__ void stage_acc_bf16(bf16* st, const float (&acc)[BT / 8][4], int warp16, int gq, int tq) {
+  const int n0 = warp16 + gq, n1 = n0 + 8;
+#pragma unroll
+  for (int j = 0; j < BT / 8; ++j) {
+    const int c0 = 8 * j + 2 * tq;
+    st[c0 * kEpiLd + n0] = __float2bfloat16_rn(acc[j][0]);
+    st[(c0 + 1) * kEpiLd + n0] = __float2bfloat16_rn(acc[j][1]);
+    st[c0 * kEpiLd + n1] = __float2bfloat16_rn(acc[j][2]);
+    st[(c0 + 1) * kEpiLd + n1] = __float2bfloat16_rn(acc[j][3]);
+  }
+}
+
+/// Epilogue, second half: `rows` token rows x the CTA's kRowsPerCta outputs from the staging tile to
+/// y (row stride N values) at yb, 16-B stores, thread `t` of `nthreads` taking every nthreads-th chunk.
+__device__ __forceinline__ void store_staged_rows(const bf16* st, bf16* yb, int N, int rows, int t, int nthreads) {
+  for (int c = t; c < rows * 16; c += nthreads) {
+    const int r = c >> 4, ch = c & 15;
+    *reinterpret_cast<uint4*>(yb + static_cast<size_t>(r) * N + ch * 8) = *reinterpret_cast<const uint4*>(st + r * kEpiLd + ch * 8);
+  }
+}
+
 }  // namespace
 }  // namespace servesim::kernels::moe
 

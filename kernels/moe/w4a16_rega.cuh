@@ -152,24 +152,10 @@ __global__ void __launch_bounds__(kThreads, 1) w4a16_kernel(const Params p) {
   __syncthreads();
 
   // Epilogue: stage [BT tokens][128 outputs] bf16 (row stride 136) then 16-byte stores.
-  constexpr int kLd = 136;
   bf16* st = reinterpret_cast<bf16*>(smem);
-  const int n0 = warp * 16 + gq, n1 = n0 + 8;
-#pragma unroll
-  for (int j = 0; j < BT / 8; ++j) {
-    const int c0 = 8 * j + 2 * tq;
-    st[c0 * kLd + n0] = __float2bfloat16_rn(acc[j][0]);
-    st[(c0 + 1) * kLd + n0] = __float2bfloat16_rn(acc[j][1]);
-    st[c0 * kLd + n1] = __float2bfloat16_rn(acc[j][2]);
-    st[(c0 + 1) * kLd + n1] = __float2bfloat16_rn(acc[j][3]);
-  }
+  stage_acc_bf16<BT>(st, acc, warp * 16, gq, tq);
   __syncthreads();
-  bf16* yb = p.y + static_cast<size_t>(row0) * p.N + static_cast<size_t>(blockIdx.x) * kRowsPerCta;
-  for (int c = tid; c < rows * 16; c += kThreads) {
-    const int r = c >> 4, ch = c & 15;
-    *reinterpret_cast<uint4*>(yb + static_cast<size_t>(r) * p.N + ch * 8) =
-        *reinterpret_cast<const uint4*>(st + r * kLd + ch * 8);
-  }
+  store_staged_rows(st, p.y + static_cast<size_t>(row0) * p.N + static_cast<size_t>(blockIdx.x) * kRowsPerCta, p.N, rows, tid, kThreads);
 }
 
 template <int BT, int V, int KS = 1>
@@ -358,24 +344,10 @@ __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_
   // Epilogue (consumers only; every stage was consumed, so no load is in flight): stage
   // [BT tokens][128 outputs] bf16 in the token ring, then 16-byte stores.
   named_bar(1, 256);
-  constexpr int kLd = 136;
   bf16* st = reinterpret_cast<bf16*>(smem);
-  const int n0 = warp * 16 + gq, n1 = n0 + 8;
-#pragma unroll
-  for (int j = 0; j < BT / 8; ++j) {
-    const int c0 = 8 * j + 2 * tq;
-    st[c0 * kLd + n0] = __float2bfloat16_rn(acc[j][0]);
-    st[(c0 + 1) * kLd + n0] = __float2bfloat16_rn(acc[j][1]);
-    st[c0 * kLd + n1] = __float2bfloat16_rn(acc[j][2]);
-    st[(c0 + 1) * kLd + n1] = __float2bfloat16_rn(acc[j][3]);
-  }
+  stage_acc_bf16<BT>(st, acc, warp * 16, gq, tq);
   named_bar(1, 256);
-  bf16* yb = p.y + static_cast<size_t>(row0) * p.N + static_cast<size_t>(blockIdx.x) * kRowsPerCta;
-  for (int c = tid; c < rows * 16; c += 256) {
-    const int r = c >> 4, ch = c & 15;
-    *reinterpret_cast<uint4*>(yb + static_cast<size_t>(r) * p.N + ch * 8) =
-        *reinterpret_cast<const uint4*>(st + r * kLd + ch * 8);
-  }
+  store_staged_rows(st, p.y + static_cast<size_t>(row0) * p.N + static_cast<size_t>(blockIdx.x) * kRowsPerCta, p.N, rows, tid, 256);
 }
 
 template <int BT, int KS = 2>
