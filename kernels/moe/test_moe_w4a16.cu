@@ -96,10 +96,11 @@ TEST_P(W4A16Test, MatchesDoubleReference) {
 }
 INSTANTIATE_TEST_SUITE_P(AllTiles, W4A16Test,
                          ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8)));
-// Variants 11-13 (variant 8's kernel with a producer warp and / or 2 k-blocks per dequantisation round,
-// NOTES.md §15): their own kernel at BT 256, variant 8's fallbacks at BT 128 and 32.
+// Variants 11-15 (variant 8's kernel with a producer warp and / or 2 k-blocks per dequantisation round,
+// or the producer in a consumer warp, 15 with a separate weight barrier; NOTES.md §15-17): their own
+// kernel at BT 256, variant 8's fallbacks at BT 128 and 32.
 INSTANTIATE_TEST_SUITE_P(PrefillForms, W4A16Test,
-                         ::testing::Combine(::testing::Values(32, 128, 256), ::testing::Values(11, 12, 13)));
+                         ::testing::Combine(::testing::Values(32, 128, 256), ::testing::Values(11, 12, 13, 14, 15)));
 
 // Variant 8 (prefill kernel at BT 256; BT 128 falls back to variant 0): K3 expert shapes (K3 w2 3584 x 3072; K3 w13's K = 3584 with
 // N cut to 768 to bound the CPU reference) with skewed loads: empty groups, a 1-row group, partial
@@ -117,12 +118,12 @@ TEST(W4A16Prefill, ModelShapesSkewed) {
   for (const auto& cs : cases) check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, 8);
 }
 
-// Variants 11-14 at BT 256 (NOTES.md §15-16): skewed loads at model K (K3 w2 / w13, DSV4-Pro w13; N cut
+// Variants 11-15 at BT 256 (NOTES.md §15-17): skewed loads at model K (K3 w2 / w13, DSV4-Pro w13; N cut
 // to bound the CPU reference), then the shortest K (KB = 2, 4: one or two rounds, no refill) and ring
 // wraps at K 512 / 1536; empty groups, 1-row groups, partial last tiles, TMA reads past x's end.
 // Variant 14 joined after its first GPU run (w4d, NOTES.md §16: these 7 cases passed on their own as
-// W4A16PrefillUntested.ConsumerProducer14, memcheck 0 errors); it is not in PrefillForms / PermuteTest
-// (not run there).
+// W4A16PrefillUntested.ConsumerProducer14, memcheck 0 errors); 14 and 15 are also in PrefillForms /
+// PermuteTest since w4e (§17).
 TEST(W4A16Prefill, ProducerWarpAndPairs) {
   SKIP_NO_GPU();
   struct Case { std::vector<int> counts; int N, K; };
@@ -131,7 +132,7 @@ TEST(W4A16Prefill, ProducerWarpAndPairs) {
       {{2 * 256 + 3, 0, 255, 1, 256}, 256, 512}, {{1, 256, 3 * 256 - 1, 0, 2}, 384, 1536},
       {{300, 5}, 256, 128}, {{7, 256, 0}, 128, 256},
   };
-  for (int v : {11, 12, 13, 14})
+  for (int v : {11, 12, 13, 14, 15})
     for (const auto& cs : cases) check_w4a16(256, cs.counts, cs.N, cs.K, true, v);
 }
 
@@ -179,7 +180,7 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
   const int variant = GetParam();
   // routing -> permute -> grouped GEMM with the device-written offsets (no host sync in between)
   auto rng = make_rng();
-  const int T = 40, E = 24, k = 4, K = 1024, N = 384, bt = 16;
+  const int T = 40, E = 24, k = 4, K = 1024, N = 384;
   std::vector<int> ids(T * k);
   for (int t = 0; t < T; ++t) {
     std::vector<int> perm(E);
@@ -201,40 +202,51 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
   std::vector<double> xd;
   const auto x = rand_bf16(rng, static_cast<size_t>(T) * K, 1.f, &xd);
   DevBuf<int> di(ids.size());
-  DevBuf<bf16> dx(x.size()), dxp(static_cast<size_t>(T) * k * K), dy(static_cast<size_t>(T) * k * N);
+  // x_perm allocated with xr >= 256 rows (zeros past the T*k permuted rows), passed as x_rows: the bt-256
+  // prefill kernels' TMA map then covers a full 256-row box, as in a layer's prefill buffer
+  const long long xr = std::max(T * k, 256);
+  DevBuf<bf16> dx(x.size()), dxp(static_cast<size_t>(xr) * K), dy(static_cast<size_t>(T) * k * N);
+  SS_CUDA(cudaMemset(dxp.p, 0, dxp.n * sizeof(bf16)));
   DevBuf<uint8_t> dpool(pool.size());
   di.upload(ids);
   dx.upload(x);
   dpool.upload(pool);
-  poison_bf16(dy.p, dy.n);
-  Dispatch d = alloc_dispatch(E, T * k);
-  moe_permute(dx.p, di.p, T, k, K, bt, d, dxp.p, 0);
-  const int default_variant = w4a16_variant();
-  w4a16_set_variant(variant);
-  w4a16_grouped_gemm(dxp.p, dpool.p, nullptr, d.row_offsets, d.tile_offsets, E, N, K, bt,
-                     w4a16_max_tiles(T * k, E, bt), dy.p, 0, static_cast<long long>(T) * k);
-  SS_CUDA(cudaDeviceSynchronize());
-  w4a16_set_variant(default_variant);
-  std::vector<int> pos(T * k);
-  SS_CUDA(cudaMemcpy(pos.data(), d.pos, 4 * T * k, cudaMemcpyDeviceToHost));
-  const auto y = to_double(dy.download());
-  std::vector<double> got, ref;
-  for (int t = 0; t < T; ++t)
-    for (int j = 0; j < k; ++j)
-      for (int n = 0; n < N; ++n) {
-        double a = 0;
-        for (int kk = 0; kk < K; ++kk) a += Wd[ids[t * k + j]][static_cast<size_t>(n) * K + kk] * xd[static_cast<size_t>(t) * K + kk];
-        ref.push_back(a);
-        got.push_back(y[static_cast<size_t>(pos[t * k + j]) * N + n]);
-      }
-  ASSERT_EQ(count_nan(got), 0u);
-  const double err = rel_l2_error(got, ref);
-  std::printf("w4a16 v=%d after device permute bt=%d: rel L2 %.2e\n", variant, bt, err);
-  EXPECT_LT(err, 1e-2);
-  free_dispatch(d);
+  // bt 16 (the decode kernels); the prefill variants (8, 11-15) also at bt 256, where their own kernel runs
+  // on the device-written offsets (1 partial tile per expert, ~7 rows each, in random order of experts)
+  std::vector<int> bts = {16};
+  if (variant == 8 || variant >= 11) bts.push_back(256);
+  for (const int bt : bts) {
+    poison_bf16(dy.p, dy.n);
+    Dispatch d = alloc_dispatch(E, T * k);
+    moe_permute(dx.p, di.p, T, k, K, bt, d, dxp.p, 0);
+    const int default_variant = w4a16_variant();
+    w4a16_set_variant(variant);
+    w4a16_grouped_gemm(dxp.p, dpool.p, nullptr, d.row_offsets, d.tile_offsets, E, N, K, bt,
+                       w4a16_max_tiles(T * k, E, bt), dy.p, 0, xr);
+    SS_CUDA(cudaDeviceSynchronize());
+    if (bt == 256) EXPECT_EQ(w4a16_kernel_for(bt, K, xr), variant);  // its own kernel ran
+    w4a16_set_variant(default_variant);
+    std::vector<int> pos(T * k);
+    SS_CUDA(cudaMemcpy(pos.data(), d.pos, 4 * T * k, cudaMemcpyDeviceToHost));
+    const auto y = to_double(dy.download());
+    std::vector<double> got, ref;
+    for (int t = 0; t < T; ++t)
+      for (int j = 0; j < k; ++j)
+        for (int n = 0; n < N; ++n) {
+          double a = 0;
+          for (int kk = 0; kk < K; ++kk) a += Wd[ids[t * k + j]][static_cast<size_t>(n) * K + kk] * xd[static_cast<size_t>(t) * K + kk];
+          ref.push_back(a);
+          got.push_back(y[static_cast<size_t>(pos[t * k + j]) * N + n]);
+        }
+    free_dispatch(d);
+    ASSERT_EQ(count_nan(got), 0u);
+    const double err = rel_l2_error(got, ref);
+    std::printf("w4a16 v=%d after device permute bt=%d: rel L2 %.2e\n", variant, bt, err);
+    EXPECT_LT(err, 1e-2);
+  }
 }
 // (9 / 10 were removed in 73471e7, where w4a16_set_variant started to throw for them; these two
 // instances had stayed and would fail on a GPU)
-INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13));
+INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15));
 
 }  // namespace

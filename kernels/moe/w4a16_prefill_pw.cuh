@@ -1,5 +1,5 @@
-// MXFP4 W4A16 grouped GEMM, variants 11 / 12 / 13 / 14: variant 8's prefill kernel (w4a16_prefill.cuh)
-// with a different producer / dequantisation schedule (NOTES.md §15), w4a16_prefill_pw_kernel<BT, PM, K2>
+// MXFP4 W4A16 grouped GEMM, variants 11 / 12 / 13 / 14 / 15: variant 8's prefill kernel (w4a16_prefill.cuh)
+// with a different producer / dequantisation schedule (NOTES.md §15-17), w4a16_prefill_pw_kernel<BT, PM, K2>
 // and launch_prefill_pw.
 // Part of gemm_w4a16.cu's translation unit (after w4a16_prefill.cuh, whose WgmmaSSBf16, PCfg, kPfThreads
 // and stmatrix_x4 it uses), not a standalone header.
@@ -31,6 +31,12 @@ namespace {
 //     groups each, as variant 8) and never wait for a producer. The consumers wait on full_a anyway
 //     (ncu of variant 11: 26% of all stall samples), and the two consumer warpgroups reach their
 //     release of kb-1 at about the same time, so the wait should cost them little.
+//   3 (NOTES.md §16 "Recommendation", §17): 2 with full_l split per slot into a weight barrier full_w (the
+//     4352-byte bulk copy; the decoding warps wait on it) and a token barrier full_l (the TMA token
+//     tile; the consumers wait on it), the weight copy issued first. In 2 the decoding warps waited for
+//     the 32 KB token tile they never read (full_l 7.5% of all stall samples in ncu, §16). The slot's
+//     release stays the consumers' empty_l: a consumer releases kb-1 after its wgmmas of kb-1, which
+//     waited on full_a of kb-1, i.e. after every decoding warp's reads of the weight block of kb-1.
 //  K2 (two k-blocks per barrier round; NOTES.md §14 "What would close the gap" (1)): each decoding
 //     warp decodes k-blocks 2r and 2r+1 in one round: 2 x its row groups of independent chains, ONE
 //     fence.proxy.async and ONE full_a arrival per 2 k-blocks; the A ring is 2 pair slots (the same
@@ -38,14 +44,17 @@ namespace {
 //     and release a pair after its odd k-block.
 //  variant 11 = PM 1, 12 = PM 1 + K2, 13 = PM 0 + K2 (thread 0 refills the slots of k-blocks 2r-2,
 //  2r-1 after round r's arrival: the refill of a pair slot needs the consumers to have started 2r,
-//  which needs round r), 14 = PM 2.
+//  which needs round r), 14 = PM 2, 15 = PM 3.
 // All forms: the codes and scales of every row group of a round are read from shared memory before any
 // decode (independent chains for ptxas to interleave), A ring 4 k-blocks, smem 215 KB, 1 CTA / SM.
 // ================================================================================================
 constexpr int kPwSL = 4;   // load ring (as variant 8 at BT 256)
 constexpr int kPwSAK = 4;  // A ring, in k-blocks (variant 8: 3)
 constexpr int kPwSmem = kPwSL * (PCfg<256>::kX + kWBlockBytes) + kPwSAK * PCfg<256>::kA + 2 * (kPwSL + kPwSAK) * 8 + 1024;
-static_assert(kPwSmem <= 232448, "variants 11-14 shared memory");
+// PM 3: SL more barriers (full_w)
+template <int PM>
+constexpr int kPwSmemOf = kPwSmem + (PM == 3 ? kPwSL * 8 : 0);
+static_assert(kPwSmemOf<3> <= 232448, "variants 11-15 shared memory");
 
 template <int BT, int PM, bool K2>
 __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const __grid_constant__ CUtensorMap tmx, const Params p) {
@@ -53,7 +62,9 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
   constexpr int SL = kPwSL, SAK = kPwSAK;
   constexpr int R = K2 ? 2 : 1;        // k-blocks per dequantisation round
   constexpr int NA = SAK / R;          // A-ring barriers (one per round slot)
-  static_assert(PM >= 0 && PM <= 2 && !(PM == 2 && K2), "producer placement");
+  static_assert(PM >= 0 && PM <= 3 && !(PM >= 2 && K2), "producer placement");
+  constexpr bool CP = PM >= 2;  // producer in consumer warp 4 (lane 0)
+  constexpr bool SW = PM == 3;  // separate weight barrier full_w per load slot
   constexpr int ND = PM == 1 ? 3 : 4;  // decoding warps
   constexpr int NH = (8 + ND - 1) / ND;  // row groups per decoding warp (at most)
   extern __shared__ uint8_t smem_raw[];
@@ -65,6 +76,9 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
   uint64_t* empty_l = full_l + SL;
   uint64_t* full_a = empty_l + SL;
   uint64_t* empty_a = full_a + NA;
+  // the barrier the decoding warps wait on for a slot's weight block: full_w (PM 3; only the bulk copy's
+  // bytes) or full_l (the other forms; the token tile's and the weight block's bytes)
+  uint64_t* full_w = SW ? empty_a + NA : full_l;
 
   const int tile = blockIdx.y;
   const int total_tiles = p.tile_offsets[p.G];
@@ -85,8 +99,9 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
 
   if (tid == 0) {
     for (int s = 0; s < SL; ++s) {
-      mbar_init(&full_l[s], 1);   // expect_tx arrival (TMA + bulk bytes)
+      mbar_init(&full_l[s], 1);   // expect_tx arrival (TMA + bulk bytes; PM 3: TMA bytes only)
       mbar_init(&empty_l[s], 8);  // lane 0 of each consumer warp
+      if constexpr (SW) mbar_init(&full_w[s], 1);  // expect_tx arrival (bulk bytes)
     }
     for (int s = 0; s < NA; ++s) {
       mbar_init(&full_a[s], ND * 32);  // every decoding thread (after its own proxy fence)
@@ -99,9 +114,16 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
   auto load = [&](int kb) {
     const int slot = kb % SL;
     mbar_wait(&empty_l[slot], ((kb / SL) & 1) ^ 1);
-    mbar_expect_tx(&full_l[slot], C::kX + kWBlockBytes);
-    tma_load_2d(xs + slot * C::kX, &tmx, kb * kKBlock, row0, &full_l[slot]);
-    bulk_g2s(wr + slot * kWBlockBytes, wmat + static_cast<size_t>(kb) * kWBlockBytes, kWBlockBytes, &full_l[slot]);
+    if constexpr (SW) {  // the weight block first, on its own barrier (the decoding warps need only it)
+      mbar_expect_tx(&full_w[slot], kWBlockBytes);
+      bulk_g2s(wr + slot * kWBlockBytes, wmat + static_cast<size_t>(kb) * kWBlockBytes, kWBlockBytes, &full_w[slot]);
+      mbar_expect_tx(&full_l[slot], C::kX);
+      tma_load_2d(xs + slot * C::kX, &tmx, kb * kKBlock, row0, &full_l[slot]);
+    } else {
+      mbar_expect_tx(&full_l[slot], C::kX + kWBlockBytes);
+      tma_load_2d(xs + slot * C::kX, &tmx, kb * kKBlock, row0, &full_l[slot]);
+      bulk_g2s(wr + slot * kWBlockBytes, wmat + static_cast<size_t>(kb) * kWBlockBytes, kWBlockBytes, &full_l[slot]);
+    }
   };
 
   if (warp < 4) {  // ---- WG 0: decoding warps (+ the producer) ----
@@ -121,7 +143,7 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
     for (int kb0 = 0; kb0 < KB; kb0 += R) {
       const int r = kb0 / R, sa = r % NA;
 #pragma unroll
-      for (int j = 0; j < R; ++j) mbar_wait(&full_l[(kb0 + j) % SL], ((kb0 + j) / SL) & 1);
+      for (int j = 0; j < R; ++j) mbar_wait(&full_w[(kb0 + j) % SL], ((kb0 + j) / SL) & 1);
       mbar_wait(&empty_a[sa], ((r / NA) & 1) ^ 1);
       uint4 q[R][NH];
       uint32_t sc[R][NH];
@@ -186,7 +208,7 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
 #pragma unroll
     for (int q = 0; q < 4; ++q) acc[i][q] = 0.f;
   const uint32_t x0 = smem_u32(xs), a0 = smem_u32(as) + wg * (64 * 128);
-  const bool producer = PM == 2 && cw == 0 && lane == 0;
+  const bool producer = CP && cw == 0 && lane == 0;
   // all SL slots at once (fresh barriers); the refill of kb-1's slot with kb+SL-1 follows from kb = 1 on.
   // (The first form, call 2 of §15, issued only SL - 1 here: k-block SL - 1 was never loaded and the
   // decoding warps waited for it forever.)
@@ -218,7 +240,7 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
       if (lane == 0) {
         mbar_arrive(&empty_l[(kb - 1) % SL]);
         if (!K2 || !kOdd) mbar_arrive(&empty_a[((kb - 1) / R) % NA]);  // K2: kb-1 odd ends its pair
-        if (PM == 2 && producer && kb + SL - 1 < KB) load(kb + SL - 1);  // waits for the other warps' release of kb-1
+        if (CP && producer && kb + SL - 1 < KB) load(kb + SL - 1);  // waits for the other warps' release of kb-1
       }
     }
   };
@@ -241,10 +263,10 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
 
 template <int BT, int PM, bool K2>
 void launch_prefill_pw(const Params& p, int max_tiles, long long x_rows, cudaStream_t stream) {
-  static_assert(BT == 256, "variants 11-14 are built for BT 256 only");
+  static_assert(BT == 256, "variants 11-15 are built for BT 256 only");
   static bool configured = false;
   if (!configured) {
-    SS_CUDA(cudaFuncSetAttribute(w4a16_prefill_pw_kernel<BT, PM, K2>, cudaFuncAttributeMaxDynamicSharedMemorySize, kPwSmem));
+    SS_CUDA(cudaFuncSetAttribute(w4a16_prefill_pw_kernel<BT, PM, K2>, cudaFuncAttributeMaxDynamicSharedMemorySize, kPwSmemOf<PM>));
     configured = true;
   }
   static CUtensorMap map;  // per instantiation, cached as in launch_prefill
@@ -259,7 +281,7 @@ void launch_prefill_pw(const Params& p, int max_tiles, long long x_rows, cudaStr
     m_k = p.K;
   }
   dim3 grid(p.N / kRowsPerCta, max_tiles);
-  w4a16_prefill_pw_kernel<BT, PM, K2><<<grid, kPfThreads, kPwSmem, stream>>>(map, p);
+  w4a16_prefill_pw_kernel<BT, PM, K2><<<grid, kPfThreads, kPwSmemOf<PM>, stream>>>(map, p);
   SS_LAUNCH_CHECK();
 }
 
