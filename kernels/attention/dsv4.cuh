@@ -123,5 +123,12 @@ bool v4_attn_ws_uses_qe();
 /// with the early-Q form (an explicit 1 without it throws).
 void v4_attn_ws_set_cd(int cd);
 bool v4_attn_ws_uses_cd();
+/// Staged producer of the F16 + early-Q + lean-consumer form (fifteenth session, helper v4e): st 1 =
+/// rows 0..7 of each producer warp's 16 rows of the next tile are gathered into a raw staging ring
+/// (18.5 KB more shared memory) while the warp waits for its buffer, only rows 8..15 in place after the
+/// wait; 0 = every row in place after the wait; -1 = the default (0). Default from env V4WS_ST (unset =
+/// -1). An explicit 1 where the form lacks it (pair, BF16, QE or CD off, V4WS_DEBUG) throws.
+void v4_attn_ws_set_st(int st);
+bool v4_attn_ws_uses_st();
 
 }  // namespace servesim::attn

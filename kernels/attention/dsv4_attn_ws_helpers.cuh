@@ -43,6 +43,13 @@ constexpr int kOffFlag = kOffSc + 2 * 512;  // [2][64] int
 constexpr int kOffF = kOffFlag + 512;       // alpha[64], m[64], l[64]
 constexpr int kOffBar = kOffF + 768;        // full[2], empty[2]
 constexpr int kSmem = kOffBar + 32 + 1024;  // + slack for 1024-B alignment
+// ST form (fifteenth session, helper v4e): a raw staging ring after the mbarriers for rows 0..7 of each
+// producer warp's 16 rows of the next tile: 32 rows of 584 B at a 592-B (16-B aligned) stride.
+constexpr int kOffStg = kOffBar + 32;
+constexpr int kStgRow = 592;
+constexpr int kSmemSt = kOffStg + 32 * kStgRow + 1024;
+static_assert(kOffStg % 16 == 0, "staging alignment");
+static_assert(kSmemSt <= 232448, "shared memory per block (staged form)");
 static_assert(kOffP % 1024 == 0, "P tile alignment");
 static_assert(kOffBar % 8 == 0, "mbarrier alignment");
 static_assert(kSmem <= 232448, "shared memory per block");

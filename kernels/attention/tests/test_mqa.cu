@@ -160,10 +160,11 @@ void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_si
   char name[128];
   v4_attn_set_variant(variant);
   const bool ws1 = variant == 3 && !v4_attn_ws_uses_pair(H);  // the one-CTA kernel: its form
-  std::snprintf(name, sizeof name, "v4_attn out (H=%d nq=%d split=%d sink=%d mode=%d %s%s%s%s%s)", H, nq, force_split, with_sink,
+  std::snprintf(name, sizeof name, "v4_attn out (H=%d nq=%d split=%d sink=%d mode=%d %s%s%s%s%s%s)", H, nq, force_split, with_sink,
                 mode, v4_attn_config(H), variant == 3 && v4_attn_ws_uses_pair(H) ? " pair" : "",
                 ws1 && v4_attn_ws_uses_f16(ld) ? " f16" : "", ws1 && v4_attn_ws_uses_qe() ? " qe" : "",
-                ws1 && v4_attn_ws_uses_qe() && v4_attn_ws_uses_cd() ? " cd" : "");
+                ws1 && v4_attn_ws_uses_qe() && v4_attn_ws_uses_cd() ? " cd" : "",
+                ws1 && v4_attn_ws_uses_f16(ld) && v4_attn_ws_uses_qe() && v4_attn_ws_uses_cd() && v4_attn_ws_uses_st() ? " st" : "");
   v4_attn_set_variant(0);
   report(name, e, 1e-2);
   EXPECT_LT(e, 1e-2);
@@ -289,6 +290,32 @@ TEST(V4Attn, WarpSpecializedEarlyQ) {
   v4_attn_ws_set_cd(-1);
   v4_attn_ws_set_f16(-1);
   v4_attn_ws_set_qe(-1);
+  v4_attn_ws_set_pair(-1);
+}
+// The staged producer (V4WS_ST, fifteenth session, helper v4e): rows 0..7 of each producer warp's rows of
+// tile j+1 gathered into the raw staging ring during tile j, rows 8..15 in place. st 0 / 1 on long lists
+// (many tiles: the ring is refilled every tile), 1-, 2- and 3-tile lists, a 1-row list, lists that end
+// inside a tile, split work items, the masked rows (every 37th; rows 128..191 of lists >= 256: a whole
+// masked tile in the 192/193-row lists), H = 64 / 128 / 256, with and without sink.
+TEST(V4Attn, WarpSpecializedStaged) {
+  SKIP_WITHOUT_GPU();
+  v4_attn_ws_set_pair(0);
+  v4_attn_ws_set_f16(1);
+  v4_attn_ws_set_qe(1);
+  v4_attn_ws_set_cd(1);
+  for (int st : {1, 0}) {
+    v4_attn_ws_set_st(st);
+    v4_case(128, {1152, 1152, 300, 65, 1}, 0, true, 3);
+    v4_case(64, {640, 3000, 128, 1}, 256, true, 4);
+    v4_case(128, {3000, 77, 191, 192, 193}, 128, false, 4);
+    v4_case(256, {256, 129, 65}, 128, true, 4);
+    v4_case(64, {20000}, 0, true, 3);
+    v4_case(128, {8320, 64, 1}, 0, false, 3);
+  }
+  v4_attn_ws_set_st(-1);
+  v4_attn_ws_set_cd(-1);
+  v4_attn_ws_set_qe(-1);
+  v4_attn_ws_set_f16(-1);
   v4_attn_ws_set_pair(-1);
 }
 // The operand-form rule itself (host only): the default (-1) is F16 on every list (fourteenth
