@@ -113,9 +113,10 @@ namespace servesim::kernels::moe {
 
 namespace {
 
-// default: 5 at decode tile widths, variant 11's prefill kernel (variant 8's with a dedicated producer warp)
-// at BT 256 with x_rows (NOTES.md §15: 0.80-0.86 of cuBLAS dense vs variant 8's 0.66-0.70 in the same run)
-int g_variant = 11;
+// default: 5 at decode tile widths, variant 15's prefill kernel (variant 8's with the producer in a consumer
+// warp, 4 decoding warps and a weight barrier per load slot) at BT 256 with x_rows (NOTES.md §17: 1.02-1.04x
+// variant 11 in the same run, 0.81-0.84 of cuBLAS dense at m >= 1024; as fast as 14 within noise)
+int g_variant = 15;
 
 /// The one decision of the W4A16 dispatch: the kernel (0..8, 11..15, as w4a16_set_variant numbers them) that
 /// variant v runs at token tile width bt, K and x_rows; launch_bt launches it and w4a16_kernel_for
@@ -127,11 +128,10 @@ int choose_kernel(int v, int bt, int K, long long x_rows) {
   // w4pf call 2 of NOTES.md §13): the 128 x 128 tile gives 2 x m64n128 wgmmas per dequantised k-block
   // and the pipeline fill/epilogue of a short CTA are not hidden; so BT = 128 runs variant 0.
   if (v == 8 && bt == 256 && x_rows > 0) return 8;
-  // 11-14 (NOTES.md §15-16): variant 8's kernel with a dedicated producer warp (11, the default), two
-  // k-blocks per dequantisation round (13), or both (12), or the producer in a consumer warp (14: 4
-  // decoding warps, 1.03-1.04x 11 in w4d, not the default until its table sweep), or 14 with a separate
-  // weight barrier per load slot, the weight copy issued first (15, NOTES.md §17); like 8 at every other
-  // tile width
+  // 11-15 (NOTES.md §15-17): variant 8's kernel with a dedicated producer warp (11, the default until
+  // §17), two k-blocks per dequantisation round (13), or both (12), or the producer in a consumer warp (14:
+  // 4 decoding warps, 1.02-1.04x 11), or 14 with a separate weight barrier per load slot, the weight copy
+  // issued first (15, the DEFAULT since §17; as fast as 14 within noise); like 8 at every other tile width
   if (v >= 11 && v <= 15 && bt == 256 && x_rows > 0) return v;
   if (bt <= 64 && K % 256 == 0) {
     // variant 5 at BT <= 32; at BT = 64 its A fragments spill (ptxas) and variant 0 was faster
