@@ -63,7 +63,7 @@ struct Op {
   double ctx_max = 0;
   double heads = 0;     ///< heads on this GPU (moe_experts: experts held by this GPU)
   // shape fields added for the kernel-fitted models (issue #5)
-  bool decode = false;        ///< the op runs in a decode step (one new token per sequence)
+  bool decode = false;        ///< the op runs in a decode step (tokens / seqs query tokens per sequence: 1, or k + 1 under MTP)
   double head_dim = 0;        ///< per-head dimension (KDA D = 128; V4 attention 512)
   double pairs = 0;           ///< causal prefill (query, key) pairs Σ N·(P + (N+1)/2)
   double keys = 0;            ///< Σ over queries of keys attended (V4 attention) or scored (indexer)

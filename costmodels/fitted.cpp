@@ -15,6 +15,10 @@ namespace servesim {
 namespace {
 
 constexpr int kMaxComponents = 24;
+/// Query rows (heads × query tokens) one MLA decode call packs over a single read of a sequence's
+/// latent cache: the largest head count of the measured table (costmodels/data/h200/mla_decode.json,
+/// DeepSeek-V3's 128 heads), so a packed call stays inside the fitted range.
+constexpr double kMlaPackRows = 128;
 
 struct Buf {
   FittedCostModel::Component c[kMaxComponents];
@@ -76,7 +80,9 @@ void add_mla_prefill(const Op& op, Buf& b) {
 void add_v4_attn(const Op& op, Buf& b) {
   const double T = op.tokens, S = std::max(op.seqs, 1.0), H = op.heads;
   const double rows = T > 0 ? op.keys / T : 0;
-  if (op.decode) b.add(Family::v4_attn_decode, S, rows, H);
+  // decode: every query token (k + 1 per sequence under MTP) gathers its own top-k list, so the
+  // kernel's batch is the query tokens, as FlashMLA's sparse decode at s_q 2 (fit_report.cpp)
+  if (op.decode) b.add(Family::v4_attn_decode, T, rows, H);
   else b.add(Family::v4_attn_prefill, T, rows, H);
   if (op.kind != OpKind::swa_attn && op.compress_ratio > 0) {
     const double hd = op.head_dim > 0 ? op.head_dim : 512;
@@ -90,9 +96,12 @@ void add_csa_indexer(const Op& op, Buf& b) {
   const double T = op.tokens, S = std::max(op.seqs, 1.0), H = op.heads;
   const double rows = T > 0 ? op.keys / T : 0;
   if (op.decode) {
-    b.add(Family::indexer_decode, S, rows, H);
-    if (rows > op.top_k) b.add(Family::topk_decode, S, rows, op.top_k);
-    else b.add(Family::topk_decode_copy, S, rows);
+    // T / S query tokens per sequence (k + 1 under MTP): the logits kernel packs them as more
+    // query heads over one read of the sequence's keys (DeepGEMM's paged MQA logits, next_n);
+    // each query token then selects its own top-k from its own logits row
+    b.add(Family::indexer_decode, S, rows, H * std::max(1.0, T / S));
+    if (rows > op.top_k) b.add(Family::topk_decode, T, rows, op.top_k);
+    else b.add(Family::topk_decode_copy, T, rows);
     b.add(Family::compressor_decode, S, op.head_dim > 0 ? op.head_dim : 128, op.compress_ratio > 0 ? op.compress_ratio : 4);
   } else {
     b.add(Family::indexer_prefill, T, rows, H);
@@ -144,10 +153,16 @@ void map_op(const Op& op, Buf& b) {
     case OpKind::kda_prefill: b.add(Family::kda_prefill, T, T / S, H); break;
     case OpKind::kda_decode: b.add(op.state_bytes >= 4 ? Family::kda_decode_fp32 : Family::kda_decode_bf16, S, H); break;
     case OpKind::mla_prefill: add_mla_prefill(op, b); break;
-    case OpKind::mla_decode:
-      b.add(Family::mla_decode, S, op.ctx_sum / S, H);
+    case OpKind::mla_decode: {
+      // q = T / S query tokens per sequence (k + 1 under MTP verification) are packed as q × H
+      // query rows over one read of the sequence's latent cache (FlashMLA's s_q × h_q rows per KV
+      // head), up to kMlaPackRows rows; beyond that each further group of rows reads the context
+      // again (priced as more sequences), which keeps the query rows within the measured heads
+      const double rows = H * std::max(1.0, T / S), reads = std::max(1.0, std::ceil(rows / kMlaPackRows - 1e-9));
+      b.add(Family::mla_decode, S * reads, op.ctx_sum / S, rows / reads);
       add_gemms(op, b);
       break;
+    }
     case OpKind::csa_attn:
     case OpKind::hca_attn:
     case OpKind::swa_attn: add_v4_attn(op, b); break;

@@ -121,8 +121,13 @@ void mla_ops(const AttnBatch& c, const std::vector<GemmShape>& absorb, const std
   const double kv_b_w = a.kv_lora_rank * H * (a.qk_nope_dim + v) * bytes_per_element(a.proj_dtype);
   if (c.decode) {
     // §2.2 decode: absorb q (2·H·nope·kv_lora) and o (2·H·kv_lora·v) per token; attend
-    // 2·H·L·(576+512) FLOP; read L·576·s B of latent per sequence (replicated per TP rank).
-    const double flops = 2 * H * ctx_sum * (lat + a.kv_lora_rank) + T * 2 * H * a.kv_lora_rank * (a.qk_nope_dim + v);
+    // 2·H·L·(576+512) FLOP per query token (a sequence verifying k + 1 tokens under MTP attends
+    // k + 1 queries over its context: Σ N·L); read L·576·s B of latent per sequence once
+    // (replicated per TP rank: the sequence's query tokens share the read, as FlashMLA packs
+    // s_q × h_q query rows per KV head).
+    double attend = 0;  // Σ N·L over the sequences: (query token, cached key) pairs
+    for (const auto& s : c.seqs) attend += static_cast<double>(s.new_tokens) * static_cast<double>(s.context_before + s.new_tokens);
+    const double flops = 2 * H * attend * (lat + a.kv_lora_rank) + T * 2 * H * a.kv_lora_rank * (a.qk_nope_dim + v);
     const double bytes = ctx_sum * lat * kvb + kv_b_w + T * H * (lat + a.kv_lora_rank) * kAct;
     out.push_back(make(OpKind::mla_decode, OpClass::attention_decode, DType::bf16, flops, bytes, T, S, ctx_sum, ctx_max, H));
     set_gemms(out.back(), T, absorb);

@@ -97,6 +97,9 @@ struct StepTime {
 struct StepParts {
   std::vector<double> attn, attn_extra;  ///< per attention kind: slowest rank's seconds, extrapolated seconds
   std::vector<int> attn_kernels;         ///< per attention kind: kernels of one layer
+  /// per attention kind, decode with MTP of k > 1 drafts only (else empty): the slowest rank's
+  /// seconds of a draft pass, one query token per sequence at the verify pass's context
+  std::vector<double> attn_draft;
   double Tmax = 0, Ttot = 0, logits_max = 0;
   /// effective number of sequences routed in the step, (Σ t_i)² / Σ t_i·(t_i − 1) over every
   /// rank's sequences (t_i new tokens); 0 when every t_i is 1 (no two tokens share a sequence).
@@ -169,6 +172,7 @@ class StepCostModel {
   std::vector<std::unique_ptr<ExpertLoad>> loads_;  // per ffn kind (null: dense)
   int main_moe_ = -1;                              // ffn kind whose load StepTime reports
   mutable std::vector<Op> scratch_;
+  mutable std::vector<SeqWork> draft_;     // a rank's sequences at one query token (MTP draft passes)
   mutable std::vector<SeqWork> halves_[2];  // a decode rank's sequences split into the two micro-batches
   // One FFN layer's priced parts, a pure function of (ffn kind, micro-batches, Tm, Tt, sample):
   // finish() memoises them (decode steps repeat the same token counts and samples millions of

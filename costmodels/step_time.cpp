@@ -75,11 +75,25 @@ StepParts StepCostModel::attention_part(const std::vector<std::vector<SeqWork>>&
   // whole does (SGLang's TBO ablation: -27% at 32 tokens per GPU, "small decode batch sizes hinder
   // kernel efficiency"). Prefill keeps whole-batch pricing (long prompts: the halves add up).
   const bool split = phase == Phase::decode && shape_.two_batch_overlap && p.Tmax >= 2;
+  // multi-token prediction's k − 1 draft passes run one query token per sequence (the verify
+  // pass's k + 1 attend as k + 1 queries): their attention is priced on its own (attn_draft)
+  const bool drafts = phase == Phase::decode && shape_.mtp_draft_tokens > 1;
+  if (drafts) p.attn_draft.assign(kinds, 0.0);
   // attention time of each kind = slowest DP rank (the MoE layer after it synchronises the group)
   for (size_t a = 0; a < kinds; ++a) {
     if (model_.count_attention(static_cast<int>(a)) == 0) continue;
     for (int r = 0; r < dp; ++r) {
       const auto& seqs = per_rank[static_cast<size_t>(r)];
+      if (drafts) {
+        draft_.clear();
+        for (const auto& s : seqs) draft_.push_back({1, s.context_before + s.new_tokens - 1, s.emits_logits});
+        StepTime dst;
+        double e = 0, tokens = static_cast<double>(draft_.size());
+        scratch_.clear();
+        attention_ops(static_cast<int>(a), draft_, phase, scratch_);
+        const double td = sum_ops(scratch_, dst, e) + allreduce_time(fabric_, shape_.attn_tp, tokens * model_.hidden * kAct);
+        p.attn_draft[a] = std::max(p.attn_draft[a], td);
+      }
       double tr = 0, extra = 0;
       int k = 0;
       auto price = [&](const std::vector<SeqWork>& part) {
@@ -173,6 +187,7 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
   double extra = 0;
   int kernels = 0, syncs = 0;
   // `count` layers of pair p with Tm / Tt tokens (busiest rank / instance) in their FFN
+  bool draft_pass = false;  // MTP draft passes: one query token per sequence (parts.attn_draft)
   auto add_layers = [&](const LayerPair& p, double Tm, double Tt, int count) {
     const FfnLayer& l = ffn_layer(p.ffn, mb, Tm, Tt, parts.seqs_eff, sample);
     st.source = worse(st.source, l.source), st.extrapolated_ops |= l.extrapolated_ops;
@@ -183,14 +198,16 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
       st.a2a_inter_bytes_gpu += count * l.a2a_combine;
       if (normal) syncs += count * static_cast<int>(mb);
     }
-    const double compute = parts.attn[static_cast<size_t>(p.attention)] + ffn;
+    const double attn = draft_pass && !parts.attn_draft.empty() ? parts.attn_draft[static_cast<size_t>(p.attention)]
+                                                                : parts.attn[static_cast<size_t>(p.attention)];
+    const double compute = attn + ffn;
     // with overlap, the dispatch/combine kernels of one micro-batch run beside the other's compute;
     // DeepEP normal kernels hold a share s of the SMs meanwhile and a share e of the comm stays
     // exposed (host syncs, slowest peer), so compute C beside comm M takes max(M, C + (s + e)·M)
     // (low-latency kernels use no SMs: s = 0); without overlap they add up
     const double s = (normal ? shape_.comm_sm_fraction : 0.0) + shape_.overlap_exposed_fraction;
     const double layer = overlap ? std::max(comm, compute + s * comm) : compute + comm;
-    st.attention_s += count * parts.attn[static_cast<size_t>(p.attention)];
+    st.attention_s += count * attn;
     st.ffn_s += count * ffn;
     st.comm_s += count * (layer - compute);
     st.comm_total_s += count * comm;
@@ -202,14 +219,17 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
   // multi-token prediction: the MTP head (one more layer of the model's main kind) runs k passes a
   // step, as SGLang's EAGLE worker does: k − 1 draft passes at one token per sequence, and after
   // the verify pass one draft-extend pass over the verified tokens (k + 1 per sequence) that drafts
-  // the next step's first token. Its attention is priced as the verifying layer's (decode attention
-  // is bound by the context read, not by the new tokens).
+  // the next step's first token. Its attention is priced as the verifying layer's: each of a
+  // sequence's k + 1 query tokens attends the whole context (k + 1 times the FLOPs of one token,
+  // over one read of the cache: step_cost.cpp mla_ops, fitted.cpp map_op).
   const int k = phase == Phase::decode ? shape_.mtp_draft_tokens : 0;
   if (k > 0 && !pairs_.empty()) {
     const LayerPair* main = &pairs_.back();
     for (const auto& p : pairs_)
       if (p.ffn == main_moe_) main = &p;
+    draft_pass = true;
     if (k > 1) add_layers(*main, Tmax / (k + 1), Ttot / (k + 1), k - 1);
+    draft_pass = false;
     add_layers(*main, Tmax, Ttot, 1);
   }
   // logits of the busiest rank: of every verified token, and with MTP one row per sequence in each

@@ -301,8 +301,8 @@ TEST(Mtp, AcceptanceRateSetsTheMeanTokensPerStep) {
 
 TEST(Mtp, ADecodeStepVerifiesEveryDraftAndRunsTheDraftHead) {
   // KindCost: 1 ms per attention core. tiny-moe has 4 layers; with MTP k = 2 the step also runs k
-  // passes of one MoE layer (one draft pass, one draft-extend pass; attention priced as the
-  // verifying layer's): 4 + 2 = 6 ms of attention, and routed experts 3 ms × (3 + 2) layers.
+  // passes of one MoE layer (one draft pass, one draft-extend pass; KindCost charges each
+  // attention core 1 ms whatever its query tokens): 4 + 2 = 6 ms of attention, and routed experts 3 ms × (3 + 2) layers.
   ModelSpec m = load_model(test::data("tests/data/tiny-moe.json"));
   InstanceShape s;
   s.ep = 1, s.mtp_draft_tokens = 2;
