@@ -107,7 +107,7 @@ __device__ __forceinline__ void store_staged_rows(const bf16* st, bf16* yb, int 
 #include "moe/w4a16_rega.cuh"       // variants 0-4 (w4a16_kernel), 5 / 6 (w4a16_decode_kernel)
 #include "moe/w4a16_streamk.cuh"    // variant 7 (stream-K), g_sk_ctas
 #include "moe/w4a16_prefill.cuh"    // variant 8 (prefill kernel)
-#include "moe/w4a16_prefill_pw.cuh" // variants 11-15 (variant 8 with another producer placement / 2 k-blocks per round)
+#include "moe/w4a16_prefill_pw.cuh" // variants 11-16 (variant 8 with another producer placement / 2 k-blocks per round)
 
 namespace servesim::kernels::moe {
 
@@ -118,7 +118,7 @@ namespace {
 // variant 11 in the same run, 0.81-0.84 of cuBLAS dense at m >= 1024; as fast as 14 within noise)
 int g_variant = 15;
 
-/// The one decision of the W4A16 dispatch: the kernel (0..8, 11..15, as w4a16_set_variant numbers them) that
+/// The one decision of the W4A16 dispatch: the kernel (0..8, 11..16, as w4a16_set_variant numbers them) that
 /// variant v runs at token tile width bt, K and x_rows; launch_bt launches it and w4a16_kernel_for
 /// reports it, so the two cannot drift.
 int choose_kernel(int v, int bt, int K, long long x_rows) {
@@ -131,8 +131,9 @@ int choose_kernel(int v, int bt, int K, long long x_rows) {
   // 11-15 (NOTES.md §15-17): variant 8's kernel with a dedicated producer warp (11, the default until
   // §17), two k-blocks per dequantisation round (13), or both (12), or the producer in a consumer warp (14:
   // 4 decoding warps, 1.02-1.04x 11), or 14 with a separate weight barrier per load slot, the weight copy
-  // issued first (15, the DEFAULT since §17; as fast as 14 within noise); like 8 at every other tile width
-  if (v >= 11 && v <= 15 && bt == 256 && x_rows > 0) return v;
+  // issued first (15, the DEFAULT since §17; as fast as 14 within noise), or 15 with the weight blocks in
+  // their own 7-slot ring loaded by a decoding warp (16, §17); like 8 at every other tile width
+  if (v >= 11 && v <= 16 && bt == 256 && x_rows > 0) return v;
   if (bt <= 64 && K % 256 == 0) {
     // variant 5 at BT <= 32; at BT = 64 its A fragments spill (ptxas) and variant 0 was faster
     // than 4 there (81.5 vs 89.9 us, K3 w13 G=8 m=64, call 1 of this session), so 0
@@ -164,6 +165,7 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
     case 13: if constexpr (BT == 256) { launch_prefill_pw<BT, 0, true>(p, max_tiles, x_rows, stream); return; } break;
     case 14: if constexpr (BT == 256) { launch_prefill_pw<BT, 2, false>(p, max_tiles, x_rows, stream); return; } break;
     case 15: if constexpr (BT == 256) { launch_prefill_pw<BT, 3, false>(p, max_tiles, x_rows, stream); return; } break;
+    case 16: if constexpr (BT == 256) { launch_prefill_pw<BT, 4, false>(p, max_tiles, x_rows, stream); return; } break;
     default: break;
   }
   throw std::logic_error("w4a16: choose_kernel gave a kernel not built for this tile width");
@@ -172,8 +174,8 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
 }  // namespace
 
 void w4a16_set_variant(int v) {
-  if (v < 0 || v > 15 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
-    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..15");
+  if (v < 0 || v > 16 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
+    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..16");
   g_variant = v;
 }
 void w4a16_set_streamk_ctas(int ctas) { g_sk_ctas = ctas > 0 ? ctas : 0; }

@@ -145,7 +145,7 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
   }
 }
 
-/// Selects the kernel of the W4A16 GEMM (0..8 and 11..15, see gemm_w4a16.cu; 15 = default):
+/// Selects the kernel of the W4A16 GEMM (0..8 and 11..16, see gemm_w4a16.cu; 15 = default):
 /// 0 one m64nBT wgmma per k16 step overlapped with the next stage, 1 the same without overlap,
 /// 2 BT/8 m64n8 wgmmas per k16 step, 3 that without overlap, 4 = 0 with two k-blocks per
 /// pipeline stage at BT <= 64 when K % 256 == 0, 5 = warp-specialised decode kernel (producer warp
@@ -156,12 +156,13 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
 /// with x_rows known, the prefill kernel (TMA producer + dequantisation warpgroup writing bf16 weight
 /// tiles to shared memory, two consumer warpgroups of SS wgmma; NOTES.md §13), else as 5. (The
 /// persistent prefill forms 9 / 10 measured slower at every shape and were removed, NOTES.md §14.)
-/// 11..15 = 8 with another prefill kernel at BT 256 with x_rows (NOTES.md §15-17; else as 8): 11 (the
+/// 11..16 = 8 with another prefill kernel at BT 256 with x_rows (NOTES.md §15-17; else as 8): 11 (the
 /// default until §17) = a dedicated producer warp and 3 dequantising warps, 12 = 11 with two k-blocks per
 /// dequantisation round, 13 = 8 with two k-blocks per round, 14 = the producer in a consumer warp and
 /// 4 dequantising warps (1.02-1.04x 11, NOTES.md §16-17), 15 (the DEFAULT) = 14 with a separate barrier
 /// for each load slot's weight block (issued first; the dequantising warps no longer wait for the token
-/// tile; as fast as 14 within noise, §17).
+/// tile; as fast as 14 within noise, §17), 16 = 15 with the weight blocks in their own 7-slot ring,
+/// loaded and released by the dequantising warps (§17).
 /// Throws std::invalid_argument for any other value (9 / 10 were removed).
 void w4a16_set_variant(int v);
 /// Variant 7 only: force the stream-K grid to `ctas` CTAs (tests); 0 = resident

@@ -96,11 +96,12 @@ TEST_P(W4A16Test, MatchesDoubleReference) {
 }
 INSTANTIATE_TEST_SUITE_P(AllTiles, W4A16Test,
                          ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8)));
-// Variants 11-15 (variant 8's kernel with a producer warp and / or 2 k-blocks per dequantisation round,
-// or the producer in a consumer warp, 15 with a separate weight barrier; NOTES.md §15-17): their own
+// Variants 11-16 (variant 8's kernel with a producer warp and / or 2 k-blocks per dequantisation round,
+// or the producer in a consumer warp, 15 with a separate weight barrier, 16 with a separate weight ring;
+// NOTES.md §15-17): their own
 // kernel at BT 256, variant 8's fallbacks at BT 128 and 32.
 INSTANTIATE_TEST_SUITE_P(PrefillForms, W4A16Test,
-                         ::testing::Combine(::testing::Values(32, 128, 256), ::testing::Values(11, 12, 13, 14, 15)));
+                         ::testing::Combine(::testing::Values(32, 128, 256), ::testing::Values(11, 12, 13, 14, 15, 16)));
 
 // Variant 8 (prefill kernel at BT 256; BT 128 falls back to variant 0): K3 expert shapes (K3 w2 3584 x 3072; K3 w13's K = 3584 with
 // N cut to 768 to bound the CPU reference) with skewed loads: empty groups, a 1-row group, partial
@@ -118,12 +119,12 @@ TEST(W4A16Prefill, ModelShapesSkewed) {
   for (const auto& cs : cases) check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, 8);
 }
 
-// Variants 11-15 at BT 256 (NOTES.md §15-17): skewed loads at model K (K3 w2 / w13, DSV4-Pro w13; N cut
+// Variants 11-16 at BT 256 (NOTES.md §15-17): skewed loads at model K (K3 w2 / w13, DSV4-Pro w13; N cut
 // to bound the CPU reference), then the shortest K (KB = 2, 4: one or two rounds, no refill) and ring
 // wraps at K 512 / 1536; empty groups, 1-row groups, partial last tiles, TMA reads past x's end.
 // Variant 14 joined after its first GPU run (w4d, NOTES.md §16: these 7 cases passed on their own as
-// W4A16PrefillUntested.ConsumerProducer14, memcheck 0 errors); 14 and 15 are also in PrefillForms /
-// PermuteTest since w4e (§17).
+// W4A16PrefillUntested.ConsumerProducer14, memcheck 0 errors); 14-16 are also in PrefillForms /
+// PermuteTest since w4e (§17). For 16 (7-slot weight ring) K 128 / 256 never refill, K 512 wraps once.
 TEST(W4A16Prefill, ProducerWarpAndPairs) {
   SKIP_NO_GPU();
   struct Case { std::vector<int> counts; int N, K; };
@@ -132,7 +133,7 @@ TEST(W4A16Prefill, ProducerWarpAndPairs) {
       {{2 * 256 + 3, 0, 255, 1, 256}, 256, 512}, {{1, 256, 3 * 256 - 1, 0, 2}, 384, 1536},
       {{300, 5}, 256, 128}, {{7, 256, 0}, 128, 256},
   };
-  for (int v : {11, 12, 13, 14, 15})
+  for (int v : {11, 12, 13, 14, 15, 16})
     for (const auto& cs : cases) check_w4a16(256, cs.counts, cs.N, cs.K, true, v);
 }
 
@@ -211,7 +212,7 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
   di.upload(ids);
   dx.upload(x);
   dpool.upload(pool);
-  // bt 16 (the decode kernels); the prefill variants (8, 11-15) also at bt 256, where their own kernel runs
+  // bt 16 (the decode kernels); the prefill variants (8, 11-16) also at bt 256, where their own kernel runs
   // on the device-written offsets (1 partial tile per expert, ~7 rows each, in random order of experts)
   std::vector<int> bts = {16};
   if (variant == 8 || variant >= 11) bts.push_back(256);
@@ -247,6 +248,6 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
 }
 // (9 / 10 were removed in 73471e7, where w4a16_set_variant started to throw for them; these two
 // instances had stayed and would fail on a GPU)
-INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15));
+INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16));
 
 }  // namespace

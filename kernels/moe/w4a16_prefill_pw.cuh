@@ -1,4 +1,4 @@
-// MXFP4 W4A16 grouped GEMM, variants 11 / 12 / 13 / 14 / 15: variant 8's prefill kernel (w4a16_prefill.cuh)
+// MXFP4 W4A16 grouped GEMM, variants 11 / 12 / 13 / 14 / 15 / 16: variant 8's prefill kernel (w4a16_prefill.cuh)
 // with a different producer / dequantisation schedule (NOTES.md §15-17), w4a16_prefill_pw_kernel<BT, PM, K2>
 // and launch_prefill_pw.
 // Part of gemm_w4a16.cu's translation unit (after w4a16_prefill.cuh, whose WgmmaSSBf16, PCfg, kPfThreads
@@ -37,6 +37,14 @@ namespace {
 //     the 32 KB token tile they never read (full_l 7.5% of all stall samples in ncu, §16). The slot's
 //     release stays the consumers' empty_l: a consumer releases kb-1 after its wgmmas of kb-1, which
 //     waited on full_a of kb-1, i.e. after every decoding warp's reads of the weight block of kb-1.
+//     Measured (§17): as fast as 2; the decoding warps still wait on full_w as long as they waited on
+//     full_l (7.6% of all samples), i.e. for the weight load's ISSUE: the load of kb is issued when the
+//     consumers release kb-4, the same moment the A slot of kb frees, so its latency is never hidden.
+//   4 (§17): 3 with the weight blocks in their own, deeper ring (kPwSWR = 7 slots; the load ring keeps only
+//     the token tiles): lane 0 of decoding warp 0 issues the first kPwSWR weight copies and, in round kb,
+//     after its arrival, refills the slot of kb-1 with kb-1+kPwSWR once all 4 decoding warps released it
+//     (empty_w, lane 0 of each decoding warp after its decode of that k-block). The weight of kb is then
+//     requested ~7 decode rounds ahead, independently of the consumers.
 //  K2 (two k-blocks per barrier round; NOTES.md §14 "What would close the gap" (1)): each decoding
 //     warp decodes k-blocks 2r and 2r+1 in one round: 2 x its row groups of independent chains, ONE
 //     fence.proxy.async and ONE full_a arrival per 2 k-blocks; the A ring is 2 pair slots (the same
@@ -44,17 +52,18 @@ namespace {
 //     and release a pair after its odd k-block.
 //  variant 11 = PM 1, 12 = PM 1 + K2, 13 = PM 0 + K2 (thread 0 refills the slots of k-blocks 2r-2,
 //  2r-1 after round r's arrival: the refill of a pair slot needs the consumers to have started 2r,
-//  which needs round r), 14 = PM 2, 15 = PM 3.
+//  which needs round r), 14 = PM 2, 15 = PM 3, 16 = PM 4.
 // All forms: the codes and scales of every row group of a round are read from shared memory before any
 // decode (independent chains for ptxas to interleave), A ring 4 k-blocks, smem 215 KB, 1 CTA / SM.
 // ================================================================================================
 constexpr int kPwSL = 4;   // load ring (as variant 8 at BT 256)
 constexpr int kPwSAK = 4;  // A ring, in k-blocks (variant 8: 3)
 constexpr int kPwSmem = kPwSL * (PCfg<256>::kX + kWBlockBytes) + kPwSAK * PCfg<256>::kA + 2 * (kPwSL + kPwSAK) * 8 + 1024;
-// PM 3: SL more barriers (full_w)
+constexpr int kPwSWR = 7;  // PM 4: weight ring slots (the most that fit in 227 KB beside the other rings)
+// PM 3: SL more barriers (full_w); PM 4: kPwSWR weight slots instead of SL, full_w + empty_w per slot
 template <int PM>
-constexpr int kPwSmemOf = kPwSmem + (PM == 3 ? kPwSL * 8 : 0);
-static_assert(kPwSmemOf<3> <= 232448, "variants 11-15 shared memory");
+constexpr int kPwSmemOf = kPwSmem + (PM == 3 ? kPwSL * 8 : 0) + (PM == 4 ? (kPwSWR - kPwSL) * kWBlockBytes + 2 * kPwSWR * 8 : 0);
+static_assert(kPwSmemOf<3> <= 232448 && kPwSmemOf<4> <= 232448, "variants 11-16 shared memory");
 
 template <int BT, int PM, bool K2>
 __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const __grid_constant__ CUtensorMap tmx, const Params p) {
@@ -62,23 +71,26 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
   constexpr int SL = kPwSL, SAK = kPwSAK;
   constexpr int R = K2 ? 2 : 1;        // k-blocks per dequantisation round
   constexpr int NA = SAK / R;          // A-ring barriers (one per round slot)
-  static_assert(PM >= 0 && PM <= 3 && !(PM >= 2 && K2), "producer placement");
-  constexpr bool CP = PM >= 2;  // producer in consumer warp 4 (lane 0)
-  constexpr bool SW = PM == 3;  // separate weight barrier full_w per load slot
+  static_assert(PM >= 0 && PM <= 4 && !(PM >= 2 && K2), "producer placement");
+  constexpr bool CP = PM >= 2;  // (token) producer in consumer warp 4 (lane 0)
+  constexpr bool SW = PM >= 3;  // separate weight barrier full_w per weight slot
+  constexpr bool WR = PM == 4;  // weight blocks in their own ring, loaded and released by the decoding warps
+  constexpr int NW = WR ? kPwSWR : SL;  // weight slots
   constexpr int ND = PM == 1 ? 3 : 4;  // decoding warps
   constexpr int NH = (8 + ND - 1) / ND;  // row groups per decoding warp (at most)
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   uint8_t* xs = smem;                   // [SL][BT x 128 B], 1024-aligned
   uint8_t* as = xs + SL * C::kX;        // [SAK][128 x 128 B], 1024-aligned
-  uint8_t* wr = as + SAK * C::kA;       // [SL][4352]
-  uint64_t* full_l = reinterpret_cast<uint64_t*>(wr + SL * kWBlockBytes);
+  uint8_t* wr = as + SAK * C::kA;       // [NW][4352]
+  uint64_t* full_l = reinterpret_cast<uint64_t*>(wr + NW * kWBlockBytes);
   uint64_t* empty_l = full_l + SL;
   uint64_t* full_a = empty_l + SL;
   uint64_t* empty_a = full_a + NA;
   // the barrier the decoding warps wait on for a slot's weight block: full_w (PM 3; only the bulk copy's
   // bytes) or full_l (the other forms; the token tile's and the weight block's bytes)
-  uint64_t* full_w = SW ? empty_a + NA : full_l;
+  uint64_t* full_w = SW ? empty_a + NA : full_l;  // [NW]
+  uint64_t* empty_w = full_w + NW;                 // [NW], PM 4 only
 
   const int tile = blockIdx.y;
   const int total_tiles = p.tile_offsets[p.G];
@@ -101,8 +113,13 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
     for (int s = 0; s < SL; ++s) {
       mbar_init(&full_l[s], 1);   // expect_tx arrival (TMA + bulk bytes; PM 3: TMA bytes only)
       mbar_init(&empty_l[s], 8);  // lane 0 of each consumer warp
-      if constexpr (SW) mbar_init(&full_w[s], 1);  // expect_tx arrival (bulk bytes)
+      if constexpr (SW && !WR) mbar_init(&full_w[s], 1);  // expect_tx arrival (bulk bytes)
     }
+    if constexpr (WR)
+      for (int s = 0; s < NW; ++s) {
+        mbar_init(&full_w[s], 1);    // expect_tx arrival (bulk bytes)
+        mbar_init(&empty_w[s], ND);  // lane 0 of each decoding warp
+      }
     for (int s = 0; s < NA; ++s) {
       mbar_init(&full_a[s], ND * 32);  // every decoding thread (after its own proxy fence)
       mbar_init(&empty_a[s], 8);
@@ -114,7 +131,10 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
   auto load = [&](int kb) {
     const int slot = kb % SL;
     mbar_wait(&empty_l[slot], ((kb / SL) & 1) ^ 1);
-    if constexpr (SW) {  // the weight block first, on its own barrier (the decoding warps need only it)
+    if constexpr (WR) {  // the token tile only (the weight ring is the decoding warps')
+      mbar_expect_tx(&full_l[slot], C::kX);
+      tma_load_2d(xs + slot * C::kX, &tmx, kb * kKBlock, row0, &full_l[slot]);
+    } else if constexpr (SW) {  // the weight block first, on its own barrier (the decoding warps need only it)
       mbar_expect_tx(&full_w[slot], kWBlockBytes);
       bulk_g2s(wr + slot * kWBlockBytes, wmat + static_cast<size_t>(kb) * kWBlockBytes, kWBlockBytes, &full_w[slot]);
       mbar_expect_tx(&full_l[slot], C::kX);
@@ -124,6 +144,13 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
       tma_load_2d(xs + slot * C::kX, &tmx, kb * kKBlock, row0, &full_l[slot]);
       bulk_g2s(wr + slot * kWBlockBytes, wmat + static_cast<size_t>(kb) * kWBlockBytes, kWBlockBytes, &full_l[slot]);
     }
+  };
+  // PM 4: weight block kb into its ring slot, after the decoding warps' release of the slot's previous use
+  auto load_w = [&](int kb) {
+    const int s = kb % NW;
+    mbar_wait(&empty_w[s], ((kb / NW) & 1) ^ 1);
+    mbar_expect_tx(&full_w[s], kWBlockBytes);
+    bulk_g2s(wr + s * kWBlockBytes, wmat + static_cast<size_t>(kb) * kWBlockBytes, kWBlockBytes, &full_w[s]);
   };
 
   if (warp < 4) {  // ---- WG 0: decoding warps (+ the producer) ----
@@ -139,11 +166,15 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
       if (tid == 0)
         for (int kb = 0; kb < (K2 ? SL : SL - 1) && kb < KB; ++kb) load(kb);
     }
+    if constexpr (WR) {
+      if (warp == 0 && lane == 0)
+        for (int kb = 0; kb < NW && kb < KB; ++kb) load_w(kb);
+    }
     const int mi = lane >> 3;  // stmatrix: this lane addresses row (lane & 7) of matrix mi
     for (int kb0 = 0; kb0 < KB; kb0 += R) {
       const int r = kb0 / R, sa = r % NA;
 #pragma unroll
-      for (int j = 0; j < R; ++j) mbar_wait(&full_w[(kb0 + j) % SL], ((kb0 + j) / SL) & 1);
+      for (int j = 0; j < R; ++j) mbar_wait(&full_w[(kb0 + j) % NW], ((kb0 + j) / NW) & 1);
       mbar_wait(&empty_a[sa], ((r / NA) & 1) ^ 1);
       uint4 q[R][NH];
       uint32_t sc[R][NH];
@@ -153,7 +184,7 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
         for (int h = 0; h < NH; ++h) {
           const int rg = warp + ND * h;
           if (rg < 8) {  // warp-uniform
-            const uint8_t* wb = wr + ((kb0 + j) % SL) * kWBlockBytes;
+            const uint8_t* wb = wr + ((kb0 + j) % NW) * kWBlockBytes;
             q[j][h] = *reinterpret_cast<const uint4*>(wb + rg * 512 + lane * 16);
             sc[j][h] = *reinterpret_cast<const uint32_t*>(wb + 4096 + rg * 32 + gq * 4);
           }
@@ -183,6 +214,14 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
       }
       fence_proxy_async();
       mbar_arrive(&full_a[sa]);
+      if constexpr (WR) {  // this warp is done with weight block kb0 (its values went into the decode above)
+        __syncwarp();
+        if (lane == 0) {
+          mbar_arrive(&empty_w[kb0 % NW]);
+          // refill the slot of kb0-1 (all 4 warps are normally past it) with kb0-1+NW
+          if (warp == 0 && kb0 >= 1 && kb0 - 1 + NW < KB) load_w(kb0 - 1 + NW);
+        }
+      }
       if constexpr (PM == 0) {
         if (tid == 0) {
           if constexpr (K2) {
@@ -263,7 +302,7 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
 
 template <int BT, int PM, bool K2>
 void launch_prefill_pw(const Params& p, int max_tiles, long long x_rows, cudaStream_t stream) {
-  static_assert(BT == 256, "variants 11-15 are built for BT 256 only");
+  static_assert(BT == 256, "variants 11-16 are built for BT 256 only");
   static bool configured = false;
   if (!configured) {
     SS_CUDA(cudaFuncSetAttribute(w4a16_prefill_pw_kernel<BT, PM, K2>, cudaFuncAttributeMaxDynamicSharedMemorySize, kPwSmemOf<PM>));

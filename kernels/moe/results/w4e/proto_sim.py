@@ -4,7 +4,9 @@
 token tile and the bulk weight copy completing as two separate agents; random interleavings. Reports deadlocks
 and ring overwrite / stale-read hazards (weight block: read by the decoding warps; token tile: by the consumers).
 results/w4c/proto_sim.py with the two copies modelled separately and PM 3 (NOTES.md §17): the weight copy on its
-own barrier full_w (the decoding warps wait on it), issued first; full_l then counts only the token tile."""
+own barrier full_w (the decoding warps wait on it), issued first; full_l then counts only the token tile. PM 4: the
+weight blocks in their own ring of SWR slots, loaded by decoding warp 0 (the first SWR up front, then in round kb,
+after its own release, the slot of kb-1 with kb-1+SWR once every decoding warp released it: empty_w)."""
 import random, sys
 
 class Bar:
@@ -14,23 +16,26 @@ class Bar:
         if s.pend == 0: s.phase += 1; s.pend = s.n
     def done(s, parity): return (s.phase & 1) != parity
 
-def run(PM, K2, KB, SL=4, SAK=4, buggy14=False, seed=0):
+def run(PM, K2, KB, SL=4, SAK=4, buggy14=False, seed=0, SWR=7):
     rnd = random.Random(seed)
     R = 2 if K2 else 1; NA = SAK // R; ND = 3 if PM == 1 else 4
-    SW = PM == 3
+    SW = PM >= 3; WR = PM == 4; NW = SWR if WR else SL
     # full_l: 1 expect_tx arrival + the TMA bytes (+ the bulk bytes unless PM 3); the byte counts are modelled as
     # one completion arrival per copy
     full_l = [Bar(2 if SW else 3) for _ in range(SL)]; empty_l = [Bar(8) for _ in range(SL)]
-    full_w = [Bar(2) for _ in range(SL)] if SW else full_l  # PM 3: 1 expect_tx arrival + the bulk copy's bytes
+    full_w = [Bar(2) for _ in range(NW)] if SW else full_l  # PM 3/4: 1 expect_tx arrival + the bulk copy's bytes
+    empty_w = [Bar(ND) for _ in range(NW)]  # PM 4
     full_a = [Bar(ND) for _ in range(NA)]; empty_a = [Bar(8) for _ in range(NA)]
-    lslot = [None] * SL; wslot = [None] * SL; aslot = [None] * SAK
-    lreaders = [set() for _ in range(SL)]; wreaders = [set() for _ in range(SL)]; areaders = [set() for _ in range(SAK)]
+    lslot = [None] * SL; wslot = [None] * NW; aslot = [None] * SAK
+    lreaders = [set() for _ in range(SL)]; wreaders = [set() for _ in range(NW)]; areaders = [set() for _ in range(SAK)]
     wg_mma = {}
     agents = []
     def load(kb):
         s = kb % SL
         yield lambda: empty_l[s].done(((kb // SL) & 1) ^ 1)
-        if SW:  # weight copy first, on full_w; then the token tile on full_l
+        if WR:  # token tile only
+            full_l[s].arrive(); agents.append(tma(kb))
+        elif SW:  # weight copy first, on full_w; then the token tile on full_l
             full_w[s].arrive(); agents.append(bulk(kb))
             full_l[s].arrive(); agents.append(tma(kb))
         else:
@@ -41,30 +46,39 @@ def run(PM, K2, KB, SL=4, SAK=4, buggy14=False, seed=0):
         assert not lreaders[s], f"token slot {s} overwritten by kb {kb} while kb {lslot[s]} still read by {lreaders[s]}"
         lslot[s] = kb; lreaders[s] = {('c', c) for c in range(8)}
         full_l[s].arrive()
+    def load_w(kb):
+        s = kb % NW
+        yield lambda: empty_w[s].done(((kb // NW) & 1) ^ 1)
+        full_w[s].arrive(); agents.append(bulk(kb))
     def bulk(kb):
         yield None
-        s = kb % SL
+        s = kb % NW
         assert not wreaders[s], f"weight slot {s} overwritten by kb {kb} while kb {wslot[s]} still read by {wreaders[s]}"
         wslot[s] = kb; wreaders[s] = {('d', w) for w in range(ND)}
         full_w[s].arrive()
     def decode(w):
         if PM == 0 and w == 0:
             for kb in range(min(SL if K2 else SL - 1, KB)): yield from load(kb)
+        if WR and w == 0:
+            for kb in range(min(NW, KB)): yield from load_w(kb)
         for kb0 in range(0, KB, R):
             r = kb0 // R; sa = r % NA
             for j in range(R):
                 kb = kb0 + j
-                yield (lambda kb=kb: full_w[kb % SL].done((kb // SL) & 1))
+                yield (lambda kb=kb: full_w[kb % NW].done((kb // NW) & 1))
             yield lambda: empty_a[sa].done(((r // NA) & 1) ^ 1)
             for j in range(R):
                 kb = kb0 + j
-                assert wslot[kb % SL] == kb, f"decode w{w} kb {kb}: weight slot holds {wslot[kb % SL]}"
-                wreaders[kb % SL].discard(('d', w))
+                assert wslot[kb % NW] == kb, f"decode w{w} kb {kb}: weight slot holds {wslot[kb % NW]}"
+                if not WR: wreaders[kb % NW].discard(('d', w))  # PM 4: released after the decode, below
                 a = kb % SAK
                 assert not (areaders[a] and aslot[a] != kb), f"A slot {a} overwritten by kb {kb} while kb {aslot[a]} read by {areaders[a]}"
                 if aslot[a] != kb: aslot[a] = kb; areaders[a] = {('c', c) for c in range(8)}
                 yield None
             full_a[sa].arrive()
+            if WR:
+                wreaders[kb0 % NW].discard(('d', w)); empty_w[kb0 % NW].arrive()
+                if w == 0 and kb0 >= 1 and kb0 - 1 + NW < KB: yield from load_w(kb0 - 1 + NW)
             if PM == 0 and w == 0:
                 if K2:
                     for j in range(R):
@@ -107,7 +121,7 @@ def run(PM, K2, KB, SL=4, SAK=4, buggy14=False, seed=0):
             done.add(id(a))
 
 forms = {'v8': (0, False, 3, False), 'v11': (1, False, 4, False), 'v12': (1, True, 4, False), 'v13': (0, True, 4, False),
-         'v14': (2, False, 4, False), 'v14-first-form': (2, False, 4, True), 'v15': (3, False, 4, False)}
+         'v14': (2, False, 4, False), 'v14-first-form': (2, False, 4, True), 'v15': (3, False, 4, False), 'v16': (4, False, 4, False)}
 for name, (PM, K2, SAK, bug) in forms.items():
     res = {}
     for KB in (2, 4, 6, 8, 10, 12, 24):
