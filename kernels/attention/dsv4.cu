@@ -162,22 +162,25 @@ int g_v4ws_f16 = -2;   // -2: from env V4WS_F16 (unset = -1: the default, F16 wh
 int g_v4ws_qe = -2;    // -2: from env V4WS_QE (unset = -1: kV4wsQeDefault)
 int g_v4ws_cd = -2;    // -2: from env V4WS_CD (unset = -1: kV4wsCdDefault)
 int g_v4ws_st = -2;    // -2: from env V4WS_ST (unset = -1: kV4wsStDefault)
+int g_v4ws_ep = -2;    // -2: from env V4WS_EP (unset = -1: kV4wsEpDefault)
 // the defaults (fourteenth session, helper v4d): F16 on every list, early Q, lean consumer (v4d call 2)
 constexpr int kV4wsF16MinLd = 0;
 constexpr bool kV4wsQeDefault = true;
 constexpr bool kV4wsCdDefault = true;
 constexpr bool kV4wsStDefault = false;  // the staged producer (fifteenth session, helper v4e): V4WS_ST=1
-template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false, bool CD = false, bool ST = false>
+constexpr bool kV4wsEpDefault = false;  // the staged epilogue (same session): V4WS_EP=1
+template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false, bool CD = false, bool ST = false,
+          bool EP = false>
 void v4ws_launch(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   constexpr int smem = ST ? v4ws::kSmemSt : v4ws::kSmem;
   static bool attr = false;
   if (!attr) {
-    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<DBG, REG, PAIR, FENCE, F16, QE, CD, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<DBG, REG, PAIR, FENCE, F16, QE, CD, ST, EP>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     attr = true;
   }
   const dim3 grid(a.H / 64, plan.n_work);
   if constexpr (!PAIR) {
-    v4_attn_ws_kernel<DBG, REG, false, 0, F16, QE, CD, ST><<<grid, 384, smem, s>>>(a, plan.work.p);
+    v4_attn_ws_kernel<DBG, REG, false, 0, F16, QE, CD, ST, EP><<<grid, 384, smem, s>>>(a, plan.work.p);
   } else {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
@@ -210,6 +213,8 @@ void v4_attn_ws_set_qe(int qe) { g_v4ws_qe = qe; }
 void v4_attn_ws_set_cd(int cd) { g_v4ws_cd = cd; }
 void v4_attn_ws_set_st(int st) { g_v4ws_st = st; }
 bool v4_attn_ws_uses_st() { return v4ws_env(g_v4ws_st, "V4WS_ST") < 0 ? kV4wsStDefault : g_v4ws_st != 0; }
+void v4_attn_ws_set_ep(int ep) { g_v4ws_ep = ep; }
+bool v4_attn_ws_uses_ep() { return v4ws_env(g_v4ws_ep, "V4WS_EP") < 0 ? kV4wsEpDefault : g_v4ws_ep != 0; }
 bool v4_attn_ws_uses_qe() { return v4ws_env(g_v4ws_qe, "V4WS_QE") < 0 ? kV4wsQeDefault : g_v4ws_qe != 0; }
 bool v4_attn_ws_uses_cd() { return v4ws_env(g_v4ws_cd, "V4WS_CD") < 0 ? kV4wsCdDefault : g_v4ws_cd != 0; }
 // The default (since the fourteenth session): F16 on every list. The thirteenth session's rule (F16 only
@@ -235,6 +240,8 @@ namespace {
 void v4ws_check_settings(bool pair, bool f16, bool qe, bool cd, int dbg, int reg, int fence) {
   if (g_v4ws_st == 1 && (pair || !f16 || !cd || dbg != 0))
     throw std::invalid_argument("v4_attn_ws: V4WS_ST=1 (v4_attn_ws_set_st(1)) needs the F16 form with V4WS_QE and V4WS_CD (one-CTA kernel, V4WS_REG=1) and no V4WS_DEBUG");
+  if (g_v4ws_ep == 1 && (pair || !f16 || !cd || dbg != 0 || v4_attn_ws_uses_st()))
+    throw std::invalid_argument("v4_attn_ws: V4WS_EP=1 (v4_attn_ws_set_ep(1)) needs the F16 form with V4WS_QE and V4WS_CD (one-CTA kernel, V4WS_REG=1), no V4WS_DEBUG and no V4WS_ST");
   const auto bad = [](const std::string& m) { throw std::invalid_argument("v4_attn_ws: " + m); };
   if (dbg < 0 || dbg > 3) bad("V4WS_DEBUG must be 0, 1, 2 or 3 (got " + std::to_string(dbg) + ")");
   if (reg < 0 || reg > 2) bad("V4WS_REG must be 0, 1 or 2 (got " + std::to_string(reg) + ")");
@@ -277,6 +284,7 @@ void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
     const bool qe = v4_attn_ws_uses_qe() && !pair && reg == 1 && (dbg == 0 || f16);
     const bool cd = v4_attn_ws_uses_cd() && qe;
     const bool st = v4_attn_ws_uses_st() && f16 && cd && dbg == 0;
+    const bool ep = v4_attn_ws_uses_ep() && f16 && cd && dbg == 0 && !st;
     v4ws_check_settings(pair, f16, qe, cd, dbg, reg, fence);
     if (pair) {
       if (dbg == 1) v4ws_launch<1, 1, true>(a, plan, s);
@@ -294,6 +302,7 @@ void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
       else if (dbg == 2) v4ws_launch<2, 1, false, 0, true>(a, plan, s);
       else if (dbg == 3) v4ws_launch<3, 1, false, 0, true>(a, plan, s);
       else if (st) v4ws_launch<0, 1, false, 0, true, true, true, true>(a, plan, s);
+      else if (ep) v4ws_launch<0, 1, false, 0, true, true, true, false, true>(a, plan, s);
       else if (cd) v4ws_launch<0, 1, false, 0, true, true, true>(a, plan, s);
       else if (qe) v4ws_launch<0, 1, false, 0, true, true>(a, plan, s);
       else v4ws_launch<0, 1, false, 0, true>(a, plan, s);

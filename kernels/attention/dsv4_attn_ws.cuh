@@ -69,8 +69,14 @@ namespace {
 // that wait, and their copies land while the warp converts the 8 staged rows (16 B per lane and block,
 // 4 lanes per row) into the buffer. Before: all 16 rows gathered in place after the wait, then the
 // whole copy latency exposed before the first conversion.
-template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false, bool CD = false, bool ST = false>
+// EP (fifteenth session, helper v4e; env V4WS_EP / v4_attn_ws_set_ep; F16 + QE + CD, DBG 0): the epilogue
+// through shared memory (wg_store::store_rows_staged): O staged in the Q tile and KV buffer 0 (free once
+// the last P V is done; the producer has exited), then 16-B coalesced stores. ncu of the default (v4d,
+// and call 1 here): the 32-bit STG of store_rows were lg-throttled, ~8% of all stall samples.
+template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false, bool CD = false, bool ST = false,
+          bool EP = false>
 __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int4* __restrict__ work) {
+  static_assert(!EP || (F16 && QE && CD && !PAIR && DBG == 0), "the staged epilogue is built on F16 + QE + CD only");
   static_assert(!ST || (F16 && QE && CD && !PAIR && DBG == 0), "the staged form is built on F16 + QE + CD only");
   static_assert(!(F16 && PAIR), "the F16 form is the one-CTA producer only");
   static_assert(!(QE && PAIR), "the early-Q form is the one-CTA kernel only");
@@ -548,7 +554,11 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
   named_bar_sync(4, 256);
   m0 = sM[rA]; m1 = sM[rB];
   l0 = sL[rA]; l1 = sL[rB];
-  wg_store::store_rows(a, o, m0, m1, l0, l1, head0, H, rA, rB, wg, t4, qi, slot);
+  if constexpr (EP) {  // Q (64 KB) and KV buffer 0 (the next 64 KB): no wgmma reads them any more
+    wg_store::store_rows_staged(a, o, m0, m1, l0, l1, head0, H, rA, rB, wg, t4, qi, slot, smem, tid, 4);
+  } else {
+    wg_store::store_rows(a, o, m0, m1, l0, l1, head0, H, rA, rB, wg, t4, qi, slot);
+  }
   if constexpr (PAIR) cluster_sync_any();  // the peer's producer / consumers may still touch this CTA's smem
 }
 

@@ -160,11 +160,15 @@ void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_si
   char name[128];
   v4_attn_set_variant(variant);
   const bool ws1 = variant == 3 && !v4_attn_ws_uses_pair(H);  // the one-CTA kernel: its form
-  std::snprintf(name, sizeof name, "v4_attn out (H=%d nq=%d split=%d sink=%d mode=%d %s%s%s%s%s%s)", H, nq, force_split, with_sink,
+  std::snprintf(name, sizeof name, "v4_attn out (H=%d nq=%d split=%d sink=%d mode=%d %s%s%s%s%s%s%s)", H, nq, force_split, with_sink,
                 mode, v4_attn_config(H), variant == 3 && v4_attn_ws_uses_pair(H) ? " pair" : "",
                 ws1 && v4_attn_ws_uses_f16(ld) ? " f16" : "", ws1 && v4_attn_ws_uses_qe() ? " qe" : "",
                 ws1 && v4_attn_ws_uses_qe() && v4_attn_ws_uses_cd() ? " cd" : "",
-                ws1 && v4_attn_ws_uses_f16(ld) && v4_attn_ws_uses_qe() && v4_attn_ws_uses_cd() && v4_attn_ws_uses_st() ? " st" : "");
+                ws1 && v4_attn_ws_uses_f16(ld) && v4_attn_ws_uses_qe() && v4_attn_ws_uses_cd() && v4_attn_ws_uses_st() ? " st" : "",
+                ws1 && v4_attn_ws_uses_f16(ld) && v4_attn_ws_uses_qe() && v4_attn_ws_uses_cd() && !v4_attn_ws_uses_st() &&
+                        v4_attn_ws_uses_ep()
+                    ? " ep"
+                    : "");
   v4_attn_set_variant(0);
   report(name, e, 1e-2);
   EXPECT_LT(e, 1e-2);
@@ -312,6 +316,31 @@ TEST(V4Attn, WarpSpecializedStaged) {
     v4_case(64, {20000}, 0, true, 3);
     v4_case(128, {8320, 64, 1}, 0, false, 3);
   }
+  v4_attn_ws_set_st(-1);
+  v4_attn_ws_set_cd(-1);
+  v4_attn_ws_set_qe(-1);
+  v4_attn_ws_set_f16(-1);
+  v4_attn_ws_set_pair(-1);
+}
+// The staged epilogue (V4WS_EP, fifteenth session, helper v4e: O through shared memory, 16-B stores): the
+// BF16 output (whole lists: mode 3, and the short lists of mode 4) and the FP32 partials of split lists
+// (mode 4), lists that end inside a tile and a whole masked tile, H = 64 / 128 / 256, sink and no sink,
+// ep 1 then 0 (short lists only: memcheck / synccheck of this test fit one device call).
+TEST(V4Attn, WarpSpecializedStagedEpilogue) {
+  SKIP_WITHOUT_GPU();
+  v4_attn_ws_set_pair(0);
+  v4_attn_ws_set_f16(1);
+  v4_attn_ws_set_qe(1);
+  v4_attn_ws_set_cd(1);
+  v4_attn_ws_set_st(0);
+  for (int ep : {1, 0}) {
+    v4_attn_ws_set_ep(ep);
+    v4_case(128, {1152, 300, 65, 1}, 0, true, 3);
+    v4_case(64, {640, 3000, 128, 1}, 256, true, 4);
+    v4_case(128, {77, 191, 192, 193}, 128, false, 4);
+    v4_case(256, {256, 129, 65}, 128, true, 4);
+  }
+  v4_attn_ws_set_ep(-1);
   v4_attn_ws_set_st(-1);
   v4_attn_ws_set_cd(-1);
   v4_attn_ws_set_qe(-1);
