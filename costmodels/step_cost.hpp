@@ -198,6 +198,7 @@ class StepCostModel {
   const FfnLayer& ffn_layer(int f, double mb, double Tm, double Tt, double seqs, int sample) const;
   double sum_ops(const std::vector<Op>& ops, StepTime& st, double& extra) const;
   double host_seconds(int kernels, double gpu_s, int syncs) const;
+  double lm_head_seconds(double rows, int calls, StepTime& st, int& kernels) const;
 };
 
 }  // namespace servesim

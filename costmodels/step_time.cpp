@@ -184,7 +184,6 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
   const double mb = overlap ? 2.0 : 1.0;
   const bool normal = shape_.dispatch == EpDispatch::hierarchical;
   st.expert_load = main_moe_ >= 0 ? expert_load(main_moe_, Ttot, parts.seqs_eff, sample) : 1.0;
-  double extra = 0;
   int kernels = 0, syncs = 0;
   // `count` layers of pair p with Tm / Tt tokens (busiest rank / instance) in their FFN
   bool draft_pass = false;  // MTP draft passes: one query token per sequence (parts.attn_draft)
@@ -235,26 +234,30 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
   // logits of the busiest rank: of every verified token, and with MTP one row per sequence in each
   // of the k MTP passes (the draft head shares the model's LM head; the draft-extend pass needs
   // only the last verified token's): k more LM-head GEMMs of the whole vocabulary at L / (k + 1) rows
-  const double t = shape_.attn_tp, vocab = model_.vocab, hidden = model_.hidden;
-  auto lm_head = [&](double L, int n) {
-    scratch_.clear();
-    Op lm;
-    lm.kind = OpKind::lm_head, lm.cls = OpClass::gemm, lm.math = DType::bf16;
-    lm.flops = 2 * L * hidden * vocab / t;
-    lm.bytes = vocab * hidden * bytes_per_element(model_.embedding_dtype) / t + L * vocab / t * 4;
-    lm.tokens = L, lm.seqs = L;
-    lm.gemm_m = L, lm.gemms = &lm_head_gemm_, lm.gemm_count = 1;
-    scratch_.push_back(lm);
-    const double s = sum_ops(scratch_, st, extra);
-    st.extrapolated_s += n * extra, kernels += n;
-    return n * s;
-  };
-  double logits = parts.logits_max > 0 ? lm_head(parts.logits_max, 1) : 0.0;
-  if (k > 0 && parts.logits_max > 0) logits += lm_head(parts.logits_max / (k + 1), k);
+  double logits = parts.logits_max > 0 ? lm_head_seconds(parts.logits_max, 1, st, kernels) : 0.0;
+  if (k > 0 && parts.logits_max > 0) logits += lm_head_seconds(parts.logits_max / (k + 1), k, st, kernels);
   st.host_s = host_seconds(kernels, st.total_s + logits, syncs);
   st.other_s = logits + st.host_s;
   st.total_s += st.other_s;
   return st;
+}
+
+// n LM-head GEMMs of L rows each (the whole vocabulary over attention TP): their seconds; adds the
+// extrapolated part to st and n to kernels.
+double StepCostModel::lm_head_seconds(double L, int n, StepTime& st, int& kernels) const {
+  const double t = shape_.attn_tp, vocab = model_.vocab, hidden = model_.hidden;
+  scratch_.clear();
+  Op lm;
+  lm.kind = OpKind::lm_head, lm.cls = OpClass::gemm, lm.math = DType::bf16;
+  lm.flops = 2 * L * hidden * vocab / t;
+  lm.bytes = vocab * hidden * bytes_per_element(model_.embedding_dtype) / t + L * vocab / t * 4;
+  lm.tokens = L, lm.seqs = L;
+  lm.gemm_m = L, lm.gemms = &lm_head_gemm_, lm.gemm_count = 1;
+  scratch_.push_back(lm);
+  double extra = 0;
+  const double s = sum_ops(scratch_, st, extra);
+  st.extrapolated_s += n * extra, kernels += n;
+  return n * s;
 }
 
 StepTime StepCostModel::step(const std::vector<std::vector<SeqWork>>& per_rank, Phase phase, int sample) const {

@@ -21,7 +21,7 @@ traces="${SERVESIM_SHARED_TRACES:-${SERVESIM_CONFIGURED_TRACES:-$src/../shared/t
 export SERVESIM_SHARED_TRACES="$traces"
 src_abs="$(cd "$src" && pwd)"
 
-cases="default tracelab-replay mooncake-60s agent-sessions-30s dsv3-step k2-step dsv3-mtp-run plan-default topology-default"
+cases="default tracelab-replay mooncake-60s agent-sessions-30s dsv3-step k2-step dsv3-profile-run dsv3-mtp-run plan-default topology-default"
 
 # the command line of each case (scenario paths relative to the source tree)
 args_of() {
@@ -32,6 +32,7 @@ args_of() {
     agent-sessions-30s) echo "run scenarios/agent-sessions.json --horizon 30" ;;
     dsv3-step)          echo "step scenarios/dsv3-sglang-96xh100.json --phase prefill --seqs-per-rank 16 --tokens 1024" ;;
     k2-step)            echo "step scenarios/k2-sglang-128xh200.json --phase prefill --seqs-per-rank 8 --tokens 2000" ;;  # EPLB without redundant experts
+    dsv3-profile-run)   echo "run scenarios/dsv3-deepseek-profile-h800.json" ;;  # H800 (extrapolated), balanced routing
     dsv3-mtp-run)       echo "run scenarios/dsv3-sglang-mtp-16xh200.json" ;;
     plan-default)       echo "plan" ;;
     topology-default)   echo "topology" ;;
