@@ -132,7 +132,8 @@ int choose_kernel(int v, int bt, int K, long long x_rows) {
   // §17), two k-blocks per dequantisation round (13), or both (12), or the producer in a consumer warp (14:
   // 4 decoding warps, 1.02-1.04x 11), or 14 with a separate weight barrier per load slot, the weight copy
   // issued first (15, the DEFAULT since §17; as fast as 14 within noise), or 15 with the weight blocks in
-  // their own 7-slot ring loaded by a decoding warp (16, §17); like 8 at every other tile width
+  // their own 7-slot ring loaded by a decoding warp (16, §17: ~10% slower than 15, kept for comparison);
+  // like 8 at every other tile width
   if (v >= 11 && v <= 16 && bt == 256 && x_rows > 0) return v;
   if (bt <= 64 && K % 256 == 0) {
     // variant 5 at BT <= 32; at BT = 64 its A fragments spill (ptxas) and variant 0 was faster

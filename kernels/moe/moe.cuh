@@ -162,7 +162,7 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
 /// 4 dequantising warps (1.02-1.04x 11, NOTES.md §16-17), 15 (the DEFAULT) = 14 with a separate barrier
 /// for each load slot's weight block (issued first; the dequantising warps no longer wait for the token
 /// tile; as fast as 14 within noise, §17), 16 = 15 with the weight blocks in their own 7-slot ring,
-/// loaded and released by the dequantising warps (§17).
+/// loaded and released by the dequantising warps (~10% slower than 15, §17; kept for comparison).
 /// Throws std::invalid_argument for any other value (9 / 10 were removed).
 void w4a16_set_variant(int v);
 /// Variant 7 only: force the stream-K grid to `ctas` CTAs (tests); 0 = resident
