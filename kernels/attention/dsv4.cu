@@ -167,8 +167,8 @@ int g_v4ws_ep = -2;    // -2: from env V4WS_EP (unset = -1: kV4wsEpDefault)
 constexpr int kV4wsF16MinLd = 0;
 constexpr bool kV4wsQeDefault = true;
 constexpr bool kV4wsCdDefault = true;
-constexpr bool kV4wsStDefault = false;  // the staged producer (fifteenth session, helper v4e): V4WS_ST=1
-constexpr bool kV4wsEpDefault = false;  // the staged epilogue (same session): V4WS_EP=1
+constexpr bool kV4wsStDefault = false;  // the staged producer (fifteenth session, helper v4e): V4WS_ST=1; slower (v4e call 1)
+constexpr bool kV4wsEpDefault = false;  // the staged epilogue (same session): V4WS_EP=1; not yet run on a GPU
 template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false, bool CD = false, bool ST = false,
           bool EP = false>
 void v4ws_launch(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
