@@ -168,7 +168,11 @@ constexpr int kV4wsF16MinLd = 0;
 constexpr bool kV4wsQeDefault = true;
 constexpr bool kV4wsCdDefault = true;
 constexpr bool kV4wsStDefault = false;  // the staged producer (fifteenth session, helper v4e): V4WS_ST=1; slower (v4e call 1)
-constexpr bool kV4wsEpDefault = false;  // the staged epilogue (same session): V4WS_EP=1; not yet run on a GPU
+// the staged epilogue (same session; first run: the lead's call after v4e): on by default where the launch
+// splits no query (every work item writes BF16 rows): 1.04-1.37x there (same run, 27 points; sweeps: median
+// 1.09-1.29x per table); where the plan splits (FP32 partials + combine: small batches) it measured
+// 0.93-1.06x (median 0.96-0.98x), so split launches keep the per-thread stores unless V4WS_EP=1
+constexpr bool kV4wsEpDefault = true;
 template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false, bool CD = false, bool ST = false,
           bool EP = false>
 void v4ws_launch(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
@@ -214,7 +218,7 @@ void v4_attn_ws_set_cd(int cd) { g_v4ws_cd = cd; }
 void v4_attn_ws_set_st(int st) { g_v4ws_st = st; }
 bool v4_attn_ws_uses_st() { return v4ws_env(g_v4ws_st, "V4WS_ST") < 0 ? kV4wsStDefault : g_v4ws_st != 0; }
 void v4_attn_ws_set_ep(int ep) { g_v4ws_ep = ep; }
-bool v4_attn_ws_uses_ep() { return v4ws_env(g_v4ws_ep, "V4WS_EP") < 0 ? kV4wsEpDefault : g_v4ws_ep != 0; }
+bool v4_attn_ws_uses_ep(bool split) { return v4ws_env(g_v4ws_ep, "V4WS_EP") < 0 ? kV4wsEpDefault && !split : g_v4ws_ep != 0; }
 bool v4_attn_ws_uses_qe() { return v4ws_env(g_v4ws_qe, "V4WS_QE") < 0 ? kV4wsQeDefault : g_v4ws_qe != 0; }
 bool v4_attn_ws_uses_cd() { return v4ws_env(g_v4ws_cd, "V4WS_CD") < 0 ? kV4wsCdDefault : g_v4ws_cd != 0; }
 // The default (since the fourteenth session): F16 on every list. The thirteenth session's rule (F16 only
@@ -284,7 +288,7 @@ void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
     const bool qe = v4_attn_ws_uses_qe() && !pair && reg == 1 && (dbg == 0 || f16);
     const bool cd = v4_attn_ws_uses_cd() && qe;
     const bool st = v4_attn_ws_uses_st() && f16 && cd && dbg == 0;
-    const bool ep = v4_attn_ws_uses_ep() && f16 && cd && dbg == 0 && !st;
+    const bool ep = v4_attn_ws_uses_ep(plan.n_slots > 0) && f16 && cd && dbg == 0 && !st;
     v4ws_check_settings(pair, f16, qe, cd, dbg, reg, fence);
     if (pair) {
       if (dbg == 1) v4ws_launch<1, 1, true>(a, plan, s);

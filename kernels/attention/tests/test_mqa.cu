@@ -166,7 +166,7 @@ void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_si
                 ws1 && v4_attn_ws_uses_qe() && v4_attn_ws_uses_cd() ? " cd" : "",
                 ws1 && v4_attn_ws_uses_f16(ld) && v4_attn_ws_uses_qe() && v4_attn_ws_uses_cd() && v4_attn_ws_uses_st() ? " st" : "",
                 ws1 && v4_attn_ws_uses_f16(ld) && v4_attn_ws_uses_qe() && v4_attn_ws_uses_cd() && !v4_attn_ws_uses_st() &&
-                        v4_attn_ws_uses_ep()
+                        v4_attn_ws_uses_ep(plan.n_slots > 0)
                     ? " ep"
                     : "");
   v4_attn_set_variant(0);
@@ -346,6 +346,19 @@ TEST(V4Attn, WarpSpecializedStagedEpilogue) {
   v4_attn_ws_set_qe(-1);
   v4_attn_ws_set_f16(-1);
   v4_attn_ws_set_pair(-1);
+}
+// The staged-epilogue rule itself (host only): by default on for launches whose plan splits no query,
+// off for split ones (measured slower there: fifteenth session); an explicit setting applies to both.
+TEST(V4Attn, StagedEpilogueDefaultIsUnsplitLaunchesOnly) {
+  v4_attn_ws_set_ep(-1);
+  EXPECT_TRUE(v4_attn_ws_uses_ep(false));
+  EXPECT_FALSE(v4_attn_ws_uses_ep(true));
+  v4_attn_ws_set_ep(1);
+  EXPECT_TRUE(v4_attn_ws_uses_ep(true));
+  EXPECT_TRUE(v4_attn_ws_uses_ep(false));
+  v4_attn_ws_set_ep(0);
+  EXPECT_FALSE(v4_attn_ws_uses_ep(false));
+  v4_attn_ws_set_ep(-1);
 }
 // The operand-form rule itself (host only): the default (-1) is F16 on every list (fourteenth
 // session); setting 2 is the thirteenth session's rule, F16 exactly where a list is longer than 256 rows.
