@@ -96,10 +96,12 @@ void add_csa_indexer(const Op& op, Buf& b) {
   const double T = op.tokens, S = std::max(op.seqs, 1.0), H = op.heads;
   const double rows = T > 0 ? op.keys / T : 0;
   if (op.decode) {
-    // T / S query tokens per sequence (k + 1 under MTP): the logits kernel packs them as more
-    // query heads over one read of the sequence's keys (DeepGEMM's paged MQA logits, next_n);
-    // each query token then selects its own top-k from its own logits row
-    b.add(Family::indexer_decode, S, rows, H * std::max(1.0, T / S));
+    // q = T / S query tokens per sequence (k + 1 under MTP): the logits kernel packs up to 2 of
+    // them as more query heads over one read of the sequence's keys (DeepGEMM's paged MQA logits
+    // take next_n 1 or 2), so ⌈q / 2⌉ reads of min(q, 2)·H heads (the table measures 64 heads only:
+    // 128 is extrapolated); each query token then selects its own top-k from its own logits row
+    const double q = std::max(1.0, std::round(T / S));
+    b.add(Family::indexer_decode, S * std::ceil(q / 2), rows, H * std::min(q, 2.0));
     if (rows > op.top_k) b.add(Family::topk_decode, T, rows, op.top_k);
     else b.add(Family::topk_decode_copy, T, rows);
     b.add(Family::compressor_decode, S, op.head_dim > 0 ? op.head_dim : 128, op.compress_ratio > 0 ? op.compress_ratio : 4);
@@ -156,10 +158,17 @@ void map_op(const Op& op, Buf& b) {
     case OpKind::mla_decode: {
       // q = T / S query tokens per sequence (k + 1 under MTP verification) are packed as q × H
       // query rows over one read of the sequence's latent cache (FlashMLA's s_q × h_q rows per KV
-      // head), up to kMlaPackRows rows; beyond that each further group of rows reads the context
-      // again (priced as more sequences), which keeps the query rows within the measured heads
-      const double rows = H * std::max(1.0, T / S), reads = std::max(1.0, std::ceil(rows / kMlaPackRows - 1e-9));
-      b.add(Family::mla_decode, S * reads, op.ctx_sum / S, rows / reads);
+      // head). The kernel runs one CTA per 64-row head group (t_mqa_plan), and its measured heads
+      // reach kMlaPackRows = 2 groups: up to 128 rows the call is (S, L, q·H); beyond, g = ⌈q·H/64⌉
+      // groups are priced as g / 2 reads of 128 rows (g even) or g reads of 64 (g odd), each read
+      // priced as another sequence, so the CTAs counted are the kernel's g per sequence
+      const double rows = H * std::max(1.0, T / S);
+      if (rows <= kMlaPackRows) {
+        b.add(Family::mla_decode, S, op.ctx_sum / S, rows);
+      } else {
+        const double g = std::ceil(rows / 64 - 1e-9), even = std::fmod(g, 2) == 0;
+        b.add(Family::mla_decode, S * (even ? g / 2 : g), op.ctx_sum / S, even ? 128 : 64);
+      }
       add_gemms(op, b);
       break;
     }

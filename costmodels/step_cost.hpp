@@ -98,8 +98,9 @@ struct StepParts {
   std::vector<double> attn, attn_extra;  ///< per attention kind: slowest rank's seconds, extrapolated seconds
   std::vector<int> attn_kernels;         ///< per attention kind: kernels of one layer
   /// per attention kind, decode with MTP of k > 1 drafts only (else empty): the slowest rank's
-  /// seconds of a draft pass, one query token per sequence at the verify pass's context
-  std::vector<double> attn_draft;
+  /// seconds of a draft pass, one query token per sequence at the verify pass's context (split into
+  /// the two micro-batches as the verify pass is), and the extrapolated part of those seconds
+  std::vector<double> attn_draft, attn_draft_extra;
   double Tmax = 0, Ttot = 0, logits_max = 0;
   /// effective number of sequences routed in the step, (Σ t_i)² / Σ t_i·(t_i − 1) over every
   /// rank's sequences (t_i new tokens); 0 when every t_i is 1 (no two tokens share a sequence).
@@ -198,6 +199,7 @@ class StepCostModel {
   const FfnLayer& ffn_layer(int f, double mb, double Tm, double Tt, double seqs, int sample) const;
   double sum_ops(const std::vector<Op>& ops, StepTime& st, double& extra) const;
   double host_seconds(int kernels, double gpu_s, int syncs) const;
+  double rank_attention_s(int a, const std::vector<SeqWork>& seqs, Phase phase, bool split, StepTime& st, double& extra, int& kernels) const;
   double lm_head_seconds(double rows, int calls, StepTime& st, int& kernels) const;
 };
 

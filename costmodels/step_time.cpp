@@ -78,47 +78,54 @@ StepParts StepCostModel::attention_part(const std::vector<std::vector<SeqWork>>&
   // multi-token prediction's k − 1 draft passes run one query token per sequence (the verify
   // pass's k + 1 attend as k + 1 queries): their attention is priced on its own (attn_draft)
   const bool drafts = phase == Phase::decode && shape_.mtp_draft_tokens > 1;
-  if (drafts) p.attn_draft.assign(kinds, 0.0);
+  if (drafts) p.attn_draft.assign(kinds, 0.0), p.attn_draft_extra.assign(kinds, 0.0);
   // attention time of each kind = slowest DP rank (the MoE layer after it synchronises the group)
   for (size_t a = 0; a < kinds; ++a) {
     if (model_.count_attention(static_cast<int>(a)) == 0) continue;
     for (int r = 0; r < dp; ++r) {
       const auto& seqs = per_rank[static_cast<size_t>(r)];
+      double extra = 0;
+      int k = 0;
       if (drafts) {
         draft_.clear();
         for (const auto& s : seqs) draft_.push_back({1, s.context_before + s.new_tokens - 1, s.emits_logits});
-        StepTime dst;
-        double e = 0, tokens = static_cast<double>(draft_.size());
-        scratch_.clear();
-        attention_ops(static_cast<int>(a), draft_, phase, scratch_);
-        const double td = sum_ops(scratch_, dst, e) + allreduce_time(fabric_, shape_.attn_tp, tokens * model_.hidden * kAct);
-        p.attn_draft[a] = std::max(p.attn_draft[a], td);
+        const double td = rank_attention_s(static_cast<int>(a), draft_, phase, split, st, extra, k);
+        if (td > p.attn_draft[a]) p.attn_draft[a] = td, p.attn_draft_extra[a] = extra;
+        extra = 0, k = 0;
       }
-      double tr = 0, extra = 0;
-      int k = 0;
-      auto price = [&](const std::vector<SeqWork>& part) {
-        double tokens = 0, e = 0;
-        for (const auto& s : part) tokens += static_cast<double>(s.new_tokens);
-        scratch_.clear();
-        attention_ops(static_cast<int>(a), part, phase, scratch_);
-        tr += sum_ops(scratch_, st, e) + allreduce_time(fabric_, shape_.attn_tp, tokens * model_.hidden * kAct);
-        extra += e;
-        for (const auto& o : scratch_) k += kernels_of(o);
-      };
-      if (!split) {
-        price(seqs);
-      } else {
-        halves_[0].clear(), halves_[1].clear();
-        for (size_t i = 0; i < seqs.size(); ++i) halves_[i % 2].push_back(seqs[i]);
-        for (const auto& h : halves_)
-          if (!h.empty()) price(h);
-      }
+      const double tr = rank_attention_s(static_cast<int>(a), seqs, phase, split, st, extra, k);
       p.attn_kernels[a] = std::max(p.attn_kernels[a], k);
       if (tr > p.attn[a]) p.attn[a] = tr, p.attn_extra[a] = extra;
     }
   }
   p.source = st.source, p.extrapolated_ops = st.extrapolated_ops;
   return p;
+}
+
+// One DP rank's attention of kind a over `seqs` (with two-batch overlap, `split`: the sequences
+// alternate between two micro-batches, each priced on its own): seconds; adds the extrapolated
+// seconds to extra and the kernels to kernels.
+double StepCostModel::rank_attention_s(int a, const std::vector<SeqWork>& seqs, Phase phase, bool split, StepTime& st, double& extra,
+                                       int& kernels) const {
+  double t = 0;
+  auto price = [&](const std::vector<SeqWork>& part) {
+    double tokens = 0, e = 0;
+    for (const auto& s : part) tokens += static_cast<double>(s.new_tokens);
+    scratch_.clear();
+    attention_ops(a, part, phase, scratch_);
+    t += sum_ops(scratch_, st, e) + allreduce_time(fabric_, shape_.attn_tp, tokens * model_.hidden * kAct);
+    extra += e;
+    for (const auto& o : scratch_) kernels += kernels_of(o);
+  };
+  if (!split) {
+    price(seqs);
+  } else {
+    halves_[0].clear(), halves_[1].clear();
+    for (size_t i = 0; i < seqs.size(); ++i) halves_[i % 2].push_back(seqs[i]);
+    for (const auto& h : halves_)
+      if (!h.empty()) price(h);
+  }
+  return t;
 }
 
 // Host time the GPU waits for (serving-overheads.md §2): the scheduler's per-step time; then a
@@ -211,7 +218,9 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
     st.comm_s += count * (layer - compute);
     st.comm_total_s += count * comm;
     st.total_s += count * layer;
-    st.extrapolated_s += count * (parts.attn_extra[static_cast<size_t>(p.attention)] + ffn_extra);
+    const double attn_extra = draft_pass && !parts.attn_draft.empty() ? parts.attn_draft_extra[static_cast<size_t>(p.attention)]
+                                                                      : parts.attn_extra[static_cast<size_t>(p.attention)];
+    st.extrapolated_s += count * (attn_extra + ffn_extra);
     kernels += count * (parts.attn_kernels[static_cast<size_t>(p.attention)] + static_cast<int>(mb) * k + kLayerElementwiseKernels);
   };
   for (const auto& p : pairs_) add_layers(p, Tmax, Ttot, p.count);

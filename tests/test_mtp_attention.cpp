@@ -127,3 +127,57 @@ TEST(MtpAttention, DraftPassesAttendOneQueryTokenPerSequence) {
   const StepCostModel one(m, std::make_shared<QueryCost>(), FabricParams{}, s, 0.0);
   EXPECT_NEAR(one.step({{{2, 100, true}}}, Phase::decode).attention_s, 10e-3, 1e-12);
 }
+
+TEST(MtpAttention, MlaRowsBeyond128ArePricedAsTheKernelsHeadGroups) {
+  // 64 heads x 3 tokens = 192 rows = 3 head groups of 64 (odd): 3 reads of 64 rows per sequence;
+  // 128 heads x 3 = 384 rows = 6 groups (even): 3 reads of 128 rows. Either way the CTAs counted per
+  // sequence are the kernel's (one per 64-row group): 3 x 1 and 3 x 2.
+  const FittedCostModel f(committed(), test::gpu("h200"));
+  Op o;
+  o.kind = OpKind::mla_decode, o.cls = OpClass::attention_decode, o.decode = true;
+  o.heads = 64, o.seqs = 2, o.tokens = 6, o.ctx_sum = 2 * 8192.0;
+  auto c = of(f, o, Family::mla_decode);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_DOUBLE_EQ(c[0].x[0], 6);
+  EXPECT_DOUBLE_EQ(c[0].x[2], 64);
+  // 2 tokens at 64 heads: 128 rows, one read
+  o.tokens = 4;
+  c = of(f, o, Family::mla_decode);
+  EXPECT_DOUBLE_EQ(c[0].x[0], 2);
+  EXPECT_DOUBLE_EQ(c[0].x[2], 128);
+}
+
+TEST(MtpAttention, TheIndexerPacksAtMostTwoQueryTokensPerKeyRead) {
+  // V4-Pro CSA at L = 100,000, one sequence verifying 3 tokens: 2 reads of the 25,000 compressed keys
+  // (DeepGEMM's paged logits take next_n 1 or 2), each at 2 x 64 heads; top-k per query token (3)
+  const auto ops = decode_ops("deepseek-v4-pro", AttentionOp::csa, {{3, 99997, true}});
+  const FittedCostModel f(committed(), test::gpu("h200"));
+  const Op& idx = find(ops, OpKind::csa_indexer);
+  auto c = of(f, idx, Family::indexer_decode);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_DOUBLE_EQ(c[0].x[0], 2);
+  EXPECT_DOUBLE_EQ(c[0].x[1], 25000);
+  EXPECT_DOUBLE_EQ(c[0].x[2], 128);
+  c = of(f, idx, Family::topk_decode);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_DOUBLE_EQ(c[0].x[0], 3);
+}
+
+TEST(MtpAttention, DraftPassesSplitIntoMicroBatchesAsTheVerifyPass) {
+  // MLA decode at 1 ms per call + 1 ms per query token. Two-batch overlap, k = 3, one rank with two
+  // sequences of 4 verified tokens: the verify pass's halves (one sequence each) cost 2 x (1 + 4) =
+  // 10 ms a layer (4 layers + the draft-extend pass), a draft pass's halves 2 x (1 + 1) = 4 ms
+  // (2 passes): 5 x 10 + 2 x 4 = 58 ms (56 if the draft passes were priced as one batch).
+  class CallCost final : public CostModel {
+   public:
+    std::string name() const override { return "calls"; }
+    OpLatency latency(const Op& o) const override {
+      return {o.kind == OpKind::mla_decode ? 1e-3 * (1 + o.tokens) : 0.0, Provenance::roofline};
+    }
+  };
+  const ModelSpec m = load_model(test::data("tests/data/tiny-moe.json"));
+  InstanceShape s;
+  s.ep = 1, s.mtp_draft_tokens = 3, s.two_batch_overlap = true;
+  const StepCostModel sc(m, std::make_shared<CallCost>(), FabricParams{}, s, 0.0);
+  EXPECT_NEAR(sc.step({{{4, 100, true}, {4, 200, true}}}, Phase::decode).attention_s, 58e-3, 1e-12);
+}

@@ -169,9 +169,10 @@ constexpr bool kV4wsQeDefault = true;
 constexpr bool kV4wsCdDefault = true;
 constexpr bool kV4wsStDefault = false;  // the staged producer (fifteenth session, helper v4e): V4WS_ST=1; slower (v4e call 1)
 // the staged epilogue (same session; first run: the lead's call after v4e): on by default where the launch
-// splits no query (every work item writes BF16 rows): 1.04-1.37x there (same run, 27 points; sweeps: median
-// 1.09-1.29x per table); where the plan splits (FP32 partials + combine: small batches) it measured
-// 0.93-1.06x (median 0.96-0.98x), so split launches keep the per-thread stores unless V4WS_EP=1
+// splits no query (every work item writes BF16 rows): 1.02-1.31x there (same run, 24 reference points;
+// sweeps against the earlier rows: 0.99-1.42x, median 1.09-1.29x per table); where the plan splits (FP32
+// partials + combine: small batches) 0.93-1.06x (median 0.96-0.98x), so split launches keep the
+// per-thread stores unless V4WS_EP=1
 constexpr bool kV4wsEpDefault = true;
 template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false, bool CD = false, bool ST = false,
           bool EP = false>

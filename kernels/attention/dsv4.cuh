@@ -133,7 +133,7 @@ bool v4_attn_ws_uses_st();
 /// Staged epilogue of the same form (fifteenth session, helper v4e): ep 1 = O written to shared memory
 /// (the Q tile and KV buffer 0, free after the last tile), then stored as coalesced 16-B chunks; 0 = the
 /// per-thread 32-bit (BF16) / 64-bit (FP32 partial) stores of wg_store::store_rows; -1 = the default: 1
-/// for a launch whose plan splits no query (plan.n_slots == 0), 0 for one that does (measured: 1.04-1.37x
+/// for a launch whose plan splits no query (plan.n_slots == 0), 0 for one that does (measured: 1.02-1.31x
 /// unsplit, 0.93-1.06x split; kernels/attention/NOTES.md). Default from env V4WS_EP (unset = -1). An
 /// explicit 1 where the form lacks it (pair, BF16, QE or CD off, V4WS_DEBUG, V4WS_ST=1) throws.
 void v4_attn_ws_set_ep(int ep);

@@ -1,38 +1,57 @@
 #!/usr/bin/env python3
 """Issue 12, fifteenth session (lead, after helper v4e): merges the sweeps of the V4 attention kernel with
 the staged epilogue (V4WS_EP=1: O staged through shared memory, then coalesced 16-B row stores;
-binaries 96d5d11, the lead's device call of the fifteenth session; the default since the commit that
-adds this script) into the six V4 attention tables. The default changed
-for every row that v4_attn_ws runs (heads >= 64; the sweeps ran those only), so every swept row whose
-(variant, shape) has a row here replaces it, with row-level commit a94f0e9; points with no row here
-are not added (as the earlier merges). Rows with heads < 64 (other kernels) are untouched.
-Usage: merge_v4d.py SWEEP_DIR COSTMODEL_DIR"""
+binaries 96d5d11, the lead's device call of the fifteenth session) into the six V4 attention tables.
+The default runs that form on launches whose plan splits no query, so a swept row replaces the row of
+the same (variant, shape) here only where the plan does not split (row-level commit 96d5d11); split
+points keep their earlier rows (the kernel the default runs there); swept points with no row here are
+not added; rows with heads < 64 (other kernels) are untouched.
+Usage: merge_v4e.py SWEEP_DIR COSTMODEL_DIR (on the tables of 4f528c3, i.e. before 7baa1ab)"""
 import json, math, os, sys
 
 
-def plan_splits(queries, rows, heads, sms=132):
+def plan_splits(rows_list, heads, sms=132):
     """True when mla_decode_plan (kernels/attention/mqa.cu, the plan bench_attn uses for the V4 kernel)
-    splits a query of `rows` rows over several work items (FP32 partials + combine): the same search
-    over tiles per item, cost = waves x (per + 2), one CTA per SM per 64-head group."""
+    splits any query of `rows_list` (rows per query) over several work items (FP32 partials + combine):
+    the same search over tiles per item, cost = waves x (per + 2), one CTA per SM per 64-head group,
+    then plan_from_split's ns = ceil(rows / (per * 64)) per query."""
     groups = max(1, (heads + 63) // 64)
     W = max(1, sms // groups)
-    tmax = max(1, (max(rows, 0) + 63) // 64)
+    tiles = [(max(r, 0) + 63) // 64 for r in rows_list]
+    tmax = max([1] + tiles)
     best_per, best = tmax, 1e300
     for s in range(1, min(tmax, 1024) + 1):
         per = max(4, (tmax + s - 1) // s)
-        items = queries * max(1, ((max(rows, 0) + 63) // 64 + per - 1) // per)
+        items = sum(max(1, (t + per - 1) // per) for t in tiles)
         cost = ((items + W - 1) // W) * (per + 2)
         if cost < best - 1e-9:
             best, best_per = cost, per
         if per == 4:
             break
-    return max(1, (rows + best_per * 64 - 1) // (best_per * 64)) > 1
+    return any(max(1, (max(r, 0) + best_per * 64 - 1) // (best_per * 64)) > 1 for r in rows_list)
+
+
+def prefill_rows(N, P, ratio, topk, window):
+    """Rows per query of a prefill chunk of N after prefix P: bench_attn_v4.cuh v4_prefill_problem
+    (top-k of the compressed rows available at the query's position for CSA, all of them for HCA,
+    plus the window), so the causal ramp at small prefixes is exact, not its mean."""
+    out = []
+    for i in range(N):
+        pos = P + i
+        avail = (pos + 1) // ratio if ratio else 0
+        nc = min(topk, avail) if ratio == 4 else avail
+        out.append(nc + min(window, pos + 1))
+    return out
 
 
 def splits(shape):
-    if "chunk" in shape:  # prefill tables: chunk queries of rows_mean rows each
-        return plan_splits(int(shape["chunk"]), int(math.ceil(shape["rows_mean"])), shape["heads"])
-    return plan_splits(shape["batch"], int(math.ceil(shape["rows_per_query"])), shape["heads"])
+    if "chunk" in shape:  # prefill tables
+        rows = prefill_rows(int(shape["chunk"]), int(shape["prefix"]), int(shape["ratio"]), int(shape["topk"]),
+                            int(shape["window"]))
+        assert abs(sum(rows) / len(rows) - shape["rows_mean"]) < 1e-6, shape
+        return plan_splits(rows, shape["heads"])
+    return plan_splits([int(math.ceil(shape["rows_per_query"]))] * int(shape["batch"]), shape["heads"])
+
 
 COMMIT = "96d5d11"
 
