@@ -102,6 +102,9 @@ struct StepParts {
   /// the two micro-batches as the verify pass is), and the extrapolated part of those seconds
   std::vector<double> attn_draft, attn_draft_extra;
   double Tmax = 0, Ttot = 0, logits_max = 0;
+  /// sequences of the busiest DP rank (decode two-batch overlap splits sequences, not tokens: with
+  /// MTP a rank of one sequence verifying k + 1 tokens cannot be split)
+  double Smax = 0;
   /// effective number of sequences routed in the step, (Σ t_i)² / Σ t_i·(t_i − 1) over every
   /// rank's sequences (t_i new tokens); 0 when every t_i is 1 (no two tokens share a sequence).
   /// Sets the routing drift (ExpertLoad).

@@ -64,6 +64,7 @@ StepParts StepCostModel::attention_part(const std::vector<std::vector<SeqWork>>&
       sq += static_cast<double>(s.new_tokens) * static_cast<double>(s.new_tokens - 1);
     }
     p.Tmax = std::max(p.Tmax, Tr[static_cast<size_t>(r)]);
+    p.Smax = std::max(p.Smax, static_cast<double>(per_rank[static_cast<size_t>(r)].size()));
     p.Ttot += Tr[static_cast<size_t>(r)];
     p.logits_max = std::max(p.logits_max, lg);
   }
@@ -74,7 +75,7 @@ StepParts StepCostModel::attention_part(const std::vector<std::vector<SeqWork>>&
   // (alternate sequences), each priced on its own: at small batches a half costs nearly what the
   // whole does (SGLang's TBO ablation: -27% at 32 tokens per GPU, "small decode batch sizes hinder
   // kernel efficiency"). Prefill keeps whole-batch pricing (long prompts: the halves add up).
-  const bool split = phase == Phase::decode && shape_.two_batch_overlap && p.Tmax >= 2;
+  const bool split = phase == Phase::decode && shape_.two_batch_overlap && p.Smax >= 2;
   // multi-token prediction's k − 1 draft passes run one query token per sequence (the verify
   // pass's k + 1 attend as k + 1 queries): their attention is priced on its own (attn_draft)
   const bool drafts = phase == Phase::decode && shape_.mtp_draft_tokens > 1;
@@ -187,7 +188,7 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
   const double Tmax = parts.Tmax, Ttot = parts.Ttot;
   // two-batch overlap: two micro-batches, each priced at half the tokens; a decode step whose
   // busiest DP rank has a single sequence cannot be split
-  const bool overlap = shape_.two_batch_overlap && (phase == Phase::prefill || Tmax >= 2);
+  const bool overlap = shape_.two_batch_overlap && (phase == Phase::prefill || parts.Smax >= 2);
   const double mb = overlap ? 2.0 : 1.0;
   const bool normal = shape_.dispatch == EpDispatch::hierarchical;
   st.expert_load = main_moe_ >= 0 ? expert_load(main_moe_, Ttot, parts.seqs_eff, sample) : 1.0;

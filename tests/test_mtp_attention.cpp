@@ -181,3 +181,20 @@ TEST(MtpAttention, DraftPassesSplitIntoMicroBatchesAsTheVerifyPass) {
   const StepCostModel sc(m, std::make_shared<CallCost>(), FabricParams{}, s, 0.0);
   EXPECT_NEAR(sc.step({{{4, 100, true}, {4, 200, true}}}, Phase::decode).attention_s, 58e-3, 1e-12);
 }
+
+TEST(MtpAttention, TwoBatchOverlapSplitsSequencesNotVerifiedTokens) {
+  // Routed experts at 1 ms per call (per micro-batch), nothing else. tiny-moe: 3 MoE layers, k = 1
+  // (+ the draft-extend layer). A rank of one sequence verifying 2 tokens cannot be split into two
+  // micro-batches: 4 x 1 ms; two sequences can: 4 x 2 x 1 ms (each micro-batch its own call).
+  class CallCost final : public CostModel {
+   public:
+    std::string name() const override { return "calls"; }
+    OpLatency latency(const Op& o) const override { return {o.kind == OpKind::moe_experts ? 1e-3 : 0.0, Provenance::roofline}; }
+  };
+  const ModelSpec m = load_model(test::data("tests/data/tiny-moe.json"));
+  InstanceShape s;
+  s.ep = 1, s.mtp_draft_tokens = 1, s.two_batch_overlap = true;
+  const StepCostModel sc(m, std::make_shared<CallCost>(), FabricParams{}, s, 0.0);
+  EXPECT_NEAR(sc.step({{{2, 100, true}}}, Phase::decode).ffn_s, 4e-3, 1e-12);
+  EXPECT_NEAR(sc.step({{{2, 100, true}, {2, 100, true}}}, Phase::decode).ffn_s, 8e-3, 1e-12);
+}
