@@ -166,7 +166,8 @@ void map_op(const Op& op, Buf& b) {
       if (rows <= kMlaPackRows) {
         b.add(Family::mla_decode, S, op.ctx_sum / S, rows);
       } else {
-        const double g = std::ceil(rows / 64 - 1e-9), even = std::fmod(g, 2) == 0;
+        const double g = std::ceil(rows / 64 - 1e-9);
+        const bool even = std::fmod(g, 2) == 0;
         b.add(Family::mla_decode, S * (even ? g / 2 : g), op.ctx_sum / S, even ? 128 : 64);
       }
       add_gemms(op, b);

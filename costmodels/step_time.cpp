@@ -193,9 +193,10 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
   const bool normal = shape_.dispatch == EpDispatch::hierarchical;
   st.expert_load = main_moe_ >= 0 ? expert_load(main_moe_, Ttot, parts.seqs_eff, sample) : 1.0;
   int kernels = 0, syncs = 0;
-  // `count` layers of pair p with Tm / Tt tokens (busiest rank / instance) in their FFN
-  bool draft_pass = false;  // MTP draft passes: one query token per sequence (parts.attn_draft)
-  auto add_layers = [&](const LayerPair& p, double Tm, double Tt, int count) {
+  // `count` layers of pair p with Tm / Tt tokens (busiest rank / instance) in their FFN and the
+  // attention seconds attn[kind] (extrapolated part attn_extra[kind]) of one layer
+  auto add_layers = [&](const LayerPair& p, double Tm, double Tt, int count, const std::vector<double>& attn_s,
+                        const std::vector<double>& attn_extra_s) {
     const FfnLayer& l = ffn_layer(p.ffn, mb, Tm, Tt, parts.seqs_eff, sample);
     st.source = worse(st.source, l.source), st.extrapolated_ops |= l.extrapolated_ops;
     const double ffn = l.ffn, ffn_extra = l.ffn_extra, comm = l.comm;
@@ -205,8 +206,7 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
       st.a2a_inter_bytes_gpu += count * l.a2a_combine;
       if (normal) syncs += count * static_cast<int>(mb);
     }
-    const double attn = draft_pass && !parts.attn_draft.empty() ? parts.attn_draft[static_cast<size_t>(p.attention)]
-                                                                : parts.attn[static_cast<size_t>(p.attention)];
+    const double attn = attn_s[static_cast<size_t>(p.attention)];
     const double compute = attn + ffn;
     // with overlap, the dispatch/combine kernels of one micro-batch run beside the other's compute;
     // DeepEP normal kernels hold a share s of the SMs meanwhile and a share e of the comm stays
@@ -219,27 +219,24 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
     st.comm_s += count * (layer - compute);
     st.comm_total_s += count * comm;
     st.total_s += count * layer;
-    const double attn_extra = draft_pass && !parts.attn_draft.empty() ? parts.attn_draft_extra[static_cast<size_t>(p.attention)]
-                                                                      : parts.attn_extra[static_cast<size_t>(p.attention)];
-    st.extrapolated_s += count * (attn_extra + ffn_extra);
+    st.extrapolated_s += count * (attn_extra_s[static_cast<size_t>(p.attention)] + ffn_extra);
     kernels += count * (parts.attn_kernels[static_cast<size_t>(p.attention)] + static_cast<int>(mb) * k + kLayerElementwiseKernels);
   };
-  for (const auto& p : pairs_) add_layers(p, Tmax, Ttot, p.count);
+  for (const auto& p : pairs_) add_layers(p, Tmax, Ttot, p.count, parts.attn, parts.attn_extra);
   // multi-token prediction: the MTP head (one more layer of the model's main kind) runs k passes a
   // step, as SGLang's EAGLE worker does: k − 1 draft passes at one token per sequence, and after
   // the verify pass one draft-extend pass over the verified tokens (k + 1 per sequence) that drafts
-  // the next step's first token. Its attention is priced as the verifying layer's: each of a
-  // sequence's k + 1 query tokens attends the whole context (k + 1 times the FLOPs of one token,
-  // over one read of the cache: step_cost.cpp mla_ops, fitted.cpp map_op).
+  // the next step's first token. The draft-extend pass's attention is the verifying layer's (each
+  // of a sequence's k + 1 query tokens attends the whole context over one read of the cache:
+  // step_cost.cpp mla_ops, fitted.cpp map_op); a draft pass's is priced at one query token per
+  // sequence (attention_part's attn_draft, filled whenever k > 1).
   const int k = phase == Phase::decode ? shape_.mtp_draft_tokens : 0;
   if (k > 0 && !pairs_.empty()) {
     const LayerPair* main = &pairs_.back();
     for (const auto& p : pairs_)
       if (p.ffn == main_moe_) main = &p;
-    draft_pass = true;
-    if (k > 1) add_layers(*main, Tmax / (k + 1), Ttot / (k + 1), k - 1);
-    draft_pass = false;
-    add_layers(*main, Tmax, Ttot, 1);
+    if (k > 1) add_layers(*main, Tmax / (k + 1), Ttot / (k + 1), k - 1, parts.attn_draft, parts.attn_draft_extra);
+    add_layers(*main, Tmax, Ttot, 1, parts.attn, parts.attn_extra);
   }
   // logits of the busiest rank: of every verified token, and with MTP one row per sequence in each
   // of the k MTP passes (the draft head shares the model's LM head; the draft-extend pass needs

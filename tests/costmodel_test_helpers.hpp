@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 namespace servesim::costmodel_test {
@@ -28,6 +29,13 @@ inline double roofline_bound(const Op& o, const GpuSpec& g) {
                       : o.math == DType::mxfp4 && g.fp4_flop_per_s > 0 ? g.fp4_flop_per_s
                                                                          : g.bf16_flop_per_s;
   return std::max(o.flops / peak, o.bytes / g.hbm_bandwidth_bytes_per_s);
+}
+
+// The first op of kind k in ops (std::runtime_error if none).
+inline const Op& find_op(const std::vector<Op>& ops, OpKind k) {
+  for (const auto& o : ops)
+    if (o.kind == k) return o;
+  throw std::runtime_error("op not found");
 }
 
 inline int attention_kind(const ModelSpec& m, AttentionOp op) {

@@ -14,12 +14,6 @@ using namespace servesim::costmodel_test;
 
 namespace {
 
-const Op& find(const std::vector<Op>& ops, OpKind k) {
-  for (const auto& o : ops)
-    if (o.kind == k) return o;
-  throw std::runtime_error("op not found");
-}
-
 std::vector<Op> decode_ops(const std::string& model, AttentionOp op, const std::vector<SeqWork>& seqs) {
   const ModelSpec m = test::model(model);
   const StepCostModel step(m, std::make_shared<RooflineCostModel>(test::gpu("h200")), FabricParams{}, {8, 1}, 0.0);  // EP 8, attention TP 1: all heads on the GPU
@@ -42,11 +36,13 @@ TEST(MtpAttention, MlaDecodeAttendsEveryVerifiedTokenOverItsContext) {
   // K3 MLA (96 heads, TP 1): one sequence verifying 3 tokens after 4,093 cached, L = 4,096.
   // §2.2: 2·H·(N·L)·(576+512) attention + absorption 2·H·512·(128+128) per token; the latent is
   // read once (L·576·2 B), W_UK/W_UV once, q/o latents per token.
-  const Op& o = find(decode_ops("kimi-k3", AttentionOp::mla, {{3, 4093, true}}), OpKind::mla_decode);
+  const auto ops = decode_ops("kimi-k3", AttentionOp::mla, {{3, 4093, true}});
+  const Op& o = find_op(ops, OpKind::mla_decode);
   EXPECT_DOUBLE_EQ(o.flops, 2 * 96 * (3 * 4096.0) * 1088 + 3 * (2.0 * 96 * 512 * 256));
   EXPECT_DOUBLE_EQ(o.bytes, 4096 * 1152.0 + 512.0 * 96 * 256 * 2 + 3 * 96 * 1088 * 2.0);
   // one token per sequence is unchanged: 2·H·L·1088
-  const Op& one = find(decode_ops("kimi-k3", AttentionOp::mla, {{1, 4095, true}}), OpKind::mla_decode);
+  const auto ops1 = decode_ops("kimi-k3", AttentionOp::mla, {{1, 4095, true}});
+  const Op& one = find_op(ops1, OpKind::mla_decode);
   EXPECT_DOUBLE_EQ(one.flops, 2 * 96 * 4096.0 * 1088 + 2.0 * 96 * 512 * 256);
 }
 
@@ -88,7 +84,7 @@ TEST(MtpAttention, V4SparseDecodeGathersOneListPerQueryToken) {
   // at s_q 2 counts b·s_q rows), 1,152 rows each; the indexer packs the 2 tokens as 2 x 64 heads
   // over one read of the 25,000 compressed keys; top-k runs once per query token.
   const auto ops = decode_ops("deepseek-v4-pro", AttentionOp::csa, {{2, 99998, true}});
-  const Op& a = find(ops, OpKind::csa_attn);
+  const Op& a = find_op(ops, OpKind::csa_attn);
   EXPECT_DOUBLE_EQ(a.keys, 2 * 1152.0);
   EXPECT_DOUBLE_EQ(a.flops, 2 * 2.0 * 128 * 1152 * 1024);
   const FittedCostModel f(committed(), test::gpu("h200"));
@@ -96,7 +92,7 @@ TEST(MtpAttention, V4SparseDecodeGathersOneListPerQueryToken) {
   ASSERT_EQ(c.size(), 1u);
   EXPECT_DOUBLE_EQ(c[0].x[0], 2);
   EXPECT_DOUBLE_EQ(c[0].x[1], 1152);
-  const Op& idx = find(ops, OpKind::csa_indexer);
+  const Op& idx = find_op(ops, OpKind::csa_indexer);
   c = of(f, idx, Family::indexer_decode);
   ASSERT_EQ(c.size(), 1u);
   EXPECT_DOUBLE_EQ(c[0].x[0], 1);
@@ -152,7 +148,7 @@ TEST(MtpAttention, TheIndexerPacksAtMostTwoQueryTokensPerKeyRead) {
   // (DeepGEMM's paged logits take next_n 1 or 2), each at 2 x 64 heads; top-k per query token (3)
   const auto ops = decode_ops("deepseek-v4-pro", AttentionOp::csa, {{3, 99997, true}});
   const FittedCostModel f(committed(), test::gpu("h200"));
-  const Op& idx = find(ops, OpKind::csa_indexer);
+  const Op& idx = find_op(ops, OpKind::csa_indexer);
   auto c = of(f, idx, Family::indexer_decode);
   ASSERT_EQ(c.size(), 1u);
   EXPECT_DOUBLE_EQ(c[0].x[0], 2);

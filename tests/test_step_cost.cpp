@@ -3,6 +3,7 @@
 #include "costmodels/comm.hpp"
 #include "costmodels/cost_model.hpp"
 #include "costmodels/step_cost.hpp"
+#include "costmodel_test_helpers.hpp"
 #include "helpers.hpp"
 
 #include <gtest/gtest.h>
@@ -10,12 +11,6 @@
 using namespace servesim;
 
 namespace {
-
-const Op& find(const std::vector<Op>& ops, OpKind k) {
-  for (const auto& o : ops)
-    if (o.kind == k) return o;
-  throw std::runtime_error("op not found");
-}
 
 int attention_kind(const ModelSpec& m, AttentionOp op) {
   for (size_t i = 0; i < m.attention_kinds.size(); ++i)
@@ -40,7 +35,7 @@ TEST(Ops, K3MlaDecodeReadsTheLatentOncePerToken) {
   Fixture f("kimi-k3", {8, 1});
   std::vector<Op> ops;
   f.step->attention_ops(attention_kind(f.m, AttentionOp::mla), {{1, 4095, true}, {1, 999, true}}, Phase::decode, ops);
-  const Op& o = find(ops, OpKind::mla_decode);
+  const Op& o = costmodel_test::find_op(ops, OpKind::mla_decode);
   const double ctx = 4096 + 1000;
   // §2.2: 2·H·L·(576+512) attention + absorption 2·H·128·512·2 per token; bytes L·576·2 +
   // W_UK/W_UV (512·96·256 BF16) + q/o latents
@@ -53,7 +48,7 @@ TEST(Ops, K3KdaDecodeIsStateBandwidth) {
   Fixture f("kimi-k3", {8, 2});
   std::vector<Op> ops;
   f.step->attention_ops(attention_kind(f.m, AttentionOp::kda), {{1, 100, true}, {1, 5000, true}, {1, 7, true}}, Phase::decode, ops);
-  const Op& o = find(ops, OpKind::kda_decode);
+  const Op& o = costmodel_test::find_op(ops, OpKind::kda_decode);
   // §2.1: 7·D² FLOP per head per token and a read+write of the fp32 state per sequence; TP 2 halves heads
   EXPECT_DOUBLE_EQ(o.flops, 3 * 48 * 7.0 * 128 * 128);
   EXPECT_DOUBLE_EQ(o.bytes, 3 * 2 * 48 * 128.0 * 128 * 4 + 3 * 48 * 128 * 5 * 2.0);
@@ -64,17 +59,17 @@ TEST(Ops, V4ProCsaAndHcaKeyCountsMatchModelFacts) {
   std::vector<Op> ops;
   // CSA at L = 100,000: n = min(1024, 25,000) + 128 = 1,152 keys → 2·128·1152·1024 = 302 MFLOP (§2.3 d)
   f.step->attention_ops(attention_kind(f.m, AttentionOp::csa), {{1, 99999, true}}, Phase::decode, ops);
-  EXPECT_DOUBLE_EQ(find(ops, OpKind::csa_attn).flops, 2.0 * 128 * 1152 * 1024);
-  EXPECT_NEAR(find(ops, OpKind::csa_attn).flops / 1e6, 302, 0.1);
-  EXPECT_DOUBLE_EQ(find(ops, OpKind::csa_attn).bytes, 1152 * 584.0 + 128 * 512 * 2 * 2.0);
+  EXPECT_DOUBLE_EQ(costmodel_test::find_op(ops, OpKind::csa_attn).flops, 2.0 * 128 * 1152 * 1024);
+  EXPECT_NEAR(costmodel_test::find_op(ops, OpKind::csa_attn).flops / 1e6, 302, 0.1);
+  EXPECT_DOUBLE_EQ(costmodel_test::find_op(ops, OpKind::csa_attn).bytes, 1152 * 584.0 + 128 * 512 * 2 * 2.0);
   // indexer: 2·64·128 FLOP per compressed key, 132 B per key (§2.3 c)
-  EXPECT_DOUBLE_EQ(find(ops, OpKind::csa_indexer).flops, 2.0 * 64 * 128 * 25000);
+  EXPECT_DOUBLE_EQ(costmodel_test::find_op(ops, OpKind::csa_indexer).flops, 2.0 * 64 * 128 * 25000);
   ops.clear();
   // HCA at L = 2^20: n = 8,192 + 128 = 8,320 → 2.18 GFLOP, 4.9 MB (§2.4)
   f.step->attention_ops(attention_kind(f.m, AttentionOp::hca), {{1, (1 << 20) - 1, true}}, Phase::decode, ops);
-  EXPECT_DOUBLE_EQ(find(ops, OpKind::hca_attn).flops, 2.0 * 128 * 8320 * 1024);
+  EXPECT_DOUBLE_EQ(costmodel_test::find_op(ops, OpKind::hca_attn).flops, 2.0 * 128 * 8320 * 1024);
   // 4.9 MB: the 8,320 entries of 584 B (+ q and o, 128 heads × 512 BF16 each)
-  EXPECT_DOUBLE_EQ(find(ops, OpKind::hca_attn).bytes, 8320 * 584.0 + 128 * 512 * 2 * 2.0);
+  EXPECT_DOUBLE_EQ(costmodel_test::find_op(ops, OpKind::hca_attn).bytes, 8320 * 584.0 + 128 * 512 * 2 * 2.0);
 }
 
 TEST(Roofline, TimeIsFixedPlusTheLargerOfComputeAndMemory) {
