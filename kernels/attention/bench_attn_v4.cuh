@@ -60,9 +60,18 @@ std::function<void(int)> v4_setup(const V4Problem& pr, int H, double bytes, std:
   DevBuf<int> dwb;
   dqp.upload(pr.qp);
   dwb.upload(pr.win_base);
+  // pool rows: 584 B, or 592 where v4_attn runs the V16 form (V4WS_V16): the 584-B rows at a 592-B stride
+  const int rowb = v4_attn_pool_row_bytes(H, ld);
   for (auto& s : *sets) {
-    s.pool.alloc(static_cast<size_t>(pr.pool_rows) * kV4RowBytes);
-    fill_v4_rows(s.pool.p, pr.pool_rows, seed());
+    s.pool.alloc(static_cast<size_t>(pr.pool_rows) * rowb);
+    if (rowb == kV4RowBytes) {
+      fill_v4_rows(s.pool.p, pr.pool_rows, seed());
+    } else {
+      DevBuf<uint8_t> tmp(static_cast<size_t>(pr.pool_rows) * kV4RowBytes);
+      fill_v4_rows(tmp.p, pr.pool_rows, seed());
+      SS_CUDA(cudaMemset(s.pool.p, 0, s.pool.n));
+      SS_CUDA(cudaMemcpy2D(s.pool.p, rowb, tmp.p, kV4RowBytes, kV4RowBytes, pr.pool_rows, cudaMemcpyDeviceToDevice));
+    }
     s.idx.alloc(static_cast<size_t>(nq) * ld);
     make_indices_kernel<<<dim3(std::min(64, (ld + 255) / 256), nq), 256>>>(s.idx.p, ld, nq, dqp.p, dwb.p, seed());
     SS_LAUNCH_CHECK();

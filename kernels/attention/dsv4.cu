@@ -11,6 +11,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <cstring>
 #include <mutex>
 
 namespace servesim::attn {
@@ -163,6 +164,7 @@ int g_v4ws_qe = -2;    // -2: from env V4WS_QE (unset = -1: kV4wsQeDefault)
 int g_v4ws_cd = -2;    // -2: from env V4WS_CD (unset = -1: kV4wsCdDefault)
 int g_v4ws_st = -2;    // -2: from env V4WS_ST (unset = -1: kV4wsStDefault)
 int g_v4ws_ep = -2;    // -2: from env V4WS_EP (unset = -1: kV4wsEpDefault)
+int g_v4ws_v16 = -2;   // -2: from env V4WS_V16 (unset = -1: kV4wsV16Default)
 // the defaults (fourteenth session, helper v4d): F16 on every list, early Q, lean consumer (v4d call 2)
 constexpr int kV4wsF16MinLd = 0;
 constexpr bool kV4wsQeDefault = true;
@@ -174,18 +176,20 @@ constexpr bool kV4wsStDefault = false;  // the staged producer (fifteenth sessio
 // partials + combine: small batches) 0.93-1.06x (median 0.96-0.98x), so split launches keep the
 // per-thread stores unless V4WS_EP=1
 constexpr bool kV4wsEpDefault = true;
+// 592-B pool rows and 16-B gathers (sixteenth session, helper v4f): off until measured
+constexpr bool kV4wsV16Default = false;
 template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false, bool CD = false, bool ST = false,
-          bool EP = false>
+          bool EP = false, bool V16 = false>
 void v4ws_launch(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
-  constexpr int smem = ST ? v4ws::kSmemSt : v4ws::kSmem;
+  constexpr int smem = ST ? v4ws::kSmemSt : V16 ? v4ws::kSmem16 : v4ws::kSmem;
   static bool attr = false;
   if (!attr) {
-    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<DBG, REG, PAIR, FENCE, F16, QE, CD, ST, EP>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<DBG, REG, PAIR, FENCE, F16, QE, CD, ST, EP, V16>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     attr = true;
   }
   const dim3 grid(a.H / 64, plan.n_work);
   if constexpr (!PAIR) {
-    v4_attn_ws_kernel<DBG, REG, false, 0, F16, QE, CD, ST, EP><<<grid, 384, smem, s>>>(a, plan.work.p);
+    v4_attn_ws_kernel<DBG, REG, false, 0, F16, QE, CD, ST, EP, V16><<<grid, 384, smem, s>>>(a, plan.work.p);
   } else {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
@@ -220,6 +224,8 @@ void v4_attn_ws_set_st(int st) { g_v4ws_st = st; }
 bool v4_attn_ws_uses_st() { return v4ws_env(g_v4ws_st, "V4WS_ST") < 0 ? kV4wsStDefault : g_v4ws_st != 0; }
 void v4_attn_ws_set_ep(int ep) { g_v4ws_ep = ep; }
 bool v4_attn_ws_uses_ep(bool split) { return v4ws_env(g_v4ws_ep, "V4WS_EP") < 0 ? kV4wsEpDefault && !split : g_v4ws_ep != 0; }
+void v4_attn_ws_set_v16(int v16) { g_v4ws_v16 = v16; }
+bool v4_attn_ws_uses_v16() { return v4ws_env(g_v4ws_v16, "V4WS_V16") < 0 ? kV4wsV16Default : g_v4ws_v16 != 0; }
 bool v4_attn_ws_uses_qe() { return v4ws_env(g_v4ws_qe, "V4WS_QE") < 0 ? kV4wsQeDefault : g_v4ws_qe != 0; }
 bool v4_attn_ws_uses_cd() { return v4ws_env(g_v4ws_cd, "V4WS_CD") < 0 ? kV4wsCdDefault : g_v4ws_cd != 0; }
 // The default (since the fourteenth session): F16 on every list. The thirteenth session's rule (F16 only
@@ -237,6 +243,38 @@ bool v4_attn_ws_uses_pair(int H) {
     g_v4ws_pair = e ? std::atoi(e) : 0;  // off: the pair kernel measured slower (call 2: 627 vs 542 us)
   }
   return g_v4ws_pair != 0 && H % 128 == 0;
+}
+
+namespace {
+struct V4wsEnv { int dbg = 0, reg = 1, fence = 0; };
+const V4wsEnv& v4ws_exp_env() {
+  static V4wsEnv e;
+  static bool done = false;
+  if (!done) {
+    if (const char* v = std::getenv("V4WS_FENCE")) e.fence = std::atoi(v);  // experiments: pair barrier scopes
+    if (const char* v = std::getenv("V4WS_DEBUG")) e.dbg = std::atoi(v);    // experiments only: wrong outputs
+    if (const char* v = std::getenv("V4WS_REG")) e.reg = std::atoi(v);      // experiments: register split (see the kernel)
+    done = true;
+  }
+  return e;
+}
+struct V4wsForm { bool pair, f16, qe, cd, st, v16; };
+V4wsForm v4ws_form(int H, int idx_ld) {
+  const V4wsEnv& e = v4ws_exp_env();
+  V4wsForm f;
+  f.pair = v4_attn_ws_uses_pair(H);
+  f.f16 = v4_attn_ws_uses_f16(idx_ld) && !f.pair;  // the pair form has no F16 variant
+  // early Q / lean consumer where the form has them: one-CTA, V4WS_REG=1, not the BF16 debug forms
+  f.qe = v4_attn_ws_uses_qe() && !f.pair && e.reg == 1 && (e.dbg == 0 || f.f16);
+  f.cd = v4_attn_ws_uses_cd() && f.qe;
+  f.st = v4_attn_ws_uses_st() && f.f16 && f.cd && e.dbg == 0;
+  // 592-B pool rows: the in-place F16 + QE + CD form only (not ST, no debug form)
+  f.v16 = v4_attn_ws_uses_v16() && f.f16 && f.cd && e.dbg == 0 && !f.st;
+  return f;
+}
+}  // namespace
+int v4_attn_pool_row_bytes(int H, int idx_ld) {
+  return std::strcmp(v4_attn_config(H), "wgmma_ws_m64_tn64") == 0 && v4ws_form(H, idx_ld).v16 ? kV4RowBytes16 : kV4RowBytes;
 }
 
 namespace {
@@ -274,23 +312,16 @@ void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   if (a.H % 64 != 0) throw std::invalid_argument("v4_attn_ws: H must be a multiple of 64");
   if (plan.n_slots > 0 && (!a.o_part || !a.lse_part)) throw std::invalid_argument("v4_attn_ws: split plan needs o_part/lse_part");
   if (plan.nq != a.nq) throw std::invalid_argument("v4_attn_ws: plan built for another query count");
-  static bool env = false;
-  static int dbg = 0, reg = 1, fence = 0;
-  if (!env) {
-    if (const char* e = std::getenv("V4WS_FENCE")) fence = std::atoi(e);  // experiments: pair barrier scopes
-    if (const char* e = std::getenv("V4WS_DEBUG")) dbg = std::atoi(e);  // experiments only: wrong outputs
-    if (const char* e = std::getenv("V4WS_REG")) reg = std::atoi(e);    // experiments: register split (see the kernel)
-    env = true;
-  }
+  const int dbg = v4ws_exp_env().dbg, reg = v4ws_exp_env().reg, fence = v4ws_exp_env().fence;
   if (plan.n_work > 0) {
-    const bool pair = v4_attn_ws_uses_pair(a.H);
-    const bool f16 = v4_attn_ws_uses_f16(a.idx_ld) && !pair;  // the pair form has no F16 variant
-    // early Q / lean consumer where the form has them: one-CTA, V4WS_REG=1, not the BF16 debug forms
-    const bool qe = v4_attn_ws_uses_qe() && !pair && reg == 1 && (dbg == 0 || f16);
-    const bool cd = v4_attn_ws_uses_cd() && qe;
-    const bool st = v4_attn_ws_uses_st() && f16 && cd && dbg == 0;
+    const V4wsForm fm = v4ws_form(a.H, a.idx_ld);
+    const bool pair = fm.pair, f16 = fm.f16, qe = fm.qe, cd = fm.cd, st = fm.st, v16 = fm.v16;
     const bool ep = v4_attn_ws_uses_ep(plan.n_slots > 0) && f16 && cd && dbg == 0 && !st;
     v4ws_check_settings(pair, f16, qe, cd, dbg, reg, fence);
+    if (g_v4ws_v16 == 1 && !v16)
+      throw std::invalid_argument("v4_attn_ws: V4WS_V16=1 (v4_attn_ws_set_v16(1)) needs the F16 form with V4WS_QE and V4WS_CD (one-CTA kernel), no V4WS_DEBUG and no V4WS_ST");
+    if (v16 && (reinterpret_cast<uintptr_t>(a.pool) & 15u) != 0)
+      throw std::invalid_argument("v4_attn_ws: the V16 form (592-B pool rows) needs a 16-B aligned pool");
     if (pair) {
       if (dbg == 1) v4ws_launch<1, 1, true>(a, plan, s);
       else if (dbg == 2) v4ws_launch<2, 1, true>(a, plan, s);
@@ -307,6 +338,8 @@ void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
       else if (dbg == 2) v4ws_launch<2, 1, false, 0, true>(a, plan, s);
       else if (dbg == 3) v4ws_launch<3, 1, false, 0, true>(a, plan, s);
       else if (st) v4ws_launch<0, 1, false, 0, true, true, true, true>(a, plan, s);
+      else if (v16 && ep) v4ws_launch<0, 1, false, 0, true, true, true, false, true, true>(a, plan, s);
+      else if (v16) v4ws_launch<0, 1, false, 0, true, true, true, false, false, true>(a, plan, s);
       else if (ep) v4ws_launch<0, 1, false, 0, true, true, true, false, true>(a, plan, s);
       else if (cd) v4ws_launch<0, 1, false, 0, true, true, true>(a, plan, s);
       else if (qe) v4ws_launch<0, 1, false, 0, true, true>(a, plan, s);

@@ -75,10 +75,20 @@ namespace {
 // through shared memory (wg_store::store_rows_staged): O staged in the Q tile and KV buffer 0 (free once
 // the last P V is done; the producer has exited), then 16-B coalesced stores. ncu of the default (v4d,
 // and call 1 here): the 32-bit STG of store_rows were lg-throttled, ~8% of all stall samples.
+// V16 (sixteenth session, helper v4f; env V4WS_V16 / v4_attn_ws_set_v16; F16 + QE + CD, DBG 0, not ST): the
+// caller's pool rows are kV4RowBytes16 = 592 B (the 584-B row + 8 pad bytes: 16-B aligned), so the producer
+// gathers by 16-B cp.async (.cg): per row and lane one copy of bytes 16 l .. (blocks 0..6 for l < 28, RoPE
+// chunks 0..3 for l >= 28) and, on lanes 0..4, one of bytes 512 + 16 l (RoPE chunks 4..7; lane 4: the 7
+// scales + pad into 16-B scale rows at kOffSc16): 2 LDGSTS per lane and row instead of 3 (8-B copies:
+// the 584-B row is only 8-B aligned), half the copy instructions per byte. Destinations as before (the
+// conversion is unchanged but for the scale stride).
 template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false, bool CD = false, bool ST = false,
-          bool EP = false>
+          bool EP = false, bool V16 = false>
 __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int4* __restrict__ work) {
   static_assert(!EP || (F16 && QE && CD && !PAIR && DBG == 0), "the staged epilogue is built on F16 + QE + CD only");
+  static_assert(!V16 || (F16 && QE && CD && !PAIR && !ST && DBG == 0), "the 16-B gather is built on F16 + QE + CD (not ST) only");
+  constexpr int kRowB = V16 ? v4ws::kRow16 : kV4RowBytes;  // pool row stride (bytes)
+  constexpr int kScS = V16 ? 16 : 8;                 // scale row stride in shared memory
   static_assert(!ST || (F16 && QE && CD && !PAIR && DBG == 0), "the staged form is built on F16 + QE + CD only");
   static_assert(!(F16 && PAIR), "the F16 form is the one-CTA producer only");
   static_assert(!(QE && PAIR), "the early-Q form is the one-CTA kernel only");
@@ -173,6 +183,16 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
     const int dr = rw0 + di;
     const uint32_t psb = PAIR ? v4_mapa(sb, peer) : 0u;  // the peer CTA's smem base (shared::cluster)
     int id_cur = load_idx(0), id_nxt = load_idx(1);
+    // V16: the lane's two copy destinations per row (see the issue loop); copy 1 = bytes 16 lane ..,
+    // copy 2 (lanes 0..4) = bytes 512 + 16 lane ..
+    const bool c1rope = lane >= 28;
+    const uint32_t v16_b1 = sb + kOffKV + (c1rope ? 7 * 8192 + 128 * rw0 : (lane >> 2) * 8192 + wreg + (lane & 3) * 16);
+    const uint32_t v16_s1 = c1rope ? 128u : 64u, v16_x1 = c1rope ? static_cast<uint32_t>(lane - 28) << 4 : 0u;
+    const uint32_t v16_m1 = c1rope ? 0x70u : 0u;
+    const bool c2sc = lane == 4;  // lanes 0..3: RoPE chunks 4..7; lane 4: the scales
+    const uint32_t v16_b2 = c2sc ? sb + kOffSc16 + 16 * rw0 : sb + kOffKV + 7 * 8192 + 128 * rw0;
+    const uint32_t v16_bs2 = c2sc ? 1024u : static_cast<uint32_t>(kKV), v16_s2 = c2sc ? 16u : 128u;
+    const uint32_t v16_x2 = c2sc ? 0u : static_cast<uint32_t>(4 + (lane & 3)) << 4, v16_m2 = c2sc ? 0u : 0x70u;
     if constexpr (ST) {
       // 8 rows x 4 lanes: lane (di8, dh8) converts row di8 of a half, bytes 16 dh8 .. of each block
       const int di8 = lane >> 2, dh8 = lane & 3;
@@ -298,11 +318,25 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
         }
         const int id_nn = load_idx(j + 2);
         uint8_t* kvb = smem + kOffKV + b * kKV;
-        uint8_t* scb = sSc + b * 512;
+        uint8_t* scb = V16 ? smem + kOffSc16 + b * 1024 : sSc + b * 512;
         // branch-free issue: 32-bit shared addresses, the third copy predicated (lanes 0-8 only)
         const uint32_t kvs = sb + kOffKV + b * kKV, scs = sb + kOffSc + b * 512;
+        if constexpr (V16) {
+          // dst of row i = t + i * step + (x ^ (msk & ((i & 7) << 4))): rw0 % 16 == 0, so (r & 7) = (i & 7)
+          const uint32_t t1 = v16_b1 + b * kKV, t2 = v16_b2 + b * v16_bs2;
+#pragma unroll
+          for (int i = 0; i < RPW; ++i) {
+            const int id = __shfl_sync(0xffffffffu, id_cur, i);
+            const bool ok = id >= 0;
+            const uint32_t sz = ok ? 16u : 0u;
+            const uint8_t* src = a.pool + static_cast<size_t>(ok ? id : 0) * kRowB + lane * 16;
+            const uint32_t c7 = static_cast<uint32_t>(i & 7) << 4;
+            cp_async16_s(t1 + i * v16_s1 + (v16_x1 ^ (v16_m1 & c7)), src, sz);
+            cp_async16_sp(lane <= 4, t2 + i * v16_s2 + (v16_x2 ^ (v16_m2 & c7)), src + 512, sz);
+          }
+        }
   #pragma unroll
-        for (int i = 0; i < RPW; ++i) {
+        for (int i = 0; i < (V16 ? 0 : RPW); ++i) {
           const int r = rw0 + i;
           const int id = __shfl_sync(0xffffffffu, id_cur, i);
           const bool ok = id >= 0;
@@ -331,7 +365,7 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
           const int i = k * 5 + lane / 6, part = lane % 6;
           const int id = __shfl_sync(0xffffffffu, id_nxt, i & (RPW - 1));
           if (DBG != 3 && lane < 30 && i < RPW && id >= 0)
-            prefetch_l2(a.pool + static_cast<size_t>(id) * kV4RowBytes + (part == 5 ? kV4RowBytes - 1 : part * 128));
+            prefetch_l2(a.pool + static_cast<size_t>(id) * kRowB + (part == 5 ? kRowB - 1 : part * 128));
         }
         cp_async_wait<0>();
         __syncwarp();  // every copy of this warp's rows of tile j has landed
@@ -346,7 +380,7 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
         uint4 x[NX];
   #pragma unroll
         for (int u = 0; u < NX; ++u) x[u] = *reinterpret_cast<const uint4*>(raw + 16 * u);
-        uint32_t s = scb[dr * 8];
+        uint32_t s = scb[dr * kScS];
   #pragma unroll 1
         for (int c = 0; c < 7; ++c) {
           if (DBG == 1 || DBG == 3) continue;
@@ -360,7 +394,7 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
           if (c < 6) {
   #pragma unroll
             for (int u = 0; u < NX; ++u) x[u] = *reinterpret_cast<const uint4*>(raw + (c + 1) * 8192 + 16 * u);
-            s = scb[dr * 8 + c + 1];
+            s = scb[dr * kScS + c + 1];
           }
           bool two;
           uint32_t f1, f2;

@@ -48,6 +48,14 @@ constexpr int kSmem = kOffBar + 32 + 1024;  // + slack for 1024-B alignment
 constexpr int kOffStg = kOffBar + 32;
 constexpr int kStgRow = 592;
 constexpr int kSmemSt = kOffStg + 32 * kStgRow + 1024;
+// V16 form (sixteenth session, helper v4f): pool rows of kV4RowBytes16 = 592 B (16-B aligned), gathered by
+// 16-B cp.async; a row's 16 bytes 576..591 (7 UE8M0 scales + 9 pad bytes) land in a side array of 16-B rows
+// after the mbarriers ([2][64][16] B), so the scale reads stride 16 B.
+constexpr int kRow16 = 592;
+constexpr int kOffSc16 = kOffBar + 32;
+constexpr int kSmem16 = kOffSc16 + 2 * 64 * 16 + 1024;
+static_assert(kOffSc16 % 16 == 0, "16-B scale rows alignment");
+static_assert(kSmem16 <= 232448, "shared memory per block (V16 form)");
 static_assert(kOffStg % 16 == 0, "staging alignment");
 static_assert(kSmemSt <= 232448, "shared memory per block (staged form)");
 static_assert(kOffP % 1024 == 0, "P tile alignment");
@@ -117,6 +125,15 @@ __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
 // 8-B cp.async to a shared-window address (src_size 0 = zero fill), optionally predicated (no branch)
 __device__ __forceinline__ void cp_async8_s(uint32_t dst, const void* src, uint32_t sz) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(sz) : "memory");
+}
+// 16-B cp.async (L2 only: .cg) to a shared-window address (src_size 0 = zero fill), optionally predicated
+__device__ __forceinline__ void cp_async16_s(uint32_t dst, const void* src, uint32_t sz) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(sz) : "memory");
+}
+__device__ __forceinline__ void cp_async16_sp(uint32_t pred, uint32_t dst, const void* src, uint32_t sz) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %0, 0;\n@p cp.async.cg.shared.global [%1], [%2], 16, %3;\n}\n" ::"r"(pred), "r"(dst),
+               "l"(src), "r"(sz)
+               : "memory");
 }
 __device__ __forceinline__ void cp_async8_sp(uint32_t pred, uint32_t dst, const void* src, uint32_t sz) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %0, 0;\n@p cp.async.ca.shared.global [%1], [%2], 8, %3;\n}\n" ::"r"(pred), "r"(dst),

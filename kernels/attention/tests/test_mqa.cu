@@ -6,6 +6,7 @@
 #include "attention/tests/test_util.cuh"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 using namespace servesim::attn;
@@ -114,10 +115,22 @@ void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_si
   const int ld = *std::max_element(nrows.begin(), nrows.end());
   std::vector<double> qd;
   auto q = rand_bf16(static_cast<size_t>(nq) * H * D, -0.3f, 0.3f, &qd);
+  const int variant = mode == 2 ? 1 : mode == 5 ? 2 : mode >= 3 ? 3 : 0;
+  v4_attn_set_variant(variant);
+  const int rowb = v4_attn_pool_row_bytes(H, ld);  // 592 in the V16 form (V4WS_V16), else 584
+  v4_attn_set_variant(0);
   DevBuf<uint8_t> pool(static_cast<size_t>(pool_rows) * kV4RowBytes);
   fill_v4_rows(pool.p, pool_rows, rng()());
   SS_CUDA(cudaDeviceSynchronize());
   const std::vector<uint8_t> hp = pool.download();
+  // V16: the same rows at a 592-B stride, the 8 pad bytes (and the 584-B row's unused last byte) 0xA5
+  DevBuf<uint8_t> pool16;
+  if (rowb != kV4RowBytes) {
+    std::vector<uint8_t> h16(static_cast<size_t>(pool_rows) * rowb, 0xA5);
+    for (int r = 0; r < pool_rows; ++r)
+      std::memcpy(&h16[static_cast<size_t>(r) * rowb], &hp[static_cast<size_t>(r) * kV4RowBytes], kV4RowBytes - 1);
+    pool16.upload(h16);
+  }
   std::vector<double> deq(static_cast<size_t>(pool_rows) * D);
   for (int r = 0; r < pool_rows; ++r) v4_row_dequant_host(&hp[static_cast<size_t>(r) * kV4RowBytes], &deq[static_cast<size_t>(r) * D]);
   std::uniform_int_distribution<int> pick(0, pool_rows - 1);
@@ -134,11 +147,10 @@ void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_si
   dlse.alloc(static_cast<size_t>(nq) * H);
   poison(dout.p, dout.n);
   MqaPlan plan = (mode == 1 || mode == 3 || mode == 5) ? mla_decode_plan(nrows, H) : mqa_make_plan(nrows, 0, 256, force_split);
-  const int variant = mode == 2 ? 1 : mode == 5 ? 2 : mode >= 3 ? 3 : 0;
   opart.alloc(std::max<size_t>(1, mqa_part_floats(plan, H)));
   lpart.alloc(std::max<size_t>(1, mqa_lse_floats(plan, H)));
   MqaArgs a;
-  a.q = dq.p; a.nq = nq; a.H = H; a.pool = pool.p; a.indices = didx.p; a.idx_ld = ld;
+  a.q = dq.p; a.nq = nq; a.H = H; a.pool = rowb != kV4RowBytes ? pool16.p : pool.p; a.indices = didx.p; a.idx_ld = ld;
   a.sink = with_sink ? dsink.p : nullptr; a.sm_scale = 1.0f / std::sqrt(512.0f);
   a.out = dout.p; a.lse = dlse.p; a.o_part = opart.p; a.lse_part = lpart.p;
   v4_attn_set_variant(variant);
@@ -160,7 +172,7 @@ void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_si
   char name[128];
   v4_attn_set_variant(variant);
   const bool ws1 = variant == 3 && !v4_attn_ws_uses_pair(H);  // the one-CTA kernel: its form
-  std::snprintf(name, sizeof name, "v4_attn out (H=%d nq=%d split=%d sink=%d mode=%d %s%s%s%s%s%s%s)", H, nq, force_split, with_sink,
+  std::snprintf(name, sizeof name, "v4_attn out (H=%d nq=%d split=%d sink=%d mode=%d %s%s%s%s%s%s%s%s)", H, nq, force_split, with_sink,
                 mode, v4_attn_config(H), variant == 3 && v4_attn_ws_uses_pair(H) ? " pair" : "",
                 ws1 && v4_attn_ws_uses_f16(ld) ? " f16" : "", ws1 && v4_attn_ws_uses_qe() ? " qe" : "",
                 ws1 && v4_attn_ws_uses_qe() && v4_attn_ws_uses_cd() ? " cd" : "",
@@ -168,7 +180,8 @@ void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_si
                 ws1 && v4_attn_ws_uses_f16(ld) && v4_attn_ws_uses_qe() && v4_attn_ws_uses_cd() && !v4_attn_ws_uses_st() &&
                         v4_attn_ws_uses_ep(plan.n_slots > 0)
                     ? " ep"
-                    : "");
+                    : "",
+                rowb != kV4RowBytes ? " v16" : "");
   v4_attn_set_variant(0);
   report(name, e, 1e-2);
   EXPECT_LT(e, 1e-2);
@@ -377,6 +390,62 @@ TEST(V4Attn, F16AutoRuleIsTheListLength) {
   v4_attn_ws_set_f16(1);
   EXPECT_TRUE(v4_attn_ws_uses_f16(64));
   v4_attn_ws_set_f16(-1);
+}
+// 16-B gathers from 592-B pool rows (V4WS_V16, sixteenth session, helper v4f): the rows of the 584-B pool
+// copied to a 592-B stride with 0xA5 pad bytes (and the 584-B row's unused byte 583 = 0xA5: never read as a
+// scale); v16 1 with the default epilogue (staged where unsplit, 32-bit stores for the FP32 partials of split
+// lists: mode 4), then with ep 0; whole lists, lists ending inside a tile, a whole masked tile, 1-row lists,
+// H = 64 / 128 / 256, sink and no sink. Short lists only (memcheck / synccheck of this test); the long ones
+// are in WarpSpecialized16BGatherLong.
+void v16_forms(bool on) {
+  v4_attn_ws_set_pair(on ? 0 : -1);
+  v4_attn_ws_set_f16(on ? 1 : -1);
+  v4_attn_ws_set_qe(on ? 1 : -1);
+  v4_attn_ws_set_cd(on ? 1 : -1);
+  v4_attn_ws_set_st(on ? 0 : -1);
+  v4_attn_ws_set_v16(on ? 1 : -1);
+}
+TEST(V4Attn, WarpSpecialized16BGather) {
+  SKIP_WITHOUT_GPU();
+  v16_forms(true);
+  ASSERT_EQ(v4_attn_pool_row_bytes(128, 1152), kV4RowBytes16);
+  for (int ep : {-1, 0}) {
+    v4_attn_ws_set_ep(ep);
+    v4_case(128, {1152, 300, 65, 1}, 0, true, 3);
+    v4_case(64, {640, 3000, 128, 1}, 256, true, 4);
+    v4_case(128, {77, 191, 192, 193}, 128, false, 4);
+    v4_case(256, {256, 129, 65}, 128, true, 4);
+    v4_case(64, {500, 33}, 0, false, 3);
+  }
+  v4_attn_ws_set_ep(-1);
+  v16_forms(false);
+}
+TEST(V4Attn, WarpSpecialized16BGatherLong) {
+  SKIP_WITHOUT_GPU();
+  v16_forms(true);
+  v4_case(64, {20000}, 0, true, 3);
+  v4_case(128, {8320, 64, 1}, 0, false, 3);
+  v4_case(128, {1152, 1152, 1152, 1152}, 0, true, 3);
+  v16_forms(false);
+}
+// The pool-row rule (host only): 592 only where v4_attn runs the warp-specialised V16 form.
+TEST(V4Attn, PoolRowBytesFollowTheForm) {
+  v4_attn_ws_set_v16(0);
+  EXPECT_EQ(v4_attn_pool_row_bytes(128, 1152), kV4RowBytes);
+  v4_attn_ws_set_v16(1);
+  EXPECT_EQ(v4_attn_pool_row_bytes(128, 1152), kV4RowBytes16);
+  EXPECT_EQ(v4_attn_pool_row_bytes(64, 64), kV4RowBytes16);
+  EXPECT_EQ(v4_attn_pool_row_bytes(32, 1152), kV4RowBytes);  // H % 64 != 0: another kernel
+  v4_attn_set_variant(2);
+  EXPECT_EQ(v4_attn_pool_row_bytes(128, 1152), kV4RowBytes);
+  v4_attn_set_variant(0);
+  v4_attn_ws_set_f16(0);
+  EXPECT_EQ(v4_attn_pool_row_bytes(128, 1152), kV4RowBytes);  // the BF16 form has no V16 form
+  v4_attn_ws_set_f16(-1);
+  v4_attn_ws_set_st(1);
+  EXPECT_EQ(v4_attn_pool_row_bytes(128, 1152), kV4RowBytes);
+  v4_attn_ws_set_st(-1);
+  v4_attn_ws_set_v16(-1);
 }
 TEST(V4Attn, NoSink) {
   SKIP_WITHOUT_GPU();
