@@ -195,9 +195,10 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
   int kernels = 0, syncs = 0;
   // `count` layers of pair p with Tm / Tt tokens (busiest rank / instance) in their FFN and the
   // attention seconds attn[kind] (extrapolated part attn_extra[kind]) of one layer
+  // `seqs` effective sequences (StepParts::seqs_eff; 0 = one token per sequence) route its tokens
   auto add_layers = [&](const LayerPair& p, double Tm, double Tt, int count, const std::vector<double>& attn_s,
-                        const std::vector<double>& attn_extra_s) {
-    const FfnLayer& l = ffn_layer(p.ffn, mb, Tm, Tt, parts.seqs_eff, sample);
+                        const std::vector<double>& attn_extra_s, double seqs) {
+    const FfnLayer& l = ffn_layer(p.ffn, mb, Tm, Tt, seqs, sample);
     st.source = worse(st.source, l.source), st.extrapolated_ops |= l.extrapolated_ops;
     const double ffn = l.ffn, ffn_extra = l.ffn_extra, comm = l.comm;
     const int k = l.kernels;
@@ -222,7 +223,7 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
     st.extrapolated_s += count * (attn_extra_s[static_cast<size_t>(p.attention)] + ffn_extra);
     kernels += count * (parts.attn_kernels[static_cast<size_t>(p.attention)] + static_cast<int>(mb) * k + kLayerElementwiseKernels);
   };
-  for (const auto& p : pairs_) add_layers(p, Tmax, Ttot, p.count, parts.attn, parts.attn_extra);
+  for (const auto& p : pairs_) add_layers(p, Tmax, Ttot, p.count, parts.attn, parts.attn_extra, parts.seqs_eff);
   // multi-token prediction: the MTP head (one more layer of the model's main kind) runs k passes a
   // step, as SGLang's EAGLE worker does: k − 1 draft passes at one token per sequence, and after
   // the verify pass one draft-extend pass over the verified tokens (k + 1 per sequence) that drafts
@@ -235,8 +236,9 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
     const LayerPair* main = &pairs_.back();
     for (const auto& p : pairs_)
       if (p.ffn == main_moe_) main = &p;
-    if (k > 1) add_layers(*main, Tmax / (k + 1), Ttot / (k + 1), k - 1, parts.attn_draft, parts.attn_draft_extra);
-    add_layers(*main, Tmax, Ttot, 1, parts.attn, parts.attn_extra);
+    // a draft pass routes one token per sequence: no sequence term in its expert load (seqs 0)
+    if (k > 1) add_layers(*main, Tmax / (k + 1), Ttot / (k + 1), k - 1, parts.attn_draft, parts.attn_draft_extra, 0.0);
+    add_layers(*main, Tmax, Ttot, 1, parts.attn, parts.attn_extra, parts.seqs_eff);
   }
   // logits of the busiest rank: of every verified token, and with MTP one row per sequence in each
   // of the k MTP passes (the draft head shares the model's LM head; the draft-extend pass needs

@@ -2,12 +2,15 @@
 // k + 1 tokens per sequence): the op's FLOPs count every query token over its context, and the
 // fitted model prices the kernel the way the kernels run it. Hand arithmetic from model-facts.md §2
 // and the packing rules stated in costmodels/fitted.cpp.
+#include "costmodels/expert_load.hpp"
 #include "costmodels/fitted.hpp"
 #include "costmodels/step_cost.hpp"
 #include "costmodel_test_helpers.hpp"
 #include "helpers.hpp"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 using namespace servesim;
 using namespace servesim::costmodel_test;
@@ -193,4 +196,28 @@ TEST(MtpAttention, TwoBatchOverlapSplitsSequencesNotVerifiedTokens) {
   const StepCostModel sc(m, std::make_shared<CallCost>(), FabricParams{}, s, 0.0);
   EXPECT_NEAR(sc.step({{{2, 100, true}}}, Phase::decode).ffn_s, 4e-3, 1e-12);
   EXPECT_NEAR(sc.step({{{2, 100, true}, {2, 100, true}}}, Phase::decode).ffn_s, 8e-3, 1e-12);
+}
+
+TEST(MtpAttention, DraftPassesRouteOneTokenPerSequence) {
+  // Routed experts at 1 ms per expert-token on the busiest GPU (M = T·k/N·load), nothing else
+  // priced. DeepSeek-V3 (58 MoE layers, top 8) with its expert popularity, EP 32, k = 2 drafts; 32
+  // ranks of one sequence verifying 3 tokens: T = 96 tokens whose pairs within a sequence give
+  // 96² / (32·3·2) = 48 effective sequences (StepParts::seqs_eff). The 58 layers and the
+  // draft-extend pass route those 96; the one draft pass routes 32 tokens, one per sequence, so its
+  // expert load has no sequence term (seqs 0), not the verify pass's 48.
+  class PerToken final : public CostModel {
+   public:
+    std::string name() const override { return "per-token"; }
+    OpLatency latency(const Op& o) const override { return {o.kind == OpKind::moe_experts ? 1e-3 * o.tokens : 0.0, Provenance::roofline}; }
+  };
+  const ModelSpec m = test::model("deepseek-v3");
+  ASSERT_EQ(m.count_ffn(static_cast<int>(m.main_moe() - m.ffn_kinds.data())), 58);
+  InstanceShape s;
+  s.ep = 32, s.mtp_draft_tokens = 2, s.expert_skew = true;
+  const StepCostModel sc(m, std::make_shared<PerToken>(), FabricParams{}, s, 0.0);
+  const ExpertLoad load(*m.main_moe(), 32, 0, false);
+  ASSERT_GT(std::abs(load.expected(32, 48) / load.expected(32, 0) - 1), 0.01);  // the two readings differ
+  const std::vector<std::vector<SeqWork>> ranks(32, std::vector<SeqWork>(1, SeqWork{3, 1000, true}));
+  const double per = 1e-3 * 8.0 / 32.0;  // seconds per routed token at load 1: k / N
+  EXPECT_NEAR(sc.step(ranks, Phase::decode).ffn_s, per * (59 * 96 * load.expected(96, 48) + 32 * load.expected(32, 0)), 1e-12);
 }
