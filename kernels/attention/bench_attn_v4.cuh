@@ -212,7 +212,9 @@ void bench_v4_attn(const std::string& op, int ratio, bool decode, double budget)
     auto op_ = std::make_shared<DevBuf<float>>();
     auto lp = std::make_shared<DevBuf<float>>();
     auto plan = std::make_shared<MqaPlan>();
-    r.point(std::string(p.m.topk == 1024 ? "pro_h" : "flash_h") + std::to_string(p.m.H) + "_" + v4_attn_config(p.m.H), shape, {{"q", "bf16"}, {"kv", "fp8_e4m3+ue8m0 (584 B rows)"}, {"out", "bf16"}},
+    const bool row16 = v4_attn_pool_row_bytes(p.m.H, std::max(1, *std::max_element(pr.nrows.begin(), pr.nrows.end()))) != kV4RowBytes;
+    r.point(std::string(p.m.topk == 1024 ? "pro_h" : "flash_h") + std::to_string(p.m.H) + "_" + v4_attn_config(p.m.H), shape,
+            {{"q", "bf16"}, {"kv", row16 ? "fp8_e4m3+ue8m0 (584 B rows at a 592-B stride)" : "fp8_e4m3+ue8m0 (584 B rows)"}, {"out", "bf16"}},
             flops, bytes, [=]() { return v4_setup(pr, p.m.H, bytes, sets, out, sink, op_, lp, plan); });
     sets->clear();
   }

@@ -176,8 +176,10 @@ constexpr bool kV4wsStDefault = false;  // the staged producer (fifteenth sessio
 // partials + combine: small batches) 0.93-1.06x (median 0.96-0.98x), so split launches keep the
 // per-thread stores unless V4WS_EP=1
 constexpr bool kV4wsEpDefault = true;
-// 592-B pool rows and 16-B gathers (sixteenth session, helper v4f): off until measured
-constexpr bool kV4wsV16Default = false;
+// 592-B pool rows and 16-B gathers (sixteenth session, helper v4f): on by default; same run (v4f call 1,
+// best of 3 interleaved) 1.007-1.087x at all 24 reference points (CSA Pro 512 x 64K 457.2 -> 436.3 us, CSA
+// prefill 4096 after 64K 3412.0 -> 3139.5, HCA 512 x 1M 2827.3 -> 2694.8); V4WS_V16=0 restores 584-B rows
+constexpr bool kV4wsV16Default = true;
 template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false, bool CD = false, bool ST = false,
           bool EP = false, bool V16 = false>
 void v4ws_launch(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {

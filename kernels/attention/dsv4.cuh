@@ -142,7 +142,8 @@ bool v4_attn_ws_uses_ep(bool split);
 /// 16-B gathers from 592-B pool rows (sixteenth session, helper v4f): v16 1 = the caller's pool rows are
 /// kV4RowBytes16 = 592 B (the 584-B row of attn_common.cuh, then 8 bytes that are never used), 16-B aligned,
 /// and the F16 + QE + CD kernel (not V4WS_ST, no V4WS_DEBUG) gathers them by 16-B cp.async (2 copy
-/// instructions per lane and row instead of 3); 0 = 584-B rows, 8-B copies; -1 = the default (0). Default
+/// instructions per lane and row instead of 3); 0 = 584-B rows, 8-B copies; -1 = the default (1 since the
+/// sixteenth session: 1.01-1.09x at every reference point, kernels/attention/NOTES.md). Default
 /// from env V4WS_V16 (unset = -1). The pool layout is the caller's: allocate v4_attn_pool_row_bytes(H,
 /// idx_ld) bytes per row. An explicit 1 where the form lacks it throws.
 constexpr int kV4RowBytes16 = 592;

@@ -81,7 +81,7 @@ namespace {
 // chunks 0..3 for l >= 28) and, on lanes 0..4, one of bytes 512 + 16 l (RoPE chunks 4..7; lane 4: the 7
 // scales + pad into 16-B scale rows at kOffSc16): 2 LDGSTS per lane and row instead of 3 (8-B copies:
 // the 584-B row is only 8-B aligned), half the copy instructions per byte. Destinations as before (the
-// conversion is unchanged but for the scale stride).
+// conversion is unchanged but for the scale stride). The default since v4f call 1 (1.01-1.09x, same run).
 template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false, bool CD = false, bool ST = false,
           bool EP = false, bool V16 = false>
 __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int4* __restrict__ work) {

@@ -430,6 +430,10 @@ TEST(V4Attn, WarpSpecialized16BGatherLong) {
 }
 // The pool-row rule (host only): 592 only where v4_attn runs the warp-specialised V16 form.
 TEST(V4Attn, PoolRowBytesFollowTheForm) {
+  v4_attn_ws_set_v16(-1);  // the default since the sixteenth session: V16 where the F16 + QE + CD form runs
+  EXPECT_TRUE(v4_attn_ws_uses_v16());
+  EXPECT_EQ(v4_attn_pool_row_bytes(128, 1152), kV4RowBytes16);
+  EXPECT_EQ(v4_attn_pool_row_bytes(64, 128), kV4RowBytes16);
   v4_attn_ws_set_v16(0);
   EXPECT_EQ(v4_attn_pool_row_bytes(128, 1152), kV4RowBytes);
   v4_attn_ws_set_v16(1);

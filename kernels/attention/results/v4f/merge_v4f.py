@@ -26,7 +26,8 @@ for name in only:
     for r in new["rows"]:
         assert r["shape"]["heads"] >= 64, r["shape"]
         r = dict(r, commit=full)
-        r["dtypes"] = dict(r.get("dtypes", {}), compute="fp16 (E4M3 -> FP16, Q/P FP16)")
+        r["dtypes"] = dict(r.get("dtypes", {}), compute="fp16 (E4M3 -> FP16, Q/P FP16)",
+                           kv="fp8_e4m3+ue8m0 (584 B rows at a 592-B stride)")
         k = key(r)
         if k in idx:
             o = old["rows"][idx[k]]
