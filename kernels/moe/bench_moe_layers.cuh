@@ -17,7 +17,8 @@ struct LayerCfg {
 
 /// --only w4cmp: W4A16 kernel variants (--w4-variants, e.g. 5,7) interleaved, twice, at the decode
 /// shapes of NOTES.md §8 (K3 w13/w2 G 8/32, DSV4-Pro w13 G 32, DSV4-Flash w2 G 8/32), m = 1..8,
-/// 12..64 and 256, 2048 tokens per expert: event-timed median and per-call time in a 20-call graph. Printed lines
+/// 12..64 and 256, 2048 tokens per expert (--models and --w4-max-m restrict shapes and m): event-timed median and
+/// per-call time in a 20-call graph. Printed lines
 /// "w4cmp ..." (the log is the record; no table rows).
 void bench_w4cmp(Ctx& c) {
   struct Sh { GemmShape s; int G; };
@@ -36,6 +37,7 @@ void bench_w4cmp(Ctx& c) {
     for (int si = 0; si < int(shapes.size()); ++si) {
       if (!time_left(c)) break;
       const auto& [s, G] = shapes[si];
+      if (!want_model(c, s.model)) continue;  // --models (w4f: K3 only)
       const size_t mb = w4a16_matrix_bytes(s.N, s.K);
       const int sets = rotation_sets(double(G) * mb, c.gpu.l2_bytes, 16);
       const int P = G * sets;
@@ -51,6 +53,7 @@ void bench_w4cmp(Ctx& c) {
       fill_bf16(x.p, x.n, 3, 1.f, c.s);
       DevBuf<int> droff(G + 1), dtoff(G + 1);
       for (long long m : ms) {
+        if (m > c.w4_max_m) continue;  // --w4-max-m (w4f: decode sizes only)
         const int bt = w4a16_pick_bt(double(m));
         std::vector<int> roff(G + 1), toff(G + 1);
         for (int g = 0; g <= G; ++g) { roff[g] = int(g * m); toff[g] = int(g * ((m + bt - 1) / bt)); }

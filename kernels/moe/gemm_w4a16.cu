@@ -70,6 +70,29 @@ __device__ __forceinline__ void dequant_word(uint32_t w, uint32_t f0, uint32_t f
   for (int j = 0; j < 4; ++j) a[j] = hmul2_u32(w4a16_reg_bits(w, j), (j & 1) ? f1 : f0);
 }
 
+/// The same 4 registers as dequant_word, bit for bit (same prepack), with register 3 built from a byte
+/// permute (issue 13, w4f; NOTES.md §18): p = PRMT(w, [b1, b1, b3, b3]) puts register 3's mantissa (word
+/// bit 10 / 26) and sign (11 / 27) 4 bits and its exponent (13-14 / 29-30) 2 bits below their bf16
+/// places, so register 3 = ((p << 4) & 0x80408040) | ((p << 2) & 0x01800180): PRMT + 2 left shifts
+/// (IMAD.SHL, FMA pipe) + 2 LOP3 instead of 2 right shifts (SHF, ALU) + 1 left shift + 3 LOP3. Per word
+/// 10 integer ops (6 on the ALU pipe) + 4 HMUL2 instead of 11 (8 on the ALU pipe) + 4.
+__device__ __forceinline__ uint32_t w4a16_reg3_prmt(uint32_t w) {
+  const uint32_t p = __byte_perm(w, 0u, 0x3311);
+  return ((p << 4) & 0x80408040u) | ((p << 2) & 0x01800180u);
+}
+__device__ __forceinline__ void dequant_word_p(uint32_t w, uint32_t f0, uint32_t f1, uint32_t (&a)[4]) {
+  a[0] = hmul2_u32(w4a16_reg_bits(w, 0), f0);
+  a[1] = hmul2_u32(w4a16_reg_bits(w, 1), f1);
+  a[2] = hmul2_u32(w4a16_reg_bits(w, 2), f0);
+  a[3] = hmul2_u32(w4a16_reg3_prmt(w), f1);
+}
+/// DQ = 0: dequant_word (variants 0-16), 1: dequant_word_p (variant 17's kernels 17 / 18).
+template <int DQ>
+__device__ __forceinline__ void dequant_word_t(uint32_t w, uint32_t f0, uint32_t f1, uint32_t (&a)[4]) {
+  if constexpr (DQ == 1) dequant_word_p(w, f0, f1, a);
+  else dequant_word(w, f0, f1, a);
+}
+
 /// Epilogue, first half: this warp's m64 fragment rows (outputs n0 = warp16 + gq and n0 + 8) of the
 /// BT x 16 accumulator tile `acc` (float, wgmma m64nBTk16 layout: acc[j] holds tokens 8j + 2tq and
 /// + 1) written as bf16 into the staging tile st[BT tokens][kEpiLd] (row stride 136 values: 272 B,
@@ -118,7 +141,8 @@ namespace {
 // variant 11 in the same run, 0.81-0.84 of cuBLAS dense at m >= 1024; as fast as 14 within noise)
 int g_variant = 15;
 
-/// The one decision of the W4A16 dispatch: the kernel (0..8, 11..16, as w4a16_set_variant numbers them) that
+/// The one decision of the W4A16 dispatch: the kernel (0..8, 11..16 as w4a16_set_variant numbers them; 17 / 18
+/// = variant 17's decode / prefill kernel) that
 /// variant v runs at token tile width bt, K and x_rows; launch_bt launches it and w4a16_kernel_for
 /// reports it, so the two cannot drift.
 int choose_kernel(int v, int bt, int K, long long x_rows) {
@@ -135,6 +159,14 @@ int choose_kernel(int v, int bt, int K, long long x_rows) {
   // their own 7-slot ring loaded by a decoding warp (16, §17: ~10% slower than 15, kept for comparison);
   // like 8 at every other tile width
   if (v >= 11 && v <= 16 && bt == 256 && x_rows > 0) return v;
+  // 17 (NOTES.md §18): the default's kernels with the byte-permute dequantisation (dequant_word_p):
+  // kernel 17 = variant 5's decode kernel at BT <= 32 (K % 256 == 0), kernel 18 = variant 15's prefill
+  // kernel at BT 256 with x_rows, else variant 0 (as 15)
+  if (v == 17) {
+    if (bt == 256 && x_rows > 0) return 18;
+    if (bt <= 32 && K % 256 == 0) return 17;
+    return 0;
+  }
   if (bt <= 64 && K % 256 == 0) {
     // variant 5 at BT <= 32; at BT = 64 its A fragments spill (ptxas) and variant 0 was faster
     // than 4 there (81.5 vs 89.9 us, K3 w13 G=8 m=64, call 1 of this session), so 0
@@ -167,6 +199,8 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
     case 14: if constexpr (BT == 256) { launch_prefill_pw<BT, 2, false>(p, max_tiles, x_rows, stream); return; } break;
     case 15: if constexpr (BT == 256) { launch_prefill_pw<BT, 3, false>(p, max_tiles, x_rows, stream); return; } break;
     case 16: if constexpr (BT == 256) { launch_prefill_pw<BT, 4, false>(p, max_tiles, x_rows, stream); return; } break;
+    case 17: if constexpr (BT <= 32) { launch_decode<BT, 2, 1>(p, max_tiles, stream); return; } break;
+    case 18: if constexpr (BT == 256) { launch_prefill_pw<BT, 3, false, 1>(p, max_tiles, x_rows, stream); return; } break;
     default: break;
   }
   throw std::logic_error("w4a16: choose_kernel gave a kernel not built for this tile width");
@@ -175,8 +209,8 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
 }  // namespace
 
 void w4a16_set_variant(int v) {
-  if (v < 0 || v > 16 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
-    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..16");
+  if (v < 0 || v > 17 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
+    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..17");
   g_variant = v;
 }
 void w4a16_set_streamk_ctas(int ctas) { g_sk_ctas = ctas > 0 ? ctas : 0; }
@@ -207,6 +241,33 @@ void w4a16_grouped_gemm(const bf16* x, const uint8_t* w_pool, const int* expert_
     default: throw std::invalid_argument("w4a16_grouped_gemm: bt must be 8,16,32,64,128 or 256");
   }
 #undef SS_W4_CASE
+}
+
+// ---- test helper: both dequantisations on the device (NOTES.md §18) ----
+namespace {
+__global__ void w4a16_dequant_pair_kernel(const uint32_t* words, const uint32_t* scales, int n, uint32_t* out_old,
+                                          uint32_t* out_new) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const uint32_t w = words[i], sc = scales[i];
+  // the kernels' factor pairing: registers 0 / 2 use byte 0 (row g), 1 / 3 byte 2 (row g + 8); also bytes 1 / 3
+  const uint32_t f0 = (i & 1) ? scale_factor<1>(sc) : scale_factor<0>(sc);
+  const uint32_t f1 = (i & 1) ? scale_factor<3>(sc) : scale_factor<2>(sc);
+  uint32_t a[4], b[4];
+  dequant_word_t<0>(w, f0, f1, a);
+  dequant_word_t<1>(w, f0, f1, b);
+  for (int j = 0; j < 4; ++j) {
+    out_old[4 * i + j] = a[j];
+    out_new[4 * i + j] = b[j];
+  }
+}
+}  // namespace
+
+void w4a16_dequant_pair(const uint32_t* words, const uint32_t* scales, int n, uint32_t* out_old, uint32_t* out_new,
+                        cudaStream_t stream) {
+  if (n <= 0) return;
+  w4a16_dequant_pair_kernel<<<(n + 255) / 256, 256, 0, stream>>>(words, scales, n, out_old, out_new);
+  SS_LAUNCH_CHECK();
 }
 
 // ---- host-side packing ----------------------------------------------------------------------

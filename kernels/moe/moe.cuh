@@ -145,7 +145,7 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
   }
 }
 
-/// Selects the kernel of the W4A16 GEMM (0..8 and 11..16, see gemm_w4a16.cu; 15 = default):
+/// Selects the kernel of the W4A16 GEMM (0..8 and 11..17, see gemm_w4a16.cu; 15 = default):
 /// 0 one m64nBT wgmma per k16 step overlapped with the next stage, 1 the same without overlap,
 /// 2 BT/8 m64n8 wgmmas per k16 step, 3 that without overlap, 4 = 0 with two k-blocks per
 /// pipeline stage at BT <= 64 when K % 256 == 0, 5 = warp-specialised decode kernel (producer warp
@@ -163,8 +163,16 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
 /// for each load slot's weight block (issued first; the dequantising warps no longer wait for the token
 /// tile; as fast as 14 within noise, §17), 16 = 15 with the weight blocks in their own 7-slot ring,
 /// loaded and released by the dequantising warps (~10% slower than 15, §17; kept for comparison).
+/// 17 = 15 with the byte-permute dequantisation (dequant_word_p, same prepack, bit-identical values; NOTES.md
+/// §18): w4a16_kernel_for reports 17 (variant 5's decode kernel) at BT <= 32 with K % 256 == 0, 18 (variant 15's
+/// prefill kernel) at BT 256 with x_rows, else 0.
 /// Throws std::invalid_argument for any other value (9 / 10 were removed).
 void w4a16_set_variant(int v);
+/// Test helper (NOTES.md §18): for each of n (word, 4 scale bytes) pairs (device arrays) writes the 4 bf16x2
+/// registers of the kernels' dequantisation of variants 0-16 (out_old) and of variant 17 (out_new), 4 x n
+/// each; even i use scale bytes 0 / 2, odd i bytes 1 / 3 as the two rows' factors.
+void w4a16_dequant_pair(const uint32_t* words, const uint32_t* scales, int n, uint32_t* out_old, uint32_t* out_new,
+                        cudaStream_t stream);
 /// Variant 7 only: force the stream-K grid to `ctas` CTAs (tests); 0 = resident
 /// CTAs per SM x SMs.
 void w4a16_set_streamk_ctas(int ctas);

@@ -68,7 +68,8 @@ template <int PM>
 constexpr int kPwSmemOf = kPwSmem + (PM == 3 ? kPwSL * 8 : 0) + (PM == 4 ? (kPwSWR - kPwSL) * kWBlockBytes + 2 * kPwSWR * 8 : 0);
 static_assert(kPwSmemOf<3> <= 232448 && kPwSmemOf<4> <= 232448, "variants 11-16 shared memory");
 
-template <int BT, int PM, bool K2>
+/// DQ: the dequantisation (0 = dequant_word, variants 11-16; 1 = dequant_word_p, kernel 18 = PM 3 + DQ 1, NOTES.md §18).
+template <int BT, int PM, bool K2, int DQ = 0>
 __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const __grid_constant__ CUtensorMap tmx, const Params p) {
   using C = PCfg<BT>;
   constexpr int SL = kPwSL, SAK = kPwSAK;
@@ -202,10 +203,10 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
             const uint32_t f00 = scale_factor<0>(sc[j][h]), f01 = scale_factor<2>(sc[j][h]);
             const uint32_t f10 = scale_factor<1>(sc[j][h]), f11 = scale_factor<3>(sc[j][h]);
             uint32_t a[4][4];
-            dequant_word(q[j][h].x, f00, f01, a[0]);
-            dequant_word(q[j][h].y, f00, f01, a[1]);
-            dequant_word(q[j][h].z, f10, f11, a[2]);
-            dequant_word(q[j][h].w, f10, f11, a[3]);
+            dequant_word_t<DQ>(q[j][h].x, f00, f01, a[0]);
+            dequant_word_t<DQ>(q[j][h].y, f00, f01, a[1]);
+            dequant_word_t<DQ>(q[j][h].z, f10, f11, a[2]);
+            dequant_word_t<DQ>(q[j][h].w, f10, f11, a[3]);
             const int rr = rg * 16 + (lane & 7) + (mi & 1) * 8;
 #pragma unroll
             for (int s = 0; s < 4; ++s) {
@@ -303,12 +304,12 @@ __global__ void __launch_bounds__(kPfThreads, 1) w4a16_prefill_pw_kernel(const _
   store_staged_rows(st, p.y + static_cast<size_t>(row0) * p.N + static_cast<size_t>(blockIdx.x) * kRowsPerCta, p.N, rows, ct, 256);
 }
 
-template <int BT, int PM, bool K2>
+template <int BT, int PM, bool K2, int DQ = 0>
 void launch_prefill_pw(const Params& p, int max_tiles, long long x_rows, cudaStream_t stream) {
   static_assert(BT == 256, "variants 11-16 are built for BT 256 only");
   static bool configured = false;
   if (!configured) {
-    SS_CUDA(cudaFuncSetAttribute(w4a16_prefill_pw_kernel<BT, PM, K2>, cudaFuncAttributeMaxDynamicSharedMemorySize, kPwSmemOf<PM>));
+    SS_CUDA(cudaFuncSetAttribute(w4a16_prefill_pw_kernel<BT, PM, K2, DQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, kPwSmemOf<PM>));
     configured = true;
   }
   static CUtensorMap map;  // per instantiation, cached as in launch_prefill
@@ -323,7 +324,7 @@ void launch_prefill_pw(const Params& p, int max_tiles, long long x_rows, cudaStr
     m_k = p.K;
   }
   dim3 grid(p.N / kRowsPerCta, max_tiles);
-  w4a16_prefill_pw_kernel<BT, PM, K2><<<grid, kPfThreads, kPwSmemOf<PM>, stream>>>(map, p);
+  w4a16_prefill_pw_kernel<BT, PM, K2, DQ><<<grid, kPfThreads, kPwSmemOf<PM>, stream>>>(map, p);
   SS_LAUNCH_CHECK();
 }
 

@@ -203,7 +203,7 @@ constexpr int kDecThreads = 288;
 /// there is no carry into the high word), commits, and waits
 /// until at most one wgmma group (Last: none) is in flight. `acc`: float[BT / 8][4]. The array
 /// types are template parameters because a typed lambda parameter crashed cudafe++ 13.0.
-template <int BT, int KS, int kXSub, bool Last, class AF, class ACC>
+template <int BT, int KS, int kXSub, bool Last, int DQ = 0, class AF, class ACC>
 __device__ __forceinline__ void decode_stage_mma(const uint8_t* wst, const uint8_t* xst, int warp, int lane, int gq, AF& af, ACC& acc) {
 #pragma unroll
   for (int ks = 0; ks < KS; ++ks) {
@@ -212,10 +212,10 @@ __device__ __forceinline__ void decode_stage_mma(const uint8_t* wst, const uint8
     const uint32_t sc = *reinterpret_cast<const uint32_t*>(wb + 4096 + warp * 32 + gq * 4);
     const uint32_t f00 = scale_factor<0>(sc), f01 = scale_factor<2>(sc);
     const uint32_t f10 = scale_factor<1>(sc), f11 = scale_factor<3>(sc);
-    dequant_word(q.x, f00, f01, af[ks][0]);
-    dequant_word(q.y, f00, f01, af[ks][1]);
-    dequant_word(q.z, f10, f11, af[ks][2]);
-    dequant_word(q.w, f10, f11, af[ks][3]);
+    dequant_word_t<DQ>(q.x, f00, f01, af[ks][0]);
+    dequant_word_t<DQ>(q.y, f00, f01, af[ks][1]);
+    dequant_word_t<DQ>(q.z, f10, f11, af[ks][2]);
+    dequant_word_t<DQ>(q.w, f10, f11, af[ks][3]);
   }
   const uint32_t xlo = static_cast<uint32_t>(desc_sw128(smem_u32(xst)));
   constexpr uint64_t kDescHi = desc_sw128(0) & 0xFFFFFFFF00000000ull;
@@ -251,7 +251,8 @@ __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t by
       : "memory");
 }
 
-template <int BT, int KS_>
+/// DQ: the dequantisation (0 = dequant_word, variants 5 / 6; 1 = dequant_word_p, kernel 17).
+template <int BT, int KS_, int DQ = 0>
 __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_decode_kernel(const Params p) {
   using C = DCfg<BT, KS_>;
   constexpr int S = C::kStages, KS = KS_;
@@ -322,7 +323,7 @@ __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_
   auto body = [&](int kb, auto& af, auto last) {  // af: uint32_t[KS][4][4] (a typed parameter crashed cudafe++ 13.0)
     const int slot = kb % S;
     mbar_wait(&full[slot], (kb / S) & 1);
-    decode_stage_mma<BT, KS, C::kXSub, decltype(last)::value>(ws + slot * C::kW, xs + slot * C::kX, warp, lane, gq, af, acc);
+    decode_stage_mma<BT, KS, C::kXSub, decltype(last)::value, DQ>(ws + slot * C::kW, xs + slot * C::kX, warp, lane, gq, af, acc);
     // the wgmmas of stage kb-1 (which read its token tile) are complete: release that stage
     __syncwarp();
     if (lane == 0 && kb > 0) mbar_arrive(&empty[(kb - 1) % S]);
@@ -350,16 +351,16 @@ __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_
   store_staged_rows(st, p.y + static_cast<size_t>(row0) * p.N + static_cast<size_t>(blockIdx.x) * kRowsPerCta, p.N, rows, tid, 256);
 }
 
-template <int BT, int KS = 2>
+template <int BT, int KS = 2, int DQ = 0>
 void launch_decode(const Params& p, int max_tiles, cudaStream_t stream) {
   static bool configured = false;
   if (!configured) {
-    SS_CUDA(cudaFuncSetAttribute(w4a16_decode_kernel<BT, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    SS_CUDA(cudaFuncSetAttribute(w4a16_decode_kernel<BT, KS, DQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  DCfg<BT, KS>::kSmem));
     configured = true;
   }
   dim3 grid(p.N / kRowsPerCta, max_tiles);
-  w4a16_decode_kernel<BT, KS><<<grid, kDecThreads, DCfg<BT, KS>::kSmem, stream>>>(p);
+  w4a16_decode_kernel<BT, KS, DQ><<<grid, kDecThreads, DCfg<BT, KS>::kSmem, stream>>>(p);
   SS_LAUNCH_CHECK();
 }
 
