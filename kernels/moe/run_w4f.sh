@@ -8,9 +8,10 @@
 #  3. `bench_moe --only w4cmp --models K3 --w4-max-m 32 --w4-variants 15,17` (the order alternates between its
 #     2 repetitions): K3 w13 / w2, G 8 / 32, m 1..8, 12..32, event and graph TB/s over the touched weights;
 #  4. `bench_moe --only w4pf --w4-variants 15,17` then `17,15` with cuBLAS dense interleaved;
-#  5. SASS instruction mix of kernels 5/17 (bt 8) and 15/18; ncu (decode m=8 of 15 and 17, prefill m=1024 of 17);
+#  5. SASS instruction mix of kernels 5/17 (bt 8) and 15/18;
 #  6. (TABLE=1, tests + memcheck passed, 17 faster than 15 in both passes of both comparisons) the
-#     moe_grouped_gemm_w4a16 sweeps of 15 then 17: decode keys (m <= 32) and prefill keys (m >= 96).
+#     moe_grouped_gemm_w4a16 sweeps of 15 then 17: decode keys (m <= 32) and prefill keys (m >= 96);
+#  7. ncu of the decode kernel of 15 (kernel 5) and 17 at K3 w13 G=8 m=8 (bench_moe --probe).
 # Binaries prebuilt in $BIN (carried). Reproduce: OUT=/tmp/out BIN=build-carry/w4f TABLE=1 bash kernels/moe/run_w4f.sh
 set -u
 BIN=${BIN:-build-carry/w4f}; OUT=${OUT:-/tmp/w4f-out}; GUARD_S=${GUARD_S:-450}
@@ -32,7 +33,7 @@ tmo() { local r=$((GUARD_S - ($(date +%s)-T0))); [ $r -lt 1 ] && r=1; [ "$1" -lt
   grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|Failure|SEED|dequant_word_p" "$OUT/test.txt" | cut -c1-200 | head -20
   if left; then
     echo "== tests W4A16Prefill.ProducerWarpAndPairs (11-17) $(el)"
-    timeout $(tmo ${TEST2_S:-70}) "$BIN/test_moe" --gtest_filter='W4A16Prefill.ProducerWarpAndPairs' >> "$OUT/test.txt" 2>&1
+    timeout $(tmo ${TEST2_S:-50}) "$BIN/test_moe" --gtest_filter='W4A16Prefill.ProducerWarpAndPairs' >> "$OUT/test.txt" 2>&1
     rc=$?; echo "test_moe ProducerWarpAndPairs exit: $rc $(el)"; [ $rc = 0 ] || TESTS_OK=0
     grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|Failure|SEED" "$OUT/test.txt" | cut -c1-200 | tail -4
   fi
@@ -57,7 +58,7 @@ tmo() { local r=$((GUARD_S - ($(date +%s)-T0))); [ $r -lt 1 ] && r=1; [ "$1" -lt
     V=15,17; [ $pass = 2 ] && V=17,15
     left || { echo "guard: w4pf pass $pass skipped"; continue; }
     echo "== w4pf pass $pass ($V) $(el)"
-    B=$(tmo ${BENCH_S:-48})
+    B=$(tmo ${BENCH_S:-42})
     timeout $B "$BIN/bench_moe" --out "/tmp/w4f_pf$pass" --only w4pf --deadline-s $((B > 20 ? B - 8 : 10)) \
       --w4-variants "$V" > "$OUT/bench_pf$pass.txt" 2>&1
     echo "bench w4pf pass $pass exit: $? $(el)"
@@ -86,17 +87,6 @@ PY
     cuobjdump --dump-sass "$BIN/bench_moe" 2>/dev/null | awk -v pat="$k" '/Function : /{f=($0 ~ pat)} f' > "$OUT/sass_$k.txt"
     echo "SASS $k: $(wc -l < "$OUT/sass_$k.txt") lines, LOP3 $(grep -c 'LOP3' "$OUT/sass_$k.txt"), SHF $(grep -c ' SHF' "$OUT/sass_$k.txt"), IMAD.SHL $(grep -c 'IMAD.SHL' "$OUT/sass_$k.txt"), IMAD $(grep -cE 'IMAD[ .]' "$OUT/sass_$k.txt"), PRMT $(grep -c 'PRMT' "$OUT/sass_$k.txt"), HMUL2 $(grep -c 'HMUL2' "$OUT/sass_$k.txt"), LDL/STL $(grep -cE 'LDL|STL' "$OUT/sass_$k.txt")"
   done
-  if [ $TESTS_OK = 1 ] && left; then
-    for v in 15 17; do
-      left || continue
-      echo "== ncu decode v$v (K3 w13 G=8 m=8) $(el)"
-      timeout $(tmo ${NCU_S:-25}) ncu --clock-control none --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats \
-        --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
-        -k regex:"w4a16_decode" -c 1 "$BIN/bench_moe" --out /tmp/probe --probe --w4-variants $v > "$OUT/ncu_dec_v$v.txt" 2>&1
-      echo "ncu exit: $? $(el)"
-      grep -E "^\s+(Duration|SM Frequency|Issue Slots Busy|Eligible Warps|No Eligible|Executed Instructions |Registers Per|DRAM Throughput|Memory Throughput|Achieved Occupancy)" "$OUT/ncu_dec_v$v.txt" | sort -u | cut -c1-150 | head -12
-    done
-  fi
   if [ "${TABLE:-0}" = 1 ] && [ $TESTS_OK = 1 ] && [ "$DWIN" = 1 -o "$PWIN" = 1 ]; then
     for tv in 15 17; do
       if [ "$DWIN" = 1 ] && left; then
@@ -113,6 +103,17 @@ PY
           --w4-variants "$tv" --w4-min-m 96 --w4-experts 8,28,24,32 --w4-max-rows 98304 > "$OUT/bench_table_pf_v$tv.txt" 2>&1
         echo "table sweep pf v$tv exit: $? $(el)"; grep -cE '"variant"' "$OUT/tables_pf_v$tv/moe_grouped_gemm_w4a16.json" 2>/dev/null
       fi
+    done
+  fi
+  if [ $TESTS_OK = 1 ] && left; then
+    for v in 15 17; do
+      left || continue
+      echo "== ncu decode v$v (K3 w13 G=8 m=8) $(el)"
+      timeout $(tmo ${NCU_S:-25}) ncu --clock-control none --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats \
+        --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+        -k regex:"w4a16_decode" -c 1 "$BIN/bench_moe" --out /tmp/probe --probe --w4-variants $v > "$OUT/ncu_dec_v$v.txt" 2>&1
+      echo "ncu exit: $? $(el)"
+      grep -E "^\s+(Duration|SM Frequency|Issue Slots Busy|Eligible Warps|No Eligible|Executed Instructions |Registers Per|DRAM Throughput|Memory Throughput|Achieved Occupancy)" "$OUT/ncu_dec_v$v.txt" | sort -u | cut -c1-150 | head -12
     done
   fi
   nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
