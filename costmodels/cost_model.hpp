@@ -84,9 +84,15 @@ struct Op {
 enum class Provenance { roofline, fitted, extrapolated };
 std::string_view to_string(Provenance p);
 
+/// An op's latency (seconds) and where it came from. `source` is the op's worst provenance (one
+/// kernel of the op answered outside the measurements makes the op `extrapolated`);
+/// `extrapolated_s` is the part of `seconds` (0 ≤ extrapolated_s ≤ seconds) that those kernels
+/// take, so that a step's share answered outside the measurements counts only them. A model that
+/// reports `extrapolated` but leaves extrapolated_s at its default (−1) has the whole op counted.
 struct OpLatency {
   double seconds = 0;
   Provenance source = Provenance::roofline;
+  double extrapolated_s = -1;
 };
 
 /// Latency of one op on the GPU the model was built for. Implementations are pure (no simulation

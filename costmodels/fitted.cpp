@@ -264,14 +264,16 @@ OpLatency FittedCostModel::latency(const Op& op) const {
   if (op.flops <= 0 && op.bytes <= 0) return {0.0, Provenance::fitted};
   Buf b;
   map_op(op, b);
-  double s = 0;
+  double s = 0, out = 0;  // out: the seconds of the kernels answered outside the measurements
   bool ex = false;
   for (int i = 0; i < b.n; ++i) {
-    double t = b.c[i].count * memo_seconds(b.c[i].family, b.c[i].x.data(), &ex);
-    if (b.c[i].family == Family::mla_decode && op.kv_elem_bytes > 0 && op.kv_elem_bytes < 2) t *= fp8_kv_ratio(op), ex = true;
+    bool exi = false;
+    double t = b.c[i].count * memo_seconds(b.c[i].family, b.c[i].x.data(), &exi);
+    if (b.c[i].family == Family::mla_decode && op.kv_elem_bytes > 0 && op.kv_elem_bytes < 2) t *= fp8_kv_ratio(op), exi = true;
     s += t;
+    if (exi) out += t, ex = true;
   }
-  return {s, b.n == 0 ? Provenance::fitted : ex ? Provenance::extrapolated : Provenance::fitted};
+  return {s, b.n == 0 ? Provenance::fitted : ex ? Provenance::extrapolated : Provenance::fitted, out};
 }
 
 std::vector<FittedCostModel::Component> FittedCostModel::components(const Op& op) const {

@@ -88,7 +88,7 @@ struct StepTime {
   double expert_load = 1;   ///< busiest/mean routed load the step was priced at (main MoE kind)
   Provenance source = Provenance::roofline;  ///< worst provenance among the ops answered
   double a2a_inter_bytes_gpu = 0;   ///< NIC bytes the busiest GPU sends (and receives) in the step's all-to-alls
-  double extrapolated_s = 0;        ///< latency of the ops answered `extrapolated` (outside measurements)
+  double extrapolated_s = 0;        ///< seconds of the kernels answered `extrapolated` (outside measurements; OpLatency::extrapolated_s)
   std::uint32_t extrapolated_ops = 0;  ///< bit (1 << OpKind) for each op kind answered `extrapolated`
 };
 

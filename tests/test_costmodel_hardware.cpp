@@ -203,3 +203,41 @@ TEST(Product, FittedIsTheDefaultAndRooflineStaysSelectable) {
   EXPECT_THROW(make_cost_model("fitted", bare), std::invalid_argument);
   EXPECT_THROW(parse_scenario(R"({"cost_model": "nope", "workload": {}, "deployments": []})", "inline", test::data("scenarios")), ScenarioError);
 }
+
+// An op of several kernels is `extrapolated` when any one of them lies outside the measurements,
+// but only those kernels' seconds count as answered outside them (the step's extrapolated share).
+// DeepSeek-V3's absorbed MLA decode at 128 heads per GPU: the attention kernel was measured at
+// 12-128 heads, the absorption GEMMs (one product per head: strided-batched BF16) only up to K3's
+// 96 heads, so at 2 sequences of 67,584 tokens the op is extrapolated and its extrapolated seconds
+// are the GEMMs' alone. On a GPU scaled from the H200 every kernel is extrapolated.
+TEST(Hardware, ExtrapolatedTimeCountsOnlyTheKernelsOutsideTheMeasurements) {
+  const ModelSpec m = test::model("deepseek-v3");
+  InstanceShape sh;
+  sh.ep = 16;
+  for (const char* gpu : {"h200", "h800"}) {
+    const FittedCostModel f(committed(), test::gpu(gpu));
+    const StepCostModel sc(m, std::make_shared<FittedCostModel>(committed(), test::gpu(gpu)), FabricParams{}, sh, 0.0);
+    std::vector<Op> ops;
+    sc.attention_ops(attention_kind(m, AttentionOp::mla), {{1, 67583, true}, {1, 67583, true}}, Phase::decode, ops);
+    const Op& o = find_op(ops, OpKind::mla_decode);
+    double kernel = 0, gemms = 0;
+    for (const auto& c : f.components(o)) {
+      bool ex = false;
+      const double t = c.count * f.kernel_seconds(c.family, c.x.data(), &ex);
+      if (c.family == Family::mla_decode) {
+        kernel += t;
+        EXPECT_EQ(ex, std::string(gpu) == "h800") << gpu;
+      } else {
+        gemms += t;
+        EXPECT_EQ(c.family, Family::gemm_bf16_batched);
+        EXPECT_TRUE(ex) << gpu;
+      }
+    }
+    ASSERT_GT(kernel, 0);
+    ASSERT_GT(gemms, 0);
+    const OpLatency l = f.latency(o);
+    EXPECT_EQ(l.source, Provenance::extrapolated);
+    EXPECT_NEAR(l.seconds, kernel + gemms, 1e-12);
+    EXPECT_NEAR(l.extrapolated_s, std::string(gpu) == "h800" ? kernel + gemms : gemms, 1e-12) << gpu;
+  }
+}

@@ -21,8 +21,13 @@ void print_step_ops(const StepCostModel& m, const std::vector<SeqWork>& rank, Ph
   auto rows = [&](const std::string& kind, int layers) {
     for (const auto& o : ops) {
       const OpLatency l = m.cost_model().latency(o);
+      // an op of several kernels of which only some were answered outside the measurements:
+      // the share of its time those take
+      std::string answered(to_string(l.source));
+      if (l.source == Provenance::extrapolated && l.extrapolated_s >= 0 && l.extrapolated_s < l.seconds * (1 - 1e-9))
+        answered += fmt::format(" ({:.0f}% of its time)", l.seconds > 0 ? 100 * l.extrapolated_s / l.seconds : 0.0);
       fmt::print("  {:<22}{:<18}{:>7}{:>14.1f}{:>14.3f}{:>8.1f}%  {}\n", kind, std::string(to_string(o.kind)), layers, l.seconds * 1e6,
-                 layers * l.seconds * 1e3, 100 * layers * l.seconds / step_s, std::string(to_string(l.source)));
+                 layers * l.seconds * 1e3, 100 * layers * l.seconds / step_s, answered);
     }
   };
   for (size_t i = 0; i < model.attention_kinds.size(); ++i) {

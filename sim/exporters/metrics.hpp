@@ -62,7 +62,7 @@ struct Summary {
   /// Busiest/mean routed expert load per pool (StepTime::expert_load): mean and largest over steps.
   double prefill_expert_load_sum = 0, prefill_expert_load_max = 0, decode_expert_load_sum = 0, decode_expert_load_max = 0;
   Provenance worst_source = Provenance::roofline;
-  double extrapolated_s = 0;           ///< Σ step time answered by extrapolated op latencies
+  double extrapolated_s = 0;           ///< Σ step time of the kernels answered `extrapolated` (StepTime::extrapolated_s)
   std::uint32_t extrapolated_ops = 0;  ///< OpKinds answered `extrapolated` at least once
   // TTFT split of completed requests, the parts add up to TTFT: queueing (arrival → KV reserved on
   // a prefill rank), load-back of the session's KV from L2/L3, prefill (→ last chunk), waiting for
