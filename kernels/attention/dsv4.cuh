@@ -152,10 +152,5 @@ bool v4_attn_ws_uses_v16();
 /// Bytes per pool row that v4_attn expects at H heads and idx_ld: kV4RowBytes16 where it runs the
 /// warp-specialised kernel's V16 form (variant 3, F16 + QE + CD, v16 on), kV4RowBytes (584) everywhere else.
 int v4_attn_pool_row_bytes(int H, int idx_ld);
-/// Overlapped consumer of the V16 form (sixteenth session, helper v4f; experiment): ov 1 = warpgroup 0 issues
-/// S(j+1) after its P V(j) and runs softmax(j+1) while P V(j) is in flight (P / alpha stored after barrier 2);
-/// 0 / -1 = off (the default). Default from env V4WS_OV. An explicit 1 without the V16 form throws.
-void v4_attn_ws_set_ov(int ov);
-bool v4_attn_ws_uses_ov();
 
 }  // namespace servesim::attn

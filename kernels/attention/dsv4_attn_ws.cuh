@@ -83,11 +83,10 @@ namespace {
 // the 584-B row is only 8-B aligned), half the copy instructions per byte. Destinations as before (the
 // conversion is unchanged but for the scale stride). The default since v4f call 1 (1.01-1.09x, same run).
 template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false, bool CD = false, bool ST = false,
-          bool EP = false, bool V16 = false, bool OV = false>
+          bool EP = false, bool V16 = false>
 __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int4* __restrict__ work) {
   static_assert(!EP || (F16 && QE && CD && !PAIR && DBG == 0), "the staged epilogue is built on F16 + QE + CD only");
   static_assert(!V16 || (F16 && QE && CD && !PAIR && !ST && DBG == 0), "the 16-B gather is built on F16 + QE + CD (not ST) only");
-  static_assert(!OV || V16, "the overlapped consumer is built on the V16 form only");
   constexpr int kRowB = V16 ? v4ws::kRow16 : kV4RowBytes;  // pool row stride (bytes)
   constexpr int kScS = V16 ? 16 : 8;                 // scale row stride in shared memory
   static_assert(!ST || (F16 && QE && CD && !PAIR && DBG == 0), "the staged form is built on F16 + QE + CD only");
@@ -466,130 +465,6 @@ __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int
   const uint64_t dQ0 = sw128_desc(sb, 16, 1024), dK0 = sw128_desc(sb + kOffKV, 16, 1024);
   const uint64_t dP0 = sw128_desc(sb + kOffP, 16, 1024), dV0 = sw128_desc(sb + kOffKV + wg * 4 * 8192, 8192, 1024);
 
-  if constexpr (OV) {
-    // OV (sixteenth session, helper v4f; env V4WS_OV): warpgroup 0 issues S(j+1) right after its P V(j) and
-    // runs softmax(j+1) while P V(j) may still be on the tensor pipe (wgmma groups retire in order: wait_group 1
-    // = P V(j) done -> empty(j); wait_group 0 = S(j+1) done). P(j+1) and alpha(j+1) are stored only after
-    // barrier 2 (warpgroup 1's P V(j) has read P(j)); barrier 1 then publishes them. Before: S(j+1) was
-    // issued only after both P V(j) and barrier 2, so warpgroup 1 idled for all of S + softmax.
-    auto issue_s = [&](float (&s)[32], int bb) {
-#pragma unroll
-      for (int i = 0; i < 32; ++i) s[i] = 0.f;
-      fence_regs(s);
-      wg_fence();
-#pragma unroll
-      for (int ks = 0; ks < 32; ++ks) {
-        const uint32_t off = (ks >> 2) * 8192 + (ks & 3) * 32;
-        fp8k::wgmma_m64n64k16_ss_f16(s, desc_add(dQ0, off >> 4), desc_add(dK0, (bb * kKV + off) >> 4), ks > 0);
-      }
-      wg_commit();
-    };
-    float alA = 1.f, alB = 1.f;
-    // masked, scaled online softmax of the S tile in buffer bb: P packed to f16x2 in pk, alpha, m, l updated
-    auto soft = [&](float (&s)[32], int bb, uint32_t (&pk)[16]) {
-      float mxA = kNegInf, mxB = kNegInf;
-      uint2 fm = *reinterpret_cast<const uint2*>(reinterpret_cast<const uint16_t*>(sFlag) + bb * 4);
-      fm.x >>= 2 * t4;
-      fm.y >>= 2 * t4;
-#pragma unroll
-      for (int jj = 0; jj < 8; ++jj)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const bool v = (((jj < 4 ? fm.x : fm.y) >> (8 * (jj & 3) + e)) & 1u) != 0;
-          s[4 * jj + e] = v ? s[4 * jj + e] * sl2 : kNegInf;
-          s[4 * jj + 2 + e] = v ? s[4 * jj + 2 + e] * sl2 : kNegInf;
-          mxA = fmaxf(mxA, s[4 * jj + e]);
-          mxB = fmaxf(mxB, s[4 * jj + 2 + e]);
-        }
-      mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1));
-      mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
-      mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1));
-      mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
-      const float mnA = fmaxf(m0, mxA), mnB = fmaxf(m1, mxB);
-      const float bA = mnA == kNegInf ? 0.f : mnA, bB = mnB == kNegInf ? 0.f : mnB;
-      alA = (m0 == kNegInf) ? 0.f : fast_exp2(m0 - mnA);
-      alB = (m1 == kNegInf) ? 0.f : fast_exp2(m1 - mnB);
-      float sumA = 0.f, sumB = 0.f;
-#pragma unroll
-      for (int jj = 0; jj < 8; ++jj) {
-        const float p0 = fast_exp2(s[4 * jj] - bA), p1 = fast_exp2(s[4 * jj + 1] - bA);
-        const float p2 = fast_exp2(s[4 * jj + 2] - bB), p3 = fast_exp2(s[4 * jj + 3] - bB);
-        sumA += p0 + p1;
-        sumB += p2 + p3;
-        pk[2 * jj] = pack_f16(p0, p1);
-        pk[2 * jj + 1] = pack_f16(p2, p3);
-      }
-      l0 = l0 * alA + sumA;
-      l1 = l1 * alB + sumB;
-      m0 = mnA;
-      m1 = mnB;
-    };
-    auto store_p = [&](const uint32_t (&pk)[16]) {
-#pragma unroll
-      for (int jj = 0; jj < 8; ++jj) {
-        *reinterpret_cast<uint32_t*>(sP + rA * 128 + ((jj ^ (rA & 7)) << 4) + 4 * t4) = pk[2 * jj];
-        *reinterpret_cast<uint32_t*>(sP + rB * 128 + ((jj ^ (rB & 7)) << 4) + 4 * t4) = pk[2 * jj + 1];
-      }
-      if (t4 == 0) {
-        sAlpha[rA] = alA;
-        sAlpha[rB] = alB;
-      }
-      fence_proxy_async();
-    };
-    if (wg == 0 && ntiles > 0) {  // S(0) and softmax(0)
-      float s[32];
-      uint32_t pk[16];
-      mbar_wait_uniform(&full[0], 0);
-      issue_s(s, 0);
-      wg_wait<0>();
-      fence_regs(s);
-      soft(s, 0, pk);
-      store_p(pk);
-    }
-    for (int j = 0; j < ntiles; ++j) {
-      const int b = j & 1;
-      named_bar_sync(1, 256);  // P(j), alpha(j) stored
-      if (wg == 1) {
-        mbar_wait_uniform(&full[b], (j >> 1) & 1);
-        alA = sAlpha[rA];
-        alB = sAlpha[rB];
-      }
-      if (!__all_sync(0xffffffffu, alA == 1.f && alB == 1.f)) {
-#pragma unroll
-        for (int i = 0; i < 32; ++i) {
-          o[4 * i] *= alA;
-          o[4 * i + 1] *= alA;
-          o[4 * i + 2] *= alB;
-          o[4 * i + 3] *= alB;
-        }
-      }
-      fence_regs(o);
-      wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-        fp8k::wgmma_m64n256k16_ss_tb_f16(o, desc_add(dP0, kk * 2), desc_add(dV0, (b * kKV + kk * 2048) >> 4), 1);
-      wg_commit();
-      if (wg == 0 && j + 1 < ntiles) {
-        float s[32];
-        uint32_t pk[16];
-        mbar_wait_uniform(&full[b ^ 1], ((j + 1) >> 1) & 1);
-        issue_s(s, b ^ 1);
-        wg_wait<1>();  // P V(j) done
-        fence_regs(o);
-        mbar_arrive(&empty[b]);
-        wg_wait<0>();  // S(j+1) done
-        fence_regs(s);
-        soft(s, b ^ 1, pk);
-        named_bar_sync(2, 256);  // warpgroup 1's P V(j) done: P and alpha may be overwritten
-        store_p(pk);
-      } else {
-        wg_wait<0>();
-        fence_regs(o);
-        mbar_arrive(&empty[b]);
-        named_bar_sync(2, 256);
-      }
-    }
-  } else
   for (int j = 0; j < ntiles; ++j) {
     const int b = j & 1;
     if constexpr (PAIR && FENCE == 1) mbar_wait_uniform_cluster(&full[b], (j >> 1) & 1);

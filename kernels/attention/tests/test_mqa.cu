@@ -181,7 +181,7 @@ void v4_case(int H, const std::vector<int>& nrows, int force_split, bool with_si
                         v4_attn_ws_uses_ep(plan.n_slots > 0)
                     ? " ep"
                     : "",
-                rowb != kV4RowBytes ? (v4_attn_ws_uses_ov() ? " v16 ov" : " v16") : "");
+                rowb != kV4RowBytes ? " v16" : "");
   v4_attn_set_variant(0);
   report(name, e, 1e-2);
   EXPECT_LT(e, 1e-2);
@@ -426,21 +426,6 @@ TEST(V4Attn, WarpSpecialized16BGatherLong) {
   v4_case(64, {20000}, 0, true, 3);
   v4_case(128, {8320, 64, 1}, 0, false, 3);
   v4_case(128, {1152, 1152, 1152, 1152}, 0, true, 3);
-  v16_forms(false);
-}
-// The overlapped consumer (V4WS_OV, sixteenth session, helper v4f; V16 form): S(j+1) issued behind P V(j);
-// 1-tile lists (prologue only), 2- and 3-tile lists, split items, a whole masked tile, long lists.
-TEST(V4Attn, WarpSpecializedOverlap) {
-  SKIP_WITHOUT_GPU();
-  v16_forms(true);
-  v4_attn_ws_set_ov(1);
-  v4_case(128, {1152, 300, 65, 1}, 0, true, 3);
-  v4_case(64, {640, 3000, 128, 1}, 256, true, 4);
-  v4_case(128, {77, 191, 192, 193}, 128, false, 4);
-  v4_case(256, {256, 129, 65}, 128, true, 4);
-  v4_case(64, {500, 33}, 0, false, 3);
-  v4_case(128, {8320, 64, 1}, 0, false, 3);
-  v4_attn_ws_set_ov(-1);
   v16_forms(false);
 }
 // The pool-row rule (host only): 592 only where v4_attn runs the warp-specialised V16 form.
