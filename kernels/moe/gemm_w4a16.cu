@@ -86,11 +86,35 @@ __device__ __forceinline__ void dequant_word_p(uint32_t w, uint32_t f0, uint32_t
   a[2] = hmul2_u32(w4a16_reg_bits(w, 2), f0);
   a[3] = hmul2_u32(w4a16_reg3_prmt(w), f1);
 }
-/// DQ = 0: dequant_word (variants 0-16), 1: dequant_word_p (variant 17's kernels 17 / 18).
+/// DQ = 0: dequant_word (kernels 0-16), 1: dequant_word_p (kernels 17 / 18).
 template <int DQ>
 __device__ __forceinline__ void dequant_word_t(uint32_t w, uint32_t f0, uint32_t f1, uint32_t (&a)[4]) {
   if constexpr (DQ == 1) dequant_word_p(w, f0, f1, a);
   else dequant_word(w, f0, f1, a);
+}
+
+/// Kernel 19 (NOTES.md §18): both rows' factors of one scale pair in ONE register, [2^(s_a-1), 2^(s_b-1)] as bf16x2
+/// (s_a = byte B, s_b = byte B + 2 of sc; B = 0 or 1): (sc >> 8B) & 0x00FF00FF, * 128 + 126 * 128 per half (no carry:
+/// s <= 128). 2 factor registers per scale word (LOP3 + IMAD, + 1 shift) instead of 4 x (PRMT + IMAD).
+template <int B>
+__device__ __forceinline__ uint32_t scale_factor_pair(uint32_t sc) {
+  return ((sc >> (8 * B)) & 0x00FF00FFu) * 128u + 0x3F003F00u;
+}
+/// bf16x2 a * (half H of b in both halves): the broadcast is meant to fold into HMUL2's operand selector (.H0_H0 /
+/// .H1_H1).
+template <int H>
+__device__ __forceinline__ uint32_t hmul2_bcast(uint32_t a, uint32_t b) {
+  const __nv_bfloat162 bb = *reinterpret_cast<const __nv_bfloat162*>(&b);
+  __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a), H == 0 ? __low2bfloat162(bb) : __high2bfloat162(bb));
+  return *reinterpret_cast<uint32_t*>(&r);
+}
+/// dequant_word_p with the factor pair fp = scale_factor_pair: registers 0 / 2 (row g) times its low half,
+/// 1 / 3 (row g + 8) times its high half. Bit-identical to dequant_word with f0 / f1 = the two halves.
+__device__ __forceinline__ void dequant_word_q(uint32_t w, uint32_t fp, uint32_t (&a)[4]) {
+  a[0] = hmul2_bcast<0>(w4a16_reg_bits(w, 0), fp);
+  a[1] = hmul2_bcast<1>(w4a16_reg_bits(w, 1), fp);
+  a[2] = hmul2_bcast<0>(w4a16_reg_bits(w, 2), fp);
+  a[3] = hmul2_bcast<1>(w4a16_reg3_prmt(w), fp);
 }
 
 /// Epilogue, first half: this warp's m64 fragment rows (outputs n0 = warp16 + gq and n0 + 8) of the
@@ -136,13 +160,14 @@ namespace servesim::kernels::moe {
 
 namespace {
 
-// default: 5 at decode tile widths, variant 15's prefill kernel (variant 8's with the producer in a consumer
-// warp, 4 decoding warps and a weight barrier per load slot) at BT 256 with x_rows (NOTES.md §17: 1.02-1.04x
-// variant 11 in the same run, 0.81-0.84 of cuBLAS dense at m >= 1024; as fast as 14 within noise)
-int g_variant = 15;
+// default (17, NOTES.md §18): kernel 17 (variant 5's decode kernel with the byte-permute dequantisation; 1.05-1.07x
+// kernel 5 in the same run) at decode tile widths, variant 15's prefill kernel (variant 8's with the producer in a
+// consumer warp, 4 decoding warps and a weight barrier per load slot; NOTES.md §17: 0.81-0.84 of cuBLAS dense at
+// m >= 1024) at BT 256 with x_rows, else 0
+int g_variant = 17;
 
-/// The one decision of the W4A16 dispatch: the kernel (0..8, 11..16 as w4a16_set_variant numbers them; 17 / 18
-/// = variant 17's decode / prefill kernel) that
+/// The one decision of the W4A16 dispatch: the kernel (0..8, 11..16 as w4a16_set_variant numbers them; 17 = the
+/// decode kernel with dequant_word_p, 18 = variant 15's prefill kernel with dequant_word_p) that
 /// variant v runs at token tile width bt, K and x_rows; launch_bt launches it and w4a16_kernel_for
 /// reports it, so the two cannot drift.
 int choose_kernel(int v, int bt, int K, long long x_rows) {
@@ -159,12 +184,15 @@ int choose_kernel(int v, int bt, int K, long long x_rows) {
   // their own 7-slot ring loaded by a decoding warp (16, §17: ~10% slower than 15, kept for comparison);
   // like 8 at every other tile width
   if (v >= 11 && v <= 16 && bt == 256 && x_rows > 0) return v;
-  // 17 (NOTES.md §18): the default's kernels with the byte-permute dequantisation (dequant_word_p):
-  // kernel 17 = variant 5's decode kernel at BT <= 32 (K % 256 == 0), kernel 18 = variant 15's prefill
-  // kernel at BT 256 with x_rows, else variant 0 (as 15)
-  if (v == 17) {
-    if (bt == 256 && x_rows > 0) return 18;
-    if (bt <= 32 && K % 256 == 0) return 17;
+  // 17 (the DEFAULT since NOTES.md §18) = 15 with kernel 17 (variant 5's decode kernel with the byte-permute
+  // dequantisation dequant_word_p: 1.05-1.07x kernel 5 at BT <= 32) in place of 5; 18 = 17 with kernel 18
+  // (variant 15's prefill kernel with dequant_word_p: as fast as 15 within noise, kept for comparison) at
+  // BT 256 with x_rows; else variant 0 (as 15)
+  // 19 = 17 with kernel 19 (kernel 17 with both rows' scale factors in one register, scale_factor_pair +
+  // hmul2_bcast; NOTES.md §18) at BT <= 32
+  if (v == 17 || v == 18 || v == 19) {
+    if (bt == 256 && x_rows > 0) return v == 18 ? 18 : 15;
+    if (bt <= 32 && K % 256 == 0) return v == 19 ? 19 : 17;
     return 0;
   }
   if (bt <= 64 && K % 256 == 0) {
@@ -201,6 +229,7 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
     case 16: if constexpr (BT == 256) { launch_prefill_pw<BT, 4, false>(p, max_tiles, x_rows, stream); return; } break;
     case 17: if constexpr (BT <= 32) { launch_decode<BT, 2, 1>(p, max_tiles, stream); return; } break;
     case 18: if constexpr (BT == 256) { launch_prefill_pw<BT, 3, false, 1>(p, max_tiles, x_rows, stream); return; } break;
+    case 19: if constexpr (BT <= 32) { launch_decode<BT, 2, 2>(p, max_tiles, stream); return; } break;
     default: break;
   }
   throw std::logic_error("w4a16: choose_kernel gave a kernel not built for this tile width");
@@ -209,8 +238,8 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
 }  // namespace
 
 void w4a16_set_variant(int v) {
-  if (v < 0 || v > 17 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
-    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..17");
+  if (v < 0 || v > 19 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
+    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..19");
   g_variant = v;
 }
 void w4a16_set_streamk_ctas(int ctas) { g_sk_ctas = ctas > 0 ? ctas : 0; }
@@ -246,7 +275,7 @@ void w4a16_grouped_gemm(const bf16* x, const uint8_t* w_pool, const int* expert_
 // ---- test helper: both dequantisations on the device (NOTES.md §18) ----
 namespace {
 __global__ void w4a16_dequant_pair_kernel(const uint32_t* words, const uint32_t* scales, int n, uint32_t* out_old,
-                                          uint32_t* out_new) {
+                                          uint32_t* out_new, uint32_t* out_new2) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const uint32_t w = words[i], sc = scales[i];
@@ -256,17 +285,20 @@ __global__ void w4a16_dequant_pair_kernel(const uint32_t* words, const uint32_t*
   uint32_t a[4], b[4];
   dequant_word_t<0>(w, f0, f1, a);
   dequant_word_t<1>(w, f0, f1, b);
+  uint32_t c[4];
+  dequant_word_q(w, (i & 1) ? scale_factor_pair<1>(sc) : scale_factor_pair<0>(sc), c);
   for (int j = 0; j < 4; ++j) {
     out_old[4 * i + j] = a[j];
     out_new[4 * i + j] = b[j];
+    if (out_new2) out_new2[4 * i + j] = c[j];
   }
 }
 }  // namespace
 
 void w4a16_dequant_pair(const uint32_t* words, const uint32_t* scales, int n, uint32_t* out_old, uint32_t* out_new,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, uint32_t* out_new2) {
   if (n <= 0) return;
-  w4a16_dequant_pair_kernel<<<(n + 255) / 256, 256, 0, stream>>>(words, scales, n, out_old, out_new);
+  w4a16_dequant_pair_kernel<<<(n + 255) / 256, 256, 0, stream>>>(words, scales, n, out_old, out_new, out_new2);
   SS_LAUNCH_CHECK();
 }
 

@@ -145,7 +145,7 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
   }
 }
 
-/// Selects the kernel of the W4A16 GEMM (0..8 and 11..17, see gemm_w4a16.cu; 15 = default):
+/// Selects the kernel of the W4A16 GEMM (0..8 and 11..19, see gemm_w4a16.cu; 17 = default):
 /// 0 one m64nBT wgmma per k16 step overlapped with the next stage, 1 the same without overlap,
 /// 2 BT/8 m64n8 wgmmas per k16 step, 3 that without overlap, 4 = 0 with two k-blocks per
 /// pipeline stage at BT <= 64 when K % 256 == 0, 5 = warp-specialised decode kernel (producer warp
@@ -159,20 +159,23 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
 /// 11..16 = 8 with another prefill kernel at BT 256 with x_rows (NOTES.md §15-17; else as 8): 11 (the
 /// default until §17) = a dedicated producer warp and 3 dequantising warps, 12 = 11 with two k-blocks per
 /// dequantisation round, 13 = 8 with two k-blocks per round, 14 = the producer in a consumer warp and
-/// 4 dequantising warps (1.02-1.04x 11, NOTES.md §16-17), 15 (the DEFAULT) = 14 with a separate barrier
+/// 4 dequantising warps (1.02-1.04x 11, NOTES.md §16-17), 15 (the default until §18) = 14 with a separate barrier
 /// for each load slot's weight block (issued first; the dequantising warps no longer wait for the token
 /// tile; as fast as 14 within noise, §17), 16 = 15 with the weight blocks in their own 7-slot ring,
 /// loaded and released by the dequantising warps (~10% slower than 15, §17; kept for comparison).
-/// 17 = 15 with the byte-permute dequantisation (dequant_word_p, same prepack, bit-identical values; NOTES.md
-/// §18): w4a16_kernel_for reports 17 (variant 5's decode kernel) at BT <= 32 with K % 256 == 0, 18 (variant 15's
-/// prefill kernel) at BT 256 with x_rows, else 0.
+/// 17 (the DEFAULT since NOTES.md §18) = 15 with kernel 17 in place of 5 at BT <= 32 with K % 256 == 0: variant 5's
+/// decode kernel with the byte-permute dequantisation (dequant_word_p, same prepack, bit-identical values; 1.05-1.07x
+/// kernel 5); 15's prefill kernel at BT 256 with x_rows, else 0. 18 = 17 with kernel 18 (15's prefill kernel with
+/// dequant_word_p; as fast as 15 within noise, §18) at BT 256 with x_rows. 19 = 17 with kernel 19 (kernel 17 with
+/// both rows' E8M0 factors in one register, broadcast in the HMUL2) at BT <= 32.
 /// Throws std::invalid_argument for any other value (9 / 10 were removed).
 void w4a16_set_variant(int v);
 /// Test helper (NOTES.md §18): for each of n (word, 4 scale bytes) pairs (device arrays) writes the 4 bf16x2
-/// registers of the kernels' dequantisation of variants 0-16 (out_old) and of variant 17 (out_new), 4 x n
-/// each; even i use scale bytes 0 / 2, odd i bytes 1 / 3 as the two rows' factors.
+/// registers of the dequantisation of kernels 0-16 (out_old) and of kernels 17 / 18 (out_new), 4 x n
+/// each (out_new2, if given: kernel 19's dequant_word_q with the factor pair); even i use scale bytes 0 / 2, odd i
+/// bytes 1 / 3 as the two rows' factors.
 void w4a16_dequant_pair(const uint32_t* words, const uint32_t* scales, int n, uint32_t* out_old, uint32_t* out_new,
-                        cudaStream_t stream);
+                        cudaStream_t stream, uint32_t* out_new2 = nullptr);
 /// Variant 7 only: force the stream-K grid to `ctas` CTAs (tests); 0 = resident
 /// CTAs per SM x SMs.
 void w4a16_set_streamk_ctas(int ctas);

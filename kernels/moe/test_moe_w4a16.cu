@@ -102,10 +102,11 @@ INSTANTIATE_TEST_SUITE_P(AllTiles, W4A16Test,
 // kernel at BT 256, variant 8's fallbacks at BT 128 and 32.
 INSTANTIATE_TEST_SUITE_P(PrefillForms, W4A16Test,
                          ::testing::Combine(::testing::Values(32, 128, 256), ::testing::Values(11, 12, 13, 14, 15, 16)));
-// Variant 17 (NOTES.md §18: the default's kernels with the byte-permute dequantisation): kernel 17 at BT 8-32,
-// variant 0 at 64 / 128, kernel 18 (variant 15's prefill kernel) at 256.
+// Variants 17 / 18 (NOTES.md §18; kernel 17 = the decode kernel with the byte-permute dequantisation): kernel 17 at
+// BT 8-32, variant 0 at 64 / 128, at 256 kernel 15 (17, the default) or 18 (15's prefill kernel with the byte
+// permute). (Call 1 of §18 ran these tests with 17 = today's 18.)
 INSTANTIATE_TEST_SUITE_P(PermuteDequant, W4A16Test,
-                         ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Values(17)));
+                         ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Values(17, 18, 19)));
 
 double bf16_bits_value(uint16_t b) {  // as test_moe.cu's (float decode incl. subnormals)
   uint32_t f = static_cast<uint32_t>(b) << 16;
@@ -114,7 +115,7 @@ double bf16_bits_value(uint16_t b) {  // as test_moe.cu's (float decode incl. su
   return v;
 }
 
-// Exact bits (NOTES.md §18): variant 17's dequantisation (dequant_word_p) against the one of variants 0-16
+// Exact bits (NOTES.md §18): kernels 17 / 18's dequantisation (dequant_word_p) against the one of kernels 0-16
 // (dequant_word) on the device, for every byte value 0..255 in every byte of the word (the other bytes random,
 // 8 draws) x 4 scale words each (bytes 1, 2, 64, 118, 124, 127, 128 and random ones in [1, 128], both factor
 // pairings), plus 2^16 random words; and both against the exact value code * 2^(s-127).
@@ -135,18 +136,21 @@ TEST(W4A16Dequant, PermuteFormBitExact) {
       for (int d = 0; d < 8; ++d) add((static_cast<uint32_t>(rng()) & ~(0xFFu << (8 * pos))) | b << (8 * pos));
   for (int i = 0; i < 65536; ++i) add(static_cast<uint32_t>(rng()));
   const int n = static_cast<int>(words.size());
-  DevBuf<uint32_t> dw(n), ds(n), dold(4 * n), dnew(4 * n);
+  DevBuf<uint32_t> dw(n), ds(n), dold(4 * n), dnew(4 * n), dnew2(4 * n);
   dw.upload(words);
   ds.upload(scales);
-  w4a16_dequant_pair(dw.p, ds.p, n, dold.p, dnew.p, 0);
+  w4a16_dequant_pair(dw.p, ds.p, n, dold.p, dnew.p, 0, dnew2.p);
   SS_CUDA(cudaDeviceSynchronize());
-  const auto o = dold.download(), q = dnew.download();
+  const auto o = dold.download(), q = dnew.download(), q2 = dnew2.download();
   long long mism = 0;
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < 4; ++j) {
       if (o[4 * i + j] != q[4 * i + j] && ++mism <= 5)
         ADD_FAILURE() << "word " << std::hex << words[i] << " scales " << scales[i] << " reg " << j << ": old " << o[4 * i + j]
                       << " new " << q[4 * i + j];
+      if (o[4 * i + j] != q2[4 * i + j] && ++mism <= 5)  // kernel 19's form (factor pair)
+        ADD_FAILURE() << "word " << std::hex << words[i] << " scales " << scales[i] << " reg " << j << ": old " << o[4 * i + j]
+                      << " new2 " << q2[4 * i + j];
       const int sb = ((j & 1) ? 2 : 0) + (i & 1);  // scale byte of register j's row
       const int s = (scales[i] >> (8 * sb)) & 0xFF;
       for (int h = 0; h < 2; ++h) {
@@ -157,10 +161,10 @@ TEST(W4A16Dequant, PermuteFormBitExact) {
       }
     }
   EXPECT_EQ(mism, 0);
-  std::printf("w4a16 dequant_word_p vs dequant_word: %d words x 4 registers, %lld mismatches\n", n, mism);
+  std::printf("w4a16 dequant_word_p and _q vs dequant_word: %d words x 4 registers, %lld mismatches\n", n, mism);
 }
 
-// Variant 17's decode kernel (17) at model K with skewed loads (empty groups, 1-row groups, partial tiles,
+// Kernel 17 (the decode kernel with dequant_word_p; variants 17 and 18) at model K with skewed loads (empty groups, 1-row groups, partial tiles,
 // several tiles per group; N cut to bound the CPU reference), BT 8 / 16 / 32.
 TEST(W4A16Decode17, ModelShapesSkewed) {
   SKIP_NO_GPU();
@@ -170,13 +174,14 @@ TEST(W4A16Decode17, ModelShapesSkewed) {
       {16, {16, 1, 0, 13, 40}, 768, 3584},    // K3 w13 K
       {32, {33, 0, 2, 32}, 256, 7168},        // DSV4-Pro w13 K
   };
-  for (const auto& cs : cases) {
-    check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, 17);
-    const int dv = w4a16_variant();
-    w4a16_set_variant(17);
-    EXPECT_EQ(w4a16_kernel_for(cs.bt, cs.K, 1), 17);
-    w4a16_set_variant(dv);
-  }
+  for (int v : {17, 19})  // 19: kernel 19 (kernel 17 with one factor register per scale pair)
+    for (const auto& cs : cases) {
+      check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, v);
+      const int dv = w4a16_variant();
+      w4a16_set_variant(v);
+      EXPECT_EQ(w4a16_kernel_for(cs.bt, cs.K, 1), v);
+      w4a16_set_variant(dv);
+    }
 }
 
 // Variant 8 (prefill kernel at BT 256; BT 128 falls back to variant 0): K3 expert shapes (K3 w2 3584 x 3072; K3 w13's K = 3584 with
@@ -209,7 +214,7 @@ TEST(W4A16Prefill, ProducerWarpAndPairs) {
       {{2 * 256 + 3, 0, 255, 1, 256}, 256, 512}, {{1, 256, 3 * 256 - 1, 0, 2}, 384, 1536},
       {{300, 5}, 256, 128}, {{7, 256, 0}, 128, 256},
   };
-  for (int v : {11, 12, 13, 14, 15, 16, 17})  // 17: kernel 18 (variant 15's kernel, dequant_word_p; NOTES.md §18)
+  for (int v : {11, 12, 13, 14, 15, 16, 18})  // 18: kernel 18 (variant 15's kernel, dequant_word_p; NOTES.md §18)
     for (const auto& cs : cases) check_w4a16(256, cs.counts, cs.N, cs.K, true, v);
 }
 
@@ -301,7 +306,7 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
     w4a16_grouped_gemm(dxp.p, dpool.p, nullptr, d.row_offsets, d.tile_offsets, E, N, K, bt,
                        w4a16_max_tiles(T * k, E, bt), dy.p, 0, xr);
     SS_CUDA(cudaDeviceSynchronize());
-    if (bt == 256) EXPECT_EQ(w4a16_kernel_for(bt, K, xr), variant == 17 ? 18 : variant);  // its own kernel ran
+    if (bt == 256) EXPECT_EQ(w4a16_kernel_for(bt, K, xr), variant == 17 || variant == 19 ? 15 : variant);  // its own kernel ran (17 / 19: 15's)
     w4a16_set_variant(default_variant);
     std::vector<int> pos(T * k);
     SS_CUDA(cudaMemcpy(pos.data(), d.pos, 4 * T * k, cudaMemcpyDeviceToHost));
@@ -324,6 +329,6 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
 }
 // (9 / 10 were removed in 73471e7, where w4a16_set_variant started to throw for them; these two
 // instances had stayed and would fail on a GPU)
-INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17));
+INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17, 18, 19));
 
 }  // namespace

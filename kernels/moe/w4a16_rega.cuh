@@ -210,12 +210,20 @@ __device__ __forceinline__ void decode_stage_mma(const uint8_t* wst, const uint8
     const uint8_t* wb = wst + ks * kWBlockBytes;
     const uint4 q = *reinterpret_cast<const uint4*>(wb + warp * 512 + lane * 16);
     const uint32_t sc = *reinterpret_cast<const uint32_t*>(wb + 4096 + warp * 32 + gq * 4);
-    const uint32_t f00 = scale_factor<0>(sc), f01 = scale_factor<2>(sc);
-    const uint32_t f10 = scale_factor<1>(sc), f11 = scale_factor<3>(sc);
-    dequant_word_t<DQ>(q.x, f00, f01, af[ks][0]);
-    dequant_word_t<DQ>(q.y, f00, f01, af[ks][1]);
-    dequant_word_t<DQ>(q.z, f10, f11, af[ks][2]);
-    dequant_word_t<DQ>(q.w, f10, f11, af[ks][3]);
+    if constexpr (DQ == 2) {  // kernel 19: one factor register per scale pair
+      const uint32_t fp0 = scale_factor_pair<0>(sc), fp1 = scale_factor_pair<1>(sc);
+      dequant_word_q(q.x, fp0, af[ks][0]);
+      dequant_word_q(q.y, fp0, af[ks][1]);
+      dequant_word_q(q.z, fp1, af[ks][2]);
+      dequant_word_q(q.w, fp1, af[ks][3]);
+    } else {
+      const uint32_t f00 = scale_factor<0>(sc), f01 = scale_factor<2>(sc);
+      const uint32_t f10 = scale_factor<1>(sc), f11 = scale_factor<3>(sc);
+      dequant_word_t<DQ>(q.x, f00, f01, af[ks][0]);
+      dequant_word_t<DQ>(q.y, f00, f01, af[ks][1]);
+      dequant_word_t<DQ>(q.z, f10, f11, af[ks][2]);
+      dequant_word_t<DQ>(q.w, f10, f11, af[ks][3]);
+    }
   }
   const uint32_t xlo = static_cast<uint32_t>(desc_sw128(smem_u32(xst)));
   constexpr uint64_t kDescHi = desc_sw128(0) & 0xFFFFFFFF00000000ull;
@@ -251,7 +259,8 @@ __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t by
       : "memory");
 }
 
-/// DQ: the dequantisation (0 = dequant_word, variants 5 / 6; 1 = dequant_word_p, kernel 17).
+/// DQ: the dequantisation (0 = dequant_word, variants 5 / 6; 1 = dequant_word_p, kernel 17; 2 = dequant_word_q with
+/// one factor register per scale pair, kernel 19).
 template <int BT, int KS_, int DQ = 0>
 __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_decode_kernel(const Params p) {
   using C = DCfg<BT, KS_>;
