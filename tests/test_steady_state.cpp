@@ -43,8 +43,11 @@ TEST(SteadyState, WarmupRequestsAreCountedApartAndLeftOutOfEveryFigure) {
   RequestRecord r4;
   r4.id = 4, r4.arrival_s = 19.0, r4.status = RequestStatus::rejected, r4.reason = "x";
   m.on_request(r4);
-  // a prefill step straddling the warm-up: 2 s of its 4 count; a decode step before it: none
-  m.on_step({Phase::prefill, 0, 8.0, 12.0, 1, 100, {}});
+  // a prefill step straddling the warm-up: 2 s of its 4 count, and half of its time splits
+  // (communication 1 s of which 0.4 exposed, host 0.2 s, extrapolated 3 s); a decode step before it: none
+  StepTime straddle;
+  straddle.total_s = 4, straddle.comm_total_s = 1, straddle.comm_s = 0.4, straddle.host_s = 0.2, straddle.extrapolated_s = 3;
+  m.on_step({Phase::prefill, 0, 8.0, 12.0, 1, 100, straddle});
   m.on_step({Phase::decode, 0, 3.0, 4.0, 1, 1, {}});
   // decode KV: 100 GB before the window, 4 GB from 5 s, 8 GB from 15 s: window mean (4·5 + 8·5)/10 = 6
   m.on_memory({Phase::decode, 0, 0.0, 100e9, 100e9});
@@ -62,6 +65,10 @@ TEST(SteadyState, WarmupRequestsAreCountedApartAndLeftOutOfEveryFigure) {
   EXPECT_DOUBLE_EQ(s.ttft_s.p50, 1.0);
   EXPECT_EQ(s.output_tokens, 11 + 4);  // the warm-up request's 11 tokens are not counted
   EXPECT_DOUBLE_EQ(s.prefill_busy_s, 2.0);
+  EXPECT_DOUBLE_EQ(s.comm_total_s, 0.5);
+  EXPECT_DOUBLE_EQ(s.comm_s, 0.2);
+  EXPECT_DOUBLE_EQ(s.host_s, 0.1);
+  EXPECT_DOUBLE_EQ(s.extrapolated_s, 1.5);
   EXPECT_DOUBLE_EQ(s.decode_busy_s, 0.0);
   EXPECT_EQ(s.decode_steps, 0);
   EXPECT_DOUBLE_EQ(s.decode_kv_mean, 6e9);

@@ -2,6 +2,7 @@
 // closed forms, and monotonicity of step times.
 #include "costmodels/comm.hpp"
 #include "costmodels/cost_model.hpp"
+#include "costmodels/scaled.hpp"
 #include "costmodels/step_cost.hpp"
 #include "costmodel_test_helpers.hpp"
 #include "helpers.hpp"
@@ -201,4 +202,39 @@ TEST(StepCost, FinishIsTheSameWhateverWasPricedBefore) {
   const StepTime many_fresh = fresh3.finish(fresh3.attention_part(many, Phase::prefill), Phase::prefill, 5);
   EXPECT_GT(few_first.expert_load, many_fresh.expert_load);
   same(many_after, many_fresh);
+}
+
+// The step's extrapolated seconds (StepTime::extrapolated_s): an op answered `extrapolated` counts
+// the part OpLatency::extrapolated_s says (only its kernels outside the measurements), or the
+// whole op where the model leaves it at -1; ScaledCostModel (capacity's band runs) scales both.
+// tiny-moe, EP 1, one sequence of 1 token: routed experts 1 ms per layer of which 0.25 ms
+// extrapolated; the shared expert 2 ms, all of it extrapolated (-1); 3 MoE layers, nothing else.
+TEST(StepCost, ExtrapolatedSecondsCountThePartTheModelSays) {
+  class Parts final : public CostModel {
+   public:
+    std::string name() const override { return "parts"; }
+    OpLatency latency(const Op& o) const override {
+      if (o.kind == OpKind::moe_experts) return {1e-3, Provenance::extrapolated, 0.25e-3};
+      if (o.kind == OpKind::moe_shared) return {2e-3, Provenance::extrapolated};
+      return {0.0, Provenance::fitted};
+    }
+  };
+  const ModelSpec m = load_model(test::data("tests/data/tiny-moe.json"));
+  InstanceShape s;
+  s.ep = 1;
+  auto inner = std::make_shared<Parts>();
+  const StepCostModel sc(m, inner, FabricParams{}, s, 0.0);
+  const std::vector<std::vector<SeqWork>> one{{{1, 100, true}}};
+  const StepTime t = sc.step(one, Phase::decode);
+  EXPECT_NEAR(t.extrapolated_s, 3 * (0.25e-3 + 2e-3), 1e-15);
+  // at 1.047 (the band's upper end) every part scales with the op
+  const StepCostModel sc2(m, std::make_shared<ScaledCostModel>(inner, 1.047), FabricParams{}, s, 0.0);
+  EXPECT_NEAR(sc2.step(one, Phase::decode).extrapolated_s, 1.047 * 3 * (0.25e-3 + 2e-3), 1e-15);
+  Op o;
+  o.kind = OpKind::moe_experts;
+  const OpLatency l = ScaledCostModel(inner, 0.953).latency(o);
+  EXPECT_NEAR(l.seconds, 0.953e-3, 1e-15);
+  EXPECT_NEAR(l.extrapolated_s, 0.953 * 0.25e-3, 1e-15);
+  o.kind = OpKind::moe_shared;
+  EXPECT_EQ(ScaledCostModel(inner, 0.953).latency(o).extrapolated_s, -1);
 }

@@ -2,32 +2,12 @@
 #include "sim/cli/capacity_runner.hpp"
 
 #include "costmodels/factory.hpp"
+#include "costmodels/scaled.hpp"
 #include "sim/exporters/writers.hpp"
 #include "sim/simulation.hpp"
 #include "workloads/source.hpp"
 
 namespace servesim::cli::cap {
-
-namespace {
-
-// A cost model whose every op latency is the wrapped model's times `factor`: runs at the ends of the
-// fitted model's held-out error (the band). Communication is not a cost-model op and is not scaled.
-class ScaledCostModel final : public CostModel {
- public:
-  ScaledCostModel(std::shared_ptr<const CostModel> inner, double factor) : inner_(std::move(inner)), factor_(factor) {}
-  std::string name() const override { return inner_->name(); }
-  OpLatency latency(const Op& op) const override {
-    OpLatency l = inner_->latency(op);
-    l.seconds *= factor_;
-    return l;
-  }
-
- private:
-  std::shared_ptr<const CostModel> inner_;
-  double factor_;
-};
-
-}  // namespace
 
 // The child: one run, its summary.json written to `file`.
 int simulate_to(const Scenario& s, const DeploymentSpec& d, std::uint64_t seed, double cost_factor, const fs::path& file) {

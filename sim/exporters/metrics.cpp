@@ -27,14 +27,18 @@ void MetricsCollector::on_step(const StepEvent& e) {
   const double dt = e.end_s - std::max(e.start_s, warmup_);
   if (e.role == Phase::prefill) s_.prefill_busy_s += dt, ++s_.prefill_steps;
   else s_.decode_busy_s += dt, ++s_.decode_steps, decode_seq_sum_ += static_cast<double>(e.seqs);
-  s_.comm_s += e.time.comm_s;
-  s_.comm_total_s += e.time.comm_total_s;
-  s_.host_s += e.time.host_s;
+  // a step straddling the end of the warm-up adds its in-window part to the busy time, and the
+  // same part of its time splits (communication, host, extrapolated), so that their shares of the
+  // busy time stay shares of the same seconds
+  const double len = e.end_s - e.start_s, w = len > 0 && dt < len ? dt / len : 1.0;
+  s_.comm_s += w * e.time.comm_s;
+  s_.comm_total_s += w * e.time.comm_total_s;
+  s_.host_s += w * e.time.host_s;
   if (e.role == Phase::prefill)
     s_.prefill_expert_load_sum += e.time.expert_load, s_.prefill_expert_load_max = std::max(s_.prefill_expert_load_max, e.time.expert_load);
   else
     s_.decode_expert_load_sum += e.time.expert_load, s_.decode_expert_load_max = std::max(s_.decode_expert_load_max, e.time.expert_load);
-  s_.extrapolated_s += e.time.extrapolated_s;
+  s_.extrapolated_s += w * e.time.extrapolated_s;
   s_.extrapolated_ops |= e.time.extrapolated_ops;
   if (static_cast<int>(e.time.source) > static_cast<int>(s_.worst_source)) s_.worst_source = e.time.source;
 }
