@@ -86,7 +86,7 @@ std::function<void(int)> v4_setup(const V4Problem& pr, int H, double bytes, std:
   op->alloc(std::max<size_t>(1, mqa_part_floats(*plan, H)));
   lp->alloc(std::max<size_t>(1, mqa_lse_floats(*plan, H)));
   MqaArgs a;
-  a.nq = nq; a.H = H; a.idx_ld = ld; a.sink = sink->p; a.sm_scale = 1.f / std::sqrt(512.f);
+  a.nq = nq; a.H = H; a.idx_ld = ld; a.pool_row_bytes = rowb; a.sm_scale = 1.f / std::sqrt(512.f); a.sink = sink->p;
   a.out = out->p; a.o_part = op->p; a.lse_part = lp->p;
   return [=](int i) {
     MqaArgs b = a;

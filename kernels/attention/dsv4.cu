@@ -13,6 +13,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <string>
 
 namespace servesim::attn {
 
@@ -47,6 +48,9 @@ void v4_compress(const CompressorArgs& a, int ratio, int head_dim, cudaStream_t 
   if (a.n <= 0) return;
   if (!a.kv || !a.score || !a.ape || !a.norm_w || !a.entries || !a.out)
     throw std::invalid_argument("v4_compress: null pointer");
+  if (head_dim == 512 && (a.out_row_bytes < kV4RowBytes || a.out_row_bytes % 8 != 0))
+    throw std::invalid_argument("v4_compress: out_row_bytes must be >= 584 (kV4RowBytes) and a multiple of 8 (got " +
+                                std::to_string(a.out_row_bytes) + ")");
   if (ratio == 4 && head_dim == 512) {
     compressor_kernel<512, 4, false><<<a.n, 128, 0, s>>>(a);
   } else if (ratio == 128 && head_dim == 512) {
@@ -312,6 +316,15 @@ void v4ws_check_settings(bool pair, bool f16, bool qe, bool cd, int dbg, int reg
 void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   if (!a.pool || !a.indices || !a.q || !a.out) throw std::invalid_argument("v4_attn_ws: q, pool, indices and out are required");
   if (a.H % 64 != 0) throw std::invalid_argument("v4_attn_ws: H must be a multiple of 64");
+  {  // the caller's pool stride (MqaArgs::pool_row_bytes, 0 = 584) against the form's (host check, no CUDA call)
+    const int want = v4ws_form(a.H, a.idx_ld).v16 ? kV4RowBytes16 : kV4RowBytes;
+    const int got = a.pool_row_bytes != 0 ? a.pool_row_bytes : kV4RowBytes;
+    if (got != want)
+      throw std::invalid_argument("v4_attn_ws: the pool's rows are " + std::to_string(got) + " B (MqaArgs::pool_row_bytes = " +
+                                  std::to_string(a.pool_row_bytes) + (a.pool_row_bytes ? "" : ", not stated: read as 584") +
+                                  ") but this form (" + (want == kV4RowBytes16 ? "V16" : "8-B gathers") + ") reads " +
+                                  std::to_string(want) + "-B rows (v4_attn_pool_row_bytes): store the pool at that stride and state it");
+  }
   if (plan.n_slots > 0 && (!a.o_part || !a.lse_part)) throw std::invalid_argument("v4_attn_ws: split plan needs o_part/lse_part");
   if (plan.nq != a.nq) throw std::invalid_argument("v4_attn_ws: plan built for another query count");
   const int dbg = v4ws_exp_env().dbg, reg = v4ws_exp_env().reg, fence = v4ws_exp_env().fence;

@@ -9,7 +9,8 @@
 // and its position entries[e].y >= R, the R rows before (first half): per channel softmax over
 // (score + ape) of those rows, weighted sum of kv; then RMSNorm(D) * norm_w, RoPE (GPT-J
 // interleaved, theta 160000) on the last 64 dims at the entry's position, then
-//   D = 512: FP8 row of 584 B (attn_common.cuh) with UE8M0 scales 2^ceil(log2(amax/448)) per 64;
+//   D = 512: FP8 row of 584 B (attn_common.cuh) with UE8M0 scales 2^ceil(log2(amax/448)) per 64, stored
+//            at a stride of CompressorArgs::out_row_bytes (584 by default; 592 for the V16 attention form);
 //   D = 128: 128-point Walsh-Hadamard rotation (/sqrt(128)), E4M3 with one fp32 scale amax/448.
 //
 // Indexer: logits[i, j] = sum_h w[i, h] * ReLU(s_j * q[i, h, :] . k[j, :]) for j < key_len[i]
@@ -29,8 +30,13 @@ struct CompressorArgs {
   const float* norm_w = nullptr;
   const int2* entries = nullptr;  // [n] (first row of the entry's own group, position of that row)
   int n = 0;
-  uint8_t* out = nullptr;    // D=512: [n, 584]; D=128: [n, 128] E4M3
+  uint8_t* out = nullptr;    // D=512: [n, out_row_bytes]; D=128: [n, 128] E4M3
   float* out_scale = nullptr;  // D=128: [n]
+  // D=512 only: bytes between consecutive output rows (the KV pool's row stride), >= 584 and a multiple of
+  // 8 (std::invalid_argument otherwise). Each row is the 584-B row of attn_common.cuh (byte 583 = 0), the
+  // bytes 584..out_row_bytes-1 are written 0. Default 584 (kV4RowBytes). A pool that v4_attn reads states
+  // v4_attn_pool_row_bytes(H, idx_ld) here (592 under the default V16 form) and in MqaArgs::pool_row_bytes.
+  int out_row_bytes = kV4RowBytes;
   float rope_theta = 160000.f;
   float eps = 1e-6f;
 };
@@ -151,6 +157,17 @@ void v4_attn_ws_set_v16(int v16);
 bool v4_attn_ws_uses_v16();
 /// Bytes per pool row that v4_attn expects at H heads and idx_ld: kV4RowBytes16 where it runs the
 /// warp-specialised kernel's V16 form (variant 3, F16 + QE + CD, v16 on), kV4RowBytes (584) everywhere else.
+/// Depends on the current settings (variant, V4WS_* / set_*): ask after setting them, before allocating.
+///
+/// Pool-stride contract (seventeenth session, helper v4g). Units: bytes between the starts of consecutive
+/// pool rows. The caller allocates the pool at v4_attn_pool_row_bytes(H, idx_ld) bytes per row, states that
+/// value in MqaArgs::pool_row_bytes (0 = not stated, read as 584) and, where the compressor writes the pool,
+/// in CompressorArgs::out_row_bytes (default 584; its rows at 592 equal its 584-B rows in bytes 0..583, bytes
+/// 584..591 are 0). v4_attn and v4_attn_ws throw std::invalid_argument naming both sizes when the stated
+/// stride differs from the one the chosen form reads (checked on the host before any CUDA call; an
+/// unchecked mismatch would read every row but the first at the wrong offset, and the V16 form would read
+/// 8 bytes past a 584-B pool's last row). v4_compress throws when out_row_bytes < 584 or % 8 != 0. Not
+/// checked (the caller's): that the allocation holds max index + 1 rows of that stride.
 int v4_attn_pool_row_bytes(int H, int idx_ld);
 
 }  // namespace servesim::attn

@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(128) compressor_kernel(CompressorArgs a) {
     float amax = fmaxf(fmaxf(fabsf(x[0]), fabsf(x[1])), fmaxf(fabsf(x[2]), fabsf(x[3])));
 #pragma unroll
     for (int o = 1; o < 16; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    uint8_t* row = a.out + static_cast<size_t>(e) * kV4RowBytes;
+    uint8_t* row = a.out + static_cast<size_t>(e) * a.out_row_bytes;  // the caller's stride (>= 584, % 8 == 0)
     if (c0 < kV4Nope) {
       const float v = fmaxf(amax, 1e-4f) / 448.f;
       const uint32_t bits = __float_as_uint(v);
@@ -130,7 +130,10 @@ __global__ void __launch_bounds__(128) compressor_kernel(CompressorArgs a) {
         for (int k = 0; k < 4; ++k) packed |= static_cast<uint32_t>(to_e4m3(x[k] * inv)) << (8 * k);
         *reinterpret_cast<uint32_t*>(row + c0) = packed;
         if ((sub & 15) == 0) row[kV4Nope + 2 * kV4Rope + c0 / 64] = static_cast<uint8_t>(e2 + 127);
-        if (sub == 0) row[kV4RowBytes - 1] = 0;
+        if (sub == 0) {  // pad: byte 583 and the stride's bytes past the 584-B row (8 more at 592) are 0
+          row[kV4RowBytes - 1] = 0;
+          for (int b = kV4RowBytes; b < a.out_row_bytes; b += 8) *reinterpret_cast<uint2*>(row + b) = make_uint2(0u, 0u);
+        }
       }
     } else if (valid) {
       uint2 u;

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <numeric>
+#include <string>
 #include <type_traits>
 
 namespace servesim::attn {
@@ -243,6 +244,19 @@ bool v4_attn_uses_wgmma(int H) { return v4_attn_effective(H) != 1; }
 
 void v4_attn(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   if (!a.pool || !a.indices) throw std::invalid_argument("v4_attn: pool and indices required");
+  // The pool's row stride is the caller's (MqaArgs::pool_row_bytes, 0 = 584); the kernel chosen below reads
+  // v4_attn_pool_row_bytes(H, idx_ld) bytes per row: a mismatch would read wrong bytes silently (host check,
+  // before any CUDA call).
+  {
+    const int want = v4_attn_pool_row_bytes(a.H, a.idx_ld);
+    const int got = a.pool_row_bytes != 0 ? a.pool_row_bytes : kV4RowBytes;
+    if (got != want)
+      throw std::invalid_argument("v4_attn: the pool's rows are " + std::to_string(got) + " B (MqaArgs::pool_row_bytes = " +
+                                  std::to_string(a.pool_row_bytes) + (a.pool_row_bytes ? "" : ", not stated: read as 584") +
+                                  ") but the kernel form for H=" + std::to_string(a.H) + ", idx_ld=" + std::to_string(a.idx_ld) +
+                                  " (" + v4_attn_config(a.H) + ") reads " + std::to_string(want) +
+                                  "-B rows (v4_attn_pool_row_bytes): store the pool at that stride and state it");
+  }
   if (v4_attn_effective(a.H) == 3) {
     v4_attn_ws(a, plan, s);
     return;

@@ -47,7 +47,12 @@ struct MqaArgs {
   int max_pages = 0, page_size = 64;
   long cache_pages = 0;              // pages in `cache` (bounds of the TMA view; 0 = not given)
   // V4 FP8 row pool
-  const uint8_t* pool = nullptr;  // [rows, 584]
+  const uint8_t* pool = nullptr;  // [rows, pool_row_bytes]: the 584-B row of attn_common.cuh at that stride
+  // Bytes per pool row (the row stride) as the caller allocated it: it must equal
+  // v4_attn_pool_row_bytes(H, idx_ld) (dsv4.cuh: 592 where the V16 form runs, else 584), else v4_attn /
+  // v4_attn_ws throw std::invalid_argument naming both sizes before any CUDA call. 0 = not stated: read
+  // as 584 (kV4RowBytes), so a caller that predates the field and the V16 default fails loudly.
+  int pool_row_bytes = 0;
   const int* indices = nullptr;   // [nq, idx_ld], -1 = no row
   int idx_ld = 0;
   const float* sink = nullptr;  // [H] natural-log sink logits, or null
