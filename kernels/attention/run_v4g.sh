@@ -2,17 +2,19 @@
 # Issue 12, seventeenth session (helper v4g): the V4 pool-stride contract (MqaArgs::pool_row_bytes,
 # CompressorArgs::out_row_bytes). `bash kernels/attention/run_v4g.sh carry` (here, after building test_mqa,
 # test_dsv4 and bench_attn in build-v4g) copies the binaries to the ignored build-carry/v4g; without an argument
-# (device call, carry build-carry/v4g) it runs, under a global time guard GUARD (default 175 s; each phase starts
+# (device call, carry build-carry/v4g) it runs, under a global time guard GUARD (default 105 s; each phase starts
 # only with room left and its timeout is clipped to what is left), in this order:
 #   1. test_mqa NEW_FILTER (the new tests) and test_dsv4 V4Compressor.* (the compressor at its default 584 B);
 #   2. compute-sanitizer memcheck, then synccheck, of SAN_FILTER (the unsplit V16 + default-epilogue test and
 #      the compressor -> attention pipeline);
-#   3. test_mqa OLD_FILTER (the V4Attn tests of v4f's call 2) under the defaults.
-# Logs: $OUT/run.log (summary) and $OUT/{new,dsv4,memcheck,synccheck,old}.log. No benchmarks.
+#   3. test_mqa OLD_FILTER, then OLD2_FILTER (the V4Attn tests of v4f's call 2; the two long ones last) under the
+#      defaults.
+# Logs: $OUT/run.log (summary) and $OUT/{new,dsv4,memcheck,synccheck,old,old2}.log. No benchmarks.
 set -uo pipefail
 if [ "${1:-}" = carry ]; then
   mkdir -p build-carry/v4g
-  cp build-v4g/kernels/attention/test_mqa build-v4g/kernels/attention/test_dsv4 build-v4g/kernels/attention/bench_attn build-carry/v4g/
+  # bench_attn stays in build-v4g: with it the tree + carry exceed the call's 64 MiB (this call runs no benchmark)
+  cp build-v4g/kernels/attention/test_mqa build-v4g/kernels/attention/test_dsv4 build-carry/v4g/
   git rev-parse --short HEAD > build-carry/v4g/COMMIT
   ls -la build-carry/v4g
   exit 0
@@ -22,9 +24,10 @@ OUT=${OUT:-/tmp/out-v4g}
 mkdir -p "$OUT"
 NEW_FILTER=${NEW_FILTER:-'V4Attn.PoolRowBytesMismatchThrows:V4Attn.PoolRowBytesFollowTheForm:V4Attn.StagedEpilogueDefaultIsUnsplitLaunchesOnly:V4Attn.V16StagedEpilogueUnsplitDefault:V4Attn.V16StagedEpilogueUnsplitDefaultLong:V4Attn.CompressorToAttentionPipeline'}
 SAN_FILTER=${SAN_FILTER:-'V4Attn.V16StagedEpilogueUnsplitDefault:V4Attn.CompressorToAttentionPipeline'}
-OLD_FILTER=${OLD_FILTER:-'V4Attn.ProHeadsSparseWithSink:V4Attn.FlashHeadsSplitWithSink:V4Attn.WarpSpecialized:V4Attn.WarpSpecializedEarlyQ:V4Attn.WarpSpecializedStagedEpilogue:V4Attn.NoSink'}
+OLD_FILTER=${OLD_FILTER:-'V4Attn.ProHeadsSparseWithSink:V4Attn.FlashHeadsSplitWithSink:V4Attn.WarpSpecializedStagedEpilogue:V4Attn.NoSink'}
+OLD2_FILTER=${OLD2_FILTER:-'V4Attn.WarpSpecialized:V4Attn.WarpSpecializedEarlyQ'}
 T0=$(date +%s)
-GUARD=${GUARD:-175}
+GUARD=${GUARD:-105}
 el() { echo "after $(( $(date +%s) - T0 )) s"; }
 left() { echo $(( GUARD - ($(date +%s) - T0) )); }
 tl() { local l; l=$(left); [ "$l" -lt "$1" ] && echo $(( l > 1 ? l : 1 )) || echo "$1"; }
@@ -48,10 +51,13 @@ summary() { grep -E '^\[ *(PASSED|FAILED|  OK|  SKIPPED) |ERROR SUMMARY' "$1" | 
       grep -E -A5 "Invalid|out of bounds|Illegal|illegal|hazard|Barrier|barrier" "$OUT/$tool.log" | head -20
     fi
   done
-  if room 30 "test_mqa OLD"; then
-    timeout $(tl 120) "$BIN/test_mqa" --gtest_filter="$OLD_FILTER" > "$OUT/old.log" 2>&1; RC=$?; [ $RC = 0 ] || OK=0
-    echo "test_mqa OLD exit $RC $(el): $(summary "$OUT/old.log")"
-    grep -E "attn-test\] v4_attn out|Failure|FAILED" "$OUT/old.log" | sed 's/\[attn-test\] *//; s/wgmma_ws_m64_tn64//; s/bound=1.0e-02//' | head -80
-  fi
+  for ph in old old2; do
+    f=$OLD_FILTER; [ $ph = old2 ] && f=$OLD2_FILTER
+    if room 10 "test_mqa $ph"; then
+      timeout $(tl 120) "$BIN/test_mqa" --gtest_filter="$f" > "$OUT/$ph.log" 2>&1; RC=$?; [ $RC = 0 ] || OK=0
+      echo "test_mqa $ph $f exit $RC $(el): $(summary "$OUT/$ph.log")"
+      grep -E "attn-test\] v4_attn out|Failure|FAILED" "$OUT/$ph.log" | sed 's/\[attn-test\] *//; s/wgmma_ws_m64_tn64//; s/bound=1.0e-02//' | head -80
+    fi
+  done
   echo "tests ok: $OK $(el)"
 } 2>&1 | tee "$OUT/run.log"

@@ -42,7 +42,7 @@ for name in only:
             f"warp-specialised kernel with 16-B producer gathers from 592-B pool rows (V4WS_V16, the new default: "
             f"the 584-B row at a 16-B aligned stride, 2 copy instructions per lane and row instead of 3); they "
             f"replaced the rows at the same shapes ({span}); {added} swept points with no row here were not added "
-            f"(kernels/attention/results/v4f/tables.tar.gz has every swept row)")
+            f"(kernels/attention/results/v4f/call1/tables.tar.gz has every swept row)")
     old["merged_rows_note"] = (old.get("merged_rows_note", "") + "; " + note).lstrip("; ")
     with open(path, "w") as f:
         json.dump(old, f, indent=1)
