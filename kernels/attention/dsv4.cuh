@@ -159,7 +159,7 @@ bool v4_attn_ws_uses_v16();
 /// warp-specialised kernel's V16 form (variant 3, F16 + QE + CD, v16 on), kV4RowBytes (584) everywhere else.
 /// Depends on the current settings (variant, V4WS_* / set_*): ask after setting them, before allocating.
 ///
-/// Pool-stride contract (seventeenth session, helper v4g). Units: bytes between the starts of consecutive
+/// Pool-stride contract (sixteenth session, helper v4g). Units: bytes between the starts of consecutive
 /// pool rows. The caller allocates the pool at v4_attn_pool_row_bytes(H, idx_ld) bytes per row, states that
 /// value in MqaArgs::pool_row_bytes (0 = not stated, read as 584) and, where the compressor writes the pool,
 /// in CompressorArgs::out_row_bytes (default 584; its rows at 592 equal its 584-B rows in bytes 0..583, bytes

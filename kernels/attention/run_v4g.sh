@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12, seventeenth session (helper v4g): the V4 pool-stride contract (MqaArgs::pool_row_bytes,
+# Issue 12, sixteenth session (helper v4g): the V4 pool-stride contract (MqaArgs::pool_row_bytes,
 # CompressorArgs::out_row_bytes). `bash kernels/attention/run_v4g.sh carry` (here, after building test_mqa,
 # test_dsv4 and bench_attn in build-v4g) copies the binaries to the ignored build-carry/v4g; without an argument
 # (device call, carry build-carry/v4g) it runs, under a global time guard GUARD (default 105 s; each phase starts

@@ -1,7 +1,7 @@
 // V4 sparse attention (v4_attn / v4_attn_ws; issue 3, issue 12): CSA / HCA / window attention over FP8 pool
 // rows gathered by index, with attention sink, against double-precision softmax attention on the same
 // dequantised rows (NaN-poisoned outputs). Compiled into test_mqa (CMakeLists.txt; moved out of test_mqa.cu in
-// the seventeenth session); the helpers are in v4_attn_case.cuh, the pool-stride tests in test_v4_pool.cu.
+// the sixteenth session); the helpers are in v4_attn_case.cuh, the pool-stride tests in test_v4_pool.cu.
 #include "attention/tests/v4_attn_case.cuh"
 
 using namespace servesim::attn;

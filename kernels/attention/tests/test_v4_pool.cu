@@ -1,4 +1,4 @@
-// V4 attention pool stride (seventeenth session, helper v4g): the contract of MqaArgs::pool_row_bytes /
+// V4 attention pool stride (sixteenth session, helper v4g): the contract of MqaArgs::pool_row_bytes /
 // CompressorArgs::out_row_bytes (dsv4.cuh): mismatches throw (host only), the default V16 form with the
 // default staged epilogue on unsplit launches, and the compressor -> attention pipeline at the stride v4_attn
 // reads. Compiled into test_mqa (CMakeLists.txt).
@@ -11,7 +11,7 @@ using namespace servesim::attn;
 using namespace servesim::attn::test;
 
 namespace {
-// Compressor -> attention (seventeenth session, helper v4g): v4_compress writes a pool of CSA (ratio 4,
+// Compressor -> attention (sixteenth session, helper v4g): v4_compress writes a pool of CSA (ratio 4,
 // overlapping groups) entries then HCA (ratio 128) entries at the row stride that v4_attn reads under the
 // current settings (CompressorArgs::out_row_bytes = v4_attn_pool_row_bytes(H, ld)), and once more at 584 B.
 // Checks: the strided rows equal the 584-B rows in bytes 0..583 and are 0 in bytes 584..stride-1 (so the
@@ -151,7 +151,7 @@ TEST(V4Attn, PoolRowBytesMismatchThrows) {
   }
   v4_defaults();
 }
-// V16 with the DEFAULT epilogue rule on unsplit launches (seventeenth session, helper v4g): every setting at
+// V16 with the DEFAULT epilogue rule on unsplit launches (sixteenth session, helper v4g): every setting at
 // its default, so v4_attn runs the F16 + QE + CD + V16 form with the staged epilogue wherever the plan splits
 // no query. Asserted per case: the pool stride is 592, the plan has no split slot, and the staged epilogue ran.
 // Lists of <= 256 rows (mla_decode_plan never splits them: >= 4 tiles per item), 140 queries (more than one
