@@ -44,8 +44,11 @@ V4Check pipeline_case(int H, const std::vector<int>& nrows, bool with_sink, int 
   DevBuf<uint8_t> p584(static_cast<size_t>(n) * kV4RowBytes), pst(static_cast<size_t>(n) * rowb);
   SS_CUDA(cudaMemset(p584.p, 0x7F, p584.bytes()));  // 0x7F = E4M3 NaN: unwritten bytes show
   SS_CUDA(cudaMemset(pst.p, 0x7F, pst.bytes()));
-  for (int stride : {kV4RowBytes, rowb}) {
-    uint8_t* out = stride == kV4RowBytes ? p584.p : pst.p;
+  // first the 584-B pool, then the strided one (by position: with V16 off both strides are 584 and the
+  // strided pool must still be written; a choice by stride wrote p584 twice, found on the GPU)
+  for (int k = 0; k < 2; ++k) {
+    const int stride = k == 0 ? kV4RowBytes : rowb;
+    uint8_t* out = k == 0 ? p584.p : pst.p;
     CompressorArgs c;
     c.kv = kv4.p; c.score = sc4.p; c.ape = ape4.p; c.norm_w = nw.p; c.entries = de4.p; c.n = n4;
     c.out = out; c.out_row_bytes = stride;
