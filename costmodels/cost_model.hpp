@@ -93,6 +93,12 @@ struct OpLatency {
   double seconds = 0;
   Provenance source = Provenance::roofline;
   double extrapolated_s = -1;
+  /// Seconds of this op answered outside the measurements: 0 unless `extrapolated`; then
+  /// extrapolated_s (at most seconds), or all of seconds where it was left at -1.
+  double outside_s() const {
+    if (source != Provenance::extrapolated) return 0.0;
+    return extrapolated_s >= 0 ? (extrapolated_s < seconds ? extrapolated_s : seconds) : seconds;
+  }
 };
 
 /// Latency of one op on the GPU the model was built for. Implementations are pure (no simulation

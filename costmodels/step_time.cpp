@@ -29,8 +29,7 @@ double StepCostModel::sum_ops(const std::vector<Op>& ops, StepTime& st, double& 
     const OpLatency l = cost_->latency(o);
     s += l.seconds;
     st.source = worse(st.source, l.source);
-    if (l.source == Provenance::extrapolated)
-      extra += l.extrapolated_s >= 0 ? std::min(l.extrapolated_s, l.seconds) : l.seconds, st.extrapolated_ops |= 1u << static_cast<unsigned>(o.kind);
+    if (l.source == Provenance::extrapolated) extra += l.outside_s(), st.extrapolated_ops |= 1u << static_cast<unsigned>(o.kind);
   }
   return s;
 }

@@ -24,8 +24,8 @@ void print_step_ops(const StepCostModel& m, const std::vector<SeqWork>& rank, Ph
       // an op of several kernels of which only some were answered outside the measurements:
       // the share of its time those take
       std::string answered(to_string(l.source));
-      if (l.source == Provenance::extrapolated && l.extrapolated_s >= 0 && l.extrapolated_s < l.seconds * (1 - 1e-9))
-        answered += fmt::format(" ({:.0f}% of its time)", l.seconds > 0 ? 100 * l.extrapolated_s / l.seconds : 0.0);
+      if (l.source == Provenance::extrapolated && l.outside_s() < l.seconds * (1 - 1e-9))
+        answered += fmt::format(" ({:.0f}% of its time)", 100 * l.outside_s() / l.seconds);
       fmt::print("  {:<22}{:<18}{:>7}{:>14.1f}{:>14.3f}{:>8.1f}%  {}\n", kind, std::string(to_string(o.kind)), layers, l.seconds * 1e6,
                  layers * l.seconds * 1e3, 100 * layers * l.seconds / step_s, answered);
     }
