@@ -211,6 +211,36 @@ TEST(V4Attn, WarpSpecialized16BGatherLong) {
   v4_case(128, {1152, 1152, 1152, 1152}, 0, true, 3);
   v16_forms(false);
 }
+// P V in two halves with double-buffered P / alpha (V4WS_PS, seventeenth session, helper v4h) on the V16 form:
+// the cases of WarpSpecialized16BGather (both epilogues; split lists, whole masked tiles, 1-row lists, lists
+// of an odd and an even tile count, H = 64 / 128 / 256) and, in the Long test, 20000 / 8320-row lists.
+TEST(V4Attn, SplitPV) {
+  SKIP_WITHOUT_GPU();
+  v16_forms(true);
+  v4_attn_ws_set_ps(1);
+  ASSERT_TRUE(v4_attn_ws_uses_ps());
+  for (int ep : {-1, 0}) {
+    v4_attn_ws_set_ep(ep);
+    v4_case(128, {1152, 300, 65, 1}, 0, true, 3);
+    v4_case(64, {640, 3000, 128, 1}, 256, true, 4);
+    v4_case(128, {77, 191, 192, 193}, 128, false, 4);
+    v4_case(256, {256, 129, 65}, 128, true, 4);
+    v4_case(64, {500, 33}, 0, false, 3);
+  }
+  v4_attn_ws_set_ep(-1);
+  v4_attn_ws_set_ps(-1);
+  v16_forms(false);
+}
+TEST(V4Attn, SplitPVLong) {
+  SKIP_WITHOUT_GPU();
+  v16_forms(true);
+  v4_attn_ws_set_ps(1);
+  v4_case(64, {20000}, 0, true, 3);
+  v4_case(128, {8320, 64, 1}, 0, false, 3);
+  v4_case(128, {1152, 1152, 1152, 1152}, 0, true, 6);
+  v4_attn_ws_set_ps(-1);
+  v16_forms(false);
+}
 // The pool-row rule (host only): 592 only where v4_attn runs the warp-specialised V16 form.
 TEST(V4Attn, PoolRowBytesFollowTheForm) {
   v4_attn_ws_set_v16(-1);  // the default since the sixteenth session: V16 where the F16 + QE + CD form runs
