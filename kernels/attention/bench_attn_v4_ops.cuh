@@ -153,7 +153,8 @@ void bench_topk() {
         if (1.0 * N * (P + N) / 4 * 4 <= 8e9) pts.push_back({static_cast<int>(N), P, k, false});
   }
   std::stable_sort(pts.begin(), pts.end(), [](const Pt& a, const Pt& b) { return 1.0 * a.rows * a.L < 1.0 * b.rows * b.L; });
-  if (const char* only = std::getenv("TOPK_POINTS")) {  // "B:L:K,..." decode points only (ncu runs)
+  if (const char* v = std::getenv("TOPK_VARIANT")) v4_set_variants(0, std::atoi(v));  // comparisons (v4_set_variants)
+  if (const char* only = std::getenv("TOPK_POINTS")) {  // "B:L:K,..." decode points only (ncu, comparisons)
     std::vector<Pt> keep;
     std::stringstream ss(only);
     std::string tok;
@@ -192,8 +193,7 @@ void bench_topk() {
       return std::function<void(int)>([=](int i) {
         v4_topk((*lg)[i % lg->size()].p, static_cast<int>(ld), dl->p, p.rows, p.k, idx->p, 0, mx);
       });
-    }, std::make_shared<json>(json{{"kernel", v4_topk_uses_cluster(p.rows, *std::max_element(len.begin(), len.end()))
-                                                   ? "radix_cluster_smem" : "radix_1cta"}}));
+    }, std::make_shared<json>(json{{"kernel", v4_topk_kernel_name(p.rows, *std::max_element(len.begin(), len.end()), p.k)}}));
     lg->clear();
   }
   r.finish();

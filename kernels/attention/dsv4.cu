@@ -11,6 +11,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <climits>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -82,7 +83,10 @@ void v4_set_variants(int indexer_variant, int topk_variant) {
   g_topk_variant = topk_variant;
 }
 const char* v4_indexer_variant_name() { return g_indexer_variant == 1 ? "mma_sync_v2" : "wgmma_fp8_tma"; }
-const char* v4_topk_variant_name() { return g_topk_variant == 1 ? "radix_1cta" : g_topk_variant == 2 ? "radix_cluster_smem" : "radix_1cta_or_cluster"; }
+const char* v4_topk_variant_name() {
+  static const char* names[] = {"threshold_filter_default", "radix_1cta", "radix_cluster_smem", "radix_1cta_or_cluster", "threshold_filter"};
+  return g_topk_variant >= 0 && g_topk_variant <= 4 ? names[g_topk_variant] : "?";
+}
 
 int v4_indexer_chunk(int nq, int max_len) {
   // Tiles per CTA: enough CTAs for ~4 per SM over the whole problem, 2..64 tiles each.
@@ -123,17 +127,63 @@ int v4_topk_cluster_size(int nq, int n) {
 }
 
 bool v4_topk_uses_cluster(int nq, int max_len) {
-  if (max_len <= 0 || g_topk_variant == 1 || v4_topk_cluster_size(nq, max_len) == 0) return false;
+  if (max_len <= 0 || g_topk_variant == 1 || g_topk_variant == 0 || g_topk_variant == 4 || v4_topk_cluster_size(nq, max_len) == 0)
+    return false;
   return g_topk_variant == 2 || (nq <= 16 && max_len >= 98304) || (nq >= 256 && max_len <= 12288);
+}
+
+int v4_topk_filter_cluster(int nq, int max_len) {
+  int cs = 1;
+  if (max_len <= 0) return 1;
+  // more CTAs per row while fewer than 2 CTAs per SM would run and each chunk keeps >= 16384 logits
+  while (cs < 8 && static_cast<long>(nq) * cs < 2L * sm_count() && (max_len + 2 * cs - 1) / (2 * cs) >= 16384) cs *= 2;
+  return cs;
+}
+
+bool v4_topk_uses_filter(int nq, int max_len, int topk) {
+  (void)nq;
+  (void)max_len;
+  return (g_topk_variant == 0 || g_topk_variant == 4) && topk <= 2048;
+}
+
+const char* v4_topk_kernel_name(int nq, int max_len, int topk) {
+  return v4_topk_uses_filter(nq, max_len, topk) ? "threshold_filter"
+         : v4_topk_uses_cluster(nq, max_len)   ? "radix_cluster_smem"
+                                               : "radix_1cta";
 }
 
 void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int* idx, cudaStream_t s, int max_len) {
   if (nq <= 0) return;
   if (topk <= 0) throw std::invalid_argument("v4_topk: topk must be positive");
+  if (v4_topk_uses_filter(nq, max_len, topk)) {
+    static bool fattr = false;
+    if (!fattr) {
+      SS_CUDA(cudaFuncSetAttribute(topk_filter_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, tkf::kSmem));
+      SS_CUDA(cudaFuncSetAttribute(topk_filter_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+      fattr = true;
+    }
+    const int fcs = v4_topk_filter_cluster(nq, max_len);
+    const int chunk = fcs == 1 ? INT_MAX : ((max_len + fcs - 1) / fcs + 3) & ~3;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(fcs, nq);
+    cfg.blockDim = dim3(tkf::T);
+    cfg.dynamicSmemBytes = tkf::kSmem;
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = fcs;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    SS_CUDA(cudaLaunchKernelEx(&cfg, topk_filter_kernel, logits, ld, len, topk, idx, chunk));
+    SS_LAUNCH_CHECK();
+    return;
+  }
   const int cs = max_len > 0 ? v4_topk_cluster_size(nq, max_len) : 0;
-  // (v4_topk_uses_cluster) Variant 0 runs the cluster kernel only where it measured faster than the one-CTA kernel (call 9
-  // sweep: batches <= 16 with rows >= 98304 logits, 1.3-2.5x; batches >= 256 with rows <= 12288,
-  // 1.1-1.4x); elsewhere it was 0.4-0.9x. Variant 2 always runs it (tests).
+  // (v4_topk_uses_cluster) Variant 3 (the default before the seventeenth session) runs the cluster kernel only where
+  // it measured faster than the one-CTA kernel (call 9 sweep: batches <= 16 with rows >= 98304 logits, 1.3-2.5x;
+  // batches >= 256 with rows <= 12288, 1.1-1.4x); elsewhere it was 0.4-0.9x. Variant 2 always runs it (tests).
   if (!v4_topk_uses_cluster(nq, max_len)) {
     topk_kernel<<<nq, TKT, 0, s>>>(logits, ld, len, topk, idx);
     SS_LAUNCH_CHECK();

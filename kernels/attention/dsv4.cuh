@@ -60,16 +60,28 @@ struct IndexerArgs {
 void v4_indexer_logits(const IndexerArgs& a, cudaStream_t s = 0);
 int v4_indexer_chunk(int nq, int max_len);
 
-/// idx [nq, topk] int32 from logits [nq, ld] with row lengths len [nq] (each <= max_len).
-/// With max_len > 0 (<= 8 x 32768) the cluster kernel may run: one device-memory read per row through
-/// a cluster of v4_topk_cluster_size CTAs holding the row in shared memory (see v4_set_variants).
+/// idx [nq, topk] int32 from logits [nq, ld] fp32 with row lengths len [nq] (each <= max_len, <= ld): the positions
+/// of the topk largest logits of each row, unordered (ties: any of the equal keys); rows with len <= topk get
+/// 0..len-1 then -1. Default (seventeenth session), topk <= 2048: the one-read threshold filter
+/// (topk_filter_kernel, dsv4_topk_filter.cuh: a cluster of v4_topk_filter_cluster CTAs per row, a sample-chosen
+/// threshold, candidates in shared memory, exact select over them; falls back to an exact select over the row).
+/// topk > 2048, or variants 1-3: the radix kernels below. max_len = 0 (unknown) runs one CTA per row.
+/// Throws std::invalid_argument when topk <= 0; CUDA errors as std::runtime_error (SS_CUDA).
 void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int* idx, cudaStream_t s = 0, int max_len = 0);
+/// CTAs per row (1..8) of the v4 radix cluster kernel (variant 2/3), 0 when max_len > 8 x 32768.
 int v4_topk_cluster_size(int nq, int max_len);
 bool v4_topk_uses_cluster(int nq, int max_len);
+/// CTAs per row (1, 2, 4, 8) of the threshold filter, and whether v4_topk runs it for this shape.
+int v4_topk_filter_cluster(int nq, int max_len);
+bool v4_topk_uses_filter(int nq, int max_len, int topk);
+/// The kernel v4_topk runs for a shape: "threshold_filter", "radix_cluster_smem" or "radix_1cta".
+const char* v4_topk_kernel_name(int nq, int max_len, int topk);
 
-/// Kernel choice (bench, tests): indexer 0 = wgmma (default), 1 = the issue-3 kernel; top-k 0 =
-/// the cluster kernel where it measured faster, else the issue-3 one-CTA kernel (default), 1 = always
-/// the one-CTA kernel, 2 = always the cluster kernel (where max_len allows).
+/// Kernel choice (bench, tests): indexer 0 = wgmma (default), 1 = the issue-3 kernel; top-k 0 = the threshold
+/// filter for topk <= 2048, else the one-CTA radix kernel (default); 1 = always the one-CTA radix kernel;
+/// 2 = always the radix cluster kernel (where max_len allows); 3 = the default before the seventeenth session
+/// (cluster kernel for batch <= 16 x rows >= 98304 and batch >= 256 x rows <= 12288, else one-CTA);
+/// 4 = the threshold filter (topk <= 2048; as 0).
 void v4_set_variants(int indexer_variant, int topk_variant);
 const char* v4_indexer_variant_name();
 const char* v4_topk_variant_name();

@@ -285,3 +285,6 @@ __global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restri
 
 }  // namespace
 }  // namespace servesim::attn
+
+// The one-read threshold filter (seventeenth session), default of v4_topk for topk <= 2048.
+#include "attention/dsv4_topk_filter.cuh"

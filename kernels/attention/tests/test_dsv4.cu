@@ -323,3 +323,80 @@ TEST(V4TopK, ClusterWideBatch) {
   for (int i = 0; i < nq; ++i) check_topk_row(lg.data() + static_cast<size_t>(i) * n, n, K, hi.data() + static_cast<size_t>(i) * K, "wide", i);
   std::printf("[attn-test] topk cluster K=%d rows=%d n=%d cluster=%d: checked\n", K, nq, n, v4_topk_cluster_size(nq, n));
 }
+
+namespace {
+// Runs v4_topk under top-k variant `variant` over rows of the given lengths (ld = row stride) and checks each row
+// with check_topk_row. kind: 0 uniform, 1 41 distinct values (ties: the filter's list overflows -> its exact
+// fallback), 2 tiny range, 3 ascending, 4 large values only at the filter's sample sectors (too few candidates ->
+// fallback), 5 large values only off the sample sectors (overflow -> fallback).
+void topk_rows_case(const std::vector<int>& lens, int ld, int kind, int K, int variant, const char* what) {
+  const int nq = static_cast<int>(lens.size());
+  std::vector<float> lg(static_cast<size_t>(nq) * ld);
+  std::mt19937_64& r = rng();
+  std::uniform_real_distribution<float> u(-50.f, 50.f);
+  std::uniform_int_distribution<int> di(0, 40);
+  for (int i = 0; i < nq; ++i) {
+    float* x = lg.data() + static_cast<size_t>(i) * ld;
+    const int n = lens[i];
+    for (int j = 0; j < ld; ++j)
+      x[j] = kind == 1 ? static_cast<float>(di(r)) - 20.f : kind == 2 ? 1.0f + 1e-6f * di(r) : kind == 3 ? 1e-3f * j : u(r);
+    if ((kind == 4 || kind == 5) && n >= 8) {
+      const int ns = std::min(1024, n / 8);
+      std::vector<char> in(n, 0);
+      for (int j = 0; j < ns; ++j)
+        for (int e = 0; e < 8; ++e) in[((static_cast<long>(j) * n / ns) & ~7L) + e] = 1;
+      for (int j = 0; j < n; ++j)
+        if ((in[j] != 0) == (kind == 4)) x[j] += 100.f;
+    }
+  }
+  DevBuf<float> dl;
+  DevBuf<int> dlen, didx(static_cast<size_t>(nq) * K);
+  dl.upload(lg);
+  dlen.upload(lens);
+  SS_CUDA(cudaMemset(didx.p, 0x7F, didx.bytes()));
+  const int mx = *std::max_element(lens.begin(), lens.end());
+  v4_set_variants(0, variant);
+  v4_topk(dl.p, ld, dlen.p, nq, K, didx.p, 0, mx);
+  v4_set_variants(0, 0);
+  SS_CUDA(cudaDeviceSynchronize());
+  const auto hi = didx.download();
+  for (int i = 0; i < nq; ++i)
+    check_topk_row(lg.data() + static_cast<size_t>(i) * ld, lens[i], K, hi.data() + static_cast<size_t>(i) * K, what, i);
+  std::printf("[attn-test] topk %s K=%d rows=%d max_len=%d kind=%d filter cluster=%d: checked\n", what, K, nq, mx, kind,
+              v4_topk_filter_cluster(nq, mx));
+}
+}  // namespace
+
+TEST(V4TopK, FilterLongRowsClusters) {
+  SKIP_WITHOUT_GPU();
+  // 11 rows up to 262144 (cluster of 8), odd ld; lengths around the whole-row limit (2 x 6016) and <= K
+  const std::vector<int> lens = {262144, 200000, 1500, 131073, 6016, 6017, 12032, 12033, 3, 2048, 2049};
+  for (int K : {512, 1024, 2048})
+    for (int kind : {0, 2, 3}) topk_rows_case(lens, 262147, kind, K, 4, "filter-long");
+  for (int kind : {1, 4, 5}) topk_rows_case(lens, 262147, kind, 1024, 4, "filter-long");
+}
+TEST(V4TopK, FilterClusterSizes) {
+  SKIP_WITHOUT_GPU();
+  // cluster of 2 (50 rows <= 70000), 4 (20 rows <= 140000), 1 (300 rows <= 40000); mixed lengths
+  struct Sh { int nq, n; };
+  for (const Sh sh : {Sh{50, 70000}, Sh{20, 140000}, Sh{300, 40000}})
+    for (int K : {512, 2048}) {
+      std::vector<int> lens(sh.nq);
+      for (int i = 0; i < sh.nq; ++i) lens[i] = i == 0 ? sh.n : std::max(1, sh.n - 977 * i);
+      topk_rows_case(lens, sh.n + 1, K == 512 ? 0 : 1, K, 4, "filter-cs");
+    }
+}
+TEST(V4TopK, FilterIsTheDefault) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_TRUE(v4_topk_uses_filter(512, 262144, 2048));
+  EXPECT_FALSE(v4_topk_uses_filter(512, 262144, 4096));
+  EXPECT_STREQ(v4_topk_kernel_name(128, 8192, 1024), "threshold_filter");
+  // topk 4096 runs the radix kernel
+  topk_rows_case({70000, 5000, 4097}, 70001, 0, 4096, 0, "default-k4096");
+  topk_rows_case({70000, 20000, 100}, 70003, 0, 1024, 0, "default");
+}
+TEST(V4TopK, FilterSmallForSanitizers) {
+  SKIP_WITHOUT_GPU();
+  // a few rows (cluster of 4, whole-row, filtered and fallback rows) for memcheck / racecheck
+  for (int kind : {0, 1}) topk_rows_case({70000, 9000, 13000, 700}, 70001, kind, 1024, 4, "filter-small");
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Issue 12, seventeenth session (helper tk): the V4 top-k threshold filter (topk_filter_kernel).
+# `bash kernels/attention/run_tk.sh carry` (here, after building test_dsv4 and bench_attn in build-v4g) copies the
+# two binaries, stripped (tree + carry must stay under the call's 64 MiB), to the ignored build-carry/tk; without an
+# argument (device call, carry build-carry/tk) it runs, under a global time guard GUARD (default 330 s; each phase
+# starts only with room left and its timeout is clipped to what is left), in this order:
+#   1. test_dsv4 V4TopK.* (old and new top-k tests), then V4Indexer.* / V4Compressor.* (same binary);
+#   2. compute-sanitizer memcheck of MEM_FILTER, racecheck of RACE_FILTER (shared-memory atomics);
+#   3. a same-run comparison at CMP_POINTS (B:ctx:k decode points): TOPK_VARIANT=3 (the default before this
+#      session), 1 (one-CTA radix) and 0 (the new default), each `bench_attn --only csa_topk` into $OUT/cmp_v<var>;
+#   4. only if the tests passed and SWEEP_S > 0: the full csa_topk sweep with the default (SWEEP_S s) into
+#      $OUT/tables, then torch.topk references (TORCH_S s, torch_ref.py --ops v4_topk) into $OUT/tables.
+# SERVESIM_COMMIT (the binaries' commit) comes from build-carry/tk/COMMIT. Logs: $OUT/run.log (summary), $OUT/*.log.
+set -uo pipefail
+if [ "${1:-}" = carry ]; then
+  mkdir -p build-carry/tk
+  cp build-v4g/kernels/attention/test_dsv4 build-v4g/kernels/attention/bench_attn build-carry/tk/
+  strip build-carry/tk/test_dsv4 build-carry/tk/bench_attn
+  git rev-parse HEAD > build-carry/tk/COMMIT
+  ls -la build-carry/tk
+  exit 0
+fi
+BIN=${BIN:-build-carry/tk}
+OUT=${OUT:-/tmp/out-tk}
+mkdir -p "$OUT"
+export SERVESIM_COMMIT=${SERVESIM_COMMIT:-$(cat "$BIN/COMMIT" 2>/dev/null || echo unknown)}
+export PYTHONUNBUFFERED=1
+MEM_FILTER=${MEM_FILTER:-'V4TopK.FilterSmallForSanitizers:V4TopK.FilterIsTheDefault:V4TopK.FilterLongRowsClusters'}
+RACE_FILTER=${RACE_FILTER:-'V4TopK.FilterSmallForSanitizers'}
+CMP_POINTS=${CMP_POINTS:-'32:8192:1024,128:32768:1024,512:32768:1024,128:131072:1024,256:65536:1024,64:262144:1024,32:1048576:1024,128:1048576:1024,512:1048576:1024,512:1048576:2048,1:1048576:1024,8:1048576:1024'}
+CMP_VARIANTS=${CMP_VARIANTS:-'3 1 0'}
+CMP_S=${CMP_S:-20}
+SWEEP_S=${SWEEP_S:-90}
+TORCH_S=${TORCH_S:-50}
+T0=$(date +%s)
+GUARD=${GUARD:-330}
+el() { echo "after $(( $(date +%s) - T0 )) s"; }
+left() { echo $(( GUARD - ($(date +%s) - T0) )); }
+tl() { local l; l=$(left); [ "$l" -lt "$1" ] && echo $(( l > 1 ? l : 1 )) || echo "$1"; }
+room() { [ "$(left)" -ge "$1" ] || { echo "$2 skipped (time guard: $(left) s left, needs $1) $(el)"; return 1; }; }
+summary() { grep -E '^\[ *(PASSED|FAILED|  OK|  SKIPPED) |ERROR SUMMARY' "$1" | tr '\n' ' '; }
+{
+  echo "commit $SERVESIM_COMMIT"
+  nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader
+  OK=1
+  timeout $(tl 120) "$BIN/test_dsv4" --gtest_filter='V4TopK.*' > "$OUT/topk.log" 2>&1; RC=$?; [ $RC = 0 ] || OK=0
+  echo "test_dsv4 V4TopK.* exit $RC $(el): $(summary "$OUT/topk.log")"
+  grep -E "Failure|FAILED|Which is|Expected|row " "$OUT/topk.log" | head -30
+  grep -c "attn-test\] topk" "$OUT/topk.log"
+  timeout $(tl 60) "$BIN/test_dsv4" --gtest_filter='V4Indexer.*:V4Compressor.*' > "$OUT/other.log" 2>&1; RC=$?; [ $RC = 0 ] || OK=0
+  echo "test_dsv4 V4Indexer/V4Compressor exit $RC $(el): $(summary "$OUT/other.log")"
+  for tool in memcheck racecheck; do
+    f=$MEM_FILTER; [ $tool = racecheck ] && f=$RACE_FILTER
+    if room 30 "$tool"; then
+      timeout $(tl 100) compute-sanitizer --tool $tool --print-limit 10 "$BIN/test_dsv4" --gtest_filter="$f" > "$OUT/$tool.log" 2>&1
+      RC=$?; [ $RC = 0 ] || OK=0
+      echo "$tool $f exit $RC $(el): $(summary "$OUT/$tool.log")"
+      grep -E -A5 "Invalid|out of bounds|Illegal|illegal|hazard|Race|race" "$OUT/$tool.log" | head -20
+    fi
+  done
+  for v in $CMP_VARIANTS; do
+    if room $(( CMP_S + 5 )) "compare variant $v"; then
+      TOPK_VARIANT=$v TOPK_POINTS=$CMP_POINTS timeout -k 5 $(tl $(( CMP_S + 30 ))) "$BIN/bench_attn" --out "$OUT/cmp_v$v" \
+        --only csa_topk --budget "$CMP_S" > "$OUT/cmp_v$v.log" 2>&1
+      echo "compare variant $v exit $? $(el)"
+    fi
+  done
+  python3 - "$OUT" $CMP_VARIANTS <<'EOF'
+import json, sys, os
+out, vs = sys.argv[1], sys.argv[2:]
+t = {}
+for v in vs:
+    p = os.path.join(out, f"cmp_v{v}", "csa_topk.json")
+    if os.path.exists(p):
+        for r in json.load(open(p))["rows"]:
+            s = r["shape"]
+            t.setdefault((s["batch"], s["ctx"], s["topk"]), {})[v] = (r["us_median"], r["bytes"], r.get("kernel", ""))
+print("B x ctx x k | " + " | ".join(f"v{v} us" for v in vs) + " | floor us | new/floor | old/new")
+for key in sorted(t, key=lambda k: (k[0] * k[1], k[2])):
+    d = t[key]
+    b = next(iter(d.values()))[1]
+    fl = b / 4.26e12 * 1e6
+    cells = [f"{d[v][0]:.1f}" if v in d else "-" for v in vs]
+    new = d.get(vs[-1], (None,))[0]
+    old = d.get(vs[0], (None,))[0]
+    print(f"{key[0]} x {key[1]} x {key[2]} | " + " | ".join(cells) + f" | {fl:.2f} | " +
+          (f"{new / fl:.2f}" if new else "-") + " | " + (f"{old / new:.2f}" if new and old else "-"))
+EOF
+  if [ "$OK" = 1 ] && [ "$SWEEP_S" != 0 ] && room $(( SWEEP_S + 20 )) "csa_topk sweep"; then
+    timeout -k 5 $(tl $(( SWEEP_S + 40 ))) "$BIN/bench_attn" --out "$OUT/tables" --only csa_topk \
+      --budget $(( SWEEP_S + 10 )) --share-scale $(awk "BEGIN{print $SWEEP_S / 14}") > "$OUT/sweep.log" 2>&1
+    echo "csa_topk sweep exit $? $(el)"; grep -E "ratio|done|skipped|failed" "$OUT/sweep.log" | head -5
+    if [ "$TORCH_S" != 0 ] && room $(( TORCH_S / 2 + 20 )) "torch"; then
+      timeout -k 5 $(tl $(( TORCH_S + 40 ))) python3 kernels/attention/torch_ref.py --out "$OUT/tables" --budget "$TORCH_S" \
+        --ops v4_topk > "$OUT/torch.log" 2>&1
+      echo "torch exit $? $(el)"; grep -vE "^\s*$" "$OUT/torch.log" | tail -3
+    fi
+  else
+    echo "no sweep (tests ok $OK, SWEEP_S $SWEEP_S)"
+  fi
+  echo "tests ok: $OK total $(el)"
+} 2>&1 | tee "$OUT/run.log"
