@@ -3,8 +3,8 @@
 // Part of dsv4.cu's translation unit (included by dsv4_topk.cuh after ord_key); not a standalone header.
 //
 // One row = one cluster of cs (1..8) CTAs of 256 threads; CTA r filters the r-th chunk of the row.
-//  1. Threshold: every CTA of the row draws the same sample of the row (1024 sectors of 8 consecutive
-//     logits spread over it, S <= 8192 keys; the sectors read after the first CTA hit L2) and picks
+//  1. Threshold: every CTA of the row draws the same sample of the row (min(1024, n/128) sectors of 8
+//     consecutive logits spread over it, S = n/16 .. 8192 keys; the sectors read after the first CTA hit L2) and picks
 //     the key thr below which ~C = min(max(2k, k + 2000), (k + CAP) / 2) logits of the row are expected (radix pick of
 //     the sample's ceil(C * S / n)-th largest key, 22 bits).
 //  2. Filter: one read of the chunk (16-B loads, 8 per thread in flight): keys >= thr go to a
@@ -147,7 +147,14 @@ __global__ void __launch_bounds__(tkf::T, 4) topk_filter_kernel(const float* __r
   }
   if (n <= 2 * CAP) {  // the whole row in shared memory (CTA 0 only; uniform over the cluster)
     if (rank != 0) return;
-    for (int i = tid; i < n; i += T) ckey[i] = ord_key(__ldg(x + i));
+    for (int b = 0; b < n; b += 8 * T) {  // 8 loads in flight per thread, then the stores
+      float v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) v[u] = b + u * T + tid < n ? __ldg(x + b + u * T + tid) : 0.f;
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (b + u * T + tid < n) ckey[b + u * T + tid] = ord_key(v[u]);
+    }
     __syncthreads();
     auto key_at = [&](int i) { return ckey[i]; };
     uint32_t kth;
@@ -159,17 +166,19 @@ __global__ void __launch_bounds__(tkf::T, 4) topk_filter_kernel(const float* __r
   // 1. threshold from the row's sample (identical in every CTA of the cluster)
   uint32_t thr;
   {
-    const int ns = min(NSECT, n / 8), S = 8 * ns;
+    const int ns = max(1, min(NSECT, n / 128)), S = 8 * ns;  // S = n/16 .. 8192 samples
     const long rk = (static_cast<long>(target(K)) * S + n - 1) / n;
     const int r = static_cast<int>(max(1L, min(static_cast<long>(S), rk)));
-#pragma unroll 8
-    for (int t = 0; t < (8 * NSECT) / T; ++t) {
-      const int s = t * T + tid;
-      if (s < S) {
-        const int j = s >> 3;
-        const long p = (static_cast<long>(j) * n / ns) & ~7L;
-        ckey[s] = ord_key(__ldg(x + p + (s & 7)));
+    for (int t0 = 0; t0 < S; t0 += 8 * T) {  // 8 loads in flight per thread, then the stores
+      float v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int s = t0 + u * T + tid;
+        v[u] = s < S ? __ldg(x + ((static_cast<long>(s >> 3) * n / ns) & ~7L) + (s & 7)) : 0.f;
       }
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (t0 + u * T + tid < S) ckey[t0 + u * T + tid] = ord_key(v[u]);
     }
     __syncthreads();
     int rem_unused;

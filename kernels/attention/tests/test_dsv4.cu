@@ -341,7 +341,7 @@ void topk_rows_case(const std::vector<int>& lens, int ld, int kind, int K, int v
     for (int j = 0; j < ld; ++j)
       x[j] = kind == 1 ? static_cast<float>(di(r)) - 20.f : kind == 2 ? 1.0f + 1e-6f * di(r) : kind == 3 ? 1e-3f * j : u(r);
     if ((kind == 4 || kind == 5) && n >= 8) {
-      const int ns = std::min(1024, n / 8);
+      const int ns = std::max(1, std::min(1024, n / 128));  // the filter's sample sectors (dsv4_topk_filter.cuh)
       std::vector<char> in(n, 0);
       for (int j = 0; j < ns; ++j)
         for (int e = 0; e < 8; ++e) in[((static_cast<long>(j) * n / ns) & ~7L) + e] = 1;
