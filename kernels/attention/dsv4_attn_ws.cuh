@@ -89,12 +89,17 @@ namespace {
 // warpgroups issue P V's k steps 0, 1 and, while the tensor pipe runs them, warpgroup 0 computes columns 32..63
 // (barrier 5), then k steps 2, 3. P and alpha are double-buffered (tile j in buffer j % 2, the second at
 // kOffP2 / kOffA2), so barrier 2 after P V goes: warpgroup 0 starts S(j+1) while warpgroup 1's P V(j) drains.
+// SH (seventeenth session, helper v4h; env V4WS_SH / v4_attn_ws_set_sh; V16 only): the producer reads a row's 7
+// scales once per tile (one 8-B load into two registers; byte c by PRMT) instead of one byte load per block, and
+// where no lane's row of the warp has a scale below 113 (checked once per tile, __any_sync) converts every block
+// with one f16x2 multiply and no predicated second one (s < 113 keeps the two-multiply path).
 template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false, bool CD = false, bool ST = false,
-          bool EP = false, bool V16 = false, bool PS = false>
+          bool EP = false, bool V16 = false, bool PS = false, bool SH = false>
 __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int4* __restrict__ work) {
   static_assert(!EP || (F16 && QE && CD && !PAIR && DBG == 0), "the staged epilogue is built on F16 + QE + CD only");
   static_assert(!V16 || (F16 && QE && CD && !PAIR && !ST && DBG == 0), "the 16-B gather is built on F16 + QE + CD (not ST) only");
   static_assert(!PS || V16, "the split P V form is built on V16 only");
+  static_assert(!SH || V16, "the hoisted-scale conversion is built on V16 only");
   constexpr int kRowB = V16 ? v4ws::kRow16 : kV4RowBytes;  // pool row stride (bytes)
   constexpr int kScS = V16 ? 16 : 8;                 // scale row stride in shared memory
   static_assert(!ST || (F16 && QE && CD && !PAIR && DBG == 0), "the staged form is built on F16 + QE + CD only");

@@ -10,8 +10,9 @@
 #      interleaved REPS times; best of REPS per point in cmp_table.txt;
 #   4. (tests passed, SWEEP_OPS set, and SWEEP_IF >= 1.01x of the first CMP_ENV setting at CSA prefill 4096 after
 #      64K) the table sweeps of SWEEP_OPS (op:seconds:share) under SWEEP_ENV, heads >= 64;
+#   4b. DBG_SPLIT=1: the V4WS_DEBUG bound split (584-B form) at DBG_PT, before the sweeps;
 #   5. NCU=1: one ncu (--set full) of NCU_ENV at NCU_OP / NCU_PT.
-# Logs: $OUT/run.log (summary), $OUT/*.log, $OUT/cmp.tar.gz, $OUT/tables.tar.gz (sweeps), $OUT/ncu.ncu-rep.
+# Out: $OUT/run.log (summary), cmp_table.txt, tables.tar.gz (sweeps), logs.tar.gz (test / sanitizer / bench logs, ncu).
 set -uo pipefail
 if [ "${1:-}" = carry ]; then
   mkdir -p build-carry/v4h
@@ -47,15 +48,15 @@ summary() { grep -E '^\[ *(PASSED|FAILED|  OK|  SKIPPED) |ERROR SUMMARY' "$1" | 
   nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader
   OK=1
   if [ "${TESTS:-1}" = 1 ]; then
-    timeout $(tl ${TEST_T:-90}) "$BIN/test_mqa" --gtest_filter="$NEW_FILTER" > "$OUT/new.log" 2>&1; RC=$?; [ $RC = 0 ] || OK=0
-    echo "test_mqa NEW exit $RC $(el): $(summary "$OUT/new.log")"
-    grep -E "attn-test\] (v4_attn out|compressor)|Failure|FAILED" "$OUT/new.log" | sed 's/\[attn-test\] *//; s/wgmma_ws_m64_tn64//; s/bound=1.0e-02//' | head -70
+    timeout $(tl ${TEST_T:-90}) "$BIN/test_mqa" --gtest_filter="$NEW_FILTER" > "$W/new.log" 2>&1; RC=$?; [ $RC = 0 ] || OK=0
+    echo "test_mqa NEW exit $RC $(el): $(summary "$W/new.log")"
+    grep -E "attn-test\] (v4_attn out|compressor)|Failure|FAILED" "$W/new.log" | sed 's/\[attn-test\] *//; s/wgmma_ws_m64_tn64//; s/bound=1.0e-02//' | head -70
     for tool in memcheck synccheck; do
       if room 25 "$tool"; then
-        timeout $(tl 60) compute-sanitizer --tool $tool --print-limit 10 "$BIN/test_mqa" --gtest_filter="$SAN_FILTER" > "$OUT/$tool.log" 2>&1
+        timeout $(tl 60) compute-sanitizer --tool $tool --print-limit 10 "$BIN/test_mqa" --gtest_filter="$SAN_FILTER" > "$W/$tool.log" 2>&1
         RC=$?; [ $RC = 0 ] || OK=0
-        echo "$tool $SAN_FILTER exit $RC $(el): $(summary "$OUT/$tool.log")"
-        grep -E -A5 "Invalid|out of bounds|Illegal|illegal|hazard|Barrier|barrier|divergent" "$OUT/$tool.log" | head -20
+        echo "$tool $SAN_FILTER exit $RC $(el): $(summary "$W/$tool.log")"
+        grep -E -A5 "Invalid|out of bounds|Illegal|illegal|hazard|Barrier|barrier|divergent" "$W/$tool.log" | head -20
       fi
     done
   fi
@@ -93,7 +94,16 @@ for k in sorted(best, key=lambda k: (k[0], -k[1], k[2], k[3])):
 json.dump({"|".join(map(str, k)): v for k, v in best.items()}, open(f"{w}/cmp_best.json", "w"))
 PY
   cat "$OUT/cmp_table.txt"
-  cp "$W/cmp_best.json" "$OUT/" 2>/dev/null
+    # DBG_SPLIT=1: the bound split at DBG_PT (CSA prefill 4096 after 64K) in the 584-B F16 + QE + CD form (the debug
+  # forms have no V16 build): V4WS_DEBUG 0 full, 1 no conversion, 2 no gather, 3 consumers only (wrong outputs)
+  if [ "${DBG_SPLIT:-0}" = 1 ]; then
+    for d in 0 1 2 3; do
+      room 20 "debug split $d" || continue
+      env V4WS_V16=0 V4WS_DEBUG=$d timeout -k 5 $(tl 40) "$BIN/bench_attn" --out "$W/dbg$d" --only csa_sparse_attn_prefill \
+        --v4-attn-variant 3 --v4-attn-point "${DBG_PT:-128:4096:65536}" --budget 10 --share-scale 3 > "$W/dbg$d.log" 2>&1
+      echo "V4WS_V16=0 V4WS_DEBUG=$d exit $? $(el): $(python3 -c "import json,glob,sys; [print(r['shape'], round(r['us_median'],1), 'us', round(r.get('tflops',0)), 'TF/s') for f in glob.glob(sys.argv[1]+'/*.json') for r in json.load(open(f))['rows']]" "$W/dbg$d" | tr '\n' ' ')"
+    done
+  fi
   # SWEEP_IF (a CMP_ENV setting, default the last): sweep only if it beats the first setting by >= 1% at the CSA
   # prefill point 128 x 4096 after 64K (best of REPS); empty: sweep regardless
   SWEEP_IF=${SWEEP_IF-${CMP_ENV##* }}
@@ -123,13 +133,13 @@ PY
       "$BIN/bench_attn" --out "$W/ncu_tables" --only "${NCU_OP:-csa_sparse_attn_prefill}" --budget 20 --v4-attn-variant 3 \
       --v4-attn-point "${NCU_PT:-128:512:65536}" > "$W/ncu_run.log" 2>&1
     echo "ncu exit $? $(el)"
-    ncu -i "$W/ncu.ncu-rep" --print-details all > "$OUT/ncu.log" 2>&1
-    grep -E "Duration|SM Frequency|Issue Slots|Eligible Warps|Pipe Tensor|Shared Memory|L1/TEX Hit|Mem Busy|Max Bandwidth|DRAM Throughput" "$OUT/ncu.log" | head -24
-    ncu -i "$W/ncu.ncu-rep" --page raw --csv --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum > "$OUT/ncu_raw.csv" 2>&1
-    cat "$OUT/ncu_raw.csv" | tail -2
-    cp "$W/ncu.ncu-rep" "$OUT/" 2>/dev/null
-  fi
+    ncu -i "$W/ncu.ncu-rep" --print-details all > "$W/ncu.log" 2>&1
+    grep -E "Duration|SM Frequency|Issue Slots|Eligible Warps|Pipe Tensor|Shared Memory|L1/TEX Hit|Mem Busy|Max Bandwidth|DRAM Throughput" "$W/ncu.log" | head -24
+    ncu -i "$W/ncu.ncu-rep" --page raw --csv --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum > "$W/ncu_raw.csv" 2>&1
+    cat "$W/ncu_raw.csv" | tail -2
+      fi
   echo "total $(el)"
 } 2>&1 | tee "$OUT/run.log"
-tar czf "$OUT/cmp.tar.gz" -C "$W" $(cd "$W" && ls -d cmp_* 2>/dev/null) 2>/dev/null
+# at most 4 files come back: run.log, cmp_table.txt, tables.tar.gz (sweeps), logs.tar.gz (the rest, ncu report incl.)
 tar czf "$OUT/tables.tar.gz" -C "$W" tables $(cd "$W" && ls sweep_*.log 2>/dev/null)
+tar czf "$OUT/logs.tar.gz" -C "$W" $(cd "$W" && ls -d cmp_* dbg* *.log *.csv *.json *.ncu-rep 2>/dev/null)

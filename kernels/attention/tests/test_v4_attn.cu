@@ -241,6 +241,51 @@ TEST(V4Attn, SplitPVLong) {
   v4_attn_ws_set_ps(-1);
   v16_forms(false);
 }
+// Scales read once per tile (V4WS_SH, seventeenth session, helper v4h) on the V16 form: the one-multiply path
+// (fill_v4_rows' scales are 115..120) through v4_case, both epilogues; then the two-multiply path: a pool whose
+// every 5th row has scales 108..119 (blocks below and above 113 in one row; other rows as filled), so warps
+// with and without a scale < 113 both occur.
+TEST(V4Attn, HoistedScales) {
+  SKIP_WITHOUT_GPU();
+  v16_forms(true);
+  v4_attn_ws_set_sh(1);
+  ASSERT_TRUE(v4_attn_ws_uses_sh());
+  for (int ep : {-1, 0}) {
+    v4_attn_ws_set_ep(ep);
+    v4_case(128, {1152, 300, 65, 1}, 0, true, 3);
+    v4_case(64, {640, 3000, 128, 1}, 256, true, 4);
+    v4_case(256, {256, 129, 65}, 128, true, 4);
+  }
+  v4_attn_ws_set_ep(-1);
+  const int rows = 6000, rowb = kV4RowBytes16;
+  DevBuf<uint8_t> pool(static_cast<size_t>(rows) * kV4RowBytes);
+  fill_v4_rows(pool.p, rows, rng()());
+  SS_CUDA(cudaDeviceSynchronize());
+  std::vector<uint8_t> hp = pool.download();
+  for (int r = 0; r < rows; r += 5)
+    for (int c = 0; c < 7; ++c) hp[static_cast<size_t>(r) * kV4RowBytes + 576 + c] = static_cast<uint8_t>(108 + (c + r) % 12);
+  std::vector<uint8_t> h16(static_cast<size_t>(rows) * rowb, 0xA5);
+  std::vector<double> deq(static_cast<size_t>(rows) * 512);
+  for (int r = 0; r < rows; ++r) {
+    std::memcpy(&h16[static_cast<size_t>(r) * rowb], &hp[static_cast<size_t>(r) * kV4RowBytes], kV4RowBytes - 1);
+    v4_row_dequant_host(&hp[static_cast<size_t>(r) * kV4RowBytes], &deq[static_cast<size_t>(r) * 512]);
+  }
+  DevBuf<uint8_t> d16;
+  d16.upload(h16);
+  V4Pool p;
+  p.p = d16.p; p.rowb = rowb; p.rows = rows; p.deq = &deq;
+  ASSERT_EQ(v4_attn_pool_row_bytes(128, 1152), rowb);
+  for (int ep : {-1, 0}) {
+    v4_attn_ws_set_ep(ep);
+    const V4Check c1 = v4_attend_check(128, {1152, 300, 65, 1}, 0, true, 3, p, " [scales 108..119 every 5th row]");
+    EXPECT_LT(c1.err, 1e-2);
+    const V4Check c2 = v4_attend_check(64, {640, 3000, 128, 1}, 256, false, 4, p, " [scales 108..119 every 5th row]");
+    EXPECT_LT(c2.err, 1e-2);
+  }
+  v4_attn_ws_set_ep(-1);
+  v4_attn_ws_set_sh(-1);
+  v16_forms(false);
+}
 // The pool-row rule (host only): 592 only where v4_attn runs the warp-specialised V16 form.
 TEST(V4Attn, PoolRowBytesFollowTheForm) {
   v4_attn_ws_set_v16(-1);  // the default since the sixteenth session: V16 where the F16 + QE + CD form runs
