@@ -141,9 +141,12 @@ int v4_topk_filter_cluster(int nq, int max_len) {
 }
 
 bool v4_topk_uses_filter(int nq, int max_len, int topk) {
-  (void)nq;
-  (void)max_len;
-  return (g_topk_variant == 0 || g_topk_variant == 4) && topk <= 2048;
+  if (topk > 2048) return false;
+  if (g_topk_variant == 4) return true;
+  // Variant 0: where the filter measured faster than the one-CTA radix kernel (tk call 1, all 736 table shapes):
+  // batches >= 192 (1.0-5.4x; prefill chunks are >= 256 rows) and rows >= 49152 logits (ctx >= 192K: 1.0-5.4x). Below
+  // both, one CTA per row of the filter is a chain of ~6 block-wide radix passes on <= 1 CTA per SM: 0.57-0.96x there.
+  return g_topk_variant == 0 && (nq >= 192 || max_len >= 49152);
 }
 
 const char* v4_topk_kernel_name(int nq, int max_len, int topk) {

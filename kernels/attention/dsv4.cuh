@@ -62,10 +62,11 @@ int v4_indexer_chunk(int nq, int max_len);
 
 /// idx [nq, topk] int32 from logits [nq, ld] fp32 with row lengths len [nq] (each <= max_len, <= ld): the positions
 /// of the topk largest logits of each row, unordered (ties: any of the equal keys); rows with len <= topk get
-/// 0..len-1 then -1. Default (seventeenth session), topk <= 2048: the one-read threshold filter
+/// 0..len-1 then -1. Default (seventeenth session), topk <= 2048 and (nq >= 192 or max_len >= 49152): the one-read threshold filter
 /// (topk_filter_kernel, dsv4_topk_filter.cuh: a cluster of v4_topk_filter_cluster CTAs per row, a sample-chosen
 /// threshold, candidates in shared memory, exact select over them; falls back to an exact select over the row).
-/// topk > 2048, or variants 1-3: the radix kernels below. max_len = 0 (unknown) runs one CTA per row.
+/// Elsewhere, or variants 1-3: the one-CTA radix kernel (issue 3; or the radix cluster kernel). max_len = 0 (unknown)
+/// runs the filter with one CTA per row when nq >= 192, else the one-CTA radix kernel.
 /// Throws std::invalid_argument when topk <= 0; CUDA errors as std::runtime_error (SS_CUDA).
 void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int* idx, cudaStream_t s = 0, int max_len = 0);
 /// CTAs per row (1..8) of the v4 radix cluster kernel (variant 2/3), 0 when max_len > 8 x 32768.
@@ -78,10 +79,10 @@ bool v4_topk_uses_filter(int nq, int max_len, int topk);
 const char* v4_topk_kernel_name(int nq, int max_len, int topk);
 
 /// Kernel choice (bench, tests): indexer 0 = wgmma (default), 1 = the issue-3 kernel; top-k 0 = the threshold
-/// filter for topk <= 2048, else the one-CTA radix kernel (default); 1 = always the one-CTA radix kernel;
+/// filter for topk <= 2048 and (nq >= 192 or max_len >= 49152), else the one-CTA radix kernel (default); 1 = always the one-CTA radix kernel;
 /// 2 = always the radix cluster kernel (where max_len allows); 3 = the default before the seventeenth session
 /// (cluster kernel for batch <= 16 x rows >= 98304 and batch >= 256 x rows <= 12288, else one-CTA);
-/// 4 = the threshold filter (topk <= 2048; as 0).
+/// 4 = the threshold filter at every shape with topk <= 2048.
 void v4_set_variants(int indexer_variant, int topk_variant);
 const char* v4_indexer_variant_name();
 const char* v4_topk_variant_name();

@@ -28,7 +28,7 @@ constexpr int BPT = 2048 / T;  // histogram bins per thread in a scan
 constexpr int kSmem = CAP * 8 + 2048 * 4;  // keys [CAP], positions [CAP], histogram [2048]
 struct Shared {
   int sel_bin, sel_rem, cnt, cgt, ceq;
-  unsigned kmin, kmax;
+  unsigned kmin, kmax, cmax;  // cmax: the largest candidate key of this CTA's list
 };
 using Scan = cub::BlockScan<int, T>;
 // Candidates aimed at: between K and CAP (K 512: 2512, 1024: 3024, 2048: 3968 = the midpoint).
@@ -40,17 +40,19 @@ __device__ __forceinline__ uint32_t lowmask(int b) { return b >= 32 ? 0xFFFFFFFF
 
 // Block-wide (all T threads): among the m keys key_at(0..m-1), the rank-th largest (1 <= rank <= m) down to
 // bit lo: prefix = its bits >= lo (lower bits 0); rem = how many of the keys that share those bits are
-// taken (rank minus the keys above them). Digits of <= 11 bits start below the keys' common prefix.
+// taken (rank minus the keys above them). Digits of <= 11 bits start below the keys' common prefix, from the
+// keys' range: every thread passes bounds mn <= its keys <= mx it already knows (or 0xFFFFFFFF / 0), and with
+// scan = true the keys are read once more for them.
 template <class F>
 __device__ void pick(F key_at, int m, int rank, int lo, int* hist, Shared& sh, typename Scan::TempStorage& tmp,
-                     uint32_t& prefix_out, int& rem_out) {
+                     uint32_t& prefix_out, int& rem_out, unsigned mn, unsigned mx, bool scan) {
   const int tid = threadIdx.x, lane = tid & 31;
-  unsigned mn = 0xFFFFFFFFu, mx = 0u;
-  for (int i = tid; i < m; i += T) {
-    const uint32_t u = key_at(i);
-    mn = min(mn, u);
-    mx = max(mx, u);
-  }
+  if (scan)
+    for (int i = tid; i < m; i += T) {
+      const uint32_t u = key_at(i);
+      mn = min(mn, u);
+      mx = max(mx, u);
+    }
   mn = __reduce_min_sync(0xFFFFFFFFu, mn);
   mx = __reduce_max_sync(0xFFFFFFFFu, mx);
   if (tid == 0) { sh.kmin = 0xFFFFFFFFu; sh.kmax = 0u; }
@@ -139,7 +141,7 @@ __global__ void __launch_bounds__(tkf::T, 4) topk_filter_kernel(const float* __r
   const int n = lens[qi];
   const float* x = logits + static_cast<size_t>(qi) * ld;
   int* out = idx + static_cast<size_t>(qi) * K;
-  if (tid == 0) { sh.cnt = 0; sh.cgt = 0; sh.ceq = 0; }
+  if (tid == 0) { sh.cnt = 0; sh.cgt = 0; sh.ceq = 0; sh.cmax = 0u; }
   if (n <= K) {  // uniform over the cluster: nobody reaches a cluster barrier
     if (rank == 0)
       for (int i = tid; i < K; i += T) out[i] = i < n ? i : -1;
@@ -147,25 +149,32 @@ __global__ void __launch_bounds__(tkf::T, 4) topk_filter_kernel(const float* __r
   }
   if (n <= 2 * CAP) {  // the whole row in shared memory (CTA 0 only; uniform over the cluster)
     if (rank != 0) return;
+    unsigned mn = 0xFFFFFFFFu, mx = 0u;
     for (int b = 0; b < n; b += 8 * T) {  // 8 loads in flight per thread, then the stores
       float v[8];
 #pragma unroll
       for (int u = 0; u < 8; ++u) v[u] = b + u * T + tid < n ? __ldg(x + b + u * T + tid) : 0.f;
 #pragma unroll
       for (int u = 0; u < 8; ++u)
-        if (b + u * T + tid < n) ckey[b + u * T + tid] = ord_key(v[u]);
+        if (b + u * T + tid < n) {
+          const uint32_t k = ord_key(v[u]);
+          ckey[b + u * T + tid] = k;
+          mn = min(mn, k);
+          mx = max(mx, k);
+        }
     }
     __syncthreads();
     auto key_at = [&](int i) { return ckey[i]; };
     uint32_t kth;
     int rem;
-    pick(key_at, n, K, 0, hist, sh, scan_tmp, kth, rem);
+    pick(key_at, n, K, 0, hist, sh, scan_tmp, kth, rem, mn, mx, false);
     emit_topk(key_at, [](int i) { return i; }, n, kth, rem, K, out, sh);
     return;
   }
   // 1. threshold from the row's sample (identical in every CTA of the cluster)
   uint32_t thr;
   {
+    unsigned mn = 0xFFFFFFFFu, mx = 0u;
     const int ns = max(1, min(NSECT, n / 128)), S = 8 * ns;  // S = n/16 .. 8192 samples
     const long rk = (static_cast<long>(target(K)) * S + n - 1) / n;
     const int r = static_cast<int>(max(1L, min(static_cast<long>(S), rk)));
@@ -178,15 +187,21 @@ __global__ void __launch_bounds__(tkf::T, 4) topk_filter_kernel(const float* __r
       }
 #pragma unroll
       for (int u = 0; u < 8; ++u)
-        if (t0 + u * T + tid < S) ckey[t0 + u * T + tid] = ord_key(v[u]);
+        if (t0 + u * T + tid < S) {
+          const uint32_t k = ord_key(v[u]);
+          ckey[t0 + u * T + tid] = k;
+          mn = min(mn, k);
+          mx = max(mx, k);
+        }
     }
     __syncthreads();
     int rem_unused;
-    pick([&](int i) { return ckey[i]; }, S, r, 10, hist, sh, scan_tmp, thr, rem_unused);
+    pick([&](int i) { return ckey[i]; }, S, r, 10, hist, sh, scan_tmp, thr, rem_unused, mn, mx, false);
   }
   // 2. filter this CTA's chunk: keys >= thr -> (ckey, cpos)
   const int c0 = rank * chunk, m = max(0, min(n, c0 + chunk) - c0);
   const float* xc = x + c0;
+  unsigned cmx = 0u;  // this thread's largest candidate key
   auto take = [&](const float (&v)[4], int base_i, int nv) {  // all 32 lanes call it
     bool p[4];
     int c = 0;
@@ -208,7 +223,9 @@ __global__ void __launch_bounds__(tkf::T, 4) topk_filter_kernel(const float* __r
 #pragma unroll
     for (int e = 0; e < 4; ++e)
       if (p[e]) {
-        if (base < CAP) { ckey[base] = ord_key(v[e]); cpos[base] = c0 + base_i + e; }
+        const uint32_t k = ord_key(v[e]);
+        cmx = max(cmx, k);
+        if (base < CAP) { ckey[base] = k; cpos[base] = c0 + base_i + e; }
         ++base;
       }
   };
@@ -236,15 +253,19 @@ __global__ void __launch_bounds__(tkf::T, 4) topk_filter_kernel(const float* __r
     else if (tid - h < tail) { bi = h + 4 * m4 + (tid - h); v[0] = xc[bi]; nv = 1; }
     take(v, bi, nv);
   }
+  cmx = __reduce_max_sync(0xFFFFFFFFu, cmx);
+  if (lane == 0) atomicMax(&sh.cmax, cmx);
   __syncthreads();
   // 3. CTA 0 gathers the lists (distributed shared memory) and selects
   if (cs > 1) cluster.sync();
   bool bad = false;
   int tot = 0;
+  unsigned gmax = 0u;  // the largest candidate key of the row
   if (rank == 0) {
     int off[8], cnt[8];
     for (int r = 0; r < cs; ++r) {
       const int cr = r == 0 ? sh.cnt : *cluster.map_shared_rank(&sh.cnt, r);
+      gmax = max(gmax, r == 0 ? sh.cmax : *cluster.map_shared_rank(&sh.cmax, r));
       bad |= cr > CAP;
       off[r] = tot;
       cnt[r] = min(cr, CAP);
@@ -265,11 +286,11 @@ __global__ void __launch_bounds__(tkf::T, 4) topk_filter_kernel(const float* __r
   int rem;
   if (!bad) {
     auto key_at = [&](int i) { return ckey[i]; };
-    pick(key_at, tot, K, 0, hist, sh, scan_tmp, kth, rem);
+    pick(key_at, tot, K, 0, hist, sh, scan_tmp, kth, rem, thr, gmax, false);  // candidates lie in [thr, gmax]
     emit_topk(key_at, [&](int i) { return cpos[i]; }, tot, kth, rem, K, out, sh);
   } else {  // exact select over the row in global memory
     auto key_at = [&](int i) { return ord_key(__ldg(x + i)); };
-    pick(key_at, n, K, 0, hist, sh, scan_tmp, kth, rem);
+    pick(key_at, n, K, 0, hist, sh, scan_tmp, kth, rem, 0xFFFFFFFFu, 0u, true);
     emit_topk(key_at, [](int i) { return i; }, n, kth, rem, K, out, sh);
   }
 }

@@ -7,10 +7,11 @@
 #   1. test_dsv4 V4TopK.* (old and new top-k tests), then V4Indexer.* / V4Compressor.* (same binary);
 #   2. compute-sanitizer memcheck of MEM_FILTER, racecheck of RACE_FILTER (shared-memory atomics);
 #   3. a same-run comparison at CMP_POINTS (B:ctx:k decode points): TOPK_VARIANT=3 (the default before this
-#      session), 1 (one-CTA radix) and 0 (the new default), each `bench_attn --only csa_topk` into $OUT/cmp_v<var>;
+#      session), 4 (the filter everywhere) and 0 (the new default), each `bench_attn --only csa_topk` into $OUT/cmp_v<var>;
 #   4. only if the tests passed and SWEEP_S > 0: the full csa_topk sweep with the default (SWEEP_S s) into
 #      $OUT/tables, then torch.topk references (TORCH_S s, torch_ref.py --ops v4_topk) into $OUT/tables.
-# SERVESIM_COMMIT (the binaries' commit) comes from build-carry/tk/COMMIT. Logs: $OUT/run.log (summary), $OUT/*.log.
+# SERVESIM_COMMIT (the binaries' commit) comes from build-carry/tk/COMMIT. Logs: $OUT/run.log (summary); everything
+# else (logs, cmp_v*/ and tables/ JSON) in $OUT/all.tar.gz (the call returns few files).
 set -uo pipefail
 if [ "${1:-}" = carry ]; then
   mkdir -p build-carry/tk
@@ -27,8 +28,8 @@ export SERVESIM_COMMIT=${SERVESIM_COMMIT:-$(cat "$BIN/COMMIT" 2>/dev/null || ech
 export PYTHONUNBUFFERED=1
 MEM_FILTER=${MEM_FILTER:-'V4TopK.FilterSmallForSanitizers:V4TopK.FilterIsTheDefault:V4TopK.FilterLongRowsClusters'}
 RACE_FILTER=${RACE_FILTER:-'V4TopK.FilterSmallForSanitizers'}
-CMP_POINTS=${CMP_POINTS:-'32:8192:1024,128:32768:1024,512:32768:1024,128:131072:1024,256:65536:1024,64:262144:1024,32:1048576:1024,128:1048576:1024,512:1048576:1024,512:1048576:2048,1:1048576:1024,8:1048576:1024'}
-CMP_VARIANTS=${CMP_VARIANTS:-'3 1 0'}
+CMP_POINTS=${CMP_POINTS:-'32:8192:1024,128:8192:1024,64:65536:1024,128:196608:1024,32:262144:1024,128:32768:1024,512:32768:1024,128:131072:1024,256:65536:1024,64:262144:1024,32:1048576:1024,128:1048576:1024,512:1048576:1024,512:1048576:2048,1:1048576:1024,8:1048576:1024'}
+CMP_VARIANTS=${CMP_VARIANTS:-'3 4 0'}
 CMP_S=${CMP_S:-20}
 SWEEP_S=${SWEEP_S:-90}
 TORCH_S=${TORCH_S:-50}
@@ -100,3 +101,4 @@ EOF
   fi
   echo "tests ok: $OK total $(el)"
 } 2>&1 | tee "$OUT/run.log"
+(cd "$OUT" && tar czf all.tar.gz --exclude=run.log --exclude=all.tar.gz . && find . -mindepth 1 ! -name run.log ! -name all.tar.gz -delete)

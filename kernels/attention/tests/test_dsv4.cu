@@ -390,10 +390,13 @@ TEST(V4TopK, FilterIsTheDefault) {
   SKIP_WITHOUT_GPU();
   EXPECT_TRUE(v4_topk_uses_filter(512, 262144, 2048));
   EXPECT_FALSE(v4_topk_uses_filter(512, 262144, 4096));
-  EXPECT_STREQ(v4_topk_kernel_name(128, 8192, 1024), "threshold_filter");
-  // topk 4096 runs the radix kernel
+  EXPECT_STREQ(v4_topk_kernel_name(512, 8192, 1024), "threshold_filter");
+  EXPECT_STREQ(v4_topk_kernel_name(128, 65536, 1024), "threshold_filter");
+  EXPECT_STREQ(v4_topk_kernel_name(128, 8192, 1024), "radix_1cta");
+  // topk 4096 and short rows at small batches run the radix kernel
   topk_rows_case({70000, 5000, 4097}, 70001, 0, 4096, 0, "default-k4096");
   topk_rows_case({70000, 20000, 100}, 70003, 0, 1024, 0, "default");
+  topk_rows_case({30000, 20000, 100}, 30003, 0, 1024, 0, "default-radix");
 }
 TEST(V4TopK, FilterSmallForSanitizers) {
   SKIP_WITHOUT_GPU();
