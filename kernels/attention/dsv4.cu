@@ -222,8 +222,6 @@ int g_v4ws_cd = -2;    // -2: from env V4WS_CD (unset = -1: kV4wsCdDefault)
 int g_v4ws_st = -2;    // -2: from env V4WS_ST (unset = -1: kV4wsStDefault)
 int g_v4ws_ep = -2;    // -2: from env V4WS_EP (unset = -1: kV4wsEpDefault)
 int g_v4ws_v16 = -2;   // -2: from env V4WS_V16 (unset = -1: kV4wsV16Default)
-int g_v4ws_ps = -2;    // -2: from env V4WS_PS (unset = -1: kV4wsPsDefault)
-int g_v4ws_sh = -2;    // -2: from env V4WS_SH (unset = -1: kV4wsShDefault)
 // the defaults (fourteenth session, helper v4d): F16 on every list, early Q, lean consumer (v4d call 2)
 constexpr int kV4wsF16MinLd = 0;
 constexpr bool kV4wsQeDefault = true;
@@ -239,22 +237,18 @@ constexpr bool kV4wsEpDefault = true;
 // best of 3 interleaved) 1.007-1.087x at all 24 reference points (CSA Pro 512 x 64K 457.2 -> 436.3 us, CSA
 // prefill 4096 after 64K 3412.0 -> 3139.5, HCA 512 x 1M 2827.3 -> 2694.8); V4WS_V16=0 restores 584-B rows
 constexpr bool kV4wsV16Default = true;
-// P V in two halves with double-buffered P (seventeenth session, helper v4h): off unless V4WS_PS=1
-constexpr bool kV4wsPsDefault = false;
-// the producer's scales read once per row and tile, one-multiply conversion where no scale < 113 (helper v4h)
-constexpr bool kV4wsShDefault = false;
 template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false, bool CD = false, bool ST = false,
-          bool EP = false, bool V16 = false, bool PS = false, bool SH = false>
+          bool EP = false, bool V16 = false>
 void v4ws_launch(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
-  constexpr int smem = ST ? v4ws::kSmemSt : PS ? v4ws::kSmemPS : V16 ? v4ws::kSmem16 : v4ws::kSmem;
+  constexpr int smem = ST ? v4ws::kSmemSt : V16 ? v4ws::kSmem16 : v4ws::kSmem;
   static bool attr = false;
   if (!attr) {
-    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<DBG, REG, PAIR, FENCE, F16, QE, CD, ST, EP, V16, PS, SH>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<DBG, REG, PAIR, FENCE, F16, QE, CD, ST, EP, V16>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     attr = true;
   }
   const dim3 grid(a.H / 64, plan.n_work);
   if constexpr (!PAIR) {
-    v4_attn_ws_kernel<DBG, REG, false, 0, F16, QE, CD, ST, EP, V16, PS, SH><<<grid, 384, smem, s>>>(a, plan.work.p);
+    v4_attn_ws_kernel<DBG, REG, false, 0, F16, QE, CD, ST, EP, V16><<<grid, 384, smem, s>>>(a, plan.work.p);
   } else {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
@@ -291,10 +285,6 @@ void v4_attn_ws_set_ep(int ep) { g_v4ws_ep = ep; }
 bool v4_attn_ws_uses_ep(bool split) { return v4ws_env(g_v4ws_ep, "V4WS_EP") < 0 ? kV4wsEpDefault && !split : g_v4ws_ep != 0; }
 void v4_attn_ws_set_v16(int v16) { g_v4ws_v16 = v16; }
 bool v4_attn_ws_uses_v16() { return v4ws_env(g_v4ws_v16, "V4WS_V16") < 0 ? kV4wsV16Default : g_v4ws_v16 != 0; }
-void v4_attn_ws_set_ps(int ps) { g_v4ws_ps = ps; }
-bool v4_attn_ws_uses_ps() { return v4ws_env(g_v4ws_ps, "V4WS_PS") < 0 ? kV4wsPsDefault : g_v4ws_ps != 0; }
-void v4_attn_ws_set_sh(int sh) { g_v4ws_sh = sh; }
-bool v4_attn_ws_uses_sh() { return v4ws_env(g_v4ws_sh, "V4WS_SH") < 0 ? kV4wsShDefault : g_v4ws_sh != 0; }
 bool v4_attn_ws_uses_qe() { return v4ws_env(g_v4ws_qe, "V4WS_QE") < 0 ? kV4wsQeDefault : g_v4ws_qe != 0; }
 bool v4_attn_ws_uses_cd() { return v4ws_env(g_v4ws_cd, "V4WS_CD") < 0 ? kV4wsCdDefault : g_v4ws_cd != 0; }
 // The default (since the fourteenth session): F16 on every list. The thirteenth session's rule (F16 only
@@ -398,13 +388,6 @@ void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
     v4ws_check_settings(pair, f16, qe, cd, dbg, reg, fence);
     if (g_v4ws_v16 == 1 && !v16)
       throw std::invalid_argument("v4_attn_ws: V4WS_V16=1 (v4_attn_ws_set_v16(1)) needs the F16 form with V4WS_QE and V4WS_CD (one-CTA kernel), no V4WS_DEBUG and no V4WS_ST");
-    const bool ps = v16 && v4_attn_ws_uses_ps();
-    if (g_v4ws_ps == 1 && !ps)
-      throw std::invalid_argument("v4_attn_ws: V4WS_PS=1 (v4_attn_ws_set_ps(1)) needs the V16 form (F16 + V4WS_QE + V4WS_CD, one-CTA kernel, no V4WS_DEBUG, no V4WS_ST, V4WS_V16 not 0)");
-    const bool sh = v16 && v4_attn_ws_uses_sh();
-    if (g_v4ws_sh == 1 && !sh)
-      throw std::invalid_argument("v4_attn_ws: V4WS_SH=1 (v4_attn_ws_set_sh(1)) needs the V16 form (F16 + V4WS_QE + V4WS_CD, one-CTA kernel, no V4WS_DEBUG, no V4WS_ST, V4WS_V16 not 0)");
-    if (ps && sh) throw std::invalid_argument("v4_attn_ws: V4WS_PS=1 and V4WS_SH=1 together are not built");
     if (v16 && (reinterpret_cast<uintptr_t>(a.pool) & 15u) != 0)
       throw std::invalid_argument("v4_attn_ws: the V16 form (592-B pool rows) needs a 16-B aligned pool");
     if (pair) {
@@ -423,10 +406,6 @@ void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
       else if (dbg == 2) v4ws_launch<2, 1, false, 0, true>(a, plan, s);
       else if (dbg == 3) v4ws_launch<3, 1, false, 0, true>(a, plan, s);
       else if (st) v4ws_launch<0, 1, false, 0, true, true, true, true>(a, plan, s);
-      else if (sh && ep) v4ws_launch<0, 1, false, 0, true, true, true, false, true, true, false, true>(a, plan, s);
-      else if (sh) v4ws_launch<0, 1, false, 0, true, true, true, false, false, true, false, true>(a, plan, s);
-      else if (ps && ep) v4ws_launch<0, 1, false, 0, true, true, true, false, true, true, true>(a, plan, s);
-      else if (ps) v4ws_launch<0, 1, false, 0, true, true, true, false, false, true, true>(a, plan, s);
       else if (v16 && ep) v4ws_launch<0, 1, false, 0, true, true, true, false, true, true>(a, plan, s);
       else if (v16) v4ws_launch<0, 1, false, 0, true, true, true, false, false, true>(a, plan, s);
       else if (ep) v4ws_launch<0, 1, false, 0, true, true, true, false, true>(a, plan, s);

@@ -168,20 +168,6 @@ bool v4_attn_ws_uses_ep(bool split);
 constexpr int kV4RowBytes16 = 592;
 void v4_attn_ws_set_v16(int v16);
 bool v4_attn_ws_uses_v16();
-/// P V in two halves with double-buffered P and alpha (seventeenth session, helper v4h; the V16 form only):
-/// ps 1 = warpgroup 0 computes P's columns 32..63 while the tensor pipe runs the first half of P V, and no
-/// barrier follows P V; 0 = one P V per tile (the sixteenth session's loop); -1 = the default (0). Default from
-/// env V4WS_PS (unset = -1). Output within the same FP16-P rounding as the default. An explicit 1 where the
-/// V16 form does not run throws std::invalid_argument. Pool stride: unchanged (v4_attn_pool_row_bytes).
-void v4_attn_ws_set_ps(int ps);
-bool v4_attn_ws_uses_ps();
-/// The producer's scale handling (seventeenth session, helper v4h; the V16 form only): sh 1 = a row's 7 UE8M0
-/// scales read once per tile, and one f16x2 multiply per value pair wherever no scale of the producer warp's 16
-/// rows is below 113; 0 = the sixteenth session's per-block scale reads; -1 = the default (0). Default from env
-/// V4WS_SH (unset = -1). Same output bits as sh 0. An explicit 1 where the V16 form does not run, or together
-/// with ps 1, throws std::invalid_argument.
-void v4_attn_ws_set_sh(int sh);
-bool v4_attn_ws_uses_sh();
 /// Bytes per pool row that v4_attn expects at H heads and idx_ld: kV4RowBytes16 where it runs the
 /// warp-specialised kernel's V16 form (variant 3, F16 + QE + CD, v16 on), kV4RowBytes (584) everywhere else.
 /// Depends on the current settings (variant, V4WS_* / set_*): ask after setting them, before allocating.

@@ -84,22 +84,14 @@ namespace {
 // scales + pad into 16-B scale rows at kOffSc16): 2 LDGSTS per lane and row instead of 3 (8-B copies:
 // the 584-B row is only 8-B aligned), half the copy instructions per byte. Destinations as before (the
 // conversion is unchanged but for the scale stride). The default since v4f call 1 (1.01-1.09x, same run).
-// PS (seventeenth session, helper v4h; env V4WS_PS / v4_attn_ws_set_ps; V16 only): P V in two halves. Warpgroup 0
-// computes the row max and alpha, then the exponentials of P's columns 0..31 only; after barrier 1 both
-// warpgroups issue P V's k steps 0, 1 and, while the tensor pipe runs them, warpgroup 0 computes columns 32..63
-// (barrier 5), then k steps 2, 3. P and alpha are double-buffered (tile j in buffer j % 2, the second at
-// kOffP2 / kOffA2), so barrier 2 after P V goes: warpgroup 0 starts S(j+1) while warpgroup 1's P V(j) drains.
-// SH (seventeenth session, helper v4h; env V4WS_SH / v4_attn_ws_set_sh; V16 only): the producer reads a row's 7
-// scales once per tile (one 8-B load into two registers; byte c by PRMT) instead of one byte load per block, and
-// where no lane's row of the warp has a scale below 113 (checked once per tile, __any_sync) converts every block
-// with one f16x2 multiply and no predicated second one (s < 113 keeps the two-multiply path).
+// Tried and removed (seventeenth session, helper v4h; NOTES.md): PS (P V in two halves, double-buffered P / alpha,
+// no barrier after P V; d699531) and SH (the producer's scales read once per tile, one-multiply conversion;
+// 1bf99ff), both correct and sanitizer-clean, 0.95-1.03x and 0.99-1.005x of V16 at the reference points.
 template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false, bool CD = false, bool ST = false,
-          bool EP = false, bool V16 = false, bool PS = false, bool SH = false>
+          bool EP = false, bool V16 = false>
 __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int4* __restrict__ work) {
   static_assert(!EP || (F16 && QE && CD && !PAIR && DBG == 0), "the staged epilogue is built on F16 + QE + CD only");
   static_assert(!V16 || (F16 && QE && CD && !PAIR && !ST && DBG == 0), "the 16-B gather is built on F16 + QE + CD (not ST) only");
-  static_assert(!PS || V16, "the split P V form is built on V16 only");
-  static_assert(!SH || V16, "the hoisted-scale conversion is built on V16 only");
   constexpr int kRowB = V16 ? v4ws::kRow16 : kV4RowBytes;  // pool row stride (bytes)
   constexpr int kScS = V16 ? 16 : 8;                 // scale row stride in shared memory
   static_assert(!ST || (F16 && QE && CD && !PAIR && DBG == 0), "the staged form is built on F16 + QE + CD only");

@@ -23,19 +23,15 @@
   // CD: descriptors of k step 0 (buffer 0); a k step / buffer adds (byte offset >> 4) to the low word
   const uint64_t dQ0 = sw128_desc(sb, 16, 1024), dK0 = sw128_desc(sb + kOffKV, 16, 1024);
   const uint64_t dP0 = sw128_desc(sb + kOffP, 16, 1024), dV0 = sw128_desc(sb + kOffKV + wg * 4 * 8192, 8192, 1024);
-  // PS: P and alpha of tile j in buffer j % 2 (buffer 1: kOffP2 / kOffA2), so no barrier after P V
-  constexpr uint32_t kP2Add = PS ? static_cast<uint32_t>(kOffP2 - kOffP) >> 4 : 0u;
 
   for (int j = 0; j < ntiles; ++j) {
     const int b = j & 1;
     if constexpr (PAIR && FENCE == 1) mbar_wait_uniform_cluster(&full[b], (j >> 1) & 1);
     else mbar_wait_uniform(&full[b], (j >> 1) & 1);
     const uint32_t kv = sb + kOffKV + b * kKV;
-    uint8_t* const sPb = PS && b ? smem + kOffP2 : sP;
-    float* const sAb = PS && b ? reinterpret_cast<float*>(smem + kOffA2) : sAlpha;
-    float alA, alB, bA = 0.f, bB = 0.f, sumA = 0.f, sumB = 0.f;
-    float s[32];  // S, then (PS) the second half's scores until after the first P V half is issued
+    float alA, alB;
     if (wg == 0) {
+      float s[32];
 #pragma unroll
       for (int i = 0; i < 32; ++i) s[i] = 0.f;
       fence_regs(s);
@@ -74,35 +70,33 @@
       mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
       const float mnA = fmaxf(m0, mxA), mnB = fmaxf(m1, mxB);
       // a tile of only -1 rows keeps m = -inf: its p are exp2(-inf - -inf) -> guard with the max
-      bA = mnA == kNegInf ? 0.f : mnA;
-      bB = mnB == kNegInf ? 0.f : mnB;
+      const float bA = mnA == kNegInf ? 0.f : mnA, bB = mnB == kNegInf ? 0.f : mnB;
       alA = (m0 == kNegInf) ? 0.f : fast_exp2(m0 - mnA);
       alB = (m1 == kNegInf) ? 0.f : fast_exp2(m1 - mnB);
-      m0 = mnA;
-      m1 = mnB;
+      float sumA = 0.f, sumB = 0.f;
 #pragma unroll
-      for (int jj = 0; jj < (PS ? 4 : 8); ++jj) {  // PS: P columns 0..31 only (k steps 0, 1 of P V)
+      for (int jj = 0; jj < 8; ++jj) {
         const float p0 = fast_exp2(s[4 * jj] - bA), p1 = fast_exp2(s[4 * jj + 1] - bA);
         const float p2 = fast_exp2(s[4 * jj + 2] - bB), p3 = fast_exp2(s[4 * jj + 3] - bB);
         sumA += p0 + p1;
         sumB += p2 + p3;
-        *reinterpret_cast<uint32_t*>(sPb + rA * 128 + ((jj ^ (rA & 7)) << 4) + 4 * t4) = F16 ? pack_f16(p0, p1) : pack_bf16(p0, p1);
-        *reinterpret_cast<uint32_t*>(sPb + rB * 128 + ((jj ^ (rB & 7)) << 4) + 4 * t4) = F16 ? pack_f16(p2, p3) : pack_bf16(p2, p3);
+        *reinterpret_cast<uint32_t*>(sP + rA * 128 + ((jj ^ (rA & 7)) << 4) + 4 * t4) = F16 ? pack_f16(p0, p1) : pack_bf16(p0, p1);
+        *reinterpret_cast<uint32_t*>(sP + rB * 128 + ((jj ^ (rB & 7)) << 4) + 4 * t4) = F16 ? pack_f16(p2, p3) : pack_bf16(p2, p3);
       }
-      if constexpr (!PS) {
-        l0 = l0 * alA + sumA;
-        l1 = l1 * alB + sumB;
-      }
+      l0 = l0 * alA + sumA;
+      l1 = l1 * alB + sumB;
+      m0 = mnA;
+      m1 = mnB;
       if (t4 == 0) {
-        sAb[rA] = alA;
-        sAb[rB] = alB;
+        sAlpha[rA] = alA;
+        sAlpha[rB] = alB;
       }
       fence_proxy_async();
     }
     named_bar_sync(1, 256);  // one bar.sync instruction for both warpgroups (synccheck)
     if (wg == 1) {
-      alA = sAb[rA];
-      alB = sAb[rB];
+      alA = sAlpha[rA];
+      alB = sAlpha[rB];
     }
     if (!CD || !__all_sync(0xffffffffu, alA == 1.f && alB == 1.f)) {
 #pragma unroll
@@ -116,36 +110,13 @@
     fence_regs(o);
     wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < (PS ? 2 : 4); ++kk) {
-      const uint64_t da = CD ? desc_add(dP0, (b ? kP2Add : 0u) + kk * 2) : sw128_desc(sb + kOffP + kk * 32, 16, 1024);
+    for (int kk = 0; kk < 4; ++kk) {
+      const uint64_t da = CD ? desc_add(dP0, kk * 2) : sw128_desc(sb + kOffP + kk * 32, 16, 1024);
       const uint64_t db = CD ? desc_add(dV0, (b * kKV + kk * 2048) >> 4) : sw128_desc(kv + wg * 4 * 8192 + kk * 2048, 8192, 1024);
       if constexpr (F16) fp8k::wgmma_m64n256k16_ss_tb_f16(o, da, db, 1);
       else wgmma_m64n256k16_ss_tb(o, da, db, 1);
     }
     wg_commit();
-    if constexpr (PS) {
-      // P columns 32..63 (warpgroup 0) while the tensor pipe runs both warpgroups' first P V half
-      if (wg == 0) {
-#pragma unroll
-        for (int jj = 4; jj < 8; ++jj) {
-          const float p0 = fast_exp2(s[4 * jj] - bA), p1 = fast_exp2(s[4 * jj + 1] - bA);
-          const float p2 = fast_exp2(s[4 * jj + 2] - bB), p3 = fast_exp2(s[4 * jj + 3] - bB);
-          sumA += p0 + p1;
-          sumB += p2 + p3;
-          *reinterpret_cast<uint32_t*>(sPb + rA * 128 + ((jj ^ (rA & 7)) << 4) + 4 * t4) = pack_f16(p0, p1);
-          *reinterpret_cast<uint32_t*>(sPb + rB * 128 + ((jj ^ (rB & 7)) << 4) + 4 * t4) = pack_f16(p2, p3);
-        }
-        l0 = l0 * alA + sumA;
-        l1 = l1 * alB + sumB;
-        fence_proxy_async();
-      }
-      named_bar_sync(5, 256);  // P columns 32..63 in place (one bar.sync site for both warpgroups)
-      wg_fence();
-#pragma unroll
-      for (int kk = 2; kk < 4; ++kk)
-        fp8k::wgmma_m64n256k16_ss_tb_f16(o, desc_add(dP0, (b ? kP2Add : 0u) + kk * 2), desc_add(dV0, (b * kKV + kk * 2048) >> 4), 1);
-      wg_commit();
-    }
     wg_wait<0>();
     fence_regs(o);
     if constexpr (PAIR) {  // one arrival per warp, on this CTA's and the peer's empty[b]
@@ -162,9 +133,7 @@
     } else {
       mbar_arrive(&empty[b]);
     }
-    // both halves of P V done: P and alpha may be overwritten (PS: tile j+2 writes them after barrier 1 of
-    // tile j+1, which warpgroup 1 reaches only after its P V(j))
-    if constexpr (!PS) named_bar_sync(2, 256);
+    named_bar_sync(2, 256);  // both halves of P V done: P and alpha may be overwritten
   }
 
   if (wg == 0) {

@@ -54,12 +54,6 @@ constexpr int kSmemSt = kOffStg + 32 * kStgRow + 1024;
 constexpr int kRow16 = 592;
 constexpr int kOffSc16 = kOffBar + 32;
 constexpr int kSmem16 = kOffSc16 + 2 * 64 * 16 + 1024;
-// PS form (seventeenth session, helper v4h; V16 + split P V): a second P tile and alpha array after the V16
-// scale rows, so that tile j's P / alpha live in buffer j % 2 (buffer 0: kOffP / kOffF).
-constexpr int kOffP2 = (kOffSc16 + 2 * 64 * 16 + 1023) / 1024 * 1024;
-constexpr int kOffA2 = kOffP2 + 64 * 64 * 2;
-constexpr int kSmemPS = kOffA2 + 64 * 4 + 1024;
-static_assert(kOffP2 % 1024 == 0 && kSmemPS <= 232448, "PS form: P tile alignment, shared memory per block");
 static_assert(kOffSc16 % 16 == 0, "16-B scale rows alignment");
 static_assert(kSmem16 <= 232448, "shared memory per block (V16 form)");
 static_assert(kOffStg % 16 == 0, "staging alignment");

@@ -228,15 +228,7 @@
         uint4 x[NX];
   #pragma unroll
         for (int u = 0; u < NX; ++u) x[u] = *reinterpret_cast<const uint4*>(raw + 16 * u);
-        uint32_t s = SH ? 0u : scb[dr * kScS];
-        // SH: the row's 7 scales (+ pad byte) in two registers, read once; any2: some lane's row has a block
-        // with s < 113 (FP16 factor below 2^-14: two multiplies), else every block takes the one-multiply path
-        uint2 sc8 = make_uint2(0u, 0u);
-        bool any2 = true;
-        if constexpr (SH) {
-          sc8 = *reinterpret_cast<const uint2*>(scb + dr * kScS);
-          any2 = __any_sync(0xffffffffu, (__vcmpgeu4(sc8.x, 0x71717171u) & __vcmpgeu4(sc8.y | 0xff000000u, 0x71717171u)) != 0xffffffffu);
-        }
+        uint32_t s = scb[dr * kScS];
   #pragma unroll 1
         for (int c = 0; c < 7; ++c) {
           if (DBG == 1 || DBG == 3) continue;
@@ -246,24 +238,11 @@
           for (int u = 0; u < NX; ++u) {
             w[4 * u] = x[u].x; w[4 * u + 1] = x[u].y; w[4 * u + 2] = x[u].z; w[4 * u + 3] = x[u].w;
           }
-          const uint32_t cs = SH ? __byte_perm(c < 4 ? sc8.x : sc8.y, 0u, 0x4440u + (c & 3)) : s;
+          const uint32_t cs = s;
           if (c < 6) {
   #pragma unroll
             for (int u = 0; u < NX; ++u) x[u] = *reinterpret_cast<const uint4*>(raw + (c + 1) * 8192 + 16 * u);
-            if constexpr (!SH) s = scb[dr * kScS + c + 1];
-          }
-          if constexpr (SH) {
-            if (!any2) {  // warp-uniform: s in 113..255 for every lane's block, one multiply by 2^(min(s,142)-127)
-              const uint32_t g1 = ((min(cs, 142u) - 112u) << 10) * 0x00010001u;
-  #pragma unroll
-              for (int k = 0; k < 2 * NX; ++k) {
-                const uint2 lo = e4m3x4_to_f16_scaled(w[2 * k], g1, g1, false);
-                const uint2 hi = e4m3x4_to_f16_scaled(w[2 * k + 1], g1, g1, false);
-                const uint32_t ob = c * 8192 + dr * 128 + ((((2 * NX * dh + k) ^ dr) & 7) << 4);
-                *reinterpret_cast<uint4*>(kvb + ob) = make_uint4(lo.x, lo.y, hi.x, hi.y);
-              }
-              continue;
-            }
+            s = scb[dr * kScS + c + 1];
           }
           bool two;
           uint32_t f1, f2;

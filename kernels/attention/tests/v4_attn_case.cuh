@@ -148,8 +148,6 @@ inline void v4_defaults() {
   v4_attn_ws_set_st(-1);
   v4_attn_ws_set_ep(-1);
   v4_attn_ws_set_v16(-1);
-  v4_attn_ws_set_ps(-1);
-  v4_attn_ws_set_sh(-1);
 }
 
 }  // namespace servesim::attn::test
