@@ -6,8 +6,10 @@
 # starts only with room left and its timeout is clipped to what is left), in this order:
 #   1. test_dsv4 V4TopK.* (old and new top-k tests), then V4Indexer.* / V4Compressor.* (same binary);
 #   2. compute-sanitizer memcheck of MEM_FILTER, racecheck of RACE_FILTER (shared-memory atomics);
-#   3. a same-run comparison at CMP_POINTS (B:ctx:k decode points): TOPK_VARIANT=3 (the default before this
-#      session), 4 (the filter everywhere) and 0 (the new default), each `bench_attn --only csa_topk` into $OUT/cmp_v<var>;
+#   3. a same-run comparison at CMP_POINTS (B:ctx:k decode points), one `bench_attn --only csa_topk` per entry
+#      label:VAR=value[,VAR=value] of CMP_RUNS (default: v3 = TOPK_VARIANT=3, the default before this session; nopf =
+#      the new default without the L2 prefetch; new = the default) into $OUT/cmp_<label>; the summary table compares
+#      the first and the last entry;
 #   4. only if the tests passed and SWEEP_S > 0: the full csa_topk sweep with the default (SWEEP_S s) into
 #      $OUT/tables, then torch.topk references (TORCH_S s, torch_ref.py --ops v4_topk) into $OUT/tables.
 # SERVESIM_COMMIT (the binaries' commit) comes from build-carry/tk/COMMIT. Logs: $OUT/run.log (summary); everything
@@ -28,9 +30,9 @@ export SERVESIM_COMMIT=${SERVESIM_COMMIT:-$(cat "$BIN/COMMIT" 2>/dev/null || ech
 export PYTHONUNBUFFERED=1
 MEM_FILTER=${MEM_FILTER:-'V4TopK.FilterSmallForSanitizers:V4TopK.FilterIsTheDefault:V4TopK.FilterLongRowsClusters'}
 RACE_FILTER=${RACE_FILTER:-'V4TopK.FilterSmallForSanitizers'}
-CMP_POINTS=${CMP_POINTS:-'32:8192:1024,128:8192:1024,64:65536:1024,128:196608:1024,32:262144:1024,128:32768:1024,512:32768:1024,128:131072:1024,256:65536:1024,64:262144:1024,32:1048576:1024,128:1048576:1024,512:1048576:1024,512:1048576:2048,1:1048576:1024,8:1048576:1024'}
-CMP_VARIANTS=${CMP_VARIANTS:-'3 4 0'}
-CMP_S=${CMP_S:-20}
+CMP_POINTS=${CMP_POINTS:-'32:8192:1024,128:32768:1024,512:32768:1024,128:131072:1024,256:65536:1024,128:196608:1024,64:262144:1024,512:262144:1024,32:1048576:1024,128:1048576:1024,256:1048576:1024,512:1048576:1024,512:1048576:2048,1:1048576:1024,8:1048576:1024,4096:65536:1024'}
+CMP_RUNS=${CMP_RUNS:-'v3:TOPK_VARIANT=3 nopf:V4TOPK_PF=0 new:TOPK_VARIANT=0'}
+CMP_S=${CMP_S:-15}
 SWEEP_S=${SWEEP_S:-90}
 TORCH_S=${TORCH_S:-50}
 T0=$(date +%s)
@@ -59,24 +61,26 @@ summary() { grep -E '^\[ *(PASSED|FAILED|  OK|  SKIPPED) |ERROR SUMMARY' "$1" | 
       grep -E -A5 "Invalid|out of bounds|Illegal|illegal|hazard|Race|race" "$OUT/$tool.log" | head -20
     fi
   done
-  for v in $CMP_VARIANTS; do
-    if room $(( CMP_S + 5 )) "compare variant $v"; then
-      TOPK_VARIANT=$v TOPK_POINTS=$CMP_POINTS timeout -k 5 $(tl $(( CMP_S + 30 ))) "$BIN/bench_attn" --out "$OUT/cmp_v$v" \
-        --only csa_topk --budget "$CMP_S" > "$OUT/cmp_v$v.log" 2>&1
-      echo "compare variant $v exit $? $(el)"
+  LABELS=""
+  for spec in $CMP_RUNS; do  # label:VAR=value[,VAR=value]
+    lab=${spec%%:*}; envs=${spec#*:}; LABELS="$LABELS $lab"
+    if room $(( CMP_S + 5 )) "compare $lab"; then
+      env ${envs//,/ } TOPK_POINTS=$CMP_POINTS timeout -k 5 $(tl $(( CMP_S + 30 ))) "$BIN/bench_attn" --out "$OUT/cmp_$lab" \
+        --only csa_topk --budget "$CMP_S" --share-scale $(awk "BEGIN{print $CMP_S / 14}") > "$OUT/cmp_$lab.log" 2>&1
+      echo "compare $lab ($envs) exit $? $(el)"
     fi
   done
-  python3 - "$OUT" $CMP_VARIANTS <<'EOF'
+  python3 - "$OUT" $LABELS <<'EOF'
 import json, sys, os
 out, vs = sys.argv[1], sys.argv[2:]
 t = {}
 for v in vs:
-    p = os.path.join(out, f"cmp_v{v}", "csa_topk.json")
+    p = os.path.join(out, f"cmp_{v}", "csa_topk.json")
     if os.path.exists(p):
         for r in json.load(open(p))["rows"]:
             s = r["shape"]
             t.setdefault((s["batch"], s["ctx"], s["topk"]), {})[v] = (r["us_median"], r["bytes"], r.get("kernel", ""))
-print("B x ctx x k | " + " | ".join(f"v{v} us" for v in vs) + " | floor us | new/floor | old/new")
+print("B x ctx x k | " + " | ".join(f"{v} us" for v in vs) + " | floor us | new/floor | old/new")
 for key in sorted(t, key=lambda k: (k[0] * k[1], k[2])):
     d = t[key]
     b = next(iter(d.values()))[1]
@@ -101,4 +105,4 @@ EOF
   fi
   echo "tests ok: $OK total $(el)"
 } 2>&1 | tee "$OUT/run.log"
-(cd "$OUT" && tar czf all.tar.gz --exclude=run.log --exclude=all.tar.gz . && find . -mindepth 1 ! -name run.log ! -name all.tar.gz -delete)
+(cd "$OUT" && tar czf /tmp/tk-all.tar.gz --exclude=run.log . ; mv /tmp/tk-all.tar.gz all.tar.gz && find . -mindepth 1 ! -name run.log ! -name all.tar.gz -delete)
