@@ -247,7 +247,7 @@ constexpr bool kV4wsV16Default = true;
 template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE = false, bool CD = false, bool ST = false,
           bool EP = false, bool V16 = false>
 void v4ws_launch(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
-  constexpr int smem = ST ? v4ws::kSmemSt : V16 ? v4ws::kSmem16 : v4ws::kSmem;
+  constexpr int smem = ST ? (V16 ? v4ws::kSmemSt16 : v4ws::kSmemSt) : V16 ? v4ws::kSmem16 : v4ws::kSmem;
   static bool attr = false;
   if (!attr) {
     SS_CUDA(cudaFuncSetAttribute(v4_attn_ws_kernel<DBG, REG, PAIR, FENCE, F16, QE, CD, ST, EP, V16>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -334,8 +334,8 @@ V4wsForm v4ws_form(int H, int idx_ld) {
   f.qe = v4_attn_ws_uses_qe() && !f.pair && e.reg == 1 && (e.dbg == 0 || f.f16);
   f.cd = v4_attn_ws_uses_cd() && f.qe;
   f.st = v4_attn_ws_uses_st() && f.f16 && f.cd && e.dbg == 0;
-  // 592-B pool rows: the in-place F16 + QE + CD form only (not ST, no debug form)
-  f.v16 = v4_attn_ws_uses_v16() && f.f16 && f.cd && e.dbg == 0 && !f.st;
+  // 592-B pool rows: the F16 + QE + CD form, in place or staged (ST: since the seventeenth session), no debug form
+  f.v16 = v4_attn_ws_uses_v16() && f.f16 && f.cd && e.dbg == 0;
   return f;
 }
 }  // namespace
@@ -349,8 +349,8 @@ namespace {
 void v4ws_check_settings(bool pair, bool f16, bool qe, bool cd, int dbg, int reg, int fence) {
   if (g_v4ws_st == 1 && (pair || !f16 || !cd || dbg != 0))
     throw std::invalid_argument("v4_attn_ws: V4WS_ST=1 (v4_attn_ws_set_st(1)) needs the F16 form with V4WS_QE and V4WS_CD (one-CTA kernel, V4WS_REG=1) and no V4WS_DEBUG");
-  if (g_v4ws_ep == 1 && (pair || !f16 || !cd || dbg != 0 || v4_attn_ws_uses_st()))
-    throw std::invalid_argument("v4_attn_ws: V4WS_EP=1 (v4_attn_ws_set_ep(1)) needs the F16 form with V4WS_QE and V4WS_CD (one-CTA kernel, V4WS_REG=1), no V4WS_DEBUG and no V4WS_ST");
+  if (g_v4ws_ep == 1 && (pair || !f16 || !cd || dbg != 0 || (v4_attn_ws_uses_st() && !v4_attn_ws_uses_v16())))
+    throw std::invalid_argument("v4_attn_ws: V4WS_EP=1 (v4_attn_ws_set_ep(1)) needs the F16 form with V4WS_QE and V4WS_CD (one-CTA kernel, V4WS_REG=1), no V4WS_DEBUG, and V4WS_ST only with V16");
   const auto bad = [](const std::string& m) { throw std::invalid_argument("v4_attn_ws: " + m); };
   if (dbg < 0 || dbg > 3) bad("V4WS_DEBUG must be 0, 1, 2 or 3 (got " + std::to_string(dbg) + ")");
   if (reg < 0 || reg > 2) bad("V4WS_REG must be 0, 1 or 2 (got " + std::to_string(reg) + ")");
@@ -391,10 +391,10 @@ void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
   if (plan.n_work > 0) {
     const V4wsForm fm = v4ws_form(a.H, a.idx_ld);
     const bool pair = fm.pair, f16 = fm.f16, qe = fm.qe, cd = fm.cd, st = fm.st, v16 = fm.v16;
-    const bool ep = v4_attn_ws_uses_ep(plan.n_slots > 0) && f16 && cd && dbg == 0 && !st;
+    const bool ep = v4_attn_ws_uses_ep(plan.n_slots > 0) && f16 && cd && dbg == 0 && (!st || v16);
     v4ws_check_settings(pair, f16, qe, cd, dbg, reg, fence);
     if (g_v4ws_v16 == 1 && !v16)
-      throw std::invalid_argument("v4_attn_ws: V4WS_V16=1 (v4_attn_ws_set_v16(1)) needs the F16 form with V4WS_QE and V4WS_CD (one-CTA kernel), no V4WS_DEBUG and no V4WS_ST");
+      throw std::invalid_argument("v4_attn_ws: V4WS_V16=1 (v4_attn_ws_set_v16(1)) needs the F16 form with V4WS_QE and V4WS_CD (one-CTA kernel) and no V4WS_DEBUG");
     if (v16 && (reinterpret_cast<uintptr_t>(a.pool) & 15u) != 0)
       throw std::invalid_argument("v4_attn_ws: the V16 form (592-B pool rows) needs a 16-B aligned pool");
     if (pair) {
@@ -412,6 +412,8 @@ void v4_attn_ws(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s) {
       } else if (dbg == 1) v4ws_launch<1, 1, false, 0, true>(a, plan, s);
       else if (dbg == 2) v4ws_launch<2, 1, false, 0, true>(a, plan, s);
       else if (dbg == 3) v4ws_launch<3, 1, false, 0, true>(a, plan, s);
+      else if (st && v16 && ep) v4ws_launch<0, 1, false, 0, true, true, true, true, true, true>(a, plan, s);
+      else if (st && v16) v4ws_launch<0, 1, false, 0, true, true, true, true, false, true>(a, plan, s);
       else if (st) v4ws_launch<0, 1, false, 0, true, true, true, true>(a, plan, s);
       else if (v16 && ep) v4ws_launch<0, 1, false, 0, true, true, true, false, true, true>(a, plan, s);
       else if (v16) v4ws_launch<0, 1, false, 0, true, true, true, false, false, true>(a, plan, s);

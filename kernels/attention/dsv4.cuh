@@ -146,7 +146,10 @@ bool v4_attn_ws_uses_cd();
 /// rows 0..7 of each producer warp's 16 rows of the next tile are gathered into a raw staging ring
 /// (18.5 KB more shared memory) while the warp waits for its buffer, only rows 8..15 in place after the
 /// wait; 0 = every row in place after the wait; -1 = the default (0). Default from env V4WS_ST (unset =
-/// -1). An explicit 1 where the form lacks it (pair, BF16, QE or CD off, V4WS_DEBUG) throws.
+/// -1). An explicit 1 where the form lacks it (pair, BF16, QE or CD off, V4WS_DEBUG) throws. With the
+/// 16-B gather form on (v4_attn_ws_uses_v16, the default) the staged form reads 592-B pool rows by 16-B
+/// copies (ST + V16, seventeenth session: 20 KB of staging at 640-B rows) and takes the staged epilogue
+/// by the same rule as the in-place form; with V16 off, 584-B rows, 8-B copies and no staged epilogue.
 void v4_attn_ws_set_st(int st);
 bool v4_attn_ws_uses_st();
 /// Staged epilogue of the same form (fifteenth session, helper v4e): ep 1 = O written to shared memory
@@ -154,7 +157,7 @@ bool v4_attn_ws_uses_st();
 /// per-thread 32-bit (BF16) / 64-bit (FP32 partial) stores of wg_store::store_rows; -1 = the default: 1
 /// for a launch whose plan splits no query (plan.n_slots == 0), 0 for one that does (measured: 1.02-1.31x
 /// unsplit, 0.93-1.06x split; kernels/attention/NOTES.md). Default from env V4WS_EP (unset = -1). An
-/// explicit 1 where the form lacks it (pair, BF16, QE or CD off, V4WS_DEBUG, V4WS_ST=1) throws.
+/// explicit 1 where the form lacks it (pair, BF16, QE or CD off, V4WS_DEBUG, V4WS_ST=1 without V16) throws.
 void v4_attn_ws_set_ep(int ep);
 /// Whether a launch of the one-CTA F16 form uses the staged epilogue; split: its plan has n_slots > 0.
 bool v4_attn_ws_uses_ep(bool split);

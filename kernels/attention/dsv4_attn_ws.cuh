@@ -84,6 +84,9 @@ namespace {
 // scales + pad into 16-B scale rows at kOffSc16): 2 LDGSTS per lane and row instead of 3 (8-B copies:
 // the 584-B row is only 8-B aligned), half the copy instructions per byte. Destinations as before (the
 // conversion is unchanged but for the scale stride). The default since v4f call 1 (1.01-1.09x, same run).
+// ST + V16 (seventeenth session, helper v4i; V4WS_ST=1 with V16 on): the staged producer on 592-B rows -- rows
+// 0..7 of each warp's next tile by 16-B copies into a staging ring (kOffStg16, 640-B rows) right after full(j),
+// rows 8..15 by V16's in-place 16-B issue after the empty wait; the conversion as in ST. With or without EP.
 // Tried and removed (seventeenth session, helper v4h; NOTES.md): PS (P V in two halves, double-buffered P / alpha,
 // no barrier after P V; d699531) and SH (the producer's scales read once per tile, one-multiply conversion;
 // 1bf99ff), both correct and sanitizer-clean, 0.95-1.03x and 0.99-1.005x of V16 at the reference points.
@@ -91,7 +94,7 @@ template <int DBG, int REG, bool PAIR, int FENCE = 0, bool F16 = false, bool QE 
           bool EP = false, bool V16 = false>
 __global__ void __launch_bounds__(384, 1) v4_attn_ws_kernel(MqaArgs a, const int4* __restrict__ work) {
   static_assert(!EP || (F16 && QE && CD && !PAIR && DBG == 0), "the staged epilogue is built on F16 + QE + CD only");
-  static_assert(!V16 || (F16 && QE && CD && !PAIR && !ST && DBG == 0), "the 16-B gather is built on F16 + QE + CD (not ST) only");
+  static_assert(!V16 || (F16 && QE && CD && !PAIR && DBG == 0), "the 16-B gather is built on F16 + QE + CD only");
   constexpr int kRowB = V16 ? v4ws::kRow16 : kV4RowBytes;  // pool row stride (bytes)
   constexpr int kScS = V16 ? 16 : 8;                 // scale row stride in shared memory
   static_assert(!ST || (F16 && QE && CD && !PAIR && DBG == 0), "the staged form is built on F16 + QE + CD only");

@@ -54,6 +54,14 @@ constexpr int kSmemSt = kOffStg + 32 * kStgRow + 1024;
 constexpr int kRow16 = 592;
 constexpr int kOffSc16 = kOffBar + 32;
 constexpr int kSmem16 = kOffSc16 + 2 * 64 * 16 + 1024;
+// ST + V16 (seventeenth session, helper v4i): the staging ring of the ST form behind V16's scale rows; a staged
+// row's 592 pool bytes at a 640-B stride (640 = 5 x 128: the conversion's LDS.128 of staged rows 2 k and 2 k + 1
+// fall into the two halves of the 128-B bank window: no bank conflict within a quarter warp).
+constexpr int kOffStg16 = kOffSc16 + 2 * 64 * 16;
+constexpr int kStgRow16 = 640;
+constexpr int kSmemSt16 = kOffStg16 + 32 * kStgRow16 + 1024;
+static_assert(kOffStg16 % 16 == 0, "staging alignment (ST + V16)");
+static_assert(kSmemSt16 <= 232448, "shared memory per block (ST + V16 form)");
 static_assert(kOffSc16 % 16 == 0, "16-B scale rows alignment");
 static_assert(kSmem16 <= 232448, "shared memory per block (V16 form)");
 static_assert(kOffStg % 16 == 0, "staging alignment");

@@ -44,20 +44,30 @@
     if constexpr (ST) {
       // 8 rows x 4 lanes: lane (di8, dh8) converts row di8 of a half, bytes 16 dh8 .. of each block
       const int di8 = lane >> 2, dh8 = lane & 3;
-      const uint32_t stw = sb + kOffStg + pw * 8 * kStgRow;  // this warp's 8 staging rows
-      const uint8_t* stl = smem + kOffStg + (pw * 8 + di8) * kStgRow;  // the lane's staged row
-      // rows 0..7 of a tile (indices: lanes 0..7 of ids) -> staging, the row's 584 B contiguous
+      // V16 (seventeenth session, helper v4i): 592-B pool rows, 16-B copies, staging rows at a 640-B stride
+      constexpr int kSO = V16 ? kOffStg16 : kOffStg, kSR = V16 ? kStgRow16 : kStgRow;
+      const uint32_t stw = sb + kSO + pw * 8 * kSR;  // this warp's 8 staging rows
+      const uint8_t* stl = smem + kSO + (pw * 8 + di8) * kSR;  // the lane's staged row
+      // rows 0..7 of a tile (indices: lanes 0..7 of ids) -> staging, the row's 584 (V16: 592) B contiguous
       auto stage = [&](int ids) {
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
           const int id = __shfl_sync(0xffffffffu, ids, i);
           const bool ok = id >= 0;
-          const uint32_t sz = ok ? 8u : 0u;
-          const uint8_t* src = a.pool + static_cast<size_t>(ok ? id : 0) * kV4RowBytes + lane * 8;
-          const uint32_t d = stw + i * kStgRow + lane * 8;
-          cp_async8_s(d, src, sz);
-          cp_async8_s(d + 256, src + 256, sz);
-          cp_async8_sp(lane <= 8, d + 512, src + 512, sz);
+          if constexpr (V16) {  // lane l: bytes 16 l ..; lanes 0..4 also 512 + 16 l .. (lane 4: scales + pad)
+            const uint32_t sz = ok ? 16u : 0u;
+            const uint8_t* src = a.pool + static_cast<size_t>(ok ? id : 0) * kRowB + lane * 16;
+            const uint32_t d = stw + i * kSR + lane * 16;
+            cp_async16_s(d, src, sz);
+            cp_async16_sp(lane <= 4, d + 512, src + 512, sz);
+          } else {
+            const uint32_t sz = ok ? 8u : 0u;
+            const uint8_t* src = a.pool + static_cast<size_t>(ok ? id : 0) * kV4RowBytes + lane * 8;
+            const uint32_t d = stw + i * kSR + lane * 8;
+            cp_async8_s(d, src, sz);
+            cp_async8_s(d + 256, src + 256, sz);
+            cp_async8_sp(lane <= 8, d + 512, src + 512, sz);
+          }
         }
         cp_async_commit();
       };
@@ -96,11 +106,24 @@
         if (j >= 2) mbar_wait(&empty[b], ((j - 2) >> 1) & 1);
         const int id_nn = load_idx(j + 2);
         uint8_t* kvb = smem + kOffKV + b * kKV;
-        uint8_t* scb = sSc + b * 512;
+        uint8_t* scb = V16 ? smem + kOffSc16 + b * 1024 : sSc + b * 512;
         const uint32_t kvs = sb + kOffKV + b * kKV, scs = sb + kOffSc + b * 512;
-        // rows 8..15 in place (as the two-stage form)
+        // rows 8..15 in place (as the two-stage form; V16: its 16-B issue, destinations as there)
+        if constexpr (V16) {
+          const uint32_t t1 = v16_b1 + b * kKV, t2 = v16_b2 + b * v16_bs2;
 #pragma unroll
-        for (int i = 8; i < 16; ++i) {
+          for (int i = 8; i < 16; ++i) {
+            const int id = __shfl_sync(0xffffffffu, id_cur, i);
+            const bool ok = id >= 0;
+            const uint32_t sz = ok ? 16u : 0u;
+            const uint8_t* src = a.pool + static_cast<size_t>(ok ? id : 0) * kRowB + lane * 16;
+            const uint32_t c7 = static_cast<uint32_t>(i & 7) << 4;
+            cp_async16_s(t1 + i * v16_s1 + (v16_x1 ^ (v16_m1 & c7)), src, sz);
+            cp_async16_sp(lane <= 4, t2 + i * v16_s2 + (v16_x2 ^ (v16_m2 & c7)), src + 512, sz);
+          }
+        }
+#pragma unroll
+        for (int i = 8; i < (V16 ? 8 : 16); ++i) {
           const int r = rw0 + i;
           const int id = __shfl_sync(0xffffffffu, id_cur, i);
           const bool ok = id >= 0;
@@ -123,7 +146,7 @@
           const int i = k * 5 + lane / 6, part = lane % 6;
           const int id = __shfl_sync(0xffffffffu, id_nxt, 8 + (i & 7));
           if (lane < 30 && i < 8 && id >= 0)
-            prefetch_l2(a.pool + static_cast<size_t>(id) * kV4RowBytes + (part == 5 ? kV4RowBytes - 1 : part * 128));
+            prefetch_l2(a.pool + static_cast<size_t>(id) * kRowB + (part == 5 ? kRowB - 1 : part * 128));
         }
         cp_async_wait<1>();  // this lane's staged copies of tile j (committed one tile ago) have landed
         __syncwarp();
@@ -141,7 +164,7 @@
         __syncwarp();
         {
           const int dr = rw0 + 8 + di8;
-          convert(kvb, dr, kvb + wreg + (8 + di8) * 64 + 16 * dh8, 8192u, scb + dr * 8);
+          convert(kvb, dr, kvb + wreg + (8 + di8) * 64 + 16 * dh8, 8192u, scb + dr * kScS);
 #pragma unroll
           for (int k = 0; k < 2; ++k) {
             uint4* p = reinterpret_cast<uint4*>(kvb + 7 * 8192 + dr * 128 + ((((2 * dh8 + k) ^ dr) & 7) << 4));

@@ -230,9 +230,48 @@ TEST(V4Attn, PoolRowBytesFollowTheForm) {
   EXPECT_EQ(v4_attn_pool_row_bytes(128, 1152), kV4RowBytes);  // the BF16 form has no V16 form
   v4_attn_ws_set_f16(-1);
   v4_attn_ws_set_st(1);
-  EXPECT_EQ(v4_attn_pool_row_bytes(128, 1152), kV4RowBytes);
+  EXPECT_EQ(v4_attn_pool_row_bytes(128, 1152), kV4RowBytes16);  // ST + V16 (seventeenth session)
+  v4_attn_ws_set_v16(0);
+  EXPECT_EQ(v4_attn_pool_row_bytes(128, 1152), kV4RowBytes);  // the 8-B staged form
   v4_attn_ws_set_st(-1);
   v4_attn_ws_set_v16(-1);
+}
+// The staged producer on 592-B rows (ST + V16, seventeenth session, helper v4i): rows 0..7 of each producer
+// warp's next tile by 16-B copies into the 640-B staging rows, rows 8..15 in place by V16's issue. With the
+// default epilogue (staged where unsplit) and ep 0; lists refilling the ring every tile, 1-, 2-, 3-tile and
+// 1-row lists, lists ending inside a tile, the whole masked tile of the 192/193-row lists, split lists (FP32
+// partials: mode 4), H = 64 / 128 / 256, sink / no sink; then the 8-B staged form (v16 0) on the same short
+// lists. Short lists only (memcheck / synccheck); long ones in WarpSpecializedStaged16BLong.
+TEST(V4Attn, WarpSpecializedStaged16B) {
+  SKIP_WITHOUT_GPU();
+  v16_forms(true);
+  v4_attn_ws_set_st(1);
+  ASSERT_EQ(v4_attn_pool_row_bytes(128, 1152), kV4RowBytes16);
+  for (int ep : {-1, 0}) {
+    v4_attn_ws_set_ep(ep);
+    v4_case(128, {1152, 300, 65, 1}, 0, true, 3);
+    v4_case(64, {640, 3000, 128, 1}, 256, true, 4);
+    v4_case(128, {77, 191, 192, 193}, 128, false, 4);
+    v4_case(256, {256, 129, 65}, 128, true, 4);
+    v4_case(64, {500, 33}, 0, false, 3);
+  }
+  v4_attn_ws_set_ep(-1);
+  v4_attn_ws_set_v16(0);
+  v4_case(128, {1152, 300, 65, 1}, 0, true, 3);
+  v4_case(128, {77, 191, 192, 193}, 128, false, 4);
+  v16_forms(false);
+}
+TEST(V4Attn, WarpSpecializedStaged16BLong) {
+  SKIP_WITHOUT_GPU();
+  v16_forms(true);
+  v4_attn_ws_set_st(1);
+  v4_case(64, {20000}, 0, true, 3);
+  v4_case(128, {8320, 64, 1}, 0, false, 3);
+  v4_case(128, {1152, 1152, 1152, 1152}, 0, true, 3);
+  v4_attn_ws_set_ep(0);
+  v4_case(128, {1152, 1152, 1152, 1152}, 0, true, 3);
+  v4_attn_ws_set_ep(-1);
+  v16_forms(false);
 }
 TEST(V4Attn, NoSink) {
   SKIP_WITHOUT_GPU();

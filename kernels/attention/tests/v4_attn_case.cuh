@@ -88,7 +88,7 @@ inline V4Check v4_attend_check(int H, const std::vector<int>& nrows, int force_s
   v4_attn_set_variant(variant);
   const bool ws1 = v4_attn_config(H) == std::string("wgmma_ws_m64_tn64") && !v4_attn_ws_uses_pair(H);  // the one-CTA kernel
   const bool fqc = ws1 && v4_attn_ws_uses_f16(ld) && v4_attn_ws_uses_qe() && v4_attn_ws_uses_cd();
-  c.ep = fqc && !v4_attn_ws_uses_st() && v4_attn_ws_uses_ep(plan.n_slots > 0);
+  c.ep = fqc && (!v4_attn_ws_uses_st() || pool.rowb != kV4RowBytes) && v4_attn_ws_uses_ep(plan.n_slots > 0);  // ST: EP with V16 only
   std::snprintf(name, sizeof name, "v4_attn out (H=%d nq=%d split=%d sink=%d mode=%d %s%s%s%s%s%s%s%s)%s", H, nq, force_split,
                 with_sink, mode, v4_attn_config(H), variant == 3 && v4_attn_ws_uses_pair(H) ? " pair" : "",
                 ws1 && v4_attn_ws_uses_f16(ld) ? " f16" : "", ws1 && v4_attn_ws_uses_qe() ? " qe" : "",
