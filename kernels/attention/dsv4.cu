@@ -233,7 +233,11 @@ int g_v4ws_v16 = -2;   // -2: from env V4WS_V16 (unset = -1: kV4wsV16Default)
 constexpr int kV4wsF16MinLd = 0;
 constexpr bool kV4wsQeDefault = true;
 constexpr bool kV4wsCdDefault = true;
-constexpr bool kV4wsStDefault = false;  // the staged producer (fifteenth session, helper v4e): V4WS_ST=1; slower (v4e call 1)
+// the staged producer (fifteenth session, helper v4e): V4WS_ST=1; slower with 8-B copies (v4e call 1). On 592-B
+// rows (ST + V16, seventeenth session, helper v4i; call 1, same run, best of 2): 1.016-1.069x at 23 of 24
+// reference points but 1.005x at CSA prefill 4096 after 64K (3097.2 vs 3111.7 us), under the session's 1% gate
+// for a new default: off, pending the lead's decision (kernels/attention/NOTES.md, v4i section)
+constexpr bool kV4wsStDefault = false;
 // the staged epilogue (same session; first run: the lead's call after v4e): on by default where the launch
 // splits no query (every work item writes BF16 rows): 1.02-1.31x there (same run, 24 reference points;
 // sweeps against the earlier rows: 0.99-1.42x, median 1.09-1.29x per table); where the plan splits (FP32

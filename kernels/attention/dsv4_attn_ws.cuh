@@ -87,6 +87,8 @@ namespace {
 // ST + V16 (seventeenth session, helper v4i; V4WS_ST=1 with V16 on): the staged producer on 592-B rows -- rows
 // 0..7 of each warp's next tile by 16-B copies into a staging ring (kOffStg16, 640-B rows) right after full(j),
 // rows 8..15 by V16's in-place 16-B issue after the empty wait; the conversion as in ST. With or without EP.
+// Measured (v4i call 1, same run): 1.016-1.069x of the V16 default at 23 of 24 points, 1.005x at CSA prefill
+// 4096 after 64K; off by default (dsv4.cu, kV4wsStDefault).
 // Tried and removed (seventeenth session, helper v4h; NOTES.md): PS (P V in two halves, double-buffered P / alpha,
 // no barrier after P V; d699531) and SH (the producer's scales read once per tile, one-multiply conversion;
 // 1bf99ff), both correct and sanitizer-clean, 0.95-1.03x and 0.99-1.005x of V16 at the reference points.
