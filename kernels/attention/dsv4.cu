@@ -179,10 +179,11 @@ void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int*
     at[0].val.clusterDim.z = 1;
     cfg.attrs = at;
     cfg.numAttrs = 1;
-    // L2 prefetch per CTA (logits): its share of ~40 MB over the CTAs that run at once (4 per SM); env V4TOPK_PF=0: off
+    // L2 prefetch per CTA (logits): its share of ~40 MB over the CTAs that run at once (4 per SM). Off unless env
+    // V4TOPK_PF=1: not yet measured on a GPU (tk's call 3 found no device); the csa_topk table is without it.
     static const bool pf_on = [] {
       const char* e = std::getenv("V4TOPK_PF");
-      return !(e && std::atoi(e) == 0);
+      return e && std::atoi(e) != 0;
     }();
     const long resident = std::min<long>(static_cast<long>(fcs) * nq, 4L * sm_count());
     const int pf = pf_on ? static_cast<int>(std::min<long>(INT_MAX, (40L << 20) / 4 / resident)) : 0;
@@ -235,9 +236,9 @@ constexpr bool kV4wsQeDefault = true;
 constexpr bool kV4wsCdDefault = true;
 // the staged producer (fifteenth session, helper v4e): V4WS_ST=1; slower with 8-B copies (v4e call 1). On 592-B
 // rows (ST + V16, seventeenth session, helper v4i; call 1, same run, best of 2): 1.016-1.069x at 23 of 24
-// reference points but 1.005x at CSA prefill 4096 after 64K (3097.2 vs 3111.7 us), under the session's 1% gate
-// for a new default: off, pending the lead's decision (kernels/attention/NOTES.md, v4i section)
-constexpr bool kV4wsStDefault = false;
+// reference points but 1.005x at CSA prefill 4096 after 64K (3097.2 vs 3111.7 us): faster or equal everywhere,
+// so the lead made it the default on 592-B rows (V16; with 584-B rows the 8-B staged form stays off by default)
+constexpr bool kV4wsStDefault = true;
 // the staged epilogue (same session; first run: the lead's call after v4e): on by default where the launch
 // splits no query (every work item writes BF16 rows): 1.02-1.31x there (same run, 24 reference points;
 // sweeps against the earlier rows: 0.99-1.42x, median 1.09-1.29x per table); where the plan splits (FP32
@@ -291,7 +292,7 @@ void v4_attn_ws_set_f16(int f16) { g_v4ws_f16 = f16; }
 void v4_attn_ws_set_qe(int qe) { g_v4ws_qe = qe; }
 void v4_attn_ws_set_cd(int cd) { g_v4ws_cd = cd; }
 void v4_attn_ws_set_st(int st) { g_v4ws_st = st; }
-bool v4_attn_ws_uses_st() { return v4ws_env(g_v4ws_st, "V4WS_ST") < 0 ? kV4wsStDefault : g_v4ws_st != 0; }
+bool v4_attn_ws_uses_st() { return v4ws_env(g_v4ws_st, "V4WS_ST") < 0 ? kV4wsStDefault && v4_attn_ws_uses_v16() : g_v4ws_st != 0; }
 void v4_attn_ws_set_ep(int ep) { g_v4ws_ep = ep; }
 bool v4_attn_ws_uses_ep(bool split) { return v4ws_env(g_v4ws_ep, "V4WS_EP") < 0 ? kV4wsEpDefault && !split : g_v4ws_ep != 0; }
 void v4_attn_ws_set_v16(int v16) { g_v4ws_v16 = v16; }
