@@ -179,15 +179,7 @@ void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int*
     at[0].val.clusterDim.z = 1;
     cfg.attrs = at;
     cfg.numAttrs = 1;
-    // L2 prefetch per CTA (logits): its share of ~40 MB over the CTAs that run at once (4 per SM). Off unless env
-    // V4TOPK_PF=1: not yet measured on a GPU (tk's call 3 found no device); the csa_topk table is without it.
-    static const bool pf_on = [] {
-      const char* e = std::getenv("V4TOPK_PF");
-      return e && std::atoi(e) != 0;
-    }();
-    const long resident = std::min<long>(static_cast<long>(fcs) * nq, 4L * sm_count());
-    const int pf = pf_on ? static_cast<int>(std::min<long>(INT_MAX, (40L << 20) / 4 / resident)) : 0;
-    SS_CUDA(cudaLaunchKernelEx(&cfg, topk_filter_kernel, logits, ld, len, topk, idx, chunk, pf));
+    SS_CUDA(cudaLaunchKernelEx(&cfg, topk_filter_kernel, logits, ld, len, topk, idx, chunk));
     SS_LAUNCH_CHECK();
     return;
   }

@@ -7,7 +7,6 @@
 //     consecutive logits spread over it, S = n/16 .. 8192 keys; the sectors read after the first CTA hit L2) and picks
 //     the key thr below which ~C = min(max(2k, k + 2000), (k + CAP) / 2) logits of the row are expected (radix pick of
 //     the sample's ceil(C * S / n)-th largest key, 22 bits).
-//     While the sample is picked, each CTA prefetches the start of its chunk into L2 (its share of ~40 MB).
 //  2. Filter: one read of the chunk (16-B loads, 8 per thread in flight): keys >= thr go to a
 //     candidate list in shared memory (key, position; warp-aggregated slots), CAP per CTA.
 //  3. CTA 0 gathers the cluster's lists through distributed shared memory and runs an exact radix
@@ -127,7 +126,7 @@ __device__ void emit_topk(F key_at, P pos_at, int m, uint32_t kth, int rem, int 
 }  // namespace tkf
 
 __global__ void __launch_bounds__(tkf::T, 4) topk_filter_kernel(const float* __restrict__ logits, int ld, const int* __restrict__ lens,
-                                                             int K, int* __restrict__ idx, int chunk, int pf) {
+                                                             int K, int* __restrict__ idx, int chunk) {
   using namespace tkf;
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
@@ -196,12 +195,6 @@ __global__ void __launch_bounds__(tkf::T, 4) topk_filter_kernel(const float* __r
         }
     }
     __syncthreads();
-    // L2 prefetch of the first pf logits of this CTA's chunk (128-B lines), so that DRAM works during the sample's
-    // pick (pf: this CTA's share of ~40 MB of L2, from the host; 0 = off)
-    {
-      const int c0 = rank * chunk, m = max(0, min(n, c0 + chunk) - c0), np = min(m, pf);
-      for (int i = tid * 32; i < np; i += T * 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(x + c0 + i));
-    }
     int rem_unused;
     pick([&](int i) { return ckey[i]; }, S, r, 10, hist, sh, scan_tmp, thr, rem_unused, mn, mx, false);
   }

@@ -7,11 +7,10 @@
 #   1. test_dsv4 V4TopK.* (old and new top-k tests), then V4Indexer.* / V4Compressor.* (same binary);
 #   2. compute-sanitizer memcheck of MEM_FILTER, racecheck of RACE_FILTER (shared-memory atomics);
 #   3. a same-run comparison at CMP_POINTS (B:ctx:k decode points), one `bench_attn --only csa_topk` per entry
-#      label:VAR=value[,VAR=value] of CMP_RUNS (default: v3 = TOPK_VARIANT=3, the default before this session; nopf =
-#      the new default without the L2 prefetch; new = the default) into $OUT/cmp_<label>; the summary table compares
-#      the first and the last entry;
-#   4. only if the tests passed and SWEEP_S > 0: the full csa_topk sweep with the default (SWEEP_S s; PF_AUTO=1, the
-#      default: with V4TOPK_PF=0 unless the prefetch won the comparison at the median) into
+#      label:VAR=value[,VAR=value] of CMP_RUNS (default: v3 = TOPK_VARIANT=3, the default before this session; v4 =
+#      the filter everywhere; new = the default) into $OUT/cmp_<label>; the summary table compares the first and
+#      the last entry;
+#   4. only if the tests passed and SWEEP_S > 0: the full csa_topk sweep with the default (SWEEP_S s; env SWEEP_ENV) into
 #      $OUT/tables, then torch.topk references (TORCH_S s, torch_ref.py --ops v4_topk) into $OUT/tables.
 # SERVESIM_COMMIT (the binaries' commit) comes from build-carry/tk/COMMIT. Logs: $OUT/run.log (summary); everything
 # else (logs, cmp_v*/ and tables/ JSON) in $OUT/all.tar.gz (the call returns few files).
@@ -32,7 +31,7 @@ export PYTHONUNBUFFERED=1
 MEM_FILTER=${MEM_FILTER:-'V4TopK.FilterSmallForSanitizers:V4TopK.FilterIsTheDefault:V4TopK.FilterLongRowsClusters'}
 RACE_FILTER=${RACE_FILTER:-'V4TopK.FilterSmallForSanitizers'}
 CMP_POINTS=${CMP_POINTS:-'32:8192:1024,128:32768:1024,512:32768:1024,128:131072:1024,256:65536:1024,128:196608:1024,64:262144:1024,512:262144:1024,32:1048576:1024,128:1048576:1024,256:1048576:1024,512:1048576:1024,512:1048576:2048,1:1048576:1024,8:1048576:1024,4096:65536:1024'}
-CMP_RUNS=${CMP_RUNS:-'v3:TOPK_VARIANT=3 nopf:V4TOPK_PF=0 new:TOPK_VARIANT=0'}
+CMP_RUNS=${CMP_RUNS:-'v3:TOPK_VARIANT=3 v4:TOPK_VARIANT=4 new:TOPK_VARIANT=0'}
 CMP_S=${CMP_S:-15}
 SWEEP_S=${SWEEP_S:-90}
 TORCH_S=${TORCH_S:-50}
@@ -92,21 +91,8 @@ for key in sorted(t, key=lambda k: (k[0] * k[1], k[2])):
     print(f"{key[0]} x {key[1]} x {key[2]} | " + " | ".join(cells) + f" | {fl:.2f} | " +
           (f"{new / fl:.2f}" if new else "-") + " | " + (f"{old / new:.2f}" if new and old else "-"))
 EOF
-  # PF_AUTO=1: the sweep runs without the L2 prefetch (V4TOPK_PF=0) unless the "new" entry beat the "nopf" one at the
-  # median of the compared points
-  SWEEP_ENV=""
-  if [ "${PF_AUTO:-1}" = 1 ] && [ -f "$OUT/cmp_nopf/csa_topk.json" ] && [ -f "$OUT/cmp_new/csa_topk.json" ]; then
-    W=$(python3 -c "
-import json, statistics as st
-a = {json.dumps(r['shape'], sort_keys=True): r['us_median'] for r in json.load(open('$OUT/cmp_nopf/csa_topk.json'))['rows']}
-b = {json.dumps(r['shape'], sort_keys=True): r['us_median'] for r in json.load(open('$OUT/cmp_new/csa_topk.json'))['rows']}
-r = [a[k] / b[k] for k in b if k in a]
-print(1 if r and st.median(r) > 1.0 else 0, round(st.median(r), 4) if r else '-')")
-    echo "prefetch nopf/new median: ${W#* } -> sweep with prefetch ${W%% *}"
-    [ "${W%% *}" = 1 ] || SWEEP_ENV="V4TOPK_PF=0"
-  fi
   if [ "$OK" = 1 ] && [ "$SWEEP_S" != 0 ] && room $(( SWEEP_S + 20 )) "csa_topk sweep"; then
-    env $SWEEP_ENV timeout -k 5 $(tl $(( SWEEP_S + 40 ))) "$BIN/bench_attn" --out "$OUT/tables" --only csa_topk \
+    env ${SWEEP_ENV:-} timeout -k 5 $(tl $(( SWEEP_S + 40 ))) "$BIN/bench_attn" --out "$OUT/tables" --only csa_topk \
       --budget $(( SWEEP_S + 10 )) --share-scale $(awk "BEGIN{print $SWEEP_S / 14}") > "$OUT/sweep.log" 2>&1
     echo "csa_topk sweep exit $? $(el)"; grep -E "ratio|done|skipped|failed" "$OUT/sweep.log" | head -5
     if [ "$TORCH_S" != 0 ] && room $(( TORCH_S / 2 + 20 )) "torch"; then
