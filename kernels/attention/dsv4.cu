@@ -79,6 +79,9 @@ int sm_count() {
 }  // namespace
 
 void v4_set_variants(int indexer_variant, int topk_variant) {
+  if (indexer_variant < 0 || indexer_variant > 1 || topk_variant < 0 || topk_variant > 4)
+    throw std::invalid_argument("v4_set_variants: indexer variant must be 0 or 1 and top-k variant 0..4 (got " +
+                                std::to_string(indexer_variant) + ", " + std::to_string(topk_variant) + ")");
   g_indexer_variant = indexer_variant;
   g_topk_variant = topk_variant;
 }
@@ -158,6 +161,9 @@ const char* v4_topk_kernel_name(int nq, int max_len, int topk) {
 void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int* idx, cudaStream_t s, int max_len) {
   if (nq <= 0) return;
   if (topk <= 0) throw std::invalid_argument("v4_topk: topk must be positive");
+  if (v4_topk_uses_filter(nq, max_len, topk) && nq > 65535)  // the filter's rows are grid y (CUDA limit 65,535)
+    throw std::invalid_argument("v4_topk: the threshold filter takes at most 65,535 rows per call (got " + std::to_string(nq) +
+                                "): split the call");
   if (v4_topk_uses_filter(nq, max_len, topk)) {
     static bool fattr = false;
     if (!fattr) {

@@ -67,12 +67,16 @@ int v4_indexer_chunk(int nq, int max_len);
 /// threshold, candidates in shared memory, exact select over them; falls back to an exact select over the row).
 /// Elsewhere, or variants 1-3: the one-CTA radix kernel (issue 3; or the radix cluster kernel). max_len = 0 (unknown)
 /// runs the filter with one CTA per row when nq >= 192, else the one-CTA radix kernel.
-/// Throws std::invalid_argument when topk <= 0; CUDA errors as std::runtime_error (SS_CUDA).
+/// max_len is in logits per row (0 = unknown); every len[i] must be <= max_len (not checked on the device: with a
+/// cluster of more than one CTA per row a longer row's tail is not read). Throws std::invalid_argument when
+/// topk <= 0, or when the filter would run with nq > 65,535 rows (its grid's y limit: split the call); CUDA errors
+/// as std::runtime_error (SS_CUDA).
 void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int* idx, cudaStream_t s = 0, int max_len = 0);
 /// CTAs per row (1..8) of the v4 radix cluster kernel (variant 2/3), 0 when max_len > 8 x 32768.
 int v4_topk_cluster_size(int nq, int max_len);
 bool v4_topk_uses_cluster(int nq, int max_len);
-/// CTAs per row (1, 2, 4, 8) of the threshold filter, and whether v4_topk runs it for this shape.
+/// CTAs per row (1, 2, 4, 8) of the threshold filter, and whether v4_topk runs it for this shape (max_len in logits
+/// per row, 0 = unknown).
 int v4_topk_filter_cluster(int nq, int max_len);
 bool v4_topk_uses_filter(int nq, int max_len, int topk);
 /// The kernel v4_topk runs for a shape: "threshold_filter", "radix_cluster_smem" or "radix_1cta".
@@ -83,6 +87,7 @@ const char* v4_topk_kernel_name(int nq, int max_len, int topk);
 /// 2 = always the radix cluster kernel (where max_len allows); 3 = the default before the seventeenth session
 /// (cluster kernel for batch <= 16 x rows >= 98304 and batch >= 256 x rows <= 12288, else one-CTA);
 /// 4 = the threshold filter at every shape with topk <= 2048.
+/// Throws std::invalid_argument outside indexer 0..1 / top-k 0..4.
 void v4_set_variants(int indexer_variant, int topk_variant);
 const char* v4_indexer_variant_name();
 const char* v4_topk_variant_name();

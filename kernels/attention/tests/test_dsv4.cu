@@ -403,3 +403,16 @@ TEST(V4TopK, FilterSmallForSanitizers) {
   // a few rows (cluster of 4, whole-row, filtered and fallback rows) for memcheck / racecheck
   for (int kind : {0, 1}) topk_rows_case({70000, 9000, 13000, 700}, 70001, kind, 1024, 4, "filter-small");
 }
+
+// Host-side argument checks of the top-k (seventeenth session, reviewer findings 5 and 7; no CUDA call, runs
+// without a GPU): a variant outside its range throws instead of running as another one, and the threshold
+// filter, whose rows are its grid's y dimension, refuses more than 65,535 rows per call before any launch.
+TEST(V4TopK, BadSettingsThrowBeforeAnyLaunch) {
+  EXPECT_THROW(v4_set_variants(0, 5), std::invalid_argument);
+  EXPECT_THROW(v4_set_variants(0, -1), std::invalid_argument);
+  EXPECT_THROW(v4_set_variants(2, 0), std::invalid_argument);
+  v4_set_variants(0, 0);
+  ASSERT_TRUE(v4_topk_uses_filter(70000, 0, 1024));
+  EXPECT_THROW(v4_topk(nullptr, 4096, nullptr, 70000, 1024, nullptr, 0, 0), std::invalid_argument);
+  EXPECT_THROW(v4_topk(nullptr, 4096, nullptr, 8, 0, nullptr, 0, 0), std::invalid_argument);  // topk <= 0
+}
