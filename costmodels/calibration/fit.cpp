@@ -436,10 +436,6 @@ const std::vector<AccuracyException>& accuracy_exceptions() {
        "heads >= 64) moved the k-fold p95 from 13.8% to 15.9% (median 1.5%), the sixteenth session's 16-B gathers (1.01-1.09x, "
        "not uniform between the two kinds of rows) to 16.1% (median 2.0%); the bound is that measurement rounded up. The "
        "attention prefill class as a whole meets the target (p95 14.9%); a max-rows or split feature would remove the exception"},
-      {Family::topk_decode, 0.016, 0.155,
-       "issue 12: two top-k kernels, the cluster kernel where it was measured faster (batch <= 16 with >= 98,304 logits per row, "
-       "batch >= 256 with <= 12,288) and the one-CTA radix select elsewhere (kernels/attention/NOTES.md); a held-out point at a "
-       "switch between them is off by up to 4x the neighbours' trend. The indexer class as a whole meets the target (p95 12.1%)"},
   };
   return v;
 }
