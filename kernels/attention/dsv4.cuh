@@ -67,8 +67,9 @@ int v4_indexer_chunk(int nq, int max_len);
 /// threshold, candidates in shared memory, exact select over them; falls back to an exact select over the row).
 /// Elsewhere, or variants 1-3: the one-CTA radix kernel (issue 3; or the radix cluster kernel). max_len = 0 (unknown)
 /// runs the filter with one CTA per row when nq >= 192, else the one-CTA radix kernel.
-/// max_len is in logits per row (0 = unknown); every len[i] must be <= max_len (not checked on the device: with a
-/// cluster of more than one CTA per row a longer row's tail is not read). Throws std::invalid_argument when
+/// max_len is in logits per row (0 = unknown); every len[i] should be <= max_len (not checked on the device). The
+/// threshold filter reads a longer row whole (the last CTA of its cluster scans up to len[i]; max_len only sets the
+/// cluster size and the chunks); the radix cluster kernel (variants 2 / 3) does not read such a row's tail. Throws std::invalid_argument when
 /// topk <= 0, or when the filter would run with nq > 65,535 rows (its grid's y limit: split the call); CUDA errors
 /// as std::runtime_error (SS_CUDA).
 void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int* idx, cudaStream_t s = 0, int max_len = 0);

@@ -2,7 +2,8 @@
 // seventeenth session; `topk_filter_kernel`, default of v4_topk for topk <= 2048).
 // Part of dsv4.cu's translation unit (included by dsv4_topk.cuh after ord_key); not a standalone header.
 //
-// One row = one cluster of cs (1..8) CTAs of 256 threads; CTA r filters the r-th chunk of the row.
+// One row = one cluster of cs (1..8) CTAs of 256 threads; CTA r filters the r-th chunk of the row (the last CTA
+// up to the row's end, also where the row is longer than cs chunks).
 //  1. Threshold: every CTA of the row draws the same sample of the row (min(1024, n/128) sectors of 8
 //     consecutive logits spread over it, S = n/16 .. 8192 keys; the sectors read after the first CTA hit L2) and picks
 //     the key thr below which ~C = min(max(2k, k + 2000), (k + CAP) / 2) logits of the row are expected (radix pick of
@@ -198,8 +199,9 @@ __global__ void __launch_bounds__(tkf::T, 4) topk_filter_kernel(const float* __r
     int rem_unused;
     pick([&](int i) { return ckey[i]; }, S, r, 10, hist, sh, scan_tmp, thr, rem_unused, mn, mx, false);
   }
-  // 2. filter this CTA's chunk: keys >= thr -> (ckey, cpos)
-  const int c0 = rank * chunk, m = max(0, min(n, c0 + chunk) - c0);
+  // 2. filter this CTA's chunk: keys >= thr -> (ckey, cpos); the cluster's last CTA scans up to n, so a row longer
+  // than the max_len the chunk came from is read whole (seventeenth session, helper tf: its tail was dropped)
+  const int c0 = rank * chunk, m = max(0, (rank == cs - 1 ? n : min(n, c0 + chunk)) - c0);
   const float* xc = x + c0;
   unsigned cmx = 0u;  // this thread's largest candidate key
   auto take = [&](const float (&v)[4], int base_i, int nv) {  // all 32 lanes call it

@@ -326,10 +326,15 @@ TEST(V4TopK, ClusterWideBatch) {
 
 namespace {
 // Runs v4_topk under top-k variant `variant` over rows of the given lengths (ld = row stride) and checks each row
-// with check_topk_row. kind: 0 uniform, 1 41 distinct values (ties: the filter's list overflows -> its exact
-// fallback), 2 tiny range, 3 ascending, 4 large values only at the filter's sample sectors (too few candidates ->
-// fallback), 5 large values only off the sample sectors (overflow -> fallback).
-void topk_rows_case(const std::vector<int>& lens, int ld, int kind, int K, int variant, const char* what) {
+// with check_topk_row. kind: 0 uniform, 1 41 distinct values (ties: the threshold lands on a tied value, so a
+// row's candidates are ~n/41 or ~2n/41 keys: more than CAP 5888 -- the filter's exact fallback -- only for rows of
+// more than ~241K logits; shorter rows are filtered), 2 tiny range, 3 ascending, 4 large values only at the
+// filter's sample sectors (too few candidates -> fallback, rows > 2 CAP), 5 large values only off the sample
+// sectors (a list overflows -> fallback, rows > 2 CAP). max_len: passed to v4_topk (0: the longest row); a row
+// longer than it is read whole by the filter (its cluster's last CTA scans to the row's end). want_cs > 0: the
+// filter's cluster size v4_topk_filter_cluster(nq, max_len) must be want_cs (asserted on a 132-SM H200 only).
+void topk_rows_case(const std::vector<int>& lens, int ld, int kind, int K, int variant, const char* what, int max_len = 0,
+                    int want_cs = 0) {
   const int nq = static_cast<int>(lens.size());
   std::vector<float> lg(static_cast<size_t>(nq) * ld);
   std::mt19937_64& r = rng();
@@ -354,7 +359,13 @@ void topk_rows_case(const std::vector<int>& lens, int ld, int kind, int K, int v
   dl.upload(lg);
   dlen.upload(lens);
   SS_CUDA(cudaMemset(didx.p, 0x7F, didx.bytes()));
-  const int mx = *std::max_element(lens.begin(), lens.end());
+  const int mx = max_len > 0 ? max_len : *std::max_element(lens.begin(), lens.end());
+  if (want_cs > 0) {
+    int dev = 0, sms = 0;
+    SS_CUDA(cudaGetDevice(&dev));
+    SS_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    if (sms == 132) ASSERT_EQ(v4_topk_filter_cluster(nq, mx), want_cs) << what << " nq=" << nq << " max_len=" << mx;
+  }
   v4_set_variants(0, variant);
   v4_topk(dl.p, ld, dlen.p, nq, K, didx.p, 0, mx);
   v4_set_variants(0, 0);
@@ -369,22 +380,35 @@ void topk_rows_case(const std::vector<int>& lens, int ld, int kind, int K, int v
 
 TEST(V4TopK, FilterLongRowsClusters) {
   SKIP_WITHOUT_GPU();
-  // 11 rows up to 262144 (cluster of 8), odd ld; lengths around the whole-row limit (2 x 6016) and <= K
-  const std::vector<int> lens = {262144, 200000, 1500, 131073, 6016, 6017, 12032, 12033, 3, 2048, 2049};
+  // 12 rows up to 262144 (cluster of 8), odd ld; lengths around the whole-row limit (2 CAP = 2 x 5888 = 11776:
+  // 11776 read whole, 11777 sampled and filtered), around CAP, and <= K
+  const std::vector<int> lens = {262144, 200000, 1500, 131073, 5888, 5889, 11776, 11777, 12033, 3, 2048, 2049};
   for (int K : {512, 1024, 2048})
     for (int kind : {0, 2, 3}) topk_rows_case(lens, 262147, kind, K, 4, "filter-long");
   for (int kind : {1, 4, 5}) topk_rows_case(lens, 262147, kind, 1024, 4, "filter-long");
 }
 TEST(V4TopK, FilterClusterSizes) {
   SKIP_WITHOUT_GPU();
-  // cluster of 2 (50 rows <= 70000), 4 (20 rows <= 140000), 1 (300 rows <= 40000); mixed lengths
-  struct Sh { int nq, n; };
-  for (const Sh sh : {Sh{50, 70000}, Sh{20, 140000}, Sh{300, 40000}})
+  // cluster of 2 (100 rows <= 40000), 4 (50 rows <= 70000), 8 (20 rows <= 140000), 1 (300 rows <= 40000) on 132
+  // SMs (v4_topk_filter_cluster, asserted per case); mixed lengths
+  struct Sh { int nq, n, cs; };
+  for (const Sh sh : {Sh{100, 40000, 2}, Sh{50, 70000, 4}, Sh{20, 140000, 8}, Sh{300, 40000, 1}})
     for (int K : {512, 2048}) {
       std::vector<int> lens(sh.nq);
       for (int i = 0; i < sh.nq; ++i) lens[i] = i == 0 ? sh.n : std::max(1, sh.n - 977 * i);
-      topk_rows_case(lens, sh.n + 1, K == 512 ? 0 : 1, K, 4, "filter-cs");
+      topk_rows_case(lens, sh.n + 1, K == 512 ? 0 : 1, K, 4, "filter-cs", 0, sh.cs);
     }
+}
+// Rows longer than the max_len passed (dsv4.cuh: the filter reads them whole; before the seventeenth session's
+// helper tf fix the last CTA stopped at cs x chunk and the tail's largest logits were lost). Uniform rows: the
+// tails past max_len (70000 of 60000: 1/7 of the row; 100000 of 70000: 3/10) hold that share of the top-k, so a
+// dropped tail fails check_topk_row; cluster of 2 (chunk 30000) and of 4 (chunk 17500).
+TEST(V4TopK, FilterRowsLongerThanMaxLen) {
+  SKIP_WITHOUT_GPU();
+  struct Lc { std::vector<int> lens; int max_len, cs; };
+  for (const Lc& c : {Lc{{70000, 60000, 20000, 5000}, 60000, 2}, Lc{{100000, 70000, 69999, 12000}, 70000, 4}})
+    for (int kind : {0, 5})  // kind 5: the overflow fallback (exact select over the whole row) on the same rows
+      topk_rows_case(c.lens, c.lens[0] + 3, kind, 1024, 4, "filter-past-max-len", c.max_len, c.cs);
 }
 TEST(V4TopK, FilterIsTheDefault) {
   SKIP_WITHOUT_GPU();
@@ -400,8 +424,9 @@ TEST(V4TopK, FilterIsTheDefault) {
 }
 TEST(V4TopK, FilterSmallForSanitizers) {
   SKIP_WITHOUT_GPU();
-  // a few rows (cluster of 4, whole-row, filtered and fallback rows) for memcheck / racecheck
-  for (int kind : {0, 1}) topk_rows_case({70000, 9000, 13000, 700}, 70001, kind, 1024, 4, "filter-small");
+  // a few rows (cluster of 4, whole-row, filtered rows; kinds 4 and 5: the exact fallback over the row in global
+  // memory, too few candidates / a list over CAP, in the 70000 and 13000 rows) for memcheck / racecheck
+  for (int kind : {0, 1, 4, 5}) topk_rows_case({70000, 9000, 13000, 700}, 70001, kind, 1024, 4, "filter-small", 0, 4);
 }
 
 // Host-side argument checks of the top-k (seventeenth session, reviewer findings 5 and 7; no CUDA call, runs

@@ -104,13 +104,17 @@ TEST(V4Attn, WarpSpecializedEarlyQ) {
 // tile j+1 gathered into the raw staging ring during tile j, rows 8..15 in place. st 0 / 1 on long lists
 // (many tiles: the ring is refilled every tile), 1-, 2- and 3-tile lists, a 1-row list, lists that end
 // inside a tile, split work items, the masked rows (every 37th; rows 128..191 of lists >= 256: a whole
-// masked tile in the 192/193-row lists), H = 64 / 128 / 256, with and without sink.
+// masked tile in the 192/193-row lists), H = 64 / 128 / 256, with and without sink. V16 off (584-B rows): this
+// test keeps the 8-B staged form (ST with V16 on, the default V16, runs ST + V16 since d7502f3; that form has its
+// own tests, WarpSpecializedStaged16B*).
 TEST(V4Attn, WarpSpecializedStaged) {
   SKIP_WITHOUT_GPU();
   v4_attn_ws_set_pair(0);
   v4_attn_ws_set_f16(1);
   v4_attn_ws_set_qe(1);
   v4_attn_ws_set_cd(1);
+  v4_attn_ws_set_v16(0);
+  ASSERT_EQ(v4_attn_pool_row_bytes(128, 1152), kV4RowBytes);
   for (int st : {1, 0}) {
     v4_attn_ws_set_st(st);
     v4_case(128, {1152, 1152, 300, 65, 1}, 0, true, 3);
@@ -121,6 +125,7 @@ TEST(V4Attn, WarpSpecializedStaged) {
     v4_case(128, {8320, 64, 1}, 0, false, 3);
   }
   v4_attn_ws_set_st(-1);
+  v4_attn_ws_set_v16(-1);
   v4_attn_ws_set_cd(-1);
   v4_attn_ws_set_qe(-1);
   v4_attn_ws_set_f16(-1);
@@ -272,6 +277,39 @@ TEST(V4Attn, WarpSpecializedStaged16BLong) {
   v4_case(128, {1152, 1152, 1152, 1152}, 0, true, 3);
   v4_attn_ws_set_ep(-1);
   v16_forms(false);
+}
+// ST + V16 with the staged epilogue (seventeenth session, helper tf; the reviewer's finding 1): the cases above
+// all split (so their ep -1 / 0 loop ran the per-thread stores twice); here plans that split no query -- lists of
+// <= 256 rows under mla_decode_plan (mode 1), 140 queries at H = 64, and lists up to 1152 rows forced unsplit
+// (mode 6) -- so the default epilogue rule runs EP. Asserted per case: no split slot, r.ep, and the form
+// " st ep v16". Long lists (8320, 20000 rows, mode 6) in ...Long.
+namespace {
+void st16_unsplit_cases(const std::vector<std::pair<int, std::vector<int>>>& cases, int mode) {
+  v16_forms(true);
+  v4_attn_ws_set_st(1);
+  v4_attn_ws_set_ep(-1);
+  ASSERT_EQ(v4_attn_pool_row_bytes(128, 1152), kV4RowBytes16);
+  bool sink = true;
+  for (const auto& c : cases) {
+    const V4Check r = v4_case(c.first, c.second, 0, sink, mode, " [st + v16, unsplit]");
+    EXPECT_EQ(r.n_slots, 0) << "plan split a query";
+    EXPECT_TRUE(r.ep) << "staged epilogue did not run";
+    EXPECT_NE(r.form.find(" st ep v16"), std::string::npos) << "form:" << r.form;
+    sink = !sink;
+  }
+  v16_forms(false);
+}
+}  // namespace
+TEST(V4Attn, WarpSpecializedStaged16BUnsplitEpilogue) {
+  SKIP_WITHOUT_GPU();
+  std::vector<int> many;
+  for (int i = 0; i < 140; ++i) many.push_back(std::vector<int>{256, 200, 129, 64, 1, 193, 65}[i % 7]);
+  st16_unsplit_cases({{128, {256, 255, 200, 193, 192, 129, 128, 65, 64, 1}}, {64, many}, {256, {256, 129, 65, 1}}}, 1);
+  st16_unsplit_cases({{128, {1152, 640, 77, 1}}, {64, {3000, 300}}}, 6);
+}
+TEST(V4Attn, WarpSpecializedStaged16BUnsplitEpilogueLong) {
+  SKIP_WITHOUT_GPU();
+  st16_unsplit_cases({{128, {8320, 1152, 640, 77}}, {64, {20000, 3000, 1}}}, 6);
 }
 TEST(V4Attn, NoSink) {
   SKIP_WITHOUT_GPU();

@@ -22,7 +22,8 @@ struct V4Pool {
 struct V4Check {
   double err = 0;
   int n_slots = 0;   // the plan's split slots (0: no query split)
-  bool ep = false;   // the launch ran the staged epilogue (one-CTA F16 + QE + CD form, not ST)
+  bool ep = false;   // the launch ran the staged epilogue (one-CTA F16 + QE + CD form; with ST only on 592-B rows)
+  std::string form;  // the form's flags as the report line prints them, e.g. " f16 qe cd st ep v16"
 };
 
 // mode 0: mqa_make_plan (forced split if force_split > 0); 1: mla_decode_plan (the wgmma kernel's
@@ -89,11 +90,11 @@ inline V4Check v4_attend_check(int H, const std::vector<int>& nrows, int force_s
   const bool ws1 = v4_attn_config(H) == std::string("wgmma_ws_m64_tn64") && !v4_attn_ws_uses_pair(H);  // the one-CTA kernel
   const bool fqc = ws1 && v4_attn_ws_uses_f16(ld) && v4_attn_ws_uses_qe() && v4_attn_ws_uses_cd();
   c.ep = fqc && (!v4_attn_ws_uses_st() || pool.rowb != kV4RowBytes) && v4_attn_ws_uses_ep(plan.n_slots > 0);  // ST: EP with V16 only
-  std::snprintf(name, sizeof name, "v4_attn out (H=%d nq=%d split=%d sink=%d mode=%d %s%s%s%s%s%s%s%s)%s", H, nq, force_split,
-                with_sink, mode, v4_attn_config(H), variant == 3 && v4_attn_ws_uses_pair(H) ? " pair" : "",
-                ws1 && v4_attn_ws_uses_f16(ld) ? " f16" : "", ws1 && v4_attn_ws_uses_qe() ? " qe" : "",
-                ws1 && v4_attn_ws_uses_qe() && v4_attn_ws_uses_cd() ? " cd" : "", fqc && v4_attn_ws_uses_st() ? " st" : "",
-                c.ep ? " ep" : "", pool.rowb != kV4RowBytes ? " v16" : "", tag);
+  c.form = std::string(variant == 3 && v4_attn_ws_uses_pair(H) ? " pair" : "") + (ws1 && v4_attn_ws_uses_f16(ld) ? " f16" : "") +
+           (ws1 && v4_attn_ws_uses_qe() ? " qe" : "") + (ws1 && v4_attn_ws_uses_qe() && v4_attn_ws_uses_cd() ? " cd" : "") +
+           (fqc && v4_attn_ws_uses_st() ? " st" : "") + (c.ep ? " ep" : "") + (pool.rowb != kV4RowBytes ? " v16" : "");
+  std::snprintf(name, sizeof name, "v4_attn out (H=%d nq=%d split=%d sink=%d mode=%d %s%s)%s", H, nq, force_split, with_sink, mode,
+                v4_attn_config(H), c.form.c_str(), tag);
   v4_attn_set_variant(0);
   report(name, c.err, 1e-2);
   EXPECT_LT(c.err, 1e-2);
