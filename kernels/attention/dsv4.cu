@@ -158,13 +158,36 @@ const char* v4_topk_kernel_name(int nq, int max_len, int topk) {
                                                : "radix_1cta";
 }
 
+namespace {
+// Both top-k cluster kernels: rows along grid y, a cluster of cs CTAs per row along grid x; each kernel takes
+// (logits, ld, len, topk, idx, chunk = logits per CTA).
+using TopkClusterKernel = void (*)(const float*, int, const int*, int, int*, int);
+void launch_row_clusters(TopkClusterKernel kernel, int cs, int nq, int threads, size_t smem, cudaStream_t s, const float* logits,
+                         int ld, const int* len, int topk, int* idx, int chunk) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(cs, nq);
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = cs;
+  at[0].val.clusterDim.y = 1;
+  at[0].val.clusterDim.z = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  SS_CUDA(cudaLaunchKernelEx(&cfg, kernel, logits, ld, len, topk, idx, chunk));
+  SS_LAUNCH_CHECK();
+}
+}  // namespace
+
 void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int* idx, cudaStream_t s, int max_len) {
   if (nq <= 0) return;
   if (topk <= 0) throw std::invalid_argument("v4_topk: topk must be positive");
-  if (v4_topk_uses_filter(nq, max_len, topk) && nq > 65535)  // the filter's rows are grid y (CUDA limit 65,535)
-    throw std::invalid_argument("v4_topk: the threshold filter takes at most 65,535 rows per call (got " + std::to_string(nq) +
-                                "): split the call");
   if (v4_topk_uses_filter(nq, max_len, topk)) {
+    if (nq > 65535)  // the filter's rows are grid y (CUDA limit 65,535)
+      throw std::invalid_argument("v4_topk: the threshold filter takes at most 65,535 rows per call (got " + std::to_string(nq) +
+                                  "): split the call");
     static bool fattr = false;
     if (!fattr) {
       SS_CUDA(cudaFuncSetAttribute(topk_filter_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, tkf::kSmem));
@@ -173,20 +196,7 @@ void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int*
     }
     const int fcs = v4_topk_filter_cluster(nq, max_len);
     const int chunk = fcs == 1 ? INT_MAX : ((max_len + fcs - 1) / fcs + 3) & ~3;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(fcs, nq);
-    cfg.blockDim = dim3(tkf::T);
-    cfg.dynamicSmemBytes = tkf::kSmem;
-    cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = fcs;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    SS_CUDA(cudaLaunchKernelEx(&cfg, topk_filter_kernel, logits, ld, len, topk, idx, chunk));
-    SS_LAUNCH_CHECK();
+    launch_row_clusters(topk_filter_kernel, fcs, nq, tkf::T, tkf::kSmem, s, logits, ld, len, topk, idx, chunk);
     return;
   }
   const int cs = max_len > 0 ? v4_topk_cluster_size(nq, max_len) : 0;
@@ -204,20 +214,7 @@ void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int*
     attr = true;
   }
   const int chunk = ((max_len + cs - 1) / cs + 3) & ~3;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(cs, nq);
-  cfg.blockDim = dim3(TK2);
-  cfg.dynamicSmemBytes = static_cast<size_t>(chunk) * 4 + TK2_CAP * 4;
-  cfg.stream = s;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeClusterDimension;
-  at[0].val.clusterDim.x = cs;
-  at[0].val.clusterDim.y = 1;
-  at[0].val.clusterDim.z = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = 1;
-  SS_CUDA(cudaLaunchKernelEx(&cfg, topk_cluster_kernel, logits, ld, len, topk, idx, chunk));
-  SS_LAUNCH_CHECK();
+  launch_row_clusters(topk_cluster_kernel, cs, nq, TK2, static_cast<size_t>(chunk) * 4 + TK2_CAP * 4, s, logits, ld, len, topk, idx, chunk);
 }
 
 namespace {
