@@ -125,7 +125,7 @@ int v4_topk_cluster_size(int nq, int n) {
   while (cs <= 8 && (n + cs - 1) / cs > TK2_MAXC) cs *= 2;
   if (cs > 8) return 0;  // rows too long for 8 x 32768 logits in shared memory: the one-CTA kernel
   // more CTAs per row only while the batch leaves SMs idle and each chunk stays >= 8192 logits
-  while (cs < 8 && static_cast<long>(nq) * cs < sm_count() && (n + 2 * cs - 1) / (2 * cs) >= 8192) cs *= 2;
+  while (cs < 8 && (n + 2 * cs - 1) / (2 * cs) >= 8192 && static_cast<long>(nq) * cs < sm_count()) cs *= 2;
   return cs;
 }
 
@@ -184,10 +184,11 @@ void launch_row_clusters(TopkClusterKernel kernel, int cs, int nq, int threads, 
 void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int* idx, cudaStream_t s, int max_len) {
   if (nq <= 0) return;
   if (topk <= 0) throw std::invalid_argument("v4_topk: topk must be positive");
+  // both cluster kernels put the rows on grid y (CUDA limit 65,535); the one-CTA kernel's are grid x
+  if (nq > 65535 && (v4_topk_uses_filter(nq, max_len, topk) || v4_topk_uses_cluster(nq, max_len)))
+    throw std::invalid_argument("v4_topk: the " + std::string(v4_topk_kernel_name(nq, max_len, topk)) +
+                                " kernel takes at most 65,535 rows per call (got " + std::to_string(nq) + "): split the call");
   if (v4_topk_uses_filter(nq, max_len, topk)) {
-    if (nq > 65535)  // the filter's rows are grid y (CUDA limit 65,535)
-      throw std::invalid_argument("v4_topk: the threshold filter takes at most 65,535 rows per call (got " + std::to_string(nq) +
-                                  "): split the call");
     static bool fattr = false;
     if (!fattr) {
       SS_CUDA(cudaFuncSetAttribute(topk_filter_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, tkf::kSmem));

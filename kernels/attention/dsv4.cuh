@@ -70,7 +70,8 @@ int v4_indexer_chunk(int nq, int max_len);
 /// max_len is in logits per row (0 = unknown); every len[i] should be <= max_len (not checked on the device). The
 /// threshold filter reads a longer row whole (the last CTA of its cluster scans up to len[i]; max_len only sets the
 /// cluster size and the chunks); the radix cluster kernel (variants 2 / 3) does not read such a row's tail. Throws std::invalid_argument when
-/// topk <= 0, or when the filter would run with nq > 65,535 rows (its grid's y limit: split the call); CUDA errors
+/// topk <= 0, or when a cluster kernel (the filter, or variants 2/3's radix cluster) would run with nq > 65,535 rows
+/// (its grid's y limit: split the call); CUDA errors
 /// as std::runtime_error (SS_CUDA).
 void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int* idx, cudaStream_t s = 0, int max_len = 0);
 /// CTAs per row (1..8) of the v4 radix cluster kernel (variant 2/3), 0 when max_len > 8 x 32768.

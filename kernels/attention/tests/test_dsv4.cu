@@ -440,4 +440,7 @@ TEST(V4TopK, BadSettingsThrowBeforeAnyLaunch) {
   ASSERT_TRUE(v4_topk_uses_filter(70000, 0, 1024));
   EXPECT_THROW(v4_topk(nullptr, 4096, nullptr, 70000, 1024, nullptr, 0, 0), std::invalid_argument);
   EXPECT_THROW(v4_topk(nullptr, 4096, nullptr, 8, 0, nullptr, 0, 0), std::invalid_argument);  // topk <= 0
+  v4_set_variants(0, 2);  // the radix cluster kernel: rows on grid y too
+  EXPECT_THROW(v4_topk(nullptr, 4096, nullptr, 70000, 1024, nullptr, 0, 4096), std::invalid_argument);
+  v4_set_variants(0, 0);
 }
