@@ -20,8 +20,16 @@ struct GemmDef {
 // The own FP8 block-scaled GEMM (proj_fp8.cu, split-K wgmma) at one point, beside the cuBLASLt
 // row of the same point: variant "<gemm>/fp8_block_scale_own", row fields bt, split, tiles.
 // Random e4m3 operands and random scales (the cuBLASLt rows use all-ones scales: same work).
-void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit = 0, int fcl = 0) {
-  const std::string var = d.name + "/fp8_block_scale_own" +
+// PROJ_OWN_SET (environment): "new" (default) tunes over every form (128- and 64-row weight tiles,
+// PDL on and off); "old" over the seventeenth session's forms only (128 rows, no PDL); "both": the new
+// row plus a "<gemm>/fp8_block_scale_own_old" row tuned over the old forms (same-run comparison; the
+// merge script leaves *_old rows out of the tables).
+std::string proj_own_set() {
+  const char* e = std::getenv("PROJ_OWN_SET");
+  return e && *e ? std::string(e) : std::string("new");
+}
+void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit = 0, int fcl = 0, bool old_forms = false) {
+  const std::string var = d.name + "/fp8_block_scale_own" + (old_forms ? "_old" : "") +
                           (fbt || fsplit ? "_bt" + std::to_string(fbt) + "_s" + std::to_string(fsplit) + (fcl ? "_cl" : "") : std::string());
   const double flops = 2.0 * M * d.N * d.K;
   const double bytes = 1.0 * M * d.K + 1.0 * d.N * d.K + 2.0 * M * d.N;
@@ -57,20 +65,29 @@ void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit 
               // per-shape tuning, as engines do offline: the heuristic's tile width and its neighbour,
               // splits {S, S/2, 2S, 1}, atomic or cluster reduction; each candidate timed as 3 x 20
               // back-to-back calls between events (best of 3), the fastest is then measured
+              // new forms: 64-row weight tiles (bt <= 64) beside the 128-row ones, all with PDL; the
+              // winner is then also timed without PDL
               std::vector<Fp8DenseConfig> cands;
               std::vector<int> bts = {c.bt};
               if (c.bt == 64 && M > 32) bts.push_back(128);
               if (c.bt > 8) bts.push_back(c.bt / 2);
-              for (int bt : bts) {
-                const int s0 = fp8_dense_plan(Mi, d.N, d.K, 0, bt).split;
-                for (int sp : {s0, s0 / 2, s0 * 2, 1, 2, 4, 8})
-                  for (int cl : {0, 1}) {
-                    if (sp < 1 || sp > KBl || (cl && (sp < 2 || sp > 8))) continue;
-                    const Fp8DenseConfig k = fp8_dense_plan(Mi, d.N, d.K, sp, bt, cl);
-                    bool dup = false;
-                    for (const auto& o : cands) dup |= o.bt == k.bt && o.split == k.split && o.cluster == k.cluster;
-                    if (!dup) cands.push_back(k);
-                  }
+              const int pdl = old_forms ? 0 : 1;
+              for (int rows : {128, 64}) {
+                if (rows == 64 && old_forms) continue;
+                for (int bt : bts) {
+                  if (rows == 64 && bt > 64) continue;
+                  const int s0 = fp8_dense_plan(Mi, d.N, d.K, 0, bt, 0, rows).split;
+                  for (int sp : {s0, s0 / 2, s0 * 2, 1, 2, 4, 8})
+                    for (int cl : {0, 1}) {
+                      if (sp < 1 || sp > KBl || (cl && (sp < 2 || sp > 8))) continue;
+                      if (rows == 64 && sp == s0 * 2 && sp > 8) continue;  // fewer candidates: 64-row tiles need fewer splits
+                      const Fp8DenseConfig k = fp8_dense_plan(Mi, d.N, d.K, sp, bt, cl, rows, pdl);
+                      bool dup = false;
+                      for (const auto& o : cands)
+                        dup |= o.bt == k.bt && o.split == k.split && o.cluster == k.cluster && o.rows == k.rows;
+                      if (!dup) cands.push_back(k);
+                    }
+                }
               }
               size_t wmax = 0;
               for (const auto& k : cands) wmax = std::max(wmax, fp8_dense_workspace_bytes(k));
@@ -81,10 +98,10 @@ void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit 
               SS_CUDA(cudaEventCreate(&e1));
               double best = 1e30;
               json tried = json::array();
-              for (const auto& k : cands) {
+              auto time_cfg = [&](const Fp8DenseConfig& k) {
                 auto run = [&](int i) {
                   fp8_dense_gemm(X->p, XS->p, ld, (*W)[i % W->size()].p, WS->p, Dd->p, Mi, d.N, d.K, Wk->p, Wk->n, 0,
-                                 k.split, k.bt, k.cluster ? 1 : 0);
+                                 k.split, k.bt, k.cluster ? 1 : 0, k.rows, k.pdl ? 1 : 0);
                 };
                 for (int i = 0; i < 3; ++i) run(i);
                 double t = 1e30;
@@ -97,8 +114,15 @@ void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit 
                   SS_CUDA(cudaEventElapsedTime(&ms, e0, e1));
                   t = std::min(t, 1000.0 * ms / 20);
                 }
-                tried.push_back({{"bt", k.bt}, {"split", k.split}, {"cluster", k.cluster}, {"us_stream", t}});
+                tried.push_back({{"bt", k.bt}, {"split", k.split}, {"cluster", k.cluster}, {"rows", k.rows}, {"pdl", k.pdl},
+                                 {"us_stream", t}});
                 if (t < best) { best = t; c = k; }
+              };
+              for (const auto& k : cands) time_cfg(k);
+              if (c.pdl) {  // the winner without PDL
+                Fp8DenseConfig k = c;
+                k.pdl = false;
+                time_cfg(k);
               }
               SS_CUDA(cudaEventDestroy(e0));
               SS_CUDA(cudaEventDestroy(e1));
@@ -107,13 +131,16 @@ void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit 
             (*extra)["bt"] = c.bt;
             (*extra)["split"] = c.split;
             (*extra)["cluster_reduction"] = c.cluster;
+            (*extra)["rows"] = c.rows;
+            (*extra)["pdl"] = c.pdl;
             (*extra)["tiles"] = c.m_tiles * c.n_tiles;
             const size_t wsb = fp8_dense_workspace_bytes(c);
             Wk->alloc(wsb + 1);
             SS_CUDA(cudaMemset(Wk->p, 0, Wk->n));
-            const int cs = c.split, cb = c.bt, cc = c.cluster ? 1 : 0;
+            const int cs = c.split, cb = c.bt, cc = c.cluster ? 1 : 0, cr = c.rows, cp = c.pdl ? 1 : 0;
             return std::function<void(int)>([=](int i) {
-              fp8_dense_gemm(X->p, XS->p, ld, (*W)[i % W->size()].p, WS->p, Dd->p, Mi, d.N, d.K, Wk->p, Wk->n, 0, cs, cb, cc);
+              fp8_dense_gemm(X->p, XS->p, ld, (*W)[i % W->size()].p, WS->p, Dd->p, Mi, d.N, d.K, Wk->p, Wk->n, 0, cs, cb, cc, cr,
+                             cp);
             });
           },
           extra);
@@ -191,7 +218,9 @@ void bench_proj(const std::string& op, const std::string& model, const std::vect
     if (unsup) unsupported[var]++;
     W->clear();
     if (p.k == GemmKind::kFP8Block && d.batch == 1 && !d.ldx && p.M <= PROJ_OWN_M_MAX) {
-      bench_proj_own(r, d, p.M);
+      const std::string set = proj_own_set();
+      bench_proj_own(r, d, p.M, 0, 0, 0, set == "old");
+      if (set == "both") bench_proj_own(r, d, p.M, 0, 0, 0, true);
       for (const auto& c : PROJ_OWN_CFGS) bench_proj_own(r, d, p.M, c[0], c[1], c[2]);
     }
   }

@@ -58,24 +58,36 @@ class GemmPlan {
 /// 1x128 (row, K block), stored K-block-major x_scale[kb * x_scale_ld + m] (as DeepGEMM takes them);
 /// W e4m3 with one fp32 scale per 128x128 block, w_scale[ceil(N/128)][K/128]; fp32 accumulation.
 /// wgmma + TMA, warp-specialised (the G = 1 form of kernels/moe's FP8 grouped kernel, variant 0):
-/// 128 weight rows x BT tokens per CTA, BT = 8..256 from M, and split-K over grid.z when the tiles
-/// do not fill the GPU (partials added into an fp32 workspace; the last split of a tile writes bf16).
+/// `rows` (128 or 64) weight rows x BT tokens per CTA, BT = 8..256 from M (<= 64 with 64-row tiles),
+/// and split-K over grid.z when the tiles do not fill the GPU (partials added into an fp32
+/// workspace, or reduced inside a cluster; the last split of a tile writes bf16).
 struct Fp8DenseConfig {
   int bt = 0, m_tiles = 0, n_tiles = 0, split = 1;
   bool cluster = false;  // split partials reduced in a thread-block cluster through DSMEM (split <= 8; no workspace)
+  int rows = 128;        // weight rows per CTA: 128 (two consumer warpgroups) or 64 (one; bt <= 64)
+  bool pdl = false;      // launched with programmatic dependent launch (see fp8_dense_gemm)
 };
 /// The launch shape fp8_dense_gemm uses (force_split / force_bt > 0 override the heuristic;
 /// force_cluster > 0: reduce the splits inside a cluster through distributed shared memory instead
-/// of the fp32 workspace). Throws std::invalid_argument unless N % 8 == 0, K % 128 == 0,
-/// 1 <= split <= K/128 (<= 8 with the cluster reduction).
-Fp8DenseConfig fp8_dense_plan(int M, int N, int K, int force_split = 0, int force_bt = 0, int force_cluster = 0);
+/// of the fp32 workspace; force_rows 64 / 128: weight rows per CTA, 0 = 128; pdl > 0: programmatic
+/// dependent launch). Throws std::invalid_argument unless N % 8 == 0, K % 128 == 0,
+/// 1 <= split <= K/128 (<= 8 with the cluster reduction), rows in {64, 128} and bt <= 64 at 64 rows.
+Fp8DenseConfig fp8_dense_plan(int M, int N, int K, int force_split = 0, int force_bt = 0, int force_cluster = 0,
+                              int force_rows = 0, int pdl = 0);
 /// Workspace bytes for a config (0 without split). The workspace must be zero-filled ONCE before
 /// its first use (cudaMemset); each call leaves it zero again, so calls can be graph-captured. Calls
 /// sharing a workspace must run in stream order (not concurrently).
 size_t fp8_dense_workspace_bytes(const Fp8DenseConfig& c);
 /// Enqueues the GEMM; returns the config used. x_scale_ld >= M. y 16-byte aligned.
+/// pdl > 0: launched with programmatic dependent launch (cudaLaunchAttributeProgrammaticStreamSerialization):
+/// the kernel's prologue and its first weight-tile loads overlap the previous kernel in the stream
+/// (or graph); it reads x, x_scale and writes y / the workspace only after that kernel completed.
+/// Contract: w and w_scale must NOT be written by the kernel immediately before it in the stream.
+/// Throws std::invalid_argument (shapes, as fp8_dense_plan; x_scale_ld < M; workspace too small),
+/// std::runtime_error on CUDA errors.
 Fp8DenseConfig fp8_dense_gemm(const void* x, const float* x_scale, int x_scale_ld, const void* w, const float* w_scale,
                               bf16* y, int M, int N, int K, void* workspace, size_t workspace_bytes,
-                              cudaStream_t s = 0, int force_split = 0, int force_bt = 0, int force_cluster = 0);
+                              cudaStream_t s = 0, int force_split = 0, int force_bt = 0, int force_cluster = 0,
+                              int force_rows = 0, int pdl = 0);
 
 }  // namespace servesim::attn

@@ -78,12 +78,20 @@ namespace {
 struct OwnFp8Case {
   int M, N, K, split, bt;  // split / bt 0: the heuristic
   int cluster = 0;         // 1: split partials reduced in a cluster (DSMEM)
+  int rows = 0;            // weight rows per CTA (0: 128; 64: one consumer warpgroup)
+  int pdl = 0;             // 1: programmatic dependent launch; the reps then also run as one back-to-back burst
 };
+// Writes dst = src slowly (one block) after letting its dependents launch at once: a PDL-launched
+// GEMM behind it starts while it runs and must not read X before it completed.
+__global__ void slow_copy_trigger_early(const uint8_t* src, uint8_t* dst, size_t n) {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  for (size_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+}
 // Runs every case on fresh random data (e4m3 operands, random 1x128 / 128x128 scales) with one
 // shared workspace (zeroed once), each case `reps` times (the workspace must come back zero).
 void own_fp8_cases(const std::vector<OwnFp8Case>& cases, int reps) {
   size_t ws_bytes = 0;
-  for (const auto& c : cases) ws_bytes = std::max(ws_bytes, fp8_dense_workspace_bytes(fp8_dense_plan(c.M, c.N, c.K, c.split, c.bt, c.cluster)));
+  for (const auto& c : cases) ws_bytes = std::max(ws_bytes, fp8_dense_workspace_bytes(fp8_dense_plan(c.M, c.N, c.K, c.split, c.bt, c.cluster, c.rows, c.pdl)));
   DevBuf<uint8_t> ws(ws_bytes + 1);
   SS_CUDA(cudaMemset(ws.p, 0, ws.n));
   for (const auto& c : cases) {
@@ -113,18 +121,36 @@ void own_fp8_cases(const std::vector<OwnFp8Case>& cases, int reps) {
       }
     const int guard = 8;  // rows past M must stay untouched
     DevBuf<bf16> Y(static_cast<size_t>(M + guard) * N);
-    for (int r = 0; r < reps; ++r) {
+    // reps calls checked one by one; with PDL, then a burst of reps back-to-back calls behind a
+    // slow copy kernel that writes X (triggering its dependents early), checked once
+    for (int r = 0; r < reps + (c.pdl ? 1 : 0); ++r) {
+      const bool burst = r == reps;
       poison(Y.p, Y.n);
-      const Fp8DenseConfig cfg = fp8_dense_gemm(X8.p, XS.p, ld, W8.p, WS.p, Y.p, M, N, K, ws.p, ws.n, 0, c.split, c.bt, c.cluster);
+      Fp8DenseConfig cfg;
+      if (burst) {
+        DevBuf<uint8_t> Xsrc(X8.n);
+        SS_CUDA(cudaMemcpy(Xsrc.p, X8.p, X8.n, cudaMemcpyDeviceToDevice));
+        fill_e4m3(X8.p, X8.n, 8.f, rng()());  // wrong X until the copy lands
+        SS_CUDA(cudaDeviceSynchronize());
+        slow_copy_trigger_early<<<1, 128, 0, cudaStreamPerThread>>>(Xsrc.p, X8.p, X8.n);
+        SS_LAUNCH_CHECK();
+        for (int b = 0; b < reps; ++b)
+          cfg = fp8_dense_gemm(X8.p, XS.p, ld, W8.p, WS.p, Y.p, M, N, K, ws.p, ws.n, cudaStreamPerThread, c.split, c.bt,
+                               c.cluster, c.rows, c.pdl);
+        SS_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+      } else {
+        cfg = fp8_dense_gemm(X8.p, XS.p, ld, W8.p, WS.p, Y.p, M, N, K, ws.p, ws.n, 0, c.split, c.bt, c.cluster, c.rows,
+                             c.pdl);
+      }
       SS_CUDA(cudaDeviceSynchronize());
       const auto all = to_double(Y.download());
       const std::vector<double> got(all.begin(), all.begin() + static_cast<size_t>(M) * N);
       size_t touched = 0;
       for (size_t i = static_cast<size_t>(M) * N; i < all.size(); ++i) touched += std::isnan(all[i]) ? 0 : 1;
       const double e = rel_err(got, ref);
-      char name[160];
-      std::snprintf(name, sizeof name, "own fp8 M=%d N=%d K=%d bt=%d split=%d%s rep %d", M, N, K, cfg.bt, cfg.split,
-                    cfg.cluster ? " cluster" : "", r);
+      char name[200];
+      std::snprintf(name, sizeof name, "own fp8 M=%d N=%d K=%d bt=%d split=%d rows=%d%s%s %s %d", M, N, K, cfg.bt,
+                    cfg.split, cfg.rows, cfg.cluster ? " cluster" : "", cfg.pdl ? " pdl" : "", burst ? "burst" : "rep", r);
       report(name, e, 1e-2);
       EXPECT_LT(e, 1e-2) << name;
       EXPECT_EQ(touched, 0u) << name << ": rows past M written";
@@ -172,4 +198,30 @@ TEST(Proj, OwnFp8ClusterReduction) {
                  {16, 1536, 7168, 7, 16, 1},
                  {24, 128, 512, 1, 32, 1}},   // split 1: plain path
                 2);
+}
+TEST(Proj, OwnFp8Rows64) {
+  SKIP_WITHOUT_GPU();
+  own_fp8_cases({{1, 64, 512, 0, 0, 0, 64},          // one 64-row tile
+                 {1, 1536, 7168, 0, 0, 0, 64},       // heuristic split, atomic
+                 {5, 2112, 1024, 0, 0, 0, 64},       // 33 tiles
+                 {16, 200, 2048, 3, 16, 0, 64},      // partial last tile of 8 columns, uneven splits
+                 {37, 136, 1536, 1, 64, 0, 64},      // rows < bt, partial tile
+                 {64, 384, 2048, 4, 64, 1, 64},      // cluster reduction
+                 {100, 328, 1024, 2, 64, 1, 64},     // two token tiles, partial, cluster
+                 {128, 704, 512, 1, 32, 0, 64},      // four token tiles
+                 {24, 128, 512, 8, 8, 1, 64}},       // bt 8, 8-CTA cluster
+                2);
+}
+TEST(Proj, OwnFp8Pdl) {
+  SKIP_WITHOUT_GPU();
+  own_fp8_cases({{1, 64, 512, 0, 0, 0, 0, 1},
+                 {1, 1536, 7168, 0, 0, 0, 0, 1},      // atomic split: the workspace is shared by the burst
+                 {64, 384, 2048, 4, 64, 1, 0, 1},     // cluster + PDL
+                 {100, 256, 1024, 0, 0, 0, 0, 1},     // bt 128 (setmaxnreg path)
+                 {300, 136, 512, 2, 256, 0, 0, 1},    // bt 256, partial tile
+                 {5, 2112, 1024, 0, 0, 0, 64, 1},     // 64-row tiles + PDL
+                 {37, 200, 1536, 3, 32, 0, 64, 1},
+                 {128, 704, 7168, 2, 64, 1, 64, 1},   // cluster + 64 rows + PDL, 56 k-blocks
+                 {64, 4096, 1024, 1, 32, 0, 64, 1}},  // 128 x 2 CTAs (more than fit at once with the burst)
+                3);
 }

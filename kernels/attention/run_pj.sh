@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Own FP8 dense GEMM, eighteenth session (64-row weight tiles + PDL; NOTES.md): one device call does
+# tests, compute-sanitizer memcheck + synccheck (in parallel), the reference points (DeepGEMM's 12
+# dense shapes at M 64 / 128 and 6 decode shapes: cuBLASLt, the own kernel tuned over the new forms
+# and over the old forms in the same run: PROJ_OWN_SET=both) and, if the tests pass, the dense_proj
+# FP8 table sweeps (PROJ_OWN_SET=new). A GUARD (seconds) bounds the whole call; each step gets the rest.
+#   here:   bash kernels/attention/run_pj.sh carry        (copies the binaries from $BUILD to build-carry/pj)
+#   device: GUARD=480 SERVESIM_COMMIT=<sha> bash kernels/attention/run_pj.sh
+# Environment: BIN (build-carry/pj), OUT, GUARD, SANITIZE=1|0, POINTS, POINTS_S, SWEEP_ONLY (empty: no
+# sweep), SWEEP_S, SWEEP_ARGS. Leaves under $OUT: test.txt sanitizer.txt points.log sweep.log tables.tar.gz
+set -uo pipefail
+if [ "${1:-}" = carry ]; then
+  BUILD=${BUILD:-build-v4f}
+  mkdir -p build-carry/pj
+  cp "$BUILD/kernels/attention/test_proj" "$BUILD/kernels/attention/bench_attn" build-carry/pj/
+  git rev-parse --short HEAD > build-carry/pj/COMMIT
+  ls -la build-carry/pj
+  exit 0
+fi
+BIN=${BIN:-build-carry/pj}
+OUT=${OUT:-out-pj}
+GUARD=${GUARD:-480}
+mkdir -p "$OUT/tables"
+export SERVESIM_COMMIT=${SERVESIM_COMMIT:-$(cat "$BIN/COMMIT" 2>/dev/null || echo unknown)}
+T0=$(date +%s)
+left() { echo $(( GUARD - ($(date +%s) - T0) )); }
+DG="64:2112:7168,64:24576:1536,64:32768:512,64:7168:16384,64:4096:7168,64:7168:2048,128:2112:7168,128:24576:1536,128:32768:512,128:7168:16384,128:4096:7168,128:7168:2048"
+DEC="1:7168:16384,1:2112:7168,1:4096:7168,1:64:7168,1:24576:1536,8:7168:2048"
+POINTS=${POINTS:-$DG,$DEC}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$OUT/test.txt"
+timeout $(( $(left) < 120 ? $(left) : 120 )) "$BIN/test_proj" 2>&1 | grep -E "attn-test|OK \]|FAILED|PASSED|SKIPPED|Failure|Expected|Which is|error" >> "$OUT/test.txt"
+grep -E "PASSED|FAILED" "$OUT/test.txt"
+echo "tests done after $(( $(date +%s) - T0 )) s"
+if [ "${SANITIZE:-1}" = 1 ]; then
+  for tool in memcheck synccheck; do
+    ( timeout 200 compute-sanitizer --tool $tool --print-limit 10 "$BIN/test_proj" --gtest_filter='Proj.OwnFp8*' > "$OUT/sanitizer_$tool.txt" 2>&1
+      echo "exit $?" >> "$OUT/sanitizer_$tool.txt" ) &
+  done
+  wait
+  for tool in memcheck synccheck; do echo "=== $tool"; grep -E "ERROR SUMMARY|^exit|PASSED|FAILED" "$OUT/sanitizer_$tool.txt"; done | tee "$OUT/sanitizer.txt"
+  echo "sanitizers done after $(( $(date +%s) - T0 )) s"
+fi
+if [ -n "$POINTS" ]; then
+  PROJ_OWN_SET=both timeout $(( $(left) < 150 ? $(left) : 150 )) "$BIN/bench_attn" --out "$OUT/tables" --budget ${POINTS_S:-100} \
+    --share-scale 1.5 --only dense_proj_fp8_points --proj-point "$POINTS" > "$OUT/points.log" 2>&1
+  grep -E "dense_proj_fp8" "$OUT/points.log" | sed 's/  */ /g' | cut -c1-150
+  echo "points done after $(( $(date +%s) - T0 )) s"
+fi
+if grep -q "FAILED" "$OUT/test.txt" || grep -q "ERROR SUMMARY: [1-9]" "$OUT"/sanitizer_*.txt 2>/dev/null; then
+  echo "tests or sanitizer FAILED: no sweep"; SWEEP_ONLY=""
+fi
+if [ -n "${SWEEP_ONLY:-}" ]; then
+  S=$(( $(left) - 25 ))
+  [ "$S" -gt "${SWEEP_S:-330}" ] && S=${SWEEP_S:-330}
+  echo "sweep budget $S s"
+  PROJ_OWN_SET=new timeout -k 5 $(( S + 15 )) "$BIN/bench_attn" --out "$OUT/tables" --budget $S --only "$SWEEP_ONLY" \
+    --proj-kinds fp8_block_scale ${SWEEP_ARGS:-} > "$OUT/sweep.log" 2>&1
+  echo "sweep exit $?"
+  grep -E "^== |summary|skipped" "$OUT/sweep.log" | tail -20
+fi
+tar czf "$OUT/tables.tar.gz" -C "$OUT" tables && rm -rf "$OUT/tables"
+echo "total $(( $(date +%s) - T0 )) s"
