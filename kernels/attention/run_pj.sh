@@ -49,6 +49,9 @@ fi
 if grep -q "FAILED" "$OUT/test.txt" || grep -q "ERROR SUMMARY: [1-9]" "$OUT"/sanitizer_*.txt 2>/dev/null; then
   echo "tests or sanitizer FAILED: no sweep"; SWEEP_ONLY=""
 fi
+if ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  echo "not an H200: no table sweep (the tables are H200 tables)"; SWEEP_ONLY=""
+fi
 if [ -n "${SWEEP_ONLY:-}" ]; then
   S=$(( $(left) - 25 ))
   [ "$S" -gt "${SWEEP_S:-330}" ] && S=${SWEEP_S:-330}
