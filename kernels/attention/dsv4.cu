@@ -79,16 +79,17 @@ int sm_count() {
 }  // namespace
 
 void v4_set_variants(int indexer_variant, int topk_variant) {
-  if (indexer_variant < 0 || indexer_variant > 1 || topk_variant < 0 || topk_variant > 4)
-    throw std::invalid_argument("v4_set_variants: indexer variant must be 0 or 1 and top-k variant 0..4 (got " +
+  if (indexer_variant < 0 || indexer_variant > 1 || topk_variant < 0 || topk_variant > 6)
+    throw std::invalid_argument("v4_set_variants: indexer variant must be 0 or 1 and top-k variant 0..6 (got " +
                                 std::to_string(indexer_variant) + ", " + std::to_string(topk_variant) + ")");
   g_indexer_variant = indexer_variant;
   g_topk_variant = topk_variant;
 }
 const char* v4_indexer_variant_name() { return g_indexer_variant == 1 ? "mma_sync_v2" : "wgmma_fp8_tma"; }
 const char* v4_topk_variant_name() {
-  static const char* names[] = {"threshold_filter_default", "radix_1cta", "radix_cluster_smem", "radix_1cta_or_cluster", "threshold_filter"};
-  return g_topk_variant >= 0 && g_topk_variant <= 4 ? names[g_topk_variant] : "?";
+  static const char* names[] = {"row_smem_default", "radix_1cta", "radix_cluster_smem", "radix_1cta_or_cluster", "threshold_filter",
+                                "threshold_filter_default_s17", "radix_row_smem"};
+  return g_topk_variant >= 0 && g_topk_variant <= 6 ? names[g_topk_variant] : "?";
 }
 
 int v4_indexer_chunk(int nq, int max_len) {
@@ -130,7 +131,7 @@ int v4_topk_cluster_size(int nq, int n) {
 }
 
 bool v4_topk_uses_cluster(int nq, int max_len) {
-  if (max_len <= 0 || g_topk_variant == 1 || g_topk_variant == 0 || g_topk_variant == 4 || v4_topk_cluster_size(nq, max_len) == 0)
+  if (max_len <= 0 || (g_topk_variant != 2 && g_topk_variant != 3) || v4_topk_cluster_size(nq, max_len) == 0)
     return false;
   return g_topk_variant == 2 || (nq <= 16 && max_len >= 98304) || (nq >= 256 && max_len <= 12288);
 }
@@ -149,11 +150,21 @@ bool v4_topk_uses_filter(int nq, int max_len, int topk) {
   // Variant 0: where the filter measured faster than the one-CTA radix kernel (tk call 1, all 736 table shapes):
   // batches >= 192 (1.0-5.4x; prefill chunks are >= 256 rows) and rows >= 49152 logits (ctx >= 192K: 1.0-5.4x). Below
   // both, one CTA per row of the filter is a chain of ~6 block-wide radix passes on <= 1 CTA per SM: 0.57-0.96x there.
-  return g_topk_variant == 0 && (nq >= 192 || max_len >= 49152);
+  if (v4_topk_uses_row(nq, max_len, topk)) return false;
+  return (g_topk_variant == 0 || g_topk_variant == 5 || g_topk_variant == 6) && (nq >= 192 || max_len >= 49152);
+}
+
+bool v4_topk_uses_row(int nq, int max_len, int topk) {
+  if (topk > 2048 || max_len <= 0 || max_len > tkr::kMaxLen) return false;
+  // Variant 6: wherever the row fits in shared memory. Variant 0 (eighteenth session, helper tkm): batches below 192,
+  // where the seventeenth session ran the one-CTA radix kernel (rows >= 49152 logits, which do not fit, and batches
+  // >= 192 keep the threshold filter).
+  return g_topk_variant == 6 || (g_topk_variant == 0 && nq < 192);
 }
 
 const char* v4_topk_kernel_name(int nq, int max_len, int topk) {
-  return v4_topk_uses_filter(nq, max_len, topk) ? "threshold_filter"
+  return v4_topk_uses_row(nq, max_len, topk)      ? "radix_row_smem"
+         : v4_topk_uses_filter(nq, max_len, topk) ? "threshold_filter"
          : v4_topk_uses_cluster(nq, max_len)   ? "radix_cluster_smem"
                                                : "radix_1cta";
 }
@@ -188,6 +199,16 @@ void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int*
   if (nq > 65535 && (v4_topk_uses_filter(nq, max_len, topk) || v4_topk_uses_cluster(nq, max_len)))
     throw std::invalid_argument("v4_topk: the " + std::string(v4_topk_kernel_name(nq, max_len, topk)) +
                                 " kernel takes at most 65,535 rows per call (got " + std::to_string(nq) + "): split the call");
+  if (v4_topk_uses_row(nq, max_len, topk)) {
+    static bool rattr = false;
+    if (!rattr) {
+      SS_CUDA(cudaFuncSetAttribute(topk_row_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, tkr::kSmemMax));
+      rattr = true;
+    }
+    topk_row_kernel<<<nq, tkr::T, tkr::smem_bytes(max_len), s>>>(logits, ld, len, topk, idx, max_len);
+    SS_LAUNCH_CHECK();
+    return;
+  }
   if (v4_topk_uses_filter(nq, max_len, topk)) {
     static bool fattr = false;
     if (!fattr) {

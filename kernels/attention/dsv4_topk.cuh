@@ -288,3 +288,5 @@ __global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restri
 
 // The one-read threshold filter (seventeenth session), default of v4_topk for topk <= 2048.
 #include "attention/dsv4_topk_filter.cuh"
+// The shared-memory row select for mid-size rows (eighteenth session), default of v4_topk for nq < 192, rows <= 32768.
+#include "attention/dsv4_topk_row.cuh"

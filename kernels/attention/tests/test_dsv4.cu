@@ -330,7 +330,9 @@ namespace {
 // row's candidates are ~n/41 or ~2n/41 keys: more than CAP 5888 -- the filter's exact fallback -- only for rows of
 // more than ~241K logits; shorter rows are filtered), 2 tiny range, 3 ascending, 4 large values only at the
 // filter's sample sectors (too few candidates -> fallback, rows > 2 CAP), 5 large values only off the sample
-// sectors (a list overflows -> fallback, rows > 2 CAP). max_len: passed to v4_topk (0: the longest row); a row
+// sectors (a list overflows -> fallback, rows > 2 CAP), 6 (eighteenth session) 70% of the logits equal to 40, the
+// rest uniform (the k-th key is a tie held by most of the row: the row select's candidate list overflows when that
+// exceeds its capacity), 7 a constant row (every key equal). max_len: passed to v4_topk (0: the longest row); a row
 // longer than it is read whole by the filter (its cluster's last CTA scans to the row's end). want_cs > 0: the
 // filter's cluster size v4_topk_filter_cluster(nq, max_len) must be want_cs (asserted on a 132-SM H200 only).
 void topk_rows_case(const std::vector<int>& lens, int ld, int kind, int K, int variant, const char* what, int max_len = 0,
@@ -340,11 +342,13 @@ void topk_rows_case(const std::vector<int>& lens, int ld, int kind, int K, int v
   std::mt19937_64& r = rng();
   std::uniform_real_distribution<float> u(-50.f, 50.f);
   std::uniform_int_distribution<int> di(0, 40);
+  std::uniform_int_distribution<int> d10(0, 9);
   for (int i = 0; i < nq; ++i) {
     float* x = lg.data() + static_cast<size_t>(i) * ld;
     const int n = lens[i];
     for (int j = 0; j < ld; ++j)
-      x[j] = kind == 1 ? static_cast<float>(di(r)) - 20.f : kind == 2 ? 1.0f + 1e-6f * di(r) : kind == 3 ? 1e-3f * j : u(r);
+      x[j] = kind == 1 ? static_cast<float>(di(r)) - 20.f : kind == 2 ? 1.0f + 1e-6f * di(r) : kind == 3 ? 1e-3f * j
+           : kind == 6 ? (d10(r) < 7 ? 40.f : u(r)) : kind == 7 ? 3.25f : u(r);
     if ((kind == 4 || kind == 5) && n >= 8) {
       const int ns = std::max(1, std::min(1024, n / 128));  // the filter's sample sectors (dsv4_topk_filter.cuh)
       std::vector<char> in(n, 0);
@@ -416,11 +420,13 @@ TEST(V4TopK, FilterIsTheDefault) {
   EXPECT_FALSE(v4_topk_uses_filter(512, 262144, 4096));
   EXPECT_STREQ(v4_topk_kernel_name(512, 8192, 1024), "threshold_filter");
   EXPECT_STREQ(v4_topk_kernel_name(128, 65536, 1024), "threshold_filter");
-  EXPECT_STREQ(v4_topk_kernel_name(128, 8192, 1024), "radix_1cta");
-  // topk 4096 and short rows at small batches run the radix kernel
+  EXPECT_STREQ(v4_topk_kernel_name(128, 8192, 1024), "radix_row_smem");
+  EXPECT_STREQ(v4_topk_kernel_name(128, 40000, 1024), "radix_1cta");
+  // topk 4096 and rows of 32769..49151 logits at small batches run the radix kernel; shorter rows the row select
   topk_rows_case({70000, 5000, 4097}, 70001, 0, 4096, 0, "default-k4096");
   topk_rows_case({70000, 20000, 100}, 70003, 0, 1024, 0, "default");
-  topk_rows_case({30000, 20000, 100}, 30003, 0, 1024, 0, "default-radix");
+  topk_rows_case({40000, 20000, 100}, 40003, 0, 1024, 0, "default-radix");
+  topk_rows_case({30000, 20000, 100}, 30003, 0, 1024, 0, "default-row");
 }
 TEST(V4TopK, FilterSmallForSanitizers) {
   SKIP_WITHOUT_GPU();
@@ -433,7 +439,7 @@ TEST(V4TopK, FilterSmallForSanitizers) {
 // without a GPU): a variant outside its range throws instead of running as another one, and the threshold
 // filter, whose rows are its grid's y dimension, refuses more than 65,535 rows per call before any launch.
 TEST(V4TopK, BadSettingsThrowBeforeAnyLaunch) {
-  EXPECT_THROW(v4_set_variants(0, 5), std::invalid_argument);
+  EXPECT_THROW(v4_set_variants(0, 7), std::invalid_argument);
   EXPECT_THROW(v4_set_variants(0, -1), std::invalid_argument);
   EXPECT_THROW(v4_set_variants(2, 0), std::invalid_argument);
   v4_set_variants(0, 0);
@@ -443,4 +449,62 @@ TEST(V4TopK, BadSettingsThrowBeforeAnyLaunch) {
   v4_set_variants(0, 2);  // the radix cluster kernel: rows on grid y too
   EXPECT_THROW(v4_topk(nullptr, 4096, nullptr, 70000, 1024, nullptr, 0, 4096), std::invalid_argument);
   v4_set_variants(0, 0);
+}
+
+// The shared-memory row select (topk_row_kernel, eighteenth session, helper tkm). Dispatch rule, host only (no CUDA
+// call, runs without a GPU): variant 0 runs it for topk <= 2048, 0 < max_len <= 32768 and nq < 192; variant 6 at any
+// nq; variant 5 (the seventeenth session's default) never.
+TEST(V4TopK, RowSelectDispatch) {
+  v4_set_variants(0, 0);
+  EXPECT_TRUE(v4_topk_uses_row(1, 32768, 1024));
+  EXPECT_TRUE(v4_topk_uses_row(191, 32768, 2048));
+  EXPECT_TRUE(v4_topk_uses_row(32, 2048, 512));
+  EXPECT_FALSE(v4_topk_uses_row(192, 32768, 1024));   // batches >= 192: the filter
+  EXPECT_TRUE(v4_topk_uses_filter(192, 32768, 1024));
+  EXPECT_FALSE(v4_topk_uses_row(128, 32769, 1024));   // past the shared-memory rows: the radix kernel
+  EXPECT_FALSE(v4_topk_uses_filter(128, 32769, 1024));
+  EXPECT_FALSE(v4_topk_uses_row(128, 0, 1024));       // max_len unknown
+  EXPECT_FALSE(v4_topk_uses_row(128, 8192, 4096));    // topk > 2048
+  EXPECT_FALSE(v4_topk_uses_filter(128, 8192, 1024)); // the two rules never overlap
+  EXPECT_STREQ(v4_topk_kernel_name(128, 32768, 1024), "radix_row_smem");
+  EXPECT_STREQ(v4_topk_kernel_name(128, 49152, 1024), "threshold_filter");
+  EXPECT_STREQ(v4_topk_kernel_name(128, 32769, 1024), "radix_1cta");
+  EXPECT_STREQ(v4_topk_kernel_name(512, 8192, 1024), "threshold_filter");
+  v4_set_variants(0, 6);
+  EXPECT_TRUE(v4_topk_uses_row(512, 8192, 1024));
+  EXPECT_FALSE(v4_topk_uses_filter(512, 8192, 1024));
+  EXPECT_STREQ(v4_topk_kernel_name(512, 65536, 1024), "threshold_filter");
+  v4_set_variants(0, 5);
+  EXPECT_FALSE(v4_topk_uses_row(128, 8192, 1024));
+  EXPECT_STREQ(v4_topk_kernel_name(128, 8192, 1024), "radix_1cta");
+  EXPECT_STREQ(v4_topk_kernel_name(512, 8192, 1024), "threshold_filter");
+  v4_set_variants(0, 0);
+}
+// Row lengths up to the kernel's 32768 (max_len = the longest row: 32768 keys + a 19456-entry list in shared
+// memory), odd ld (unaligned rows: the 16-B loads start after a head), rows <= K, just above K, not a multiple of 4;
+// k 512 / 1024 / 2048; uniform, ties, tiny range, ascending, most keys tied at the k-th key (kind 6: the 32768 and
+// 30000 rows' lists overflow -> the digits over the whole row), constant rows (kind 7: every key equal).
+TEST(V4TopK, RowSelectCases) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<int> lens = {32768, 2048, 2049, 1025, 1024, 100, 30000, 4097, 16383, 3};
+  for (int K : {512, 1024, 2048})
+    for (int kind : {0, 1, 2, 3}) topk_rows_case(lens, 32771, kind, K, 6, "row");
+  for (int kind : {6, 7}) topk_rows_case(lens, 32771, kind, 1024, 6, "row");
+  // the default at a batch of 150 (mixed lengths <= 8192) and at 191 rows of 32768 (the rule's edge)
+  std::vector<int> mixed(150);
+  for (int i = 0; i < 150; ++i) mixed[i] = 8192 - 53 * i;
+  topk_rows_case(mixed, 8193, 0, 1024, 0, "row-default");
+  topk_rows_case(std::vector<int>(191, 32768), 32768, 0, 512, 0, "row-default-191");
+}
+// Rows longer than the max_len passed (20000 and 9000 with max_len 8192): those rows are selected from device memory
+// (every pass reads the row); kind 6 also overflows the list (8192 entries) there.
+TEST(V4TopK, RowSelectRowsLongerThanMaxLen) {
+  SKIP_WITHOUT_GPU();
+  for (int kind : {0, 1, 6}) topk_rows_case({20000, 8192, 9000, 5000}, 20003, kind, 1024, 6, "row-past-max-len", 8192);
+}
+// A few rows for memcheck / racecheck: aligned and unaligned rows, the list path, the overflow path (kind 6), all
+// keys equal (kind 7), a row past max_len (device-memory path).
+TEST(V4TopK, RowSelectSmallForSanitizers) {
+  SKIP_WITHOUT_GPU();
+  for (int kind : {0, 1, 6, 7}) topk_rows_case({6000, 4096, 5001, 700}, 6001, kind, 1024, 6, "row-small", 5000);
 }
