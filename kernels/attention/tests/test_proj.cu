@@ -209,7 +209,7 @@ TEST(Proj, OwnFp8Rows64) {
                  {64, 384, 2048, 4, 64, 1, 64},      // cluster reduction
                  {100, 328, 1024, 2, 64, 1, 64},     // two token tiles, partial, cluster
                  {128, 704, 512, 1, 32, 0, 64},      // four token tiles
-                 {24, 128, 512, 8, 8, 1, 64}},       // bt 8, 8-CTA cluster
+                 {24, 128, 1024, 8, 8, 1, 64}},      // bt 8, 8-CTA cluster (8 k-blocks)
                 2);
 }
 TEST(Proj, OwnFp8Pdl) {
