@@ -254,12 +254,13 @@ constexpr bool kV4wsCdDefault = true;
 // the staged producer (fifteenth session, helper v4e): V4WS_ST=1; slower with 8-B copies (v4e call 1). On 592-B
 // rows (ST + V16, seventeenth session, helper v4i; call 1, same run, best of 2): 1.016-1.069x at 23 of 24
 // reference points but 1.005x at CSA prefill 4096 after 64K (3097.2 vs 3111.7 us). Made the default and swept by
-// the lead (the six tables, medians 1.006-1.043x faster), then taken back the same hour: its prefill rows moved
-// unevenly between prefix-0 (ramped) and flat chunks, which the fit's v4_attn_prefill features cannot tell apart,
-// and the attention-prefill class's held-out p95 went to 15.2% (target 15%). Off until that family has a max-rows
-// feature (kernels/attention/NOTES.md, lead section of the seventeenth session); V4WS_ST=1 runs it (ST + V16 on
-// 592-B rows, the 8-B staged form with V4WS_V16=0)
-constexpr bool kV4wsStDefault = false;
+// the lead (the six tables, medians 1.006-1.043x faster), taken back the same hour (its prefill rows moved unevenly
+// between prefix-0 (ramped) and flat chunks, which the fit's v4_attn_prefill features could not tell apart: the
+// attention-prefill class's held-out p95 went to 15.2%, target 15%), and the default again since the eighteenth
+// session, whose v4_attn_prefill fit has a fourth feature, the ramp (longest query's rows / mean rows): with the
+// ST + V16 rows that family's held-out p95 is within the target (fit log in the commit). V4WS_ST=0 runs the
+// in-place producer; with 584-B rows (V4WS_V16=0) the 8-B staged form stays off by default
+constexpr bool kV4wsStDefault = true;
 // the staged epilogue (same session; first run: the lead's call after v4e): on by default where the launch
 // splits no query (every work item writes BF16 rows): 1.02-1.31x there (same run, 24 reference points;
 // sweeps against the earlier rows: 0.99-1.42x, median 1.09-1.29x per table); where the plan splits (FP32

@@ -161,7 +161,9 @@ bool v4_attn_ws_uses_cd();
 /// Staged producer of the F16 + early-Q + lean-consumer form (fifteenth session, helper v4e): st 1 =
 /// rows 0..7 of each producer warp's 16 rows of the next tile are gathered into a raw staging ring
 /// (18.5 KB more shared memory) while the warp waits for its buffer, only rows 8..15 in place after the
-/// wait; 0 = every row in place after the wait; -1 = the default (0; kV4wsStDefault in dsv4.cu says why).
+/// wait; 0 = every row in place after the wait; -1 = the default: 1 where the 16-B gather form is on
+/// (v4_attn_ws_uses_v16; seventeenth session: 1.005-1.069x at the 24 reference points; the default since the
+/// eighteenth, kV4wsStDefault in dsv4.cu says why), else 0.
 /// Default from env V4WS_ST (unset = -1). An explicit 1 where the form lacks it (pair, BF16, QE or CD off, V4WS_DEBUG) throws. With the
 /// 16-B gather form on (v4_attn_ws_uses_v16, the default) the staged form reads 592-B pool rows by 16-B
 /// copies (ST + V16, seventeenth session: 20 KB of staging at 640-B rows) and takes the staged epilogue

@@ -164,7 +164,7 @@ TEST(V4Attn, PoolRowBytesMismatchThrows) {
   v4_defaults();
 }
 // V16 with the DEFAULT epilogue rule on unsplit launches (sixteenth session, helper v4g): every setting at
-// its default, so v4_attn runs the F16 + QE + CD + V16 form with the staged epilogue wherever the plan splits
+// its default, so v4_attn runs the F16 + QE + CD + V16 form (staged producer since the eighteenth session) with the staged epilogue wherever the plan splits
 // no query. Asserted per case: the pool stride is 592, the plan has no split slot, and the staged epilogue ran.
 // Lists of <= 256 rows (mla_decode_plan never splits them: >= 4 tiles per item), 140 queries (more than one
 // per SM at H = 64), H = 64 / 128 / 256, a whole masked tile (rows 128..191 of the 256-row lists), 1-row lists,
@@ -175,7 +175,7 @@ void unsplit_default_cases(const std::vector<UnsplitCase>& cases) {
   v4_defaults();
   ASSERT_TRUE(v4_attn_ws_uses_v16());
   ASSERT_TRUE(v4_attn_ws_uses_ep(false));
-  ASSERT_FALSE(v4_attn_ws_uses_st());  // ST is not the default (dsv4.cu kV4wsStDefault)
+  ASSERT_TRUE(v4_attn_ws_uses_st());  // ST + V16: the default since the eighteenth session (dsv4.cu kV4wsStDefault)
   for (const auto& c : cases) {
     ASSERT_EQ(v4_attn_pool_row_bytes(c.H, *std::max_element(c.rows.begin(), c.rows.end())), kV4RowBytes16);
     const V4Check r = v4_case(c.H, c.rows, 0, c.sink, c.mode, " [defaults, unsplit]");
