@@ -10,7 +10,7 @@
 #      label:VAR=value[,VAR=value] of CMP_RUNS (default: old = TOPK_VARIANT=5, the seventeenth session's default; row =
 #      the row select wherever max_len <= 32768; add new:TOPK_VARIANT=0 for the default) into $OUT/cmp_<label>; the summary table compares
 #      the first and the last entry;
-#   4. only if the tests passed and SWEEP_S > 0: the full csa_topk sweep with the default (SWEEP_S s; env SWEEP_ENV) into
+#   4. only if the tests passed, the GPU is an H200 (the table's card) and SWEEP_S > 0: the full csa_topk sweep with the default (SWEEP_S s; env SWEEP_ENV) into
 #      $OUT/tables, then torch.topk references (TORCH_S s, torch_ref.py --ops v4_topk) into $OUT/tables.
 # SERVESIM_COMMIT (the binaries' commit) comes from build-carry/tkm/COMMIT. Logs: $OUT/run.log (summary); everything
 # else (logs, cmp_v*/ and tables/ JSON) in $OUT/all.tar.gz (the call returns few files).
@@ -91,7 +91,8 @@ for key in sorted(t, key=lambda k: (k[0] * k[1], k[2])):
     print(f"{key[0]} x {key[1]} x {key[2]} | " + " | ".join(cells) + f" | {fl:.2f} | " +
           (f"{new / fl:.2f}" if new else "-") + " | " + (f"{old / new:.2f}" if new and old else "-"))
 EOF
-  if [ "$OK" = 1 ] && [ "$SWEEP_S" != 0 ] && room $(( SWEEP_S + 20 )) "csa_topk sweep"; then
+  H200=0; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && H200=1
+  if [ "$OK" = 1 ] && [ "$H200" = 1 ] && [ "$SWEEP_S" != 0 ] && room $(( SWEEP_S + 20 )) "csa_topk sweep"; then
     env ${SWEEP_ENV:-} timeout -k 5 $(tl $(( SWEEP_S + 40 ))) "$BIN/bench_attn" --out "$OUT/tables" --only csa_topk \
       --budget $(( SWEEP_S + 10 )) --share-scale $(awk "BEGIN{print $SWEEP_S / 14}") > "$OUT/sweep.log" 2>&1
     echo "csa_topk sweep exit $? $(el)"; grep -E "ratio|done|skipped|failed" "$OUT/sweep.log" | head -5
@@ -101,7 +102,7 @@ EOF
       echo "torch exit $? $(el)"; grep -vE "^\s*$" "$OUT/torch.log" | tail -3
     fi
   else
-    echo "no sweep (tests ok $OK, SWEEP_S $SWEEP_S)"
+    echo "no sweep (tests ok $OK, H200 $H200, SWEEP_S $SWEEP_S)"
   fi
   echo "tests ok: $OK total $(el)"
 } 2>&1 | tee "$OUT/run.log"
