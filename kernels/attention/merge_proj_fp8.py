@@ -5,7 +5,9 @@ into the costmodel's dense projection tables (costmodels/data/h200/dense_proj_*.
 Per table, rows of variants other than */fp8_block_scale* are kept as they are; the FP8 block-scaled rows
 are replaced by the run's:
   <gemm>/fp8_block_scale      cuBLASLt block-scaled (same instrument as before; field instrument "cublaslt")
-  <gemm>/fp8_block_scale_own  the own split-K wgmma kernel (proj_fp8.cu; tuned config in bt/split/cluster_reduction)
+  <gemm>/fp8_block_scale_own  the own split-K wgmma kernel (proj_fp8.cu; tuned config in bt/split/cluster_reduction,
+                              and since the eighteenth session rows (128 / 64 weight rows per CTA) and pdl)
+Rows of other own variants (e.g. *_own_old, the same-run comparison of PROJ_OWN_SET=both) stay out.
 The gemm_fp8 fit takes the faster of the two per shape (costmodels/calibration/samples.cpp), as the
 grouped FP8 family does with moe_grouped_gemm_fp8's variants. Every new row carries the run's commit.
 Usage: merge_proj_fp8.py RUN_TABLE_DIR COSTMODEL_DIR [tables...]"""
@@ -44,8 +46,8 @@ for name in names:
                           "kernel (kernels/attention/proj_fp8.cu, M <= 1024) beside cuBLASLt's */fp8_block_scale; the "
                           "gemm_fp8 fit takes the faster per shape")
     note = (f'{len(lt)} cuBLASLt */fp8_block_scale and {len(own)} own */fp8_block_scale_own rows (own faster at {n_own} '
-            f'shapes) with row-level "commit" {commit} come from the issue-13 run (kernels/attention/run_proj_fp8.sh, '
-            f'NOTES.md "Dense projections: own FP8 GEMM"); they replace {n_prev} earlier cuBLASLt rows')
+            f'shapes) with row-level "commit" {commit} come from the issue-13 run (kernels/attention/run_pj.sh, '
+            f'NOTES.md "Dense projections: own FP8 GEMM" and its eighteenth-session section: 64-row tiles + PDL); they replace {n_prev} earlier cuBLASLt rows')
     old["merged_rows_note"] = (old.get("merged_rows_note", "").split(" || ")[0] + " || " + note).lstrip(" |")
     with open(path, "w") as f:
         json.dump(old, f, indent=1, sort_keys=True)
