@@ -69,7 +69,8 @@ struct Fp8DenseConfig {
 };
 /// The launch shape fp8_dense_gemm uses (force_split / force_bt > 0 override the heuristic;
 /// force_cluster > 0: reduce the splits inside a cluster through distributed shared memory instead
-/// of the fp32 workspace; force_rows 64 / 128: weight rows per CTA, 0 = 128; pdl > 0: programmatic
+/// of the fp32 workspace; force_rows 64 / 128: weight rows per CTA, 0 = 64 where bt <= 64 and the
+/// 128-row tiles do not fill the SMs, else 128; pdl > 0: programmatic
 /// dependent launch). Throws std::invalid_argument unless N % 8 == 0, K % 128 == 0,
 /// 1 <= split <= K/128 (<= 8 with the cluster reduction), rows in {64, 128} and bt <= 64 at 64 rows.
 Fp8DenseConfig fp8_dense_plan(int M, int N, int K, int force_split = 0, int force_bt = 0, int force_cluster = 0,

@@ -101,7 +101,15 @@ Fp8DenseConfig fp8_dense_plan(int M, int N, int K, int force_split, int force_bt
   }
   if (c.bt != 8 && c.bt != 16 && c.bt != 32 && c.bt != 64 && c.bt != 128 && c.bt != 256)
     throw std::invalid_argument("fp8_dense_gemm: tile width must be 8, 16, 32, 64, 128 or 256");
-  c.rows = force_rows ? force_rows : kRows;
+  if (force_rows) {
+    c.rows = force_rows;
+  } else {
+    // 64-row weight tiles when the 128-row tiles leave SMs idle at BT <= 64: the tuner chose them at
+    // 260 of 332 such shapes of the four dense_proj tables (H200, eighteenth session); 128 rows when
+    // the tiles already fill the GPU (56 of 74) or BT > 64
+    const long long t128 = static_cast<long long>((M + c.bt - 1) / c.bt) * ((N + kRows - 1) / kRows);
+    c.rows = c.bt <= 64 && t128 < sm_count() ? 64 : kRows;
+  }
   if (c.rows != 64 && c.rows != 128) throw std::invalid_argument("fp8_dense_gemm: weight rows per tile must be 64 or 128");
   if (c.rows == 64 && c.bt > 64) throw std::invalid_argument("fp8_dense_gemm: 64-row weight tiles need tile width <= 64");
   c.pdl = pdl > 0;

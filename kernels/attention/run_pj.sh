@@ -7,7 +7,7 @@
 #   here:   bash kernels/attention/run_pj.sh carry        (copies the binaries from $BUILD to build-carry/pj)
 #   device: GUARD=480 SERVESIM_COMMIT=<sha> bash kernels/attention/run_pj.sh
 # Environment: BIN (build-carry/pj), OUT, GUARD, SANITIZE=1|0, POINTS, POINTS_S, SWEEP_ONLY (empty: no
-# sweep), SWEEP_S, SWEEP_ARGS. Leaves under $OUT: test.txt sanitizer.txt points.log sweep.log tables.tar.gz
+# sweep), SWEEP_S, SWEEP_ARGS, NCU_POINTS (M:N:K,... profiled with ncu, heuristic form). Leaves under $OUT: test.txt sanitizer.txt points.log sweep.log tables.tar.gz
 set -uo pipefail
 if [ "${1:-}" = carry ]; then
   BUILD=${BUILD:-build-v4f}
@@ -60,6 +60,17 @@ if [ -n "${SWEEP_ONLY:-}" ]; then
     --proj-kinds fp8_block_scale ${SWEEP_ARGS:-} > "$OUT/sweep.log" 2>&1
   echo "sweep exit $?"
   grep -E "^== |summary|skipped" "$OUT/sweep.log" | tail -20
+fi
+# ncu of the heuristic form (--proj-own-no-tune: the plan's default, no PDL) at NCU_POINTS (M:N:K,...)
+if [ -n "${NCU_POINTS:-}" ] && command -v ncu >/dev/null; then
+  for pt in ${NCU_POINTS//,/ }; do
+    [ "$(left)" -lt 40 ] && { echo "guard: ncu of $pt skipped"; continue; }
+    f="$OUT/ncu_${pt//:/x}.txt"
+    timeout 60 ncu --clock-control none -k regex:fp8_dense --launch-skip 5 --launch-count 1 --section SpeedOfLight \
+      --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats --section LaunchStats \
+      "$BIN/bench_attn" --out /tmp/ncu_tables --budget 20 --only dense_proj_fp8_points --proj-own-no-tune --proj-point "$pt" > "$f" 2>&1
+    echo "== ncu $pt"; grep -E "fp8_dense_kernel|Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\)|Achieved Occupancy|Grid Size|Block Size|Registers Per|Stall" "$f" | head -16
+  done
 fi
 tar czf "$OUT/tables.tar.gz" -C "$OUT" tables && rm -rf "$OUT/tables"
 echo "total $(( $(date +%s) - T0 )) s"

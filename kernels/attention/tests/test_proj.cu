@@ -78,7 +78,7 @@ namespace {
 struct OwnFp8Case {
   int M, N, K, split, bt;  // split / bt 0: the heuristic
   int cluster = 0;         // 1: split partials reduced in a cluster (DSMEM)
-  int rows = 0;            // weight rows per CTA (0: 128; 64: one consumer warpgroup)
+  int rows = 128;          // weight rows per CTA (128: two consumer warpgroups; 64: one; 0: the heuristic)
   int pdl = 0;             // 1: programmatic dependent launch; the reps then also run as one back-to-back burst
 };
 // Writes dst = src slowly (one block) after letting its dependents launch at once: a PDL-launched
@@ -209,19 +209,23 @@ TEST(Proj, OwnFp8Rows64) {
                  {64, 384, 2048, 4, 64, 1, 64},      // cluster reduction
                  {100, 328, 1024, 2, 64, 1, 64},     // two token tiles, partial, cluster
                  {128, 704, 512, 1, 32, 0, 64},      // four token tiles
-                 {24, 128, 1024, 8, 8, 1, 64}},      // bt 8, 8-CTA cluster (8 k-blocks)
+                 {24, 128, 1024, 8, 8, 1, 64},       // bt 8, 8-CTA cluster (8 k-blocks)
+                 {1, 2112, 7168, 0, 0, 0, 0},        // the heuristic (64 rows here)
+                 {64, 4096, 1024, 0, 0, 0, 0},
+                 {200, 512, 1024, 0, 0, 0, 0}},      // the heuristic at bt 256 (128 rows)
                 2);
 }
 TEST(Proj, OwnFp8Pdl) {
   SKIP_WITHOUT_GPU();
-  own_fp8_cases({{1, 64, 512, 0, 0, 0, 0, 1},
-                 {1, 1536, 7168, 0, 0, 0, 0, 1},      // atomic split: the workspace is shared by the burst
-                 {64, 384, 2048, 4, 64, 1, 0, 1},     // cluster + PDL
-                 {100, 256, 1024, 0, 0, 0, 0, 1},     // bt 128 (setmaxnreg path)
-                 {300, 136, 512, 2, 256, 0, 0, 1},    // bt 256, partial tile
+  own_fp8_cases({{1, 64, 512, 0, 0, 0, 128, 1},
+                 {1, 1536, 7168, 0, 0, 0, 128, 1},      // atomic split: the workspace is shared by the burst
+                 {64, 384, 2048, 4, 64, 1, 128, 1},     // cluster + PDL
+                 {100, 256, 1024, 0, 0, 0, 128, 1},     // bt 128 (setmaxnreg path)
+                 {300, 136, 512, 2, 256, 0, 128, 1},    // bt 256, partial tile
                  {5, 2112, 1024, 0, 0, 0, 64, 1},     // 64-row tiles + PDL
                  {37, 200, 1536, 3, 32, 0, 64, 1},
                  {128, 704, 7168, 2, 64, 1, 64, 1},   // cluster + 64 rows + PDL, 56 k-blocks
+                 {64, 2112, 7168, 0, 0, 0, 0, 1},     // the heuristic + PDL
                  {64, 4096, 1024, 1, 32, 0, 64, 1}},  // 128 x 2 CTAs (more than fit at once with the burst)
                 3);
 }
