@@ -4,17 +4,21 @@
 //
 // One CTA of 512 threads per row. The row is read once from device memory (16-B loads, 8 in flight per thread) into
 // shared memory as order-preserving keys; the keys' min / max give their common prefix. Then:
-//  1. one radix digit of <= 11 bits just below that prefix (a histogram with shared-memory atomics, a block scan):
-//     bin b holds the k-th largest key;
-//  2. one pass over the row: keys above bin b are written out at once (warp-aggregated slots), the positions of the
-//     keys in bin b go to a candidate list (its keys' min / max tracked);
-//  3. exact radix digits over the candidate list only (starting below the list's common prefix), then the list's keys
-//     above the k-th key and the first `rem` ties are written out.
-// The issue-3 one-CTA kernel (dsv4_topk.cuh) reads the row 4 times from L2 / device memory with 1024 threads and runs
-// 3 full 12/10/10-bit passes; here one read, one full digit pass and one full compaction pass, the rest on the list.
-// A list longer than its capacity (heavy ties / crowded keys): the remaining digits run over the whole row in shared
-// memory (exact, slower). A row longer than the shared-memory capacity the launch was sized for (len > max_len
-// passed): every pass reads the row from device memory instead (exact, slow).
+//  0. threshold: radix digits (bits >= 10) over a strided sample of kSample keys give the lower edge thr of the bin
+//     holding the sample's ceil(C S / n)-th largest key, C = K + max(1024, K / 2) candidates aimed at;
+//  1. one pass over the row (4 keys per thread and step, warp-scan slots) puts the positions of the keys >= thr in a
+//     candidate list (shared memory, its keys' min / max tracked);
+//  2. exact radix digits over the list only, starting below the list's common prefix (its keys lie in [thr, max], so
+//     the 11-bit digits spread over the bins: few shared-memory atomic conflicts), then the list's keys above the k-th
+//     key and the first `rem` ties are written out.
+// First version (tkm call 1, commit 766fa04: one 11-bit digit over the whole row below the row's common prefix, then
+// the list of its selected bin) ran at 0.87-1.04x of the issue-3 one-CTA kernel: for logits of both signs that digit
+// is sign + exponent + 2 mantissa bits, ~10% of a row's keys share a bin and the histogram's atomics serialise.
+// Fewer than K or more than the list's capacity of candidates (heavy ties at the threshold, crowded or adversarial
+// rows): that first version's path runs (exact): one digit over the row, its bin's list (or, if that overflows too,
+// the remaining digits over the whole row in shared memory).
+// A row longer than the shared-memory capacity the launch was sized for (len > max_len passed): every pass reads the
+// row from device memory instead (exact, slow).
 // Histograms are double-buffered (one barrier less per digit): hist[p & 1] is filled while hist[(p + 1) & 1], last
 // read before the previous digit's closing barrier, is cleared.
 #pragma once
@@ -26,6 +30,7 @@ constexpr int T = 512;         // threads per CTA
 constexpr int NB = 2048;       // bins of an 11-bit digit
 constexpr int BPT = NB / T;    // bins per thread in a scan
 constexpr int U = 8;           // float4 loads in flight per thread
+constexpr int kSample = 2048;  // sample keys for the threshold (strided over the row)
 constexpr int kMaxLen = 32768; // longest max_len the kernel is launched for (128 KB of keys)
 constexpr int kSmemMax = 220 * 1024;  // dynamic shared memory limit used for sizing (H200: 227 KB per CTA)
 // Dynamic shared memory for rows of up to nmax logits: keys [nmax], 2 histograms [2][NB], list [cc].
@@ -34,18 +39,19 @@ __host__ __device__ constexpr int list_cap(int nmax) {
 }
 __host__ __device__ constexpr int smem_bytes(int nmax) { return ((nmax + 3) & ~3) * 4 + 2 * NB * 4 + list_cap(nmax) * 4; }
 struct Shared {
-  int sel_bin, sel_rem, sel_cnt, cnt, cgt, ceq;
-  unsigned kmin, kmax;
+  int sel_bin, sel_rem, sel_cnt, cnt, cnt2, cgt, ceq;
+  unsigned kmin, kmax;  // the row's keys
+  unsigned lmin, lmax;  // the candidate list's keys (finish_list, once per CTA)
 };
 using Scan = cub::BlockScan<int, T, cub::BLOCK_SCAN_WARP_SCANS>;
 __device__ __forceinline__ uint32_t lowmask(int b) { return b >= 32 ? 0xFFFFFFFFu : ((1u << b) - 1u); }
 
-// Block-wide min / max of every thread's (mn, mx) into sh.kmin / sh.kmax; sh.kmin / kmax must hold 0xFFFFFFFF / 0
-// and be visible (a barrier after they were set) before the call. Ends with a barrier.
-__device__ __forceinline__ void block_minmax(unsigned mn, unsigned mx, Shared& sh) {
+// Block-wide min / max of every thread's (mn, mx) into *gmin / *gmax (shared); they must hold 0xFFFFFFFF / 0 and be
+// visible (a barrier after they were set) before the call. Ends with a barrier.
+__device__ __forceinline__ void block_minmax(unsigned mn, unsigned mx, unsigned* gmin, unsigned* gmax) {
   mn = __reduce_min_sync(0xFFFFFFFFu, mn);
   mx = __reduce_max_sync(0xFFFFFFFFu, mx);
-  if ((threadIdx.x & 31) == 0) { atomicMin(&sh.kmin, mn); atomicMax(&sh.kmax, mx); }
+  if ((threadIdx.x & 31) == 0) { atomicMin(gmin, mn); atomicMax(gmax, mx); }
   __syncthreads();
 }
 
@@ -119,7 +125,7 @@ __global__ void __launch_bounds__(tkr::T) topk_row_kernel(const float* __restric
     return;
   }
   const bool gm = n > nmax;  // row past the shared-memory capacity: keys from device memory
-  if (tid == 0) { sh.cnt = 0; sh.cgt = 0; sh.ceq = 0; sh.kmin = 0xFFFFFFFFu; sh.kmax = 0u; }
+  if (tid == 0) { sh.cnt = 0; sh.cnt2 = 0; sh.cgt = 0; sh.ceq = 0; sh.kmin = 0xFFFFFFFFu; sh.kmax = 0u; sh.lmin = 0xFFFFFFFFu; sh.lmax = 0u; }
   for (int i = tid; i < NB; i += T) hist[i] = 0;
   unsigned mn = 0xFFFFFFFFu, mx = 0u;
   if (!gm) {
@@ -168,7 +174,7 @@ __global__ void __launch_bounds__(tkr::T) topk_row_kernel(const float* __restric
     }
   }
   __syncthreads();  // keys, cleared histogram and sh visible
-  block_minmax(mn, mx, sh);
+  block_minmax(mn, mx, &sh.kmin, &sh.kmax);
   auto key_at = [&](int i) { return gm ? ord_key(__ldg(x + i)) : keys[i]; };
   const uint32_t kmn = sh.kmin, kmx = sh.kmax;
   const int hi0 = kmn == kmx ? 0 : 32 - __clz(kmn ^ kmx);  // bits below the keys' common prefix
@@ -183,16 +189,120 @@ __global__ void __launch_bounds__(tkr::T) topk_row_kernel(const float* __restric
     }
     return;
   }
+  // The exact digits over the list's m positions (keys of rank `rank` and above among them; their keys' min / max in
+  // lmn / lmx per thread, their common bits above bit hi_cap known equal), then the list's keys above the k-th key
+  // and the first `rem` ties go out. Called at most once per CTA (sh.lmin / lmax set at the start).
+  auto finish_list = [&](int m, int rank, int hi_cap, unsigned lmn, unsigned lmx) {
+    block_minmax(lmn, lmx, &sh.lmin, &sh.lmax);
+    const uint32_t a = sh.lmin, z = sh.lmax;
+    int hi = a == z ? 0 : 32 - __clz(a ^ z);
+    hi = min(hi, hi_cap);
+    uint32_t prefix = z & ~lowmask(hi), mask = ~lowmask(hi);
+    auto lkey = [&](int j) { return keys[list[j]]; };
+    auto lkey_g = [&](int j) { return ord_key(__ldg(x + list[j])); };
+    while (hi > 0) {
+      const int w = min(11, hi), s = hi - w;
+      int* hc = (p & 1) ? h1 : h0;
+      int* hn = (p & 1) ? h0 : h1;
+      if (gm) digit(lkey_g, m, prefix, mask, s, w, rank, hc, hn, sh, scan_tmp);
+      else digit(lkey, m, prefix, mask, s, w, rank, hc, hn, sh, scan_tmp);
+      ++p;
+      hi = s;
+    }
+    const uint32_t kth = prefix;
+    const int rem = rank;
+    for (int j0 = 0; j0 < m; j0 += T) {
+      const int j = j0 + tid;
+      const int i = j < m ? list[j] : 0;
+      const uint32_t u = j < m ? (gm ? ord_key(__ldg(x + i)) : keys[i]) : 0u;
+      tkr::put(j < m && u > kth, i, &sh.cgt, out, 0);
+      const unsigned be = __ballot_sync(0xFFFFFFFFu, j < m && u == kth);
+      if (be) {
+        int base = 0;
+        if (lane == 0) base = atomicAdd(&sh.ceq, __popc(be));
+        base = __shfl_sync(0xFFFFFFFFu, base, 0);
+        const int e = base + __popc(be & ((1u << lane) - 1u));
+        if (j < m && u == kth && e < rem) out[K - rem + e] = i;
+      }
+    }
+  };
+  // 0. threshold from a strided sample of the row (S = min(n, kSample) keys, already in shared memory): the lower
+  // edge thr of the bin (bits >= 10 kept) holding the sample's ceil(C S / n)-th largest key, C = K + max(1024, K / 2)
+  // candidates aimed at; one pass puts the positions of the keys >= thr in the list, and the exact digits run over
+  // the list only (its keys lie in [thr, max]: digits below their common prefix spread over the bins). Fewer than K
+  // or more than the list's capacity: the row-digit path below (exact).
+  {
+    const int C = K + max(1024, K / 2);
+    uint32_t thr = kmn;
+    if (C < n) {
+      const int S = min(n, kSample);
+      const long rk = (static_cast<long>(C) * S + n - 1) / n;
+      int r = static_cast<int>(max(1L, min(static_cast<long>(S), rk)));
+      auto skey = [&](int j) { return key_at(static_cast<int>(static_cast<long>(j) * n / S)); };
+      uint32_t sp = prefix, sm = mask;
+      int hi = hi0;
+      while (hi > 10) {
+        const int w = min(11, hi - 10), s = hi - w;
+        int* hc = (p & 1) ? h1 : h0;
+        int* hn = (p & 1) ? h0 : h1;
+        digit(skey, S, sp, sm, s, w, r, hc, hn, sh, scan_tmp);
+        ++p;
+        hi = s;
+      }
+      thr = sp;  // bits below hi are zero: the selected bin's lower edge
+    }
+    unsigned lmn = 0xFFFFFFFFu, lmx = 0u;
+    for (int b0 = 0; b0 < n; b0 += 4 * T) {
+      const int i = b0 + 4 * tid;
+      uint32_t u[4];
+      if (!gm && i + 3 < n) {
+        const uint4 v = *reinterpret_cast<const uint4*>(keys + i);
+        u[0] = v.x; u[1] = v.y; u[2] = v.z; u[3] = v.w;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) u[e] = i + e < n ? key_at(i + e) : 0u;
+      }
+      bool f[4];
+      int c = 0;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        f[e] = i + e < n && u[e] >= thr;
+        c += f[e] ? 1 : 0;
+        if (f[e]) { lmn = min(lmn, u[e]); lmx = max(lmx, u[e]); }
+      }
+      if (!__any_sync(0xFFFFFFFFu, c)) continue;  // warp-uniform
+      int incl = c;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+        if (lane >= o) incl += y;
+      }
+      int bf = 0;
+      if (lane == 31) bf = atomicAdd(&sh.cnt2, incl);
+      int of = __shfl_sync(0xFFFFFFFFu, bf, 31) + incl - c;
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (f[e]) {
+          if (of < cc) list[of] = i + e;
+          ++of;
+        }
+    }
+    __syncthreads();  // list, sh.cnt2 visible
+    const int m = sh.cnt2;
+    if (m >= K && m <= cc) {  // uniform over the CTA
+      finish_list(m, K, 32, lmn, lmx);
+      return;
+    }
+  }
   // 1. the first digit over the whole row
   const int w1 = min(11, hi0), s1 = hi0 - w1;
-  const int c1 = digit(key_at, n, prefix, mask, s1, w1, rank, h0, h1, sh, scan_tmp);
-  p = 1;
+  const int c1 = digit(key_at, n, prefix, mask, s1, w1, rank, (p & 1) ? h1 : h0, (p & 1) ? h0 : h1, sh, scan_tmp);
+  ++p;
   const uint32_t top1 = prefix | lowmask(s1);  // keys above bin b: > top1
   const bool ovf = c1 > cc;                    // uniform over the CTA
   // 2. keys above bin b out; bin b's positions to the list (unless it overflows). 4 consecutive keys per thread and
   // iteration; one warp scan of the packed counts (above: low 16 bits, in bin b: high 16 bits) per 128 keys.
   unsigned lmn = 0xFFFFFFFFu, lmx = 0u;
-  if (tid == 0) { sh.kmin = 0xFFFFFFFFu; sh.kmax = 0u; }
   for (int b0 = 0; b0 < n; b0 += 4 * T) {
     const int i = b0 + 4 * tid;
     uint32_t u[4];
@@ -232,43 +342,10 @@ __global__ void __launch_bounds__(tkr::T) topk_row_kernel(const float* __restric
       if (f[e]) list[of++] = i + e;
     }
   }
-  __syncthreads();  // list, sh.kmin / kmax reset visible
+  __syncthreads();  // list visible
   if (!ovf) {
     // 3. the remaining digits over the list, from below its common prefix
-    block_minmax(lmn, lmx, sh);
-    const uint32_t a = sh.kmin, z = sh.kmax;
-    const int m = c1;
-    int hi = a == z ? 0 : 32 - __clz(a ^ z);
-    hi = min(hi, s1);
-    prefix = z & ~lowmask(hi);
-    mask = ~lowmask(hi);
-    auto lkey = [&](int j) { return keys[list[j]]; };
-    auto lkey_g = [&](int j) { return ord_key(__ldg(x + list[j])); };
-    while (hi > 0) {
-      const int w = min(11, hi), s = hi - w;
-      int* hc = (p & 1) ? h1 : h0;
-      int* hn = (p & 1) ? h0 : h1;
-      if (gm) digit(lkey_g, m, prefix, mask, s, w, rank, hc, hn, sh, scan_tmp);
-      else digit(lkey, m, prefix, mask, s, w, rank, hc, hn, sh, scan_tmp);
-      ++p;
-      hi = s;
-    }
-    const uint32_t kth = prefix;
-    const int rem = rank;
-    for (int j0 = 0; j0 < m; j0 += T) {
-      const int j = j0 + tid;
-      const int i = j < m ? list[j] : 0;
-      const uint32_t u = j < m ? (gm ? ord_key(__ldg(x + i)) : keys[i]) : 0u;
-      tkr::put(j < m && u > kth, i, &sh.cgt, out, 0);
-      const unsigned be = __ballot_sync(0xFFFFFFFFu, j < m && u == kth);
-      if (be) {
-        int base = 0;
-        if (lane == 0) base = atomicAdd(&sh.ceq, __popc(be));
-        base = __shfl_sync(0xFFFFFFFFu, base, 0);
-        const int e = base + __popc(be & ((1u << lane) - 1u));
-        if (j < m && u == kth && e < rem) out[K - rem + e] = i;
-      }
-    }
+    finish_list(c1, rank, s1, lmn, lmx);
   } else {
     // the list would overflow: the remaining digits over the whole row (keys of bin b)
     int hi = s1;

@@ -332,7 +332,8 @@ namespace {
 // filter's sample sectors (too few candidates -> fallback, rows > 2 CAP), 5 large values only off the sample
 // sectors (a list overflows -> fallback, rows > 2 CAP), 6 (eighteenth session) 70% of the logits equal to 40, the
 // rest uniform (the k-th key is a tie held by most of the row: the row select's candidate list overflows when that
-// exceeds its capacity), 7 a constant row (every key equal). max_len: passed to v4_topk (0: the longest row); a row
+// exceeds its capacity), 7 a constant row (every key equal), 8 large values only at the row select's sample keys
+// (positions j n / min(n, 2048): its threshold comes out too high, fewer than K candidates -> the row-digit path). max_len: passed to v4_topk (0: the longest row); a row
 // longer than it is read whole by the filter (its cluster's last CTA scans to the row's end). want_cs > 0: the
 // filter's cluster size v4_topk_filter_cluster(nq, max_len) must be want_cs (asserted on a 132-SM H200 only).
 void topk_rows_case(const std::vector<int>& lens, int ld, int kind, int K, int variant, const char* what, int max_len = 0,
@@ -356,6 +357,10 @@ void topk_rows_case(const std::vector<int>& lens, int ld, int kind, int K, int v
         for (int e = 0; e < 8; ++e) in[((static_cast<long>(j) * n / ns) & ~7L) + e] = 1;
       for (int j = 0; j < n; ++j)
         if ((in[j] != 0) == (kind == 4)) x[j] += 100.f;
+    }
+    if (kind == 8 && n > 0) {
+      const int S = std::min(n, 2048);  // kSample (dsv4_topk_row.cuh)
+      for (int j = 0; j < S; ++j) x[static_cast<long>(j) * n / S] += 100.f;
     }
   }
   DevBuf<float> dl;
@@ -483,13 +488,15 @@ TEST(V4TopK, RowSelectDispatch) {
 // Row lengths up to the kernel's 32768 (max_len = the longest row: 32768 keys + a 19456-entry list in shared
 // memory), odd ld (unaligned rows: the 16-B loads start after a head), rows <= K, just above K, not a multiple of 4;
 // k 512 / 1024 / 2048; uniform, ties, tiny range, ascending, most keys tied at the k-th key (kind 6: the 32768 and
-// 30000 rows' lists overflow -> the digits over the whole row), constant rows (kind 7: every key equal).
+// 30000 rows' lists overflow -> the digits over the whole row), constant rows (kind 7: every key equal), the sample
+// threshold too high (kind 8: fewer than K candidates -> the row-digit path).
 TEST(V4TopK, RowSelectCases) {
   SKIP_WITHOUT_GPU();
   const std::vector<int> lens = {32768, 2048, 2049, 1025, 1024, 100, 30000, 4097, 16383, 3};
   for (int K : {512, 1024, 2048})
     for (int kind : {0, 1, 2, 3}) topk_rows_case(lens, 32771, kind, K, 6, "row");
-  for (int kind : {6, 7}) topk_rows_case(lens, 32771, kind, 1024, 6, "row");
+  for (int kind : {6, 7, 8}) topk_rows_case(lens, 32771, kind, 1024, 6, "row");
+  topk_rows_case(lens, 32771, 8, 512, 6, "row");
   // the default at a batch of 150 (mixed lengths <= 8192) and at 191 rows of 32768 (the rule's edge)
   std::vector<int> mixed(150);
   for (int i = 0; i < 150; ++i) mixed[i] = 8192 - 53 * i;
@@ -502,9 +509,9 @@ TEST(V4TopK, RowSelectRowsLongerThanMaxLen) {
   SKIP_WITHOUT_GPU();
   for (int kind : {0, 1, 6}) topk_rows_case({20000, 8192, 9000, 5000}, 20003, kind, 1024, 6, "row-past-max-len", 8192);
 }
-// A few rows for memcheck / racecheck: aligned and unaligned rows, the list path, the overflow path (kind 6), all
-// keys equal (kind 7), a row past max_len (device-memory path).
+// A few rows for memcheck / racecheck: aligned and unaligned rows, the sample + list path, the overflow path (kind 6),
+// all keys equal (kind 7), the row-digit path after a failed sample (kind 8), rows past max_len (device-memory path).
 TEST(V4TopK, RowSelectSmallForSanitizers) {
   SKIP_WITHOUT_GPU();
-  for (int kind : {0, 1, 6, 7}) topk_rows_case({6000, 4096, 5001, 700}, 6001, kind, 1024, 6, "row-small", 5000);
+  for (int kind : {0, 1, 6, 7, 8}) topk_rows_case({6000, 4096, 5001, 700}, 6001, kind, 1024, 6, "row-small", 5000);
 }
