@@ -3,20 +3,20 @@
 // Part of dsv4.cu's translation unit (included by dsv4_topk.cuh after ord_key); not a standalone header.
 //
 // One CTA of 512 threads per row. The row is read once from device memory (16-B loads, 8 in flight per thread) into
-// shared memory as order-preserving keys; the keys' min / max give their common prefix. Then:
-//  0. threshold: radix digits (bits >= 10) over a strided sample of kSample keys give the lower edge thr of the bin
-//     holding the sample's ceil(C S / n)-th largest key, C = K + max(1024, K / 2) candidates aimed at;
-//  1. one pass over the row (4 keys per thread and step, warp-scan slots) puts the positions of the keys >= thr in a
-//     candidate list (shared memory, its keys' min / max tracked);
-//  2. exact radix digits over the list only, starting below the list's common prefix (its keys lie in [thr, max], so
-//     the 11-bit digits spread over the bins: few shared-memory atomic conflicts), then the list's keys above the k-th
-//     key and the first `rem` ties are written out.
-// First version (tkm call 1, commit 766fa04: one 11-bit digit over the whole row below the row's common prefix, then
-// the list of its selected bin) ran at 0.87-1.04x of the issue-3 one-CTA kernel: for logits of both signs that digit
-// is sign + exponent + 2 mantissa bits, ~10% of a row's keys share a bin and the histogram's atomics serialise.
-// Fewer than K or more than the list's capacity of candidates (heavy ties at the threshold, crowded or adversarial
-// rows): that first version's path runs (exact): one digit over the row, its bin's list (or, if that overflows too,
-// the remaining digits over the whole row in shared memory).
+// shared memory as order-preserving keys; their min / max give the row's value range. Then:
+//  0. a linear first digit: a histogram of 2048 equal-width bins over [vmin, vmax] (shared-memory atomics spread
+//     over the bins for any smooth distribution) and a block scan give the bin b holding the k-th largest;
+//  1. one pass over the row (4 keys per thread and step, warp-scan slots): keys of bins above b are written out,
+//     the positions of bin b's keys go to a candidate list (shared memory, their keys' min / max tracked);
+//  2. exact radix digits (11 bits) over the list only, starting below its keys' common prefix, then the list's keys
+//     above the k-th key and the first `rem` ties are written out.
+// Why linear: the first version (tkm call 1, 766fa04) took an 11-bit digit of the key just below the row's common
+// prefix: for logits of both signs that is sign + exponent + 2 mantissa bits, ~10% of a row's keys share a bin, and
+// the histogram's atomics on those bins serialise (0.87-1.04x of the issue-3 one-CTA kernel, which does the same);
+// the second (tkm call 2, 0c89694: a threshold from radix digits over a 2048-key sample) paid the same on the sample
+// (0.66-1.13x). Those paths stay as the fallback: rows whose min / max is not finite (+-inf, NaN) or whose bin b holds
+// more keys than the list's capacity (heavy ties) run the bit-digit path (one digit over the row, its bin's list, or
+// if that overflows too the remaining digits over the whole row in shared memory; exact).
 // A row longer than the shared-memory capacity the launch was sized for (len > max_len passed): every pass reads the
 // row from device memory instead (exact, slow).
 // Histograms are double-buffered (one barrier less per digit): hist[p & 1] is filled while hist[(p + 1) & 1], last
@@ -30,7 +30,6 @@ constexpr int T = 512;         // threads per CTA
 constexpr int NB = 2048;       // bins of an 11-bit digit
 constexpr int BPT = NB / T;    // bins per thread in a scan
 constexpr int U = 8;           // float4 loads in flight per thread
-constexpr int kSample = 2048;  // sample keys for the threshold (strided over the row)
 constexpr int kMaxLen = 32768; // longest max_len the kernel is launched for (128 KB of keys)
 constexpr int kSmemMax = 220 * 1024;  // dynamic shared memory limit used for sizing (H200: 227 KB per CTA)
 // Dynamic shared memory for rows of up to nmax logits: keys [nmax], 2 histograms [2][NB], list [cc].
@@ -91,6 +90,39 @@ __device__ int digit(F key_at, int m, uint32_t& prefix, uint32_t& mask, int shif
   rank = sh.sel_rem;
   return sh.sel_cnt;
 }
+
+// The linear first digit, block-wide: histogram of bin(u) (0..NB-1, monotone in the key) over key_at(0..m-1) into
+// hist (cleared, visible), clearing hist_next meanwhile; sh.sel_bin = the bin of the rank-th largest key, rank -> the
+// rank inside it; returns the bin's count. Two barriers + the scan's.
+template <class F, class B>
+__device__ int digit_lin(F key_at, int m, B bin_of, int& rank, int* hist, int* hist_next, Shared& sh,
+                         typename Scan::TempStorage& tmp) {
+  const int tid = threadIdx.x;
+  for (int i = tid; i < NB; i += T) hist_next[i] = 0;
+#pragma unroll 4
+  for (int i = tid; i < m; i += T) atomicAdd(&hist[bin_of(key_at(i))], 1);
+  __syncthreads();
+  int c[BPT], local = 0;
+#pragma unroll
+  for (int k = 0; k < BPT; ++k) {
+    c[k] = hist[NB - 1 - (tid * BPT + k)];
+    local += c[k];
+  }
+  int before;
+  Scan(tmp).ExclusiveSum(local, before);
+  int run = before;
+#pragma unroll
+  for (int k = 0; k < BPT; ++k) {
+    const int bin = NB - 1 - (tid * BPT + k);
+    if (run < rank && run + c[k] >= rank) { sh.sel_bin = bin; sh.sel_rem = rank - run; sh.sel_cnt = c[k]; }
+    run += c[k];
+  }
+  __syncthreads();
+  rank = sh.sel_rem;
+  return sh.sel_cnt;
+}
+// The float value of an order-preserving key (inverse of ord_key).
+__device__ __forceinline__ float ord_val(uint32_t k) { return __uint_as_float((k & 0x80000000u) ? (k & 0x7FFFFFFFu) : ~k); }
 
 // Warp-aggregated output: the flagged lanes write pos to out[*ctr + their order]; all 32 lanes call it.
 __device__ __forceinline__ void put(bool f, int pos, int* ctr, int* out, int off) {
@@ -226,72 +258,69 @@ __global__ void __launch_bounds__(tkr::T) topk_row_kernel(const float* __restric
       }
     }
   };
-  // 0. threshold from a strided sample of the row (S = min(n, kSample) keys, already in shared memory): the lower
-  // edge thr of the bin (bits >= 10 kept) holding the sample's ceil(C S / n)-th largest key, C = K + max(1024, K / 2)
-  // candidates aimed at; one pass puts the positions of the keys >= thr in the list, and the exact digits run over
-  // the list only (its keys lie in [thr, max]: digits below their common prefix spread over the bins). Fewer than K
-  // or more than the list's capacity: the row-digit path below (exact).
+  // 0. a linear first digit: 2048 bins of equal width over the row's value range [vmin, vmax] (bin = (v - vmin) *
+  // scale, round-to-nearest sub and mul: monotone in v, the same bin in every pass); keys of bins above the one holding
+  // the k-th largest go out, that bin's keys go to the list, and the exact bit digits run over the list only (its
+  // keys lie within one bin's width: long common prefix, few and spread keys). Not for rows with a non-finite min / max
+  // (+-inf, NaN) or a bin holding more keys than the list's capacity: the bit-digit path below.
   {
-    const int C = K + max(1024, K / 2);
-    uint32_t thr = kmn;
-    if (C < n) {
-      const int S = min(n, kSample);
-      const long rk = (static_cast<long>(C) * S + n - 1) / n;
-      int r = static_cast<int>(max(1L, min(static_cast<long>(S), rk)));
-      auto skey = [&](int j) { return key_at(static_cast<int>(static_cast<long>(j) * n / S)); };
-      uint32_t sp = prefix, sm = mask;
-      int hi = hi0;
-      while (hi > 10) {
-        const int w = min(11, hi - 10), s = hi - w;
-        int* hc = (p & 1) ? h1 : h0;
-        int* hn = (p & 1) ? h0 : h1;
-        digit(skey, S, sp, sm, s, w, r, hc, hn, sh, scan_tmp);
-        ++p;
-        hi = s;
-      }
-      thr = sp;  // bits below hi are zero: the selected bin's lower edge
-    }
-    unsigned lmn = 0xFFFFFFFFu, lmx = 0u;
-    for (int b0 = 0; b0 < n; b0 += 4 * T) {
-      const int i = b0 + 4 * tid;
-      uint32_t u[4];
-      if (!gm && i + 3 < n) {
-        const uint4 v = *reinterpret_cast<const uint4*>(keys + i);
-        u[0] = v.x; u[1] = v.y; u[2] = v.z; u[3] = v.w;
-      } else {
+    const float vmin = ord_val(kmn), vmax = ord_val(kmx);
+    const float range = __fsub_rn(vmax, vmin);
+    const float scale = __fdiv_rn(static_cast<float>(NB), range);
+    if (isfinite(vmin) && isfinite(vmax) && isfinite(range) && range > 0.f && isfinite(scale) && scale > 0.f) {
+      auto lbin = [&](uint32_t u) { return min(NB - 1, __float2int_rz(__fmul_rn(__fsub_rn(ord_val(u), vmin), scale))); };
+      int lrank = K;
+      int* hc = (p & 1) ? h1 : h0;
+      int* hn = (p & 1) ? h0 : h1;
+      const int cb = digit_lin(key_at, n, lbin, lrank, hc, hn, sh, scan_tmp);
+      ++p;
+      const int bsel = sh.sel_bin;
+      if (cb <= cc) {  // uniform over the CTA
+        unsigned lmn = 0xFFFFFFFFu, lmx = 0u;
+        for (int b0 = 0; b0 < n; b0 += 4 * T) {
+          const int i = b0 + 4 * tid;
+          uint32_t u[4];
+          if (!gm && i + 3 < n) {
+            const uint4 v = *reinterpret_cast<const uint4*>(keys + i);
+            u[0] = v.x; u[1] = v.y; u[2] = v.z; u[3] = v.w;
+          } else {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) u[e] = i + e < n ? key_at(i + e) : 0u;
-      }
-      bool f[4];
-      int c = 0;
+            for (int e = 0; e < 4; ++e) u[e] = i + e < n ? key_at(i + e) : 0u;
+          }
+          bool g[4], f[4];
+          int c = 0;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        f[e] = i + e < n && u[e] >= thr;
-        c += f[e] ? 1 : 0;
-        if (f[e]) { lmn = min(lmn, u[e]); lmx = max(lmx, u[e]); }
-      }
-      if (!__any_sync(0xFFFFFFFFu, c)) continue;  // warp-uniform
-      int incl = c;
+          for (int e = 0; e < 4; ++e) {
+            const int bn = i + e < n ? lbin(u[e]) : -1;
+            g[e] = bn > bsel;
+            f[e] = bn == bsel;
+            c += (g[e] ? 1 : 0) + (f[e] ? 0x10000 : 0);
+            if (f[e]) { lmn = min(lmn, u[e]); lmx = max(lmx, u[e]); }
+          }
+          if (!__any_sync(0xFFFFFFFFu, c)) continue;  // warp-uniform
+          int incl = c;
 #pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(0xFFFFFFFFu, incl, o);
-        if (lane >= o) incl += y;
-      }
-      int bf = 0;
-      if (lane == 31) bf = atomicAdd(&sh.cnt2, incl);
-      int of = __shfl_sync(0xFFFFFFFFu, bf, 31) + incl - c;
+          for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+            if (lane >= o) incl += y;
+          }
+          int bg = 0, bf = 0;
+          if (lane == 31) {
+            if (incl & 0xFFFF) bg = atomicAdd(&sh.cgt, incl & 0xFFFF);
+            if (incl >> 16) bf = atomicAdd(&sh.cnt2, incl >> 16);
+          }
+          int og = __shfl_sync(0xFFFFFFFFu, bg, 31) + (incl & 0xFFFF) - (c & 0xFFFF);
+          int of = __shfl_sync(0xFFFFFFFFu, bf, 31) + (incl >> 16) - (c >> 16);
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (f[e]) {
-          if (of < cc) list[of] = i + e;
-          ++of;
+          for (int e = 0; e < 4; ++e) {
+            if (g[e]) out[og++] = i + e;
+            if (f[e]) list[of++] = i + e;
+          }
         }
-    }
-    __syncthreads();  // list, sh.cnt2 visible
-    const int m = sh.cnt2;
-    if (m >= K && m <= cc) {  // uniform over the CTA
-      finish_list(m, K, 32, lmn, lmx);
-      return;
+        __syncthreads();  // list visible
+        finish_list(cb, lrank, 32, lmn, lmx);
+        return;
+      }
     }
   }
   // 1. the first digit over the whole row

@@ -332,8 +332,9 @@ namespace {
 // filter's sample sectors (too few candidates -> fallback, rows > 2 CAP), 5 large values only off the sample
 // sectors (a list overflows -> fallback, rows > 2 CAP), 6 (eighteenth session) 70% of the logits equal to 40, the
 // rest uniform (the k-th key is a tie held by most of the row: the row select's candidate list overflows when that
-// exceeds its capacity), 7 a constant row (every key equal), 8 large values only at the row select's sample keys
-// (positions j n / min(n, 2048): its threshold comes out too high, fewer than K candidates -> the row-digit path). max_len: passed to v4_topk (0: the longest row); a row
+// exceeds its capacity), 7 a constant row (every key equal), 8 large values (+100) at 2048 spread positions j n /
+// min(n, 2048) (outliers stretch the row's range: the row select's linear bins are crowded), 9 every 7th logit -inf
+// (the row select's linear digit needs a finite range: its bit-digit path). max_len: passed to v4_topk (0: the longest row); a row
 // longer than it is read whole by the filter (its cluster's last CTA scans to the row's end). want_cs > 0: the
 // filter's cluster size v4_topk_filter_cluster(nq, max_len) must be want_cs (asserted on a 132-SM H200 only).
 void topk_rows_case(const std::vector<int>& lens, int ld, int kind, int K, int variant, const char* what, int max_len = 0,
@@ -349,7 +350,7 @@ void topk_rows_case(const std::vector<int>& lens, int ld, int kind, int K, int v
     const int n = lens[i];
     for (int j = 0; j < ld; ++j)
       x[j] = kind == 1 ? static_cast<float>(di(r)) - 20.f : kind == 2 ? 1.0f + 1e-6f * di(r) : kind == 3 ? 1e-3f * j
-           : kind == 6 ? (d10(r) < 7 ? 40.f : u(r)) : kind == 7 ? 3.25f : u(r);
+           : kind == 6 ? (d10(r) < 7 ? 40.f : u(r)) : kind == 7 ? 3.25f : kind == 9 && j % 7 == 0 ? -INFINITY : u(r);
     if ((kind == 4 || kind == 5) && n >= 8) {
       const int ns = std::max(1, std::min(1024, n / 128));  // the filter's sample sectors (dsv4_topk_filter.cuh)
       std::vector<char> in(n, 0);
@@ -488,14 +489,14 @@ TEST(V4TopK, RowSelectDispatch) {
 // Row lengths up to the kernel's 32768 (max_len = the longest row: 32768 keys + a 19456-entry list in shared
 // memory), odd ld (unaligned rows: the 16-B loads start after a head), rows <= K, just above K, not a multiple of 4;
 // k 512 / 1024 / 2048; uniform, ties, tiny range, ascending, most keys tied at the k-th key (kind 6: the 32768 and
-// 30000 rows' lists overflow -> the digits over the whole row), constant rows (kind 7: every key equal), the sample
-// threshold too high (kind 8: fewer than K candidates -> the row-digit path).
+// 30000 rows' lists overflow -> the bit-digit path, whose list overflows too -> the digits over the whole row), constant
+// rows (kind 7: every key equal), outliers (kind 8), -inf logits (kind 9: the bit-digit path).
 TEST(V4TopK, RowSelectCases) {
   SKIP_WITHOUT_GPU();
   const std::vector<int> lens = {32768, 2048, 2049, 1025, 1024, 100, 30000, 4097, 16383, 3};
   for (int K : {512, 1024, 2048})
     for (int kind : {0, 1, 2, 3}) topk_rows_case(lens, 32771, kind, K, 6, "row");
-  for (int kind : {6, 7, 8}) topk_rows_case(lens, 32771, kind, 1024, 6, "row");
+  for (int kind : {6, 7, 8, 9}) topk_rows_case(lens, 32771, kind, 1024, 6, "row");
   topk_rows_case(lens, 32771, 8, 512, 6, "row");
   // the default at a batch of 150 (mixed lengths <= 8192) and at 191 rows of 32768 (the rule's edge)
   std::vector<int> mixed(150);
@@ -509,9 +510,10 @@ TEST(V4TopK, RowSelectRowsLongerThanMaxLen) {
   SKIP_WITHOUT_GPU();
   for (int kind : {0, 1, 6}) topk_rows_case({20000, 8192, 9000, 5000}, 20003, kind, 1024, 6, "row-past-max-len", 8192);
 }
-// A few rows for memcheck / racecheck: aligned and unaligned rows, the sample + list path, the overflow path (kind 6),
-// all keys equal (kind 7), the row-digit path after a failed sample (kind 8), rows past max_len (device-memory path).
+// A few rows for memcheck / racecheck: aligned and unaligned rows, the linear digit + list path, the overflow paths
+// (kind 6), all keys equal (kind 7), outliers (kind 8), the bit-digit path (kind 9: -inf logits), rows past max_len
+// (device-memory path).
 TEST(V4TopK, RowSelectSmallForSanitizers) {
   SKIP_WITHOUT_GPU();
-  for (int kind : {0, 1, 6, 7, 8}) topk_rows_case({6000, 4096, 5001, 700}, 6001, kind, 1024, 6, "row-small", 5000);
+  for (int kind : {0, 1, 6, 7, 8, 9}) topk_rows_case({6000, 4096, 5001, 700}, 6001, kind, 1024, 6, "row-small", 5000);
 }
