@@ -67,6 +67,7 @@ struct Op {
   double head_dim = 0;        ///< per-head dimension (KDA D = 128; V4 attention 512)
   double pairs = 0;           ///< causal prefill (query, key) pairs Σ N·(P + (N+1)/2)
   double keys = 0;            ///< Σ over queries of keys attended (V4 attention) or scored (indexer)
+  double keys_max = 0;        ///< V4 attention: most keys one query attends (its last token's list); 0 = not set (= keys / tokens)
   double top_k = 0;           ///< routed experts per token (router, permute) or indexer top-k
   double experts = 0;         ///< router: routed experts E; moe_experts: experts with ≥ 1 token here
   double hidden = 0;          ///< width read/written per token (mHC, router: model width; permute: dispatch width)

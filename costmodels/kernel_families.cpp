@@ -280,8 +280,8 @@ void set_attention_families(std::vector<FamilyInfo>& v) {
       "V4 attention core over FP8 584-B rows: csa_sparse_attn_decode, hca_attn_decode, swa_attn_decode (current tile configs; *_r1 rows only where no current row has the shape)",
       {"batch", "rows_per_query", "heads"}, {0.2, 0.1, 0.1}, {true, true, false}, {2}, kLambda, w_v4_decode);
   set_family(v, Family::v4_attn_prefill, "v4_attn_prefill", "attention prefill",
-      "same core, one index list per query: csa_sparse_attn_prefill, hca_attn_prefill, swa_attn_prefill (*_r1 rows only for shapes not measured otherwise)",
-      {"chunk", "rows_mean", "heads"}, {0.2, 0.1, 0.1}, {true, true, false}, {2}, kLambda, w_v4_prefill);
+      "same core, one index list per query: csa_sparse_attn_prefill, hca_attn_prefill, swa_attn_prefill (*_r1 rows only for shapes not measured otherwise); ramp = longest query's rows / mean rows (1 after a long prefix, up to ~1.8 at prefix 0)",
+      {"chunk", "rows_mean", "heads", "ramp"}, {0.2, 0.1, 0.1, 0.1}, {true, true, false, true}, {2}, kLambda, w_v4_prefill);
 }
 
 /// V4 lightning indexer, top-k and the compressors.
@@ -340,6 +340,10 @@ const std::vector<FamilyInfo>& all() {
 
 
 }  // namespace
+
+double v4_prefill_ramp(double rows_max, double rows_mean) {
+  return rows_max > 0 && rows_mean > 0 ? std::max(1.0, rows_max / rows_mean) : 1.0;
+}
 
 const FamilyInfo& family_info(Family f) { return all()[static_cast<int>(f)]; }
 

@@ -172,10 +172,11 @@ void v4_attention_ops(const AttnBatch& c, std::vector<Op>& out) {
     const double entries = std::floor(L / r);
     return (a.op == AttentionOp::csa ? std::min<double>(a.indexer_topk, entries) : entries) + win;
   };
-  double attn_keys = 0, stored = 0, idx_pairs = 0;
+  double attn_keys = 0, stored = 0, idx_pairs = 0, keys_max = 0;
   for (const auto& s : c.seqs) {
     const double P = static_cast<double>(s.context_before), N = static_cast<double>(s.new_tokens);
     attn_keys += N * keys(decode ? P + N : P + N / 2);
+    if (N > 0) keys_max = std::max(keys_max, keys(P + N));
     stored += (r > 0 ? std::floor((P + N) / r) : 0) + std::min(w, P + N);
     idx_pairs += N * (decode ? std::floor((P + N) / 4) : (P + N / 2) / 4);
   }
@@ -187,7 +188,8 @@ void v4_attention_ops(const AttnBatch& c, std::vector<Op>& out) {
   const OpKind k = a.op == AttentionOp::csa ? OpKind::csa_attn : a.op == AttentionOp::hca ? OpKind::hca_attn : OpKind::swa_attn;
   const OpClass cls = a.op == AttentionOp::csa ? OpClass::sparse_attention : decode ? OpClass::attention_decode : OpClass::attention_prefill;
   out.push_back(make(k, cls, DType::bf16, flops, bytes, T, c.S, c.ctx_sum, c.ctx_max, H));
-  out.back().decode = decode, out.back().keys = attn_keys, out.back().head_dim = hd, out.back().compress_ratio = r;
+  out.back().decode = decode, out.back().keys = attn_keys, out.back().keys_max = keys_max, out.back().head_dim = hd;
+  out.back().compress_ratio = r;
 }
 
 }  // namespace

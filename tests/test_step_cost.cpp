@@ -2,6 +2,7 @@
 // closed forms, and monotonicity of step times.
 #include "costmodels/comm.hpp"
 #include "costmodels/cost_model.hpp"
+#include "costmodels/kernel_families.hpp"
 #include "costmodels/scaled.hpp"
 #include "costmodels/step_cost.hpp"
 #include "costmodel_test_helpers.hpp"
@@ -71,6 +72,30 @@ TEST(Ops, V4ProCsaAndHcaKeyCountsMatchModelFacts) {
   EXPECT_DOUBLE_EQ(costmodel_test::find_op(ops, OpKind::hca_attn).flops, 2.0 * 128 * 8320 * 1024);
   // 4.9 MB: the 8,320 entries of 584 B (+ q and o, 128 heads × 512 BF16 each)
   EXPECT_DOUBLE_EQ(costmodel_test::find_op(ops, OpKind::hca_attn).bytes, 8320 * 584.0 + 128 * 512 * 2 * 2.0);
+}
+
+TEST(Ops, V4ProPrefillLongestQueryRowsAndRamp) {
+  Fixture f("deepseek-v4-pro", {16, 1});
+  std::vector<Op> ops;
+  // a 4,096-token chunk at prefix 0: the last query sees min(1024, 4096/4) + min(128, 4096) = 1,152
+  // rows; the engine prices the chunk at its midpoint, min(1024, 2048/4) + 128 = 640 rows per query,
+  // so the ramp feature is 1152 / 640 = 1.8
+  f.step->attention_ops(attention_kind(f.m, AttentionOp::csa), {{4096, 0, false}}, Phase::prefill, ops);
+  const Op& c = costmodel_test::find_op(ops, OpKind::csa_attn);
+  EXPECT_DOUBLE_EQ(c.keys_max, 1152);
+  EXPECT_DOUBLE_EQ(c.keys, 4096.0 * 640);
+  EXPECT_DOUBLE_EQ(v4_prefill_ramp(c.keys_max, c.keys / c.tokens), 1.8);
+  ops.clear();
+  // the same chunk after a 64K prefix: every query has top-k + window rows, flat (ramp 1); with a
+  // second, shorter sequence in the batch the longest list is still 1,152 rows
+  f.step->attention_ops(attention_kind(f.m, AttentionOp::csa), {{4096, 65536, false}, {16, 0, false}}, Phase::prefill, ops);
+  EXPECT_DOUBLE_EQ(costmodel_test::find_op(ops, OpKind::csa_attn).keys_max, 1152);
+  ops.clear();
+  // HCA at prefix 0, chunk 4,096: floor(4096/128) + 128 = 160 rows for the last query (§2.4)
+  f.step->attention_ops(attention_kind(f.m, AttentionOp::hca), {{4096, 0, false}}, Phase::prefill, ops);
+  EXPECT_DOUBLE_EQ(costmodel_test::find_op(ops, OpKind::hca_attn).keys_max, 160);
+  EXPECT_DOUBLE_EQ(v4_prefill_ramp(0, 640), 1.0);    // not known: flat
+  EXPECT_DOUBLE_EQ(v4_prefill_ramp(600, 640), 1.0);  // never below 1
 }
 
 TEST(Roofline, TimeIsFixedPlusTheLargerOfComputeAndMemory) {

@@ -407,16 +407,19 @@ const std::vector<AccuracyException>& accuracy_exceptions() {
   // Measured k-fold errors of the committed tables (rounded up in the last digit); the test fails
   // if a family exceeds them, and also if it meets the target (then the exception must go).
   static const std::vector<AccuracyException> v = {
-      {Family::gemm_fp8, 0.024, 0.174,
+      {Family::gemm_fp8, 0.027, 0.188,
        "cuBLASLt FP8 block-scaled GEMMs change tile configuration between neighbouring M (wave quantisation: kv_a N=576 takes "
        "26 µs at M=3072, 47 µs at 4096, 50 µs at 6144; V4-Flash wo_b N=4096 K=8192 32 µs at M=512, 67 µs at 768); a held-out point "
        "at such a step cannot be interpolated from its neighbours. Issue 13: each row is the faster of cuBLASLt and the own split-K "
        "wgmma kernel (own at M <= ~128, 2-3x faster at M <= 64 on small N*K), so a series also switches kernel between M 64 and 256 "
-       "(median 1.5% -> 2.3%, p95 16.2% -> 17.3%). The dense-GEMM class as a whole meets the target (p95 14.5%)"},
-      {Family::combine, 0.028, 0.195,
+       "(median 1.5% -> 2.3%, p95 16.2% -> 17.3%); since the eighteenth session the own kernel's rows are tuned per shape over "
+       "128- and 64-row weight tiles with and without programmatic dependent launch (helper pj), one more switch between "
+       "neighbouring M (median 2.7%, p95 18.7%). The dense-GEMM class as a whole meets the target (p95 14.1%)"},
+      {Family::combine, 0.028, 0.196,
        "eager-timed, µs-scale: 3-7 µs after the launch gap, ±1 µs jitter, and a 2.7x step between 384 and 512 tokens "
        "(5.7 vs 15.5 µs, K3); p95 19.10% with the issue-12 MLA decode rows in the launch-gap median, 19.28% since they are "
-       "variant 10's (tenth session), 19.46% since the F16 V4 attention rows moved that median 6.55 -> 6.70 µs (thirteenth session)"},
+       "variant 10's (tenth session), 19.46% since the F16 V4 attention rows moved that median 6.55 -> 6.70 µs (thirteenth session), 19.58% since the "
+       "eighteenth session's staged-producer V4 rows and own FP8 GEMM rows moved it 6.67 -> 6.80 µs"},
       {Family::mla_decode, 0.030, 0.169,
        "issue 12, eleventh session: the table of the variant-12 kernel (variant 10, P from registers, plus S1 issued after S0's "
        "first blocks and an FFMA softmax; median 2.0% -> 2.9%, p95 15.8% -> 16.8% against variant 10's table). Its worst "
@@ -427,15 +430,6 @@ const std::vector<AccuracyException>& accuracy_exceptions() {
        "issue 12: the FP8 wgmma indexer's 78 prefill rows span 5 query lengths x 4 contexts x 4 batch sizes: a held-out corner "
        "(the largest or smallest query length) is an extrapolation along a 2x grid step of a kernel that goes from latency- to "
        "compute-bound there (up to 747 TFLOP/s). The indexer class as a whole meets the target (p95 12.1%)"},
-      {Family::v4_attn_prefill, 0.021, 0.162,
-       "issue 12, fifteenth session: the family's features (chunk, mean rows per query, heads) cannot tell a chunk at prefix 0, "
-       "whose rows per query ramp with the causal position (1..1,152 for CSA, up to ~1.8x the mean) and whose plan splits the "
-       "longest queries, from a chunk after a long prefix with flat rows: at 4,096 tokens and 128 heads the prefix-0 rows run at "
-       "180-193 TFLOP/s, the flat ones at 319-360, so a held-out point next to the other kind is predicted 26-38% off (e.g. "
-       "3,542 vs 2,205 µs at ~650 mean rows). The staged epilogue (0.99-1.36x on the warp-specialised kernel's unsplit rows, "
-       "heads >= 64) moved the k-fold p95 from 13.8% to 15.9% (median 1.5%), the sixteenth session's 16-B gathers (1.01-1.09x, "
-       "not uniform between the two kinds of rows) to 16.1% (median 2.0%); the bound is that measurement rounded up. The "
-       "attention prefill class as a whole meets the target (p95 14.9%); a max-rows or split feature would remove the exception"},
   };
   return v;
 }

@@ -177,7 +177,7 @@ std::vector<CheckRow> published_h800_checks(std::shared_ptr<const FitSet> fit, c
     const double t = kernel(Family::v4_attn_decode, xd, ex);
     out.push_back({"FlashMLA sparse (H800)", "decode b128 s_q2 h128 top-k 2048", 410,
                    family_info(Family::v4_attn_decode).work(xd.data()).flops / t / 1e12, "TFLOP/s", ex, {}});
-    const std::array<double, 4> xp{4096, 2048, 128, 0};
+    const std::array<double, 4> xp{4096, 2048, 128, 1};  // flat rows (ramp 1): every query has top-k rows
     const double tp = kernel(Family::v4_attn_prefill, xp, ex);
     out.push_back({"FlashMLA sparse (H800)", "prefill s_q4096 h128 top-k 2048", 640,
                    family_info(Family::v4_attn_prefill).work(xp.data()).flops / tp / 1e12, "TFLOP/s", ex, {}});
