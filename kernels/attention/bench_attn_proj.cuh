@@ -21,9 +21,9 @@ struct GemmDef {
 // row of the same point: variant "<gemm>/fp8_block_scale_own", row fields bt, split, tiles.
 // Random e4m3 operands and random scales (the cuBLASLt rows use all-ones scales: same work).
 // PROJ_OWN_SET (environment): "new" (default) tunes over every form (128- and 64-row weight tiles,
-// PDL on and off); "old" over the seventeenth session's forms only (128 rows, no PDL); "both": the new
-// row plus a "<gemm>/fp8_block_scale_own_old" row tuned over the old forms (same-run comparison; the
-// merge script leaves *_old rows out of the tables).
+// PDL on and off, consumer pipelines 0-2); "old" over helper pj's forms (eighteenth session: pipe 0
+// only); "both": the new row plus a "<gemm>/fp8_block_scale_own_old" row tuned over the old forms
+// (same-run comparison; the merge script leaves *_old rows out of the tables).
 std::string proj_own_set() {
   const char* e = std::getenv("PROJ_OWN_SET");
   return e && *e ? std::string(e) : std::string("new");
@@ -71,9 +71,11 @@ void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit 
               std::vector<int> bts = {c.bt};
               if (c.bt == 64 && M > 32) bts.push_back(128);
               if (c.bt > 8) bts.push_back(c.bt / 2);
-              const int pdl = old_forms ? 0 : 1;
+              // pipe (consumer pipeline): the candidates run the overlapped form (2) where it exists, else
+              // the staged weight scales (1); the winner is then also timed at the other pipes (old: 0 only)
+              const int pdl = 1;
+              auto pipe_of = [&](int rows, int bt) { return old_forms ? 0 : (bt > 128 || (rows == 128 && bt == 64) ? 1 : 2); };
               for (int rows : {128, 64}) {
-                if (rows == 64 && old_forms) continue;
                 for (int bt : bts) {
                   if (rows == 64 && bt > 64) continue;
                   const int s0 = fp8_dense_plan(Mi, d.N, d.K, 0, bt, 0, rows).split;
@@ -81,7 +83,7 @@ void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit 
                     for (int cl : {0, 1}) {
                       if (sp < 1 || sp > KBl || (cl && (sp < 2 || sp > 8))) continue;
                       if (rows == 64 && sp == s0 * 2 && sp > 8) continue;  // fewer candidates: 64-row tiles need fewer splits
-                      const Fp8DenseConfig k = fp8_dense_plan(Mi, d.N, d.K, sp, bt, cl, rows, pdl);
+                      const Fp8DenseConfig k = fp8_dense_plan(Mi, d.N, d.K, sp, bt, cl, rows, pdl, pipe_of(rows, bt));
                       bool dup = false;
                       for (const auto& o : cands)
                         dup |= o.bt == k.bt && o.split == k.split && o.cluster == k.cluster && o.rows == k.rows;
@@ -101,7 +103,7 @@ void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit 
               auto time_cfg = [&](const Fp8DenseConfig& k) {
                 auto run = [&](int i) {
                   fp8_dense_gemm(X->p, XS->p, ld, (*W)[i % W->size()].p, WS->p, Dd->p, Mi, d.N, d.K, Wk->p, Wk->n, 0,
-                                 k.split, k.bt, k.cluster ? 1 : 0, k.rows, k.pdl ? 1 : 0);
+                                 k.split, k.bt, k.cluster ? 1 : 0, k.rows, k.pdl ? 1 : 0, k.pipe);
                 };
                 for (int i = 0; i < 3; ++i) run(i);
                 double t = 1e30;
@@ -114,11 +116,20 @@ void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit 
                   SS_CUDA(cudaEventElapsedTime(&ms, e0, e1));
                   t = std::min(t, 1000.0 * ms / 20);
                 }
-                tried.push_back({{"bt", k.bt}, {"split", k.split}, {"cluster", k.cluster}, {"rows", k.rows}, {"pdl", k.pdl},
+                tried.push_back({{"bt", k.bt}, {"split", k.split}, {"cluster", k.cluster}, {"rows", k.rows}, {"pdl", k.pdl}, {"pipe", k.pipe},
                                  {"us_stream", t}});
                 if (t < best) { best = t; c = k; }
               };
               for (const auto& k : cands) time_cfg(k);
+              if (!old_forms) {  // the winner at the other consumer pipelines
+                const Fp8DenseConfig w0 = c;
+                for (int pp : {0, 1, 2})
+                  if (pp != w0.pipe && !(pp == 2 && (w0.bt > 128 || (w0.rows == 128 && w0.bt == 64)))) {
+                    Fp8DenseConfig k = w0;
+                    k.pipe = pp;
+                    time_cfg(k);
+                  }
+              }
               if (c.pdl) {  // the winner without PDL
                 Fp8DenseConfig k = c;
                 k.pdl = false;
@@ -133,14 +144,15 @@ void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit 
             (*extra)["cluster_reduction"] = c.cluster;
             (*extra)["rows"] = c.rows;
             (*extra)["pdl"] = c.pdl;
+            (*extra)["pipe"] = c.pipe;
             (*extra)["tiles"] = c.m_tiles * c.n_tiles;
             const size_t wsb = fp8_dense_workspace_bytes(c);
             Wk->alloc(wsb + 1);
             SS_CUDA(cudaMemset(Wk->p, 0, Wk->n));
-            const int cs = c.split, cb = c.bt, cc = c.cluster ? 1 : 0, cr = c.rows, cp = c.pdl ? 1 : 0;
+            const int cs = c.split, cb = c.bt, cc = c.cluster ? 1 : 0, cr = c.rows, cp = c.pdl ? 1 : 0, cpi = c.pipe;
             return std::function<void(int)>([=](int i) {
               fp8_dense_gemm(X->p, XS->p, ld, (*W)[i % W->size()].p, WS->p, Dd->p, Mi, d.N, d.K, Wk->p, Wk->n, 0, cs, cb, cc, cr,
-                             cp);
+                             cp, cpi);
             });
           },
           extra);

@@ -66,15 +66,20 @@ struct Fp8DenseConfig {
   bool cluster = false;  // split partials reduced in a thread-block cluster through DSMEM (split <= 8; no workspace)
   int rows = 128;        // weight rows per CTA: 128 (two consumer warpgroups) or 64 (one; bt <= 64)
   bool pdl = false;      // launched with programmatic dependent launch (see fp8_dense_gemm)
+  int pipe = 0;          // consumer pipeline (pipe argument): 0 = weight scale by a global load one k-block ahead and
+                         // the promotion after each k-block's wgmma; 1 = weight scales staged in shared memory with
+                         // the ring (loaded by the scale warp); 2 = 1 + the promotion of k-block i overlaps the
+                         // wgmma of i+1 (bt <= 128; not bt 64 at 128 rows)
 };
 /// The launch shape fp8_dense_gemm uses (force_split / force_bt > 0 override the heuristic;
 /// force_cluster > 0: reduce the splits inside a cluster through distributed shared memory instead
 /// of the fp32 workspace; force_rows 64 / 128: weight rows per CTA, 0 = 64 where bt <= 64 and the
 /// 128-row tiles do not fill the SMs, else 128; pdl > 0: programmatic
-/// dependent launch). Throws std::invalid_argument unless N % 8 == 0, K % 128 == 0,
-/// 1 <= split <= K/128 (<= 8 with the cluster reduction), rows in {64, 128} and bt <= 64 at 64 rows.
+/// dependent launch; pipe 0 / 1 / 2: Fp8DenseConfig::pipe). Throws std::invalid_argument unless N % 8 == 0,
+/// K % 128 == 0, 1 <= split <= K/128 (<= 8 with the cluster reduction), rows in {64, 128}, bt <= 64 at
+/// 64 rows, pipe in 0..2, and at pipe 2 bt <= 128 and not bt 64 with 128 rows.
 Fp8DenseConfig fp8_dense_plan(int M, int N, int K, int force_split = 0, int force_bt = 0, int force_cluster = 0,
-                              int force_rows = 0, int pdl = 0);
+                              int force_rows = 0, int pdl = 0, int pipe = 0);
 /// Workspace bytes for a config (0 without split). The workspace must be zero-filled ONCE before
 /// its first use (cudaMemset); each call leaves it zero again, so calls can be graph-captured. Calls
 /// sharing a workspace must run in stream order (not concurrently).
@@ -89,6 +94,6 @@ size_t fp8_dense_workspace_bytes(const Fp8DenseConfig& c);
 Fp8DenseConfig fp8_dense_gemm(const void* x, const float* x_scale, int x_scale_ld, const void* w, const float* w_scale,
                               bf16* y, int M, int N, int K, void* workspace, size_t workspace_bytes,
                               cudaStream_t s = 0, int force_split = 0, int force_bt = 0, int force_cluster = 0,
-                              int force_rows = 0, int pdl = 0);
+                              int force_rows = 0, int pdl = 0, int pipe = 0);
 
 }  // namespace servesim::attn

@@ -22,7 +22,9 @@
 // differ between runs in the last fp32 bits, far below the bf16 output rounding.
 //
 // Eighteenth session: 64-row weight tiles (one consumer warpgroup, twice the tiles, deeper ring)
-// and programmatic dependent launch (Fp8DenseConfig::pdl; the kernel code is in proj_fp8_kernel.cuh).
+// and programmatic dependent launch (Fp8DenseConfig::pdl; the kernel code is in proj_fp8_kernel.cuh);
+// helper pj2: the consumer pipeline forms Fp8DenseConfig::pipe (weight scales staged in the ring; the
+// promotion of k-block i overlapped with the wgmma of i+1).
 #include "attention/proj_fp8_kernel.cuh"
 
 #include <algorithm>
@@ -44,13 +46,13 @@ int sm_count() {
   return g_sms;
 }
 
-template <int BT, int WR>
+template <int BT, int WR, int PV>
 void launch(const void* x, const void* w, const DParams& p, const Fp8DenseConfig& c, cudaStream_t s) {
-  using C = DCfg<BT, WR>;
+  using C = DCfg<BT, WR, PV>;
   static bool configured = false;
   if (!configured) {
-    SS_CUDA(cudaFuncSetAttribute(fp8_dense_kernel<BT, 1, WR>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
-    SS_CUDA(cudaFuncSetAttribute(fp8_dense_kernel<BT, 2, WR>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(fp8_dense_kernel<BT, 1, WR, PV>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(fp8_dense_kernel<BT, 2, WR, PV>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
     configured = true;
   }
   const CUtensorMap tw = mk::make_map_2d(w, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, p.K, static_cast<uint64_t>(p.N), p.K, kKB,
@@ -79,15 +81,40 @@ void launch(const void* x, const void* w, const DParams& p, const Fp8DenseConfig
   }
   cfg.attrs = na ? attr : nullptr;
   cfg.numAttrs = na;
-  if (cl) SS_CUDA(cudaLaunchKernelEx(&cfg, fp8_dense_kernel<BT, 2, WR>, tw, tx, p));
-  else SS_CUDA(cudaLaunchKernelEx(&cfg, fp8_dense_kernel<BT, 1, WR>, tw, tx, p));
+  if (cl) SS_CUDA(cudaLaunchKernelEx(&cfg, fp8_dense_kernel<BT, 2, WR, PV>, tw, tx, p));
+  else SS_CUDA(cudaLaunchKernelEx(&cfg, fp8_dense_kernel<BT, 1, WR, PV>, tw, tx, p));
   SS_LAUNCH_CHECK();
+}
+
+template <int PV>
+void dispatch(const void* x, const void* w, const DParams& p, const Fp8DenseConfig& c, cudaStream_t s) {
+  if (c.rows == 64) {
+    switch (c.bt) {
+      case 8: launch<8, 64, PV>(x, w, p, c, s); break;
+      case 16: launch<16, 64, PV>(x, w, p, c, s); break;
+      case 32: launch<32, 64, PV>(x, w, p, c, s); break;
+      default: launch<64, 64, PV>(x, w, p, c, s); break;
+    }
+    return;
+  }
+  switch (c.bt) {
+    case 8: launch<8, 128, PV>(x, w, p, c, s); break;
+    case 16: launch<16, 128, PV>(x, w, p, c, s); break;
+    case 32: launch<32, 128, PV>(x, w, p, c, s); break;
+    case 64:
+      if constexpr (PV != 2) launch<64, 128, PV>(x, w, p, c, s);  // pipe 2 would spill (96 registers)
+      break;
+    case 128: launch<128, 128, PV>(x, w, p, c, s); break;
+    default:
+      if constexpr (PV != 2) launch<256, 128, PV>(x, w, p, c, s);
+      break;
+  }
 }
 
 }  // namespace
 
 Fp8DenseConfig fp8_dense_plan(int M, int N, int K, int force_split, int force_bt, int force_cluster, int force_rows,
-                              int pdl) {
+                              int pdl, int pipe) {
   if (M <= 0 || N <= 0 || K <= 0 || N % 8 != 0 || K % kKB != 0)
     throw std::invalid_argument("fp8_dense_gemm: need M, N, K > 0, N % 8 == 0, K % 128 == 0");
   Fp8DenseConfig c;
@@ -113,6 +140,10 @@ Fp8DenseConfig fp8_dense_plan(int M, int N, int K, int force_split, int force_bt
   if (c.rows != 64 && c.rows != 128) throw std::invalid_argument("fp8_dense_gemm: weight rows per tile must be 64 or 128");
   if (c.rows == 64 && c.bt > 64) throw std::invalid_argument("fp8_dense_gemm: 64-row weight tiles need tile width <= 64");
   c.pdl = pdl > 0;
+  if (pipe < 0 || pipe > 2) throw std::invalid_argument("fp8_dense_gemm: pipe must be 0, 1 or 2");
+  if (pipe == 2 && (c.bt > 128 || (c.rows == 128 && c.bt == 64)))
+    throw std::invalid_argument("fp8_dense_gemm: pipe 2 needs tile width <= 128, not 64 at 128 rows");
+  c.pipe = pipe;
   c.m_tiles = (M + c.bt - 1) / c.bt;
   c.n_tiles = (N + c.rows - 1) / c.rows;
   if (c.m_tiles > 2147483647 / 2 || c.n_tiles > 65535) throw std::invalid_argument("fp8_dense_gemm: grid too large");
@@ -141,8 +172,8 @@ size_t fp8_dense_workspace_bytes(const Fp8DenseConfig& c) {
 
 Fp8DenseConfig fp8_dense_gemm(const void* x, const float* x_scale, int x_scale_ld, const void* w, const float* w_scale,
                               bf16* y, int M, int N, int K, void* workspace, size_t workspace_bytes, cudaStream_t s,
-                              int force_split, int force_bt, int force_cluster, int force_rows, int pdl) {
-  const Fp8DenseConfig c = fp8_dense_plan(M, N, K, force_split, force_bt, force_cluster, force_rows, pdl);
+                              int force_split, int force_bt, int force_cluster, int force_rows, int pdl, int pipe) {
+  const Fp8DenseConfig c = fp8_dense_plan(M, N, K, force_split, force_bt, force_cluster, force_rows, pdl, pipe);
   if (x_scale_ld < M) throw std::invalid_argument("fp8_dense_gemm: x_scale_ld < M");
   const size_t need = fp8_dense_workspace_bytes(c);
   if (need > workspace_bytes || (need && !workspace))
@@ -156,22 +187,10 @@ Fp8DenseConfig fp8_dense_gemm(const void* x, const float* x_scale, int x_scale_l
     p.part = reinterpret_cast<float*>(base + ((tiles * 4 + 255) / 256) * 256);
   }
   if (s == 0) s = cudaStreamPerThread;
-  if (c.rows == 64) {
-    switch (c.bt) {
-      case 8: launch<8, 64>(x, w, p, c, s); break;
-      case 16: launch<16, 64>(x, w, p, c, s); break;
-      case 32: launch<32, 64>(x, w, p, c, s); break;
-      default: launch<64, 64>(x, w, p, c, s); break;
-    }
-    return c;
-  }
-  switch (c.bt) {
-    case 8: launch<8, 128>(x, w, p, c, s); break;
-    case 16: launch<16, 128>(x, w, p, c, s); break;
-    case 32: launch<32, 128>(x, w, p, c, s); break;
-    case 64: launch<64, 128>(x, w, p, c, s); break;
-    case 128: launch<128, 128>(x, w, p, c, s); break;
-    default: launch<256, 128>(x, w, p, c, s); break;
+  switch (c.pipe) {
+    case 1: dispatch<1>(x, w, p, c, s); break;
+    case 2: dispatch<2>(x, w, p, c, s); break;
+    default: dispatch<0>(x, w, p, c, s); break;
   }
   return c;
 }

@@ -26,7 +26,7 @@ namespace mk = servesim::kernels::moe;
 
 constexpr int kKB = 128;  // K per stage (= scale block)
 
-template <int BT, int WR>
+template <int BT, int WR, int PV = 0>
 struct DCfg {
   static constexpr int kCons = WR / 64;               // consumer warpgroups
   static constexpr int kThreads = 128 * (1 + kCons);  // + the producer warpgroup
@@ -39,10 +39,12 @@ struct DCfg {
   static constexpr int kConsRegs = WR == 64 ? 0 : (BT >= 128 ? 232 : (BT == 64 ? 96 : 0));  // 0: no setmaxnreg
   static constexpr int kW = WR * kKB;
   static constexpr int kX = BT * kKB;
-  static constexpr int kS = ((BT * 4 + 127) / 128) * 128;
+  static constexpr int kSx = ((BT * 4 + 127) / 128) * 128;  // activation scales of a stage (bytes)
+  static constexpr int kS = kSx + (PV > 0 ? 16 : 0);          // PV > 0: + the stage's weight scale
   static constexpr int kTx = kW + kX;
   static constexpr int kSmem = kStages * (kW + kX + kS) + 2 * kStages * 8 + 16 + 1024;
   static_assert(WR == 128 || (WR == 64 && BT <= 64), "64-row weight tiles take BT <= 64");
+  static_assert(PV != 2 || BT <= 128, "the overlapped promotion takes one wgmma group (BT <= 128)");
 };
 
 struct DParams {
@@ -73,11 +75,83 @@ __device__ __forceinline__ float4 ld_dsmem_f4(const void* local, uint32_t rank) 
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 
-template <int BT, int CL, int WR>
-__global__ void __launch_bounds__(DCfg<BT, WR>::kThreads, DCfg<BT, WR>::kMinBlocks)
+// PV 2 consumer pieces (one wgmma group of HB = BT tokens): issue the 4 wgmma of a k-block into t,
+// promote a finished temporary with the stage's scales (activation scales + the staged weight scale).
+template <class C>
+__device__ __forceinline__ void issue_kblock(float (&t)[C::kHalf / 2], const uint8_t* wring, const uint8_t* xring,
+                                             int slot, int wg) {
+  constexpr int HB = C::kHalf;
+  const uint32_t wb = smem_u32(wring + slot * C::kW) + wg * (64 * 128);
+  const uint32_t xb = smem_u32(xring + slot * C::kX);
+#pragma unroll
+  for (int i = 0; i < HB / 2; ++i) mk::fence_operand(t[i]);
+  mk::wgmma_fence();
+  mk::WgmmaFp8<HB, true>::mma(t, mk::desc_sw128(wb), mk::desc_sw128(xb));
+#pragma unroll
+  for (int s = 1; s < 4; ++s) mk::WgmmaFp8<HB, false>::mma(t, mk::desc_sw128(wb + s * 32), mk::desc_sw128(xb + s * 32));
+  mk::wgmma_commit();
+}
+template <class C>
+__device__ __forceinline__ void promote_kblock(float (&acc)[C::kHalf / 2], float (&t)[C::kHalf / 2], const float* sring,
+                                               uint64_t* empty, int slot, int tq, int lane) {
+  constexpr int HB = C::kHalf;
+#pragma unroll
+  for (int i = 0; i < HB / 2; ++i) mk::fence_operand(t[i]);
+  const float* xs = reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(sring) + slot * C::kS);
+  const float wscale = xs[C::kSx / 4];
+  float2 sc[HB / 8];
+#pragma unroll
+  for (int j = 0; j < HB / 8; ++j) sc[j] = *reinterpret_cast<const float2*>(xs + 8 * j + 2 * tq);
+  __syncwarp();
+  if (lane == 0) mk::mbar_arrive(&empty[slot]);
+#pragma unroll
+  for (int j = 0; j < HB / 8; ++j) {
+    const float s0 = sc[j].x * wscale, s1 = sc[j].y * wscale;
+    acc[4 * j + 0] = fmaf(t[4 * j + 0], s0, acc[4 * j + 0]);
+    acc[4 * j + 1] = fmaf(t[4 * j + 1], s1, acc[4 * j + 1]);
+    acc[4 * j + 2] = fmaf(t[4 * j + 2], s0, acc[4 * j + 2]);
+    acc[4 * j + 3] = fmaf(t[4 * j + 3], s1, acc[4 * j + 3]);
+  }
+}
+// k-blocks 0..n-1 of this CTA: the wgmma of block i+1 runs while block i is promoted (wait_group 1)
+template <class C>
+__device__ __forceinline__ void consume_overlapped(float (&acc)[C::kHalf / 2], float (&ta)[C::kHalf / 2],
+                                                   const uint8_t* wring, const uint8_t* xring, const float* sring,
+                                                   uint64_t* full, uint64_t* empty, int n, int wg, int tq, int lane) {
+  float tb[C::kHalf / 2];
+  mk::mbar_wait(&full[0], 0);
+  issue_kblock<C>(ta, wring, xring, 0, wg);
+  for (int it = 0; it < n; it += 2) {
+    const int s0 = it % C::kStages, s1 = (it + 1) % C::kStages, s2 = (it + 2) % C::kStages;
+    if (it + 1 < n) {
+      mk::mbar_wait(&full[s1], ((it + 1) / C::kStages) & 1);
+      issue_kblock<C>(tb, wring, xring, s1, wg);
+      mk::wgmma_wait<1>();
+    } else {
+      mk::wgmma_wait<0>();
+    }
+    promote_kblock<C>(acc, ta, sring, empty, s0, tq, lane);
+    if (it + 1 >= n) break;
+    if (it + 2 < n) {
+      mk::mbar_wait(&full[s2], ((it + 2) / C::kStages) & 1);
+      issue_kblock<C>(ta, wring, xring, s2, wg);
+      mk::wgmma_wait<1>();
+    } else {
+      mk::wgmma_wait<0>();
+    }
+    promote_kblock<C>(acc, tb, sring, empty, s1, tq, lane);
+  }
+}
+
+// PV (consumer pipeline, Fp8DenseConfig::pipe): 0 = the weight scale by __ldg one k-block ahead, promotion
+// after each k-block's wgmma (pj's kernel); 1 = the scale warp stages each k-block's weight scale in the ring
+// slot with the activation scales (cp.async, the first stages before the PDL wait); 2 = 1 + the wgmma of
+// k-block i+1 is issued before k-block i is promoted (two temporaries; BT <= 128).
+template <int BT, int CL, int WR, int PV>
+__global__ void __launch_bounds__(DCfg<BT, WR, PV>::kThreads, DCfg<BT, WR, PV>::kMinBlocks)
     fp8_dense_kernel(const __grid_constant__ CUtensorMap tm_w, const __grid_constant__ CUtensorMap tm_x,
                      const DParams p) {
-  using C = DCfg<BT, WR>;
+  using C = DCfg<BT, WR, PV>;
   constexpr int NC = C::kNC;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -125,10 +199,19 @@ __global__ void __launch_bounds__(DCfg<BT, WR>::kThreads, DCfg<BT, WR>::kMinBloc
         mk::tma_load_2d(xring + slot * C::kX, &tm_x, kb * kKB, row0, &full[slot]);
       }
     } else if (warp == 1) {  // activation scales (4-byte cp.async: a token tile starts at any row)
+      const float* wsp = p.ws + static_cast<size_t>(nt * WR / 128) * KB;
+      if constexpr (PV > 0) {  // weight scales of the first stages before the dependency wait
+        const int pre = min(kb1 - kb0, C::kStages);
+        if (lane == 0)
+          for (int it = 0; it < pre; ++it)
+            mk::cp_async4(reinterpret_cast<uint8_t*>(sring) + it * C::kS + C::kSx, wsp + kb0 + it, 4);
+      }
       pdl_wait();
       for (int kb = kb0, it = 0; kb < kb1; ++kb, ++it) {
         const int slot = it % C::kStages;
         mk::mbar_wait(&empty[slot], ((it / C::kStages) & 1) ^ 1);
+        if constexpr (PV > 0)
+          if (lane == 0 && it >= C::kStages) mk::cp_async4(reinterpret_cast<uint8_t*>(sring) + slot * C::kS + C::kSx, wsp + kb, 4);
         float* dst = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(sring) + slot * C::kS);
         const float* src = p.xs + static_cast<size_t>(kb) * p.xs_ld + row0;
         for (int r = lane; r < BT; r += 32) mk::cp_async4(dst + r, r < rows ? src + r : p.xs, r < rows ? 4 : 0);
@@ -150,15 +233,20 @@ __global__ void __launch_bounds__(DCfg<BT, WR>::kThreads, DCfg<BT, WR>::kMinBloc
   for (int h = 0; h < NH; ++h)
 #pragma unroll
     for (int i = 0; i < NA; ++i) acc[h][i] = 0.f;
+  if constexpr (PV == 2) {
+    consume_overlapped<C>(acc[0], tmp, wring, xring, sring, full, empty, kb1 - kb0, wg, tq, lane);
+  } else {
   const float* wsp = p.ws + static_cast<size_t>(nt * WR / 128) * KB;
-  float wnext = __ldg(wsp + kb0);
+  float wnext = PV > 0 ? 0.f : __ldg(wsp + kb0);
   for (int kb = kb0, it = 0; kb < kb1; ++kb, ++it) {
     const int slot = it % C::kStages;
-    const float wscale = wnext;
-    if (kb + 1 < kb1) wnext = __ldg(wsp + kb + 1);
+    float wscale = wnext;
+    if constexpr (PV == 0)
+      if (kb + 1 < kb1) wnext = __ldg(wsp + kb + 1);
     mk::mbar_wait(&full[slot], (it / C::kStages) & 1);
     const uint32_t wb = smem_u32(wring + slot * C::kW) + wg * (64 * 128);
     const float* xs = reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(sring) + slot * C::kS);
+    if constexpr (PV > 0) wscale = xs[C::kSx / 4];
 #pragma unroll
     for (int h = 0; h < NH; ++h) {
       const uint32_t xb = smem_u32(xring + slot * C::kX) + h * (HB * 128);
@@ -188,6 +276,7 @@ __global__ void __launch_bounds__(DCfg<BT, WR>::kThreads, DCfg<BT, WR>::kMinBloc
         acc[h][4 * j + 3] = fmaf(tmp[4 * j + 3], s1, acc[h][4 * j + 3]);
       }
     }
+  }
   }
   pdl_wait();  // (already true: the ring's activations came after the producer's wait) before any global write
 

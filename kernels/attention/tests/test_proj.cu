@@ -80,6 +80,7 @@ struct OwnFp8Case {
   int cluster = 0;         // 1: split partials reduced in a cluster (DSMEM)
   int rows = 128;          // weight rows per CTA (128: two consumer warpgroups; 64: one; 0: the heuristic)
   int pdl = 0;             // 1: programmatic dependent launch; the reps then also run as one back-to-back burst
+  int pipe = 0;            // consumer pipeline (Fp8DenseConfig::pipe)
 };
 // Writes dst = src slowly (one block) after letting its dependents launch at once: a PDL-launched
 // GEMM behind it starts while it runs and must not read X before it completed.
@@ -91,7 +92,7 @@ __global__ void slow_copy_trigger_early(const uint8_t* src, uint8_t* dst, size_t
 // shared workspace (zeroed once), each case `reps` times (the workspace must come back zero).
 void own_fp8_cases(const std::vector<OwnFp8Case>& cases, int reps) {
   size_t ws_bytes = 0;
-  for (const auto& c : cases) ws_bytes = std::max(ws_bytes, fp8_dense_workspace_bytes(fp8_dense_plan(c.M, c.N, c.K, c.split, c.bt, c.cluster, c.rows, c.pdl)));
+  for (const auto& c : cases) ws_bytes = std::max(ws_bytes, fp8_dense_workspace_bytes(fp8_dense_plan(c.M, c.N, c.K, c.split, c.bt, c.cluster, c.rows, c.pdl, c.pipe)));
   DevBuf<uint8_t> ws(ws_bytes + 1);
   SS_CUDA(cudaMemset(ws.p, 0, ws.n));
   for (const auto& c : cases) {
@@ -136,11 +137,11 @@ void own_fp8_cases(const std::vector<OwnFp8Case>& cases, int reps) {
         SS_LAUNCH_CHECK();
         for (int b = 0; b < reps; ++b)
           cfg = fp8_dense_gemm(X8.p, XS.p, ld, W8.p, WS.p, Y.p, M, N, K, ws.p, ws.n, cudaStreamPerThread, c.split, c.bt,
-                               c.cluster, c.rows, c.pdl);
+                               c.cluster, c.rows, c.pdl, c.pipe);
         SS_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
       } else {
         cfg = fp8_dense_gemm(X8.p, XS.p, ld, W8.p, WS.p, Y.p, M, N, K, ws.p, ws.n, 0, c.split, c.bt, c.cluster, c.rows,
-                             c.pdl);
+                             c.pdl, c.pipe);
       }
       SS_CUDA(cudaDeviceSynchronize());
       const auto all = to_double(Y.download());
@@ -149,8 +150,8 @@ void own_fp8_cases(const std::vector<OwnFp8Case>& cases, int reps) {
       for (size_t i = static_cast<size_t>(M) * N; i < all.size(); ++i) touched += std::isnan(all[i]) ? 0 : 1;
       const double e = rel_err(got, ref);
       char name[200];
-      std::snprintf(name, sizeof name, "own fp8 M=%d N=%d K=%d bt=%d split=%d rows=%d%s%s %s %d", M, N, K, cfg.bt,
-                    cfg.split, cfg.rows, cfg.cluster ? " cluster" : "", cfg.pdl ? " pdl" : "", burst ? "burst" : "rep", r);
+      std::snprintf(name, sizeof name, "own fp8 M=%d N=%d K=%d bt=%d split=%d rows=%d pipe=%d%s%s %s %d", M, N, K, cfg.bt,
+                    cfg.split, cfg.rows, cfg.pipe, cfg.cluster ? " cluster" : "", cfg.pdl ? " pdl" : "", burst ? "burst" : "rep", r);
       report(name, e, 1e-2);
       EXPECT_LT(e, 1e-2) << name;
       EXPECT_EQ(touched, 0u) << name << ": rows past M written";
@@ -228,4 +229,28 @@ TEST(Proj, OwnFp8Pdl) {
                  {64, 2112, 7168, 0, 0, 0, 0, 1},     // the heuristic + PDL
                  {64, 4096, 1024, 1, 32, 0, 64, 1}},  // 128 x 2 CTAs (more than fit at once with the burst)
                 3);
+}
+TEST(Proj, OwnFp8Pipe) {
+  SKIP_WITHOUT_GPU();
+  // consumer pipelines 1 (weight scales staged in the ring) and 2 (promotion overlapped with the next
+  // k-block's wgmma): odd and even k-block counts per split (the overlapped loop runs two blocks a turn),
+  // one k-block, rings wrapped many times, both tile heights, atomic / cluster / no split, PDL
+  own_fp8_cases({{1, 64, 512, 0, 0, 0, 64, 0, 2},            // 4 k-blocks, one tile
+                 {1, 1536, 7168, 0, 0, 0, 64, 1, 2},         // heuristic split, atomic, PDL
+                 {5, 2112, 1024, 3, 8, 0, 64, 0, 2},         // 3 / 3 / 2 k-blocks per split
+                 {16, 200, 2048, 3, 16, 1, 64, 1, 2},        // partial tile of 8 columns, cluster
+                 {37, 136, 1536, 1, 32, 0, 64, 0, 2},        // 12 k-blocks, ring of 8 wraps
+                 {64, 384, 2048, 4, 64, 1, 64, 1, 2},        // cluster + 64 rows + bt 64
+                 {100, 328, 1024, 2, 64, 0, 64, 0, 2},       // two token tiles, partial
+                 {128, 704, 7168, 1, 64, 0, 64, 1, 2},       // 56 k-blocks, no split
+                 {24, 128, 1024, 8, 8, 1, 64, 0, 2},         // 1 k-block per split, 8-CTA cluster
+                 {64, 2112, 7168, 7, 32, 0, 128, 1, 2},      // 128 rows, bt 32, 8 k-blocks per split
+                 {100, 256, 1024, 0, 0, 0, 128, 1, 2},       // bt 128 (setmaxnreg path)
+                 {200, 136, 512, 2, 128, 1, 128, 0, 2},      // bt 128, partial N tile, cluster
+                 {1, 64, 512, 0, 0, 0, 64, 0, 1},            // pipe 1
+                 {5, 2112, 1024, 0, 0, 0, 64, 1, 1},
+                 {64, 384, 2048, 4, 64, 1, 128, 1, 1},       // bt 64 at 128 rows (pipe 1 only)
+                 {300, 136, 512, 2, 256, 0, 128, 1, 1},      // bt 256, partial tile
+                 {37, 200, 1536, 3, 32, 0, 64, 0, 1}},
+                2);
 }
