@@ -159,6 +159,24 @@ void csa_indexer_op(const AttnBatch& c, double idx_pairs, std::vector<Op>& out) 
   o.decode = c.decode, o.keys = idx_pairs, o.top_k = a.indexer_topk, o.head_dim = a.indexer_head_dim, o.compress_ratio = a.compress_ratio;
 }
 
+/// Σ_{L=0}^{n} min(w, L), for n ≥ −1 (0 when n < 1).
+double sum_min_upto(double w, double n) {
+  if (n < 1) return 0;
+  return n <= w ? n * (n + 1) / 2 : w * (w + 1) / 2 + (n - w) * w;
+}
+/// Σ_{L=0}^{n} floor(L / r), for n ≥ −1, r ≥ 1: floor(L/r) = j on r consecutive L, so with m = n + 1
+/// values, q = floor(m / r) whole runs (0..q−1) and m − q·r values of q.
+double sum_floor_upto(double r, double n) {
+  if (n < 0) return 0;
+  const double m = n + 1, q = std::floor(m / r);
+  return r * q * (q - 1) / 2 + (m - q * r) * q;
+}
+/// Σ_{L=0}^{n} min(k, floor(L / r)): floor(L/r) reaches k at L = k·r.
+double sum_capped_floor_upto(double r, double k, double n) {
+  const double edge = k * r - 1;
+  return n <= edge ? sum_floor_upto(r, n) : sum_floor_upto(r, edge) + (n - edge) * k;
+}
+
 /// csa / hca / swa: the csa indexer (csa only) and the attention core.
 void v4_attention_ops(const AttnBatch& c, std::vector<Op>& out) {
   const AttentionSpec& a = c.a;
@@ -172,10 +190,18 @@ void v4_attention_ops(const AttnBatch& c, std::vector<Op>& out) {
     const double entries = std::floor(L / r);
     return (a.op == AttentionOp::csa ? std::min<double>(a.indexer_topk, entries) : entries) + win;
   };
+  // Σ_{L=0}^{n} keys(L), closed form: the query at position i of a prefill chunk after P cached
+  // tokens attends keys(P + i + 1), so the chunk's rows are keys_upto(P + N) − keys_upto(P), the
+  // kernel tables' rows_total exactly (e.g. V4-Pro CSA, chunk 4,096 at prefix 0: 2,612,288)
+  auto keys_upto = [&](double n) {
+    const double win = sum_min_upto(w, n);
+    if (a.op == AttentionOp::swa) return win;
+    return (a.op == AttentionOp::csa ? sum_capped_floor_upto(r, a.indexer_topk, n) : sum_floor_upto(r, n)) + win;
+  };
   double attn_keys = 0, stored = 0, idx_pairs = 0, keys_max = 0;
   for (const auto& s : c.seqs) {
     const double P = static_cast<double>(s.context_before), N = static_cast<double>(s.new_tokens);
-    attn_keys += N * keys(decode ? P + N : P + N / 2);
+    attn_keys += decode ? N * keys(P + N) : keys_upto(P + N) - keys_upto(P);
     if (N > 0) keys_max = std::max(keys_max, keys(P + N));
     stored += (r > 0 ? std::floor((P + N) / r) : 0) + std::min(w, P + N);
     idx_pairs += N * (decode ? std::floor((P + N) / 4) : (P + N / 2) / 4);

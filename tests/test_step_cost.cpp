@@ -77,14 +77,16 @@ TEST(Ops, V4ProCsaAndHcaKeyCountsMatchModelFacts) {
 TEST(Ops, V4ProPrefillLongestQueryRowsAndRamp) {
   Fixture f("deepseek-v4-pro", {16, 1});
   std::vector<Op> ops;
-  // a 4,096-token chunk at prefix 0: the last query sees min(1024, 4096/4) + min(128, 4096) = 1,152
-  // rows; the engine prices the chunk at its midpoint, min(1024, 2048/4) + 128 = 640 rows per query,
-  // so the ramp feature is 1152 / 640 = 1.8
+  // a 4,096-token chunk at prefix 0: query i attends min(1024, floor((i+1)/4)) + min(128, i+1) rows.
+  // Σ floor(L/4), L = 1..4096: 4·(0+1+...+1023) + 1024 = 2,096,128 (never above 1024, the top-k);
+  // Σ min(128, L): 128·129/2 + 3968·128 = 516,160; together 2,612,288 = the table's rows_total
+  // (csa_sparse_attn_prefill.json, 128 heads, chunk 4096, prefix 0). The last query sees 1024 + 128
+  // = 1,152 rows, so the ramp is 1152 / 637.77 = 1.806
   f.step->attention_ops(attention_kind(f.m, AttentionOp::csa), {{4096, 0, false}}, Phase::prefill, ops);
   const Op& c = costmodel_test::find_op(ops, OpKind::csa_attn);
   EXPECT_DOUBLE_EQ(c.keys_max, 1152);
-  EXPECT_DOUBLE_EQ(c.keys, 4096.0 * 640);
-  EXPECT_DOUBLE_EQ(v4_prefill_ramp(c.keys_max, c.keys / c.tokens), 1.8);
+  EXPECT_DOUBLE_EQ(c.keys, 2612288);
+  EXPECT_NEAR(v4_prefill_ramp(c.keys_max, c.keys / c.tokens), 1152 / 637.765625, 1e-12);
   ops.clear();
   // the same chunk after a 64K prefix: every query has top-k + window rows, flat (ramp 1); with a
   // second, shorter sequence in the batch the longest list is still 1,152 rows
@@ -94,6 +96,18 @@ TEST(Ops, V4ProPrefillLongestQueryRowsAndRamp) {
   // HCA at prefix 0, chunk 4,096: floor(4096/128) + 128 = 160 rows for the last query (§2.4)
   f.step->attention_ops(attention_kind(f.m, AttentionOp::hca), {{4096, 0, false}}, Phase::prefill, ops);
   EXPECT_DOUBLE_EQ(costmodel_test::find_op(ops, OpKind::hca_attn).keys_max, 160);
+  ops.clear();
+  // HCA, chunk 256 after 4,096 cached tokens: L = 4097..4352, floor(L/128) is 32 for 4097..4223
+  // (127 values), 33 for 4224..4351 (128), 34 for 4352 (1): 4064 + 4224 + 34 = 8,322, plus 256·128
+  // window rows: 41,090 = hca_attn_prefill.json's rows_total at (chunk 256, prefix 4096)
+  f.step->attention_ops(attention_kind(f.m, AttentionOp::hca), {{256, 4096, false}}, Phase::prefill, ops);
+  EXPECT_DOUBLE_EQ(costmodel_test::find_op(ops, OpKind::hca_attn).keys, 41090);
+  ops.clear();
+  // the same chunk at prefix 0: Σ floor(L/128), L = 1..256, = 128·1 + 1·2 = 130; Σ min(128, L) =
+  // 8,256 + 128·128 = 24,640; together 24,770 = the table's rows_total at prefix 0 (the midpoint rule
+  // this replaced gave 256·129 = 33,024)
+  f.step->attention_ops(attention_kind(f.m, AttentionOp::hca), {{256, 0, false}}, Phase::prefill, ops);
+  EXPECT_DOUBLE_EQ(costmodel_test::find_op(ops, OpKind::hca_attn).keys, 24770);
   EXPECT_DOUBLE_EQ(v4_prefill_ramp(0, 640), 1.0);    // not known: flat
   EXPECT_DOUBLE_EQ(v4_prefill_ramp(600, 640), 1.0);  // never below 1
 }
