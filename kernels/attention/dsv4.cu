@@ -87,7 +87,7 @@ void v4_set_variants(int indexer_variant, int topk_variant) {
 }
 const char* v4_indexer_variant_name() { return g_indexer_variant == 1 ? "mma_sync_v2" : "wgmma_fp8_tma"; }
 const char* v4_topk_variant_name() {
-  static const char* names[] = {"row_smem_default", "radix_1cta", "radix_cluster_smem", "radix_1cta_or_cluster", "threshold_filter",
+  static const char* names[] = {"threshold_filter_default", "radix_1cta", "radix_cluster_smem", "radix_1cta_or_cluster", "threshold_filter",
                                 "threshold_filter_default_s17", "radix_row_smem"};
   return g_topk_variant >= 0 && g_topk_variant <= 6 ? names[g_topk_variant] : "?";
 }
@@ -156,10 +156,11 @@ bool v4_topk_uses_filter(int nq, int max_len, int topk) {
 
 bool v4_topk_uses_row(int nq, int max_len, int topk) {
   if (topk > 2048 || max_len <= 0 || max_len > tkr::kMaxLen) return false;
-  // Variant 6: wherever the row fits in shared memory. Variant 0 (eighteenth session, helper tkm): batches below 192,
-  // where the seventeenth session ran the one-CTA radix kernel (rows >= 49152 logits, which do not fit, and batches
-  // >= 192 keep the threshold filter).
-  return g_topk_variant == 6 || (g_topk_variant == 0 && nq < 192);
+  // Opt-in only (variant 6: wherever the row fits in shared memory). Eighteenth session (helper tkm): its first two
+  // forms measured 0.87-1.04x (766fa04, H100) and 0.66-1.13x (0c89694, H200) of the default at 48 decode points; the
+  // linear-digit form (1866479) has not run on a GPU (two failed device starts). Not the default until measured.
+  (void)nq;
+  return g_topk_variant == 6;
 }
 
 const char* v4_topk_kernel_name(int nq, int max_len, int topk) {

@@ -8,7 +8,7 @@
 #   2. compute-sanitizer memcheck of MEM_FILTER, racecheck of RACE_FILTER (shared-memory atomics);
 #   3. a same-run comparison at CMP_POINTS (B:ctx:k decode points), one `bench_attn --only csa_topk` per entry
 #      label:VAR=value[,VAR=value] of CMP_RUNS (default: old = TOPK_VARIANT=5, the seventeenth session's default; row =
-#      the row select wherever max_len <= 32768; new = the default) into $OUT/cmp_<label>; the summary table compares
+#      the row select wherever max_len <= 32768 (opt-in); add new:TOPK_VARIANT=0 once a rule makes it the default) into $OUT/cmp_<label>; the summary table compares
 #      the first and the last entry;
 #   4. only if the tests passed, the GPU is an H200 (the table's card), SWEEP_S > 0 and (GATE=1) the comparison's
 #      gate passed (the default not slower than the first CMP_RUNS entry at the median of the points where they differ): the full csa_topk sweep with the default (SWEEP_S s; env SWEEP_ENV) into
@@ -32,7 +32,7 @@ export PYTHONUNBUFFERED=1
 MEM_FILTER=${MEM_FILTER:-'V4TopK.RowSelectSmallForSanitizers:V4TopK.RowSelectCases:V4TopK.RowSelectRowsLongerThanMaxLen:V4TopK.FilterIsTheDefault'}
 RACE_FILTER=${RACE_FILTER:-'V4TopK.RowSelectSmallForSanitizers'}
 CMP_POINTS=${CMP_POINTS:-'1:8192:1024,1:16384:1024,1:32768:1024,1:65536:1024,1:131072:1024,8:8192:1024,8:16384:1024,8:32768:1024,8:65536:1024,8:131072:1024,32:8192:1024,32:16384:1024,32:32768:1024,32:65536:1024,32:131072:1024,64:8192:1024,64:16384:1024,64:32768:1024,64:65536:1024,64:131072:1024,128:8192:1024,128:16384:1024,128:32768:1024,128:65536:1024,128:131072:1024,192:8192:1024,192:16384:1024,192:32768:1024,192:65536:1024,192:131072:1024,256:8192:1024,256:16384:1024,256:32768:1024,256:65536:1024,256:131072:1024,512:8192:1024,512:16384:1024,512:32768:1024,512:65536:1024,512:131072:1024,32:8192:512,64:32768:512,128:131072:512,96:98304:512,48:24576:512,128:131072:2048,32:196608:1024,128:196608:1024'}
-CMP_RUNS=${CMP_RUNS:-'old:TOPK_VARIANT=5 row:TOPK_VARIANT=6 new:TOPK_VARIANT=0'}
+CMP_RUNS=${CMP_RUNS:-'old:TOPK_VARIANT=5 row:TOPK_VARIANT=6'}
 CMP_S=${CMP_S:-15}
 SWEEP_S=${SWEEP_S:-90}
 TORCH_S=${TORCH_S:-50}

@@ -426,13 +426,11 @@ TEST(V4TopK, FilterIsTheDefault) {
   EXPECT_FALSE(v4_topk_uses_filter(512, 262144, 4096));
   EXPECT_STREQ(v4_topk_kernel_name(512, 8192, 1024), "threshold_filter");
   EXPECT_STREQ(v4_topk_kernel_name(128, 65536, 1024), "threshold_filter");
-  EXPECT_STREQ(v4_topk_kernel_name(128, 8192, 1024), "radix_row_smem");
-  EXPECT_STREQ(v4_topk_kernel_name(128, 40000, 1024), "radix_1cta");
-  // topk 4096 and rows of 32769..49151 logits at small batches run the radix kernel; shorter rows the row select
+  EXPECT_STREQ(v4_topk_kernel_name(128, 8192, 1024), "radix_1cta");
+  // topk 4096 and short rows at small batches run the radix kernel
   topk_rows_case({70000, 5000, 4097}, 70001, 0, 4096, 0, "default-k4096");
   topk_rows_case({70000, 20000, 100}, 70003, 0, 1024, 0, "default");
-  topk_rows_case({40000, 20000, 100}, 40003, 0, 1024, 0, "default-radix");
-  topk_rows_case({30000, 20000, 100}, 30003, 0, 1024, 0, "default-row");
+  topk_rows_case({30000, 20000, 100}, 30003, 0, 1024, 0, "default-radix");
 }
 TEST(V4TopK, FilterSmallForSanitizers) {
   SKIP_WITHOUT_GPU();
@@ -458,32 +456,28 @@ TEST(V4TopK, BadSettingsThrowBeforeAnyLaunch) {
 }
 
 // The shared-memory row select (topk_row_kernel, eighteenth session, helper tkm). Dispatch rule, host only (no CUDA
-// call, runs without a GPU): variant 0 runs it for topk <= 2048, 0 < max_len <= 32768 and nq < 192; variant 6 at any
-// nq; variant 5 (the seventeenth session's default) never.
+// call, runs without a GPU): opt-in (variant 6, topk <= 2048, 0 < max_len <= 32768, any nq); variants 0 (the default)
+// and 5 never run it; where variant 6 does not, the default's filter / radix rule applies.
 TEST(V4TopK, RowSelectDispatch) {
-  v4_set_variants(0, 0);
+  for (int v : {0, 5}) {
+    v4_set_variants(0, v);
+    EXPECT_FALSE(v4_topk_uses_row(128, 8192, 1024));
+    EXPECT_FALSE(v4_topk_uses_row(1, 32768, 1024));
+    EXPECT_STREQ(v4_topk_kernel_name(128, 8192, 1024), "radix_1cta");
+    EXPECT_STREQ(v4_topk_kernel_name(128, 49152, 1024), "threshold_filter");
+    EXPECT_STREQ(v4_topk_kernel_name(512, 8192, 1024), "threshold_filter");
+  }
+  v4_set_variants(0, 6);
   EXPECT_TRUE(v4_topk_uses_row(1, 32768, 1024));
   EXPECT_TRUE(v4_topk_uses_row(191, 32768, 2048));
-  EXPECT_TRUE(v4_topk_uses_row(32, 2048, 512));
-  EXPECT_FALSE(v4_topk_uses_row(192, 32768, 1024));   // batches >= 192: the filter
-  EXPECT_TRUE(v4_topk_uses_filter(192, 32768, 1024));
-  EXPECT_FALSE(v4_topk_uses_row(128, 32769, 1024));   // past the shared-memory rows: the radix kernel
-  EXPECT_FALSE(v4_topk_uses_filter(128, 32769, 1024));
-  EXPECT_FALSE(v4_topk_uses_row(128, 0, 1024));       // max_len unknown
-  EXPECT_FALSE(v4_topk_uses_row(128, 8192, 4096));    // topk > 2048
-  EXPECT_FALSE(v4_topk_uses_filter(128, 8192, 1024)); // the two rules never overlap
-  EXPECT_STREQ(v4_topk_kernel_name(128, 32768, 1024), "radix_row_smem");
-  EXPECT_STREQ(v4_topk_kernel_name(128, 49152, 1024), "threshold_filter");
+  EXPECT_TRUE(v4_topk_uses_row(512, 8192, 512));
+  EXPECT_FALSE(v4_topk_uses_filter(512, 8192, 1024));  // the two rules never overlap
+  EXPECT_FALSE(v4_topk_uses_row(128, 32769, 1024));    // past the shared-memory rows: the default's rule
   EXPECT_STREQ(v4_topk_kernel_name(128, 32769, 1024), "radix_1cta");
-  EXPECT_STREQ(v4_topk_kernel_name(512, 8192, 1024), "threshold_filter");
-  v4_set_variants(0, 6);
-  EXPECT_TRUE(v4_topk_uses_row(512, 8192, 1024));
-  EXPECT_FALSE(v4_topk_uses_filter(512, 8192, 1024));
   EXPECT_STREQ(v4_topk_kernel_name(512, 65536, 1024), "threshold_filter");
-  v4_set_variants(0, 5);
-  EXPECT_FALSE(v4_topk_uses_row(128, 8192, 1024));
-  EXPECT_STREQ(v4_topk_kernel_name(128, 8192, 1024), "radix_1cta");
-  EXPECT_STREQ(v4_topk_kernel_name(512, 8192, 1024), "threshold_filter");
+  EXPECT_FALSE(v4_topk_uses_row(128, 0, 1024));        // max_len unknown
+  EXPECT_FALSE(v4_topk_uses_row(128, 8192, 4096));     // topk > 2048
+  EXPECT_STREQ(v4_topk_kernel_name(128, 32768, 1024), "radix_row_smem");
   v4_set_variants(0, 0);
 }
 // Row lengths up to the kernel's 32768 (max_len = the longest row: 32768 keys + a 19456-entry list in shared
@@ -498,11 +492,11 @@ TEST(V4TopK, RowSelectCases) {
     for (int kind : {0, 1, 2, 3}) topk_rows_case(lens, 32771, kind, K, 6, "row");
   for (int kind : {6, 7, 8, 9}) topk_rows_case(lens, 32771, kind, 1024, 6, "row");
   topk_rows_case(lens, 32771, 8, 512, 6, "row");
-  // the default at a batch of 150 (mixed lengths <= 8192) and at 191 rows of 32768 (the rule's edge)
+  // a batch of 150 (mixed lengths <= 8192) and 191 rows of 32768
   std::vector<int> mixed(150);
   for (int i = 0; i < 150; ++i) mixed[i] = 8192 - 53 * i;
-  topk_rows_case(mixed, 8193, 0, 1024, 0, "row-default");
-  topk_rows_case(std::vector<int>(191, 32768), 32768, 0, 512, 0, "row-default-191");
+  topk_rows_case(mixed, 8193, 0, 1024, 6, "row-batch");
+  topk_rows_case(std::vector<int>(191, 32768), 32768, 0, 512, 6, "row-191");
 }
 // Rows longer than the max_len passed (20000 and 9000 with max_len 8192): those rows are selected from device memory
 // (every pass reads the row); kind 6 also overflows the list (8192 entries) there.
