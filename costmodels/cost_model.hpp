@@ -67,7 +67,11 @@ struct Op {
   double head_dim = 0;        ///< per-head dimension (KDA D = 128; V4 attention 512)
   double pairs = 0;           ///< causal prefill (query, key) pairs Σ N·(P + (N+1)/2)
   double keys = 0;            ///< Σ over queries of keys attended (V4 attention) or scored (indexer)
-  double keys_max = 0;        ///< V4 attention: most keys one query attends (its last token's list); 0 = not set (= keys / tokens)
+  /// V4 attention: over the op's query tokens, the mean of the rows their sequence's last query
+  /// attends (Σ_s N_s · keys_s(P_s + N_s) / Σ_s N_s); for one sequence, its longest list. With `keys`
+  /// it gives the prefill ramp per sequence, weighted by the sequences' rows, so a batch of a long
+  /// flat chunk and short fresh prompts is not priced like one prefix-0 chunk. 0 = not set (flat).
+  double keys_last = 0;
   double top_k = 0;           ///< routed experts per token (router, permute) or indexer top-k
   double experts = 0;         ///< router: routed experts E; moe_experts: experts with ≥ 1 token here
   double hidden = 0;          ///< width read/written per token (mHC, router: model width; permute: dispatch width)

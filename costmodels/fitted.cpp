@@ -83,7 +83,7 @@ void add_v4_attn(const Op& op, Buf& b) {
   // decode: every query token (k + 1 per sequence under MTP) gathers its own top-k list, so the
   // kernel's batch is the query tokens, as FlashMLA's sparse decode at s_q 2 (fit_report.cpp)
   if (op.decode) b.add(Family::v4_attn_decode, T, rows, H);
-  else b.add(Family::v4_attn_prefill, T, rows, H, v4_prefill_ramp(op.keys_max, rows));
+  else b.add(Family::v4_attn_prefill, T, rows, H, v4_prefill_ramp(op.keys_last, rows));
   if (op.kind != OpKind::swa_attn && op.compress_ratio > 0) {
     const double hd = op.head_dim > 0 ? op.head_dim : 512;
     if (op.decode) b.add(Family::compressor_decode, S, hd, op.compress_ratio);

@@ -117,11 +117,13 @@ struct FamilyInfo {
 /// differs) and an assumption for B300 (more SMs, its own latency: the term is kept, not shrunk).
 double cross_gpu_seconds(double s, const Work& w, const Ceilings& src, const Ceilings& dst);
 
-/// The fourth feature of `v4_attn_prefill`: the longest query's rows (keys attended, `rows_max`)
-/// over the mean rows per query (`rows_mean`), both counts of 584-B KV rows; >= 1. A chunk after a
-/// long prefix has flat rows (1.0); a chunk at prefix 0 ramps with the causal position (CSA up to
-/// ~1.8 at 4,096 tokens) and runs ~1/ramp as many TFLOP/s as a flat chunk of the same mean, close to
-/// a flat chunk at its longest query (kernels/attention/NOTES.md, eighteenth session).
+/// The fourth feature of `v4_attn_prefill`, the ramp: the rows of a chunk's last query (keys
+/// attended, `rows_max`; for a batch, Op::keys_last: the query-weighted mean over its sequences) over
+/// the mean rows per query (`rows_mean`), both counts of 584-B KV rows; >= 1. A chunk after a long
+/// prefix has flat rows (1.0); a chunk at prefix 0 ramps with the causal position (CSA up to ~1.8 at
+/// 4,096 tokens) and, measured, runs about like a flat chunk at its longest query (the table rows are
+/// one sequence each, ramp 1.0-1.81; a larger ramp, e.g. a prompt shorter than the window, is
+/// answered at the edge and flagged extrapolated; kernels/attention/NOTES.md, eighteenth session).
 /// rows_max <= 0 (not known) or rows_mean <= 0 gives 1.
 double v4_prefill_ramp(double rows_max, double rows_mean);
 const FamilyInfo& family_info(Family f);

@@ -198,11 +198,11 @@ void v4_attention_ops(const AttnBatch& c, std::vector<Op>& out) {
     if (a.op == AttentionOp::swa) return win;
     return (a.op == AttentionOp::csa ? sum_capped_floor_upto(r, a.indexer_topk, n) : sum_floor_upto(r, n)) + win;
   };
-  double attn_keys = 0, stored = 0, idx_pairs = 0, keys_max = 0;
+  double attn_keys = 0, stored = 0, idx_pairs = 0, keys_last = 0;
   for (const auto& s : c.seqs) {
     const double P = static_cast<double>(s.context_before), N = static_cast<double>(s.new_tokens);
     attn_keys += decode ? N * keys(P + N) : keys_upto(P + N) - keys_upto(P);
-    if (N > 0) keys_max = std::max(keys_max, keys(P + N));
+    if (N > 0) keys_last += N * keys(P + N);
     stored += (r > 0 ? std::floor((P + N) / r) : 0) + std::min(w, P + N);
     idx_pairs += N * (decode ? std::floor((P + N) / 4) : (P + N / 2) / 4);
   }
@@ -214,7 +214,7 @@ void v4_attention_ops(const AttnBatch& c, std::vector<Op>& out) {
   const OpKind k = a.op == AttentionOp::csa ? OpKind::csa_attn : a.op == AttentionOp::hca ? OpKind::hca_attn : OpKind::swa_attn;
   const OpClass cls = a.op == AttentionOp::csa ? OpClass::sparse_attention : decode ? OpClass::attention_decode : OpClass::attention_prefill;
   out.push_back(make(k, cls, DType::bf16, flops, bytes, T, c.S, c.ctx_sum, c.ctx_max, H));
-  out.back().decode = decode, out.back().keys = attn_keys, out.back().keys_max = keys_max, out.back().head_dim = hd;
+  out.back().decode = decode, out.back().keys = attn_keys, out.back().keys_last = T > 0 ? keys_last / T : 0, out.back().head_dim = hd;
   out.back().compress_ratio = r;
 }
 

@@ -2,6 +2,7 @@
 // closed forms, and monotonicity of step times.
 #include "costmodels/comm.hpp"
 #include "costmodels/cost_model.hpp"
+#include "costmodels/calibration/kernel_table.hpp"
 #include "costmodels/kernel_families.hpp"
 #include "costmodels/scaled.hpp"
 #include "costmodels/step_cost.hpp"
@@ -84,18 +85,30 @@ TEST(Ops, V4ProPrefillLongestQueryRowsAndRamp) {
   // = 1,152 rows, so the ramp is 1152 / 637.77 = 1.806
   f.step->attention_ops(attention_kind(f.m, AttentionOp::csa), {{4096, 0, false}}, Phase::prefill, ops);
   const Op& c = costmodel_test::find_op(ops, OpKind::csa_attn);
-  EXPECT_DOUBLE_EQ(c.keys_max, 1152);
+  EXPECT_DOUBLE_EQ(c.keys_last, 1152);
   EXPECT_DOUBLE_EQ(c.keys, 2612288);
-  EXPECT_NEAR(v4_prefill_ramp(c.keys_max, c.keys / c.tokens), 1152 / 637.765625, 1e-12);
+  EXPECT_NEAR(v4_prefill_ramp(c.keys_last, c.keys / c.tokens), 1152 / 637.765625, 1e-12);
   ops.clear();
-  // the same chunk after a 64K prefix: every query has top-k + window rows, flat (ramp 1); with a
-  // second, shorter sequence in the batch the longest list is still 1,152 rows
+  // the same chunk after a 64K prefix (every query: top-k + window = 1,152 rows, flat) batched with
+  // a fresh 16-token prompt (query i: floor(i/4) + i rows, Σ = 28 + 136 = 164; its last query 4 + 16
+  // = 20): keys = 4096·1152 + 164, keys_last = (4096·1152 + 16·20) / 4112, so the ramp is
+  // (4096·1152 + 320) / (4096·1152 + 164) = 1.00003: the batch is priced as the flat chunk it mostly is,
+  // not as a prefix-0 chunk
   f.step->attention_ops(attention_kind(f.m, AttentionOp::csa), {{4096, 65536, false}, {16, 0, false}}, Phase::prefill, ops);
-  EXPECT_DOUBLE_EQ(costmodel_test::find_op(ops, OpKind::csa_attn).keys_max, 1152);
+  const Op& b = costmodel_test::find_op(ops, OpKind::csa_attn);
+  EXPECT_DOUBLE_EQ(b.keys, 4096.0 * 1152 + 164);
+  EXPECT_DOUBLE_EQ(b.keys_last, (4096.0 * 1152 + 16 * 20) / 4112);
+  EXPECT_NEAR(v4_prefill_ramp(b.keys_last, b.keys / b.tokens), (4096.0 * 1152 + 320) / (4096.0 * 1152 + 164), 1e-12);
+  ops.clear();
+  // two fresh prompts of 4,096 and 16 tokens: each sequence's own ramp, weighted by its rows
+  f.step->attention_ops(attention_kind(f.m, AttentionOp::csa), {{4096, 0, false}, {16, 0, false}}, Phase::prefill, ops);
+  const Op& d = costmodel_test::find_op(ops, OpKind::csa_attn);
+  EXPECT_DOUBLE_EQ(d.keys, 2612288.0 + 164);
+  EXPECT_NEAR(v4_prefill_ramp(d.keys_last, d.keys / d.tokens), (4096.0 * 1152 + 16 * 20) / (2612288.0 + 164), 1e-12);
   ops.clear();
   // HCA at prefix 0, chunk 4,096: floor(4096/128) + 128 = 160 rows for the last query (§2.4)
   f.step->attention_ops(attention_kind(f.m, AttentionOp::hca), {{4096, 0, false}}, Phase::prefill, ops);
-  EXPECT_DOUBLE_EQ(costmodel_test::find_op(ops, OpKind::hca_attn).keys_max, 160);
+  EXPECT_DOUBLE_EQ(costmodel_test::find_op(ops, OpKind::hca_attn).keys_last, 160);
   ops.clear();
   // HCA, chunk 256 after 4,096 cached tokens: L = 4097..4352, floor(L/128) is 32 for 4097..4223
   // (127 values), 33 for 4224..4351 (128), 34 for 4352 (1): 4064 + 4224 + 34 = 8,322, plus 256·128
@@ -110,6 +123,36 @@ TEST(Ops, V4ProPrefillLongestQueryRowsAndRamp) {
   EXPECT_DOUBLE_EQ(costmodel_test::find_op(ops, OpKind::hca_attn).keys, 24770);
   EXPECT_DOUBLE_EQ(v4_prefill_ramp(0, 640), 1.0);    // not known: flat
   EXPECT_DOUBLE_EQ(v4_prefill_ramp(600, 640), 1.0);  // never below 1
+}
+
+// Every V4 prefill table row (one sequence: chunk after prefix, the measured kernel's own row count
+// rows_total) through the engine's rule: the engine's attended rows are the table's, and its
+// keys_last is the row's last query (what the fit's ramp feature reads: costmodels/calibration/
+// samples.cpp v4_rows_of_last_query), computed here from the row's shape by hand.
+TEST(Ops, V4PrefillTableRowsAreTheEnginesRowCounts) {
+  const auto tables = load_kernel_tables(test::data("costmodels/data/h200"));
+  Fixture pro("deepseek-v4-pro", {16, 1}), flash("deepseek-v4-flash", {8, 1});
+  int checked = 0;
+  for (const char* file : {"csa_sparse_attn_prefill.json", "hca_attn_prefill.json", "swa_attn_prefill.json"}) {
+    for (const KernelRow& r : tables.at(file).rows) {
+      const double P = r.at("prefix"), N = r.at("chunk"), ratio = r.at("ratio"), topk = r.at("topk"), w = r.at("window");
+      const AttentionOp op = ratio == 4 ? AttentionOp::csa : ratio == 128 ? AttentionOp::hca : AttentionOp::swa;
+      // CSA top-k 512 is V4-Flash's, 1024 V4-Pro's (model-facts §2.3); only V4-Flash has SWA-only layers
+      Fixture& f = topk == 512 || op == AttentionOp::swa ? flash : pro;
+      const AttentionSpec& a = f.m.attention_kinds[attention_kind(f.m, op)];
+      ASSERT_EQ(a.window_tokens, w) << file;
+      if (op == AttentionOp::csa) ASSERT_EQ(a.indexer_topk, topk) << file;
+      std::vector<Op> ops;
+      f.step->attention_ops(attention_kind(f.m, op), {{static_cast<long long>(N), static_cast<long long>(P), false}}, Phase::prefill, ops);
+      const Op& o = costmodel_test::find_op(ops, op == AttentionOp::csa ? OpKind::csa_attn : op == AttentionOp::hca ? OpKind::hca_attn : OpKind::swa_attn);
+      EXPECT_DOUBLE_EQ(o.keys, r.at("rows_total")) << file << " prefix " << P << " chunk " << N;
+      const double L = P + N, entries = ratio > 0 ? std::floor(L / ratio) : 0;
+      const double last = std::min(w, L) + (topk > 0 ? std::min(topk, entries) : entries);
+      EXPECT_DOUBLE_EQ(o.keys_last, last) << file << " prefix " << P << " chunk " << N;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 427);  // 200 + 188 + 39 rows
 }
 
 TEST(Roofline, TimeIsFixedPlusTheLargerOfComputeAndMemory) {
