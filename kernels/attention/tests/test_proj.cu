@@ -245,7 +245,7 @@ TEST(Proj, OwnFp8Pipe) {
                  {128, 704, 7168, 1, 64, 0, 64, 1, 2},       // 56 k-blocks, no split
                  {24, 128, 1024, 8, 8, 1, 64, 0, 2},         // 1 k-block per split, 8-CTA cluster
                  {64, 2112, 7168, 7, 32, 0, 128, 1, 2},      // 128 rows, bt 32, 8 k-blocks per split
-                 {100, 256, 1024, 0, 0, 0, 128, 1, 2},       // bt 128 (setmaxnreg path)
+                 {100, 256, 1024, 0, 128, 0, 128, 1, 2},     // bt 128 (setmaxnreg path)
                  {200, 136, 512, 2, 128, 1, 128, 0, 2},      // bt 128, partial N tile, cluster
                  {1, 64, 512, 0, 0, 0, 64, 0, 1},            // pipe 1
                  {5, 2112, 1024, 0, 0, 0, 64, 1, 1},
