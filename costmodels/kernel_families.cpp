@@ -233,7 +233,7 @@ void set_gemm_families(std::vector<FamilyInfo>& v) {
       "cuBLAS strided-batched BF16: dense_proj_k3_mla w_uk_absorb, w_uv (one product per head on the GPU), "
       "dense_proj_v4* wo_a_grouped/bf16 (one per output group)",
       {"M", "N", "K", "batch"}, {0.2, 0.1, 0.1, 0.1}, {true, true, true, true}, {1, 2, 3}, kLambda, w_gemm_bf16_batched);
-  set_family(v, Family::gemm_fp8, "gemm_fp8", "dense GEMM", "FP8 e4m3, 1x128 act / 128x128 weight scales, the faster per shape of cuBLASLt and the own split-K wgmma kernel (kernels/attention/proj_fp8.cu, issue 13): dense_proj_* */fp8_block_scale and */fp8_block_scale_own",
+  set_family(v, Family::gemm_fp8, "gemm_fp8", "dense GEMM", "FP8 e4m3, 1x128 act / 128x128 weight scales, the faster per shape of cuBLASLt and the own split-K wgmma kernel (kernels/attention/proj_fp8.cu, issue 13; since the eighteenth session its rows are timed with programmatic dependent launch between back-to-back calls, as an engine whose kernels all allow PDL runs them: ~1-2 us per call less than without at decode sizes): dense_proj_* */fp8_block_scale and */fp8_block_scale_own",
       {"M", "N", "K"}, {0.2, 0.1, 0.1}, {true, true, true}, {1, 2}, kLambda, w_gemm_fp8);
   set_family(v, Family::grouped_w4a16, "grouped_w4a16", "grouped expert GEMM",
       "own MXFP4 W4A16 grouped wgmma kernel (variant 4): moe_grouped_gemm_w4a16 w4a16, uniform routing; rows padded to the token tile",
