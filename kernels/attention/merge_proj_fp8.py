@@ -6,7 +6,7 @@ Per table, rows of variants other than */fp8_block_scale* are kept as they are; 
 are replaced by the run's:
   <gemm>/fp8_block_scale      cuBLASLt block-scaled (same instrument as before; field instrument "cublaslt")
   <gemm>/fp8_block_scale_own  the own split-K wgmma kernel (proj_fp8.cu; tuned config in bt/split/cluster_reduction,
-                              and since the eighteenth session rows (128 / 64 weight rows per CTA) and pdl)
+                              and since the eighteenth session rows (128 / 64 weight rows per CTA), pdl and pipe)
 Rows of other own variants (e.g. *_own_old, the same-run comparison of PROJ_OWN_SET=both) stay out.
 The gemm_fp8 fit takes the faster of the two per shape (costmodels/calibration/samples.cpp), as the
 grouped FP8 family does with moe_grouped_gemm_fp8's variants. Every new row carries the run's commit.
@@ -47,7 +47,7 @@ for name in names:
                           "gemm_fp8 fit takes the faster per shape")
     note = (f'{len(lt)} cuBLASLt */fp8_block_scale and {len(own)} own */fp8_block_scale_own rows (own faster at {n_own} '
             f'shapes) with row-level "commit" {commit} come from the issue-13 run (kernels/attention/run_pj.sh, '
-            f'NOTES.md "Dense projections: own FP8 GEMM" and its eighteenth-session section: 64-row tiles + PDL); they replace {n_prev} earlier cuBLASLt rows')
+            f'NOTES.md "Dense projections: own FP8 GEMM" and its eighteenth-session sections: 64-row tiles + PDL, consumer pipelines = field pipe); they replace {n_prev} earlier cuBLASLt rows')
     old["merged_rows_note"] = (old.get("merged_rows_note", "").split(" || ")[0] + " || " + note).lstrip(" |")
     with open(path, "w") as f:
         json.dump(old, f, indent=1, sort_keys=True)
