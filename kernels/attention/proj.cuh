@@ -88,7 +88,10 @@ size_t fp8_dense_workspace_bytes(const Fp8DenseConfig& c);
 /// pdl > 0: launched with programmatic dependent launch (cudaLaunchAttributeProgrammaticStreamSerialization):
 /// the kernel's prologue and its first weight-tile loads overlap the previous kernel in the stream
 /// (or graph); it reads x, x_scale and writes y / the workspace only after that kernel completed.
-/// Contract: w and w_scale must NOT be written by the kernel immediately before it in the stream.
+/// Contract: w and w_scale must NOT be written by any kernel that may still be running when this one
+/// starts (under PDL, with every kernel of a chain triggering early, that can be more than the one
+/// immediately before it). The kernel triggers its own dependents at its start: a PDL-launched kernel
+/// after it must wait (griddepcontrol.wait) before reading y.
 /// Throws std::invalid_argument (shapes, as fp8_dense_plan; x_scale_ld < M; workspace too small),
 /// std::runtime_error on CUDA errors.
 Fp8DenseConfig fp8_dense_gemm(const void* x, const float* x_scale, int x_scale_ld, const void* w, const float* w_scale,

@@ -101,12 +101,14 @@ void dispatch(const void* x, const void* w, const DParams& p, const Fp8DenseConf
     case 8: launch<8, 128, PV>(x, w, p, c, s); break;
     case 16: launch<16, 128, PV>(x, w, p, c, s); break;
     case 32: launch<32, 128, PV>(x, w, p, c, s); break;
-    case 64:
-      if constexpr (PV != 2) launch<64, 128, PV>(x, w, p, c, s);  // pipe 2 would spill (96 registers)
+    case 64:  // pipe 2 would spill here (96 registers): fp8_dense_plan rejects it; never launch nothing silently
+      if constexpr (PV != 2) launch<64, 128, PV>(x, w, p, c, s);
+      else throw std::invalid_argument("fp8_dense_gemm: pipe 2 has no bt 64 x 128-row form");
       break;
     case 128: launch<128, 128, PV>(x, w, p, c, s); break;
     default:
       if constexpr (PV != 2) launch<256, 128, PV>(x, w, p, c, s);
+      else throw std::invalid_argument("fp8_dense_gemm: pipe 2 has no bt 256 form");
       break;
   }
 }
