@@ -341,6 +341,13 @@ const std::vector<FamilyInfo>& all() {
 
 }  // namespace
 
+double v4_rows_per_query(double L, double window, double ratio, double topk) {
+  const double win = std::min(window, L);
+  if (ratio <= 0) return win;
+  const double entries = std::floor(L / ratio);
+  return (topk > 0 ? std::min(topk, entries) : entries) + win;
+}
+
 double v4_prefill_ramp(double rows_max, double rows_mean) {
   return rows_max > 0 && rows_mean > 0 ? std::max(1.0, rows_max / rows_mean) : 1.0;
 }

@@ -126,6 +126,11 @@ double cross_gpu_seconds(double s, const Work& w, const Ceilings& src, const Cei
 /// answered at the edge and flagged extrapolated; kernels/attention/NOTES.md, eighteenth session).
 /// rows_max <= 0 (not known) or rows_mean <= 0 gives 1.
 double v4_prefill_ramp(double rows_max, double rows_mean);
+/// KV rows one V4 query attends at context length L tokens (itself included; model-facts §2.3 d,
+/// §2.4): the window's min(window, L) rows plus, for a compressed kind (ratio > 0), floor(L / ratio)
+/// compressed entries, capped at top-k where topk > 0 (CSA; HCA passes 0, SWA ratio 0). The engine
+/// (step_cost.cpp) and the fit's table rows (calibration/samples.cpp) both count with it.
+double v4_rows_per_query(double L, double window, double ratio, double topk);
 const FamilyInfo& family_info(Family f);
 /// Family with this name; throws std::invalid_argument listing the names if none.
 Family family_by_name(std::string_view name);

@@ -1,4 +1,5 @@
 #include "costmodels/step_cost.hpp"
+#include "costmodels/kernel_families.hpp"
 
 #include "costmodels/memory.hpp"
 
@@ -184,12 +185,8 @@ void v4_attention_ops(const AttnBatch& c, std::vector<Op>& out) {
   const bool decode = c.decode;
   const double hd = a.head_dim, w = a.window_tokens, r = a.compress_ratio, e = a.kv_entry_bytes;
   // keys attended by one query at context length L (§2.3 d, §2.4)
-  auto keys = [&](double L) {
-    const double win = std::min(w, L);
-    if (a.op == AttentionOp::swa) return win;
-    const double entries = std::floor(L / r);
-    return (a.op == AttentionOp::csa ? std::min<double>(a.indexer_topk, entries) : entries) + win;
-  };
+  const double ratio = a.op == AttentionOp::swa ? 0 : r, topk = a.op == AttentionOp::csa ? a.indexer_topk : 0;
+  auto keys = [&](double L) { return v4_rows_per_query(L, w, ratio, topk); };
   // Σ_{L=0}^{n} keys(L), closed form: the query at position i of a prefill chunk after P cached
   // tokens attends keys(P + i + 1), so the chunk's rows are keys_upto(P + N) − keys_upto(P), the
   // kernel tables' rows_total exactly (e.g. V4-Pro CSA, chunk 4,096 at prefix 0: 2,612,288)

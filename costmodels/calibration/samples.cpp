@@ -156,18 +156,6 @@ void kda_mla_samples(Family fam, Collector& c) {
   }
 }
 
-/// Rows the last query of a V4 prefill table row attends (model-facts §2.3 d, §2.4; the engine's
-/// rule in costmodels/step_cost.cpp v4_attention_ops): at context L = prefix + chunk, the window's
-/// min(window, L) rows plus, for a compressed kind (ratio > 0), floor(L / ratio) entries, capped at
-/// top-k where the table has one (CSA).
-double v4_rows_of_last_query(const KernelRow& r) {
-  const double L = r.at("prefix") + r.at("chunk"), ratio = r.at("ratio"), topk = r.at("topk");
-  const double win = std::min(r.at("window"), L);
-  if (ratio <= 0) return win;
-  const double entries = std::floor(L / ratio);
-  return (topk > 0 ? std::min(topk, entries) : entries) + win;
-}
-
 // V4 attention, indexer, top-k, compressor.
 void v4_attention_samples(Family fam, Collector& c) {
   auto table = [&](const std::string& f) -> const KernelTable& { return c.table(f); };
@@ -182,7 +170,8 @@ void v4_attention_samples(Family fam, Collector& c) {
       auto feats = [&](const KernelRow& r) {
         return dec ? std::array<double, kMaxGridDims>{r.at("batch"), r.at("rows_per_query"), r.at("heads"), 0}
                    : std::array<double, kMaxGridDims>{r.at("chunk"), r.at("rows_mean"), r.at("heads"),
-                                                      v4_prefill_ramp(v4_rows_of_last_query(r), r.at("rows_mean"))};
+                                                      v4_prefill_ramp(v4_rows_per_query(r.at("prefix") + r.at("chunk"), r.at("window"), r.at("ratio"), r.at("topk")),
+                                                                      r.at("rows_mean"))};
       };
       const std::vector<const char*> files = dec ? std::vector<const char*>{"csa_sparse_attn_decode.json", "hca_attn_decode.json", "swa_attn_decode.json"}
                                                  : std::vector<const char*>{"csa_sparse_attn_prefill.json", "hca_attn_prefill.json", "swa_attn_prefill.json"};
