@@ -17,6 +17,8 @@
 #include <cudaTypedefs.h>
 
 #include <algorithm>
+#include <functional>
+#include <queue>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -137,9 +139,53 @@ MqaPlan plan_from_split(const std::vector<int>& rows, long per_rows) {
 }
 }  // namespace
 
-MqaPlan mla_decode_plan(const std::vector<int>& rows, int H) {
+namespace {
+// -1: from env SERVESIM_MLA_PLAN_RULE (unset: kMlaPlanRuleDefault)
+int g_mla_plan_rule = -2;
+constexpr int kMlaPlanRuleDefault = 0;
+int mla_plan_rule() {
+  if (g_mla_plan_rule == -2) {
+    const char* e = std::getenv("SERVESIM_MLA_PLAN_RULE");
+    g_mla_plan_rule = e ? std::atoi(e) : -1;
+  }
+  return g_mla_plan_rule < 0 ? kMlaPlanRuleDefault : g_mla_plan_rule;
+}
+// Work items of one query of t tiles at `per` tiles per item (plan_from_split's cut, in tiles).
+template <class F>
+void items_of(long t, long per, F&& f) {
+  const long ns = std::max<long>(1, (t + per - 1) / per);
+  if (ns == 1) return f(t);
+  const long len = (t + ns - 1) / ns;  // plan_from_split cuts rows into ceil(n / ns) rounded up to 64: in tiles
+  for (long b = 0; b < t; b += len) f(std::min(t, b + len) - b);
+}
+// List schedule of the items (longest first, each to the CTA slot free first) on W slots; an item costs its tiles + 2.
+long list_makespan(const std::vector<int>& rows, long per, long W) {
+  std::vector<long> c;
+  for (int r : rows) items_of((std::max(r, 0) + 63) / 64, per, [&](long t) { c.push_back(t + 2); });
+  std::sort(c.begin(), c.end(), std::greater<long>());
+  std::priority_queue<long, std::vector<long>, std::greater<long>> slots;
+  for (long i = 0; i < W; ++i) slots.push(0);
+  long end = 0;
+  for (long x : c) {
+    const long t = slots.top() + x;
+    slots.pop();
+    slots.push(t);
+    end = std::max(end, t);
+  }
+  return end;
+}
+}  // namespace
+
+void mla_decode_plan_set_rule(int rule) {
+  if (rule < -1 || rule > 1) throw std::invalid_argument("mla_decode_plan_set_rule: rule must be -1, 0 or 1");
+  g_mla_plan_rule = rule;
+}
+int mla_decode_plan_rule() { return mla_plan_rule(); }
+
+long mla_decode_plan_tiles(const std::vector<int>& rows, int H, int sms, int rule) {
+  if (rule < 0) rule = mla_plan_rule();
   const int groups = std::max(1, (H + 63) / 64);
-  const long W = std::max(1, device_sm_count() / groups);  // CTAs of one head group per wave (1 CTA/SM)
+  const long W = std::max(1, sms / groups);  // CTAs of one head group per wave (1 CTA/SM)
   long tmax = 1;
   for (int r : rows) tmax = std::max<long>(tmax, (std::max(r, 0) + 63) / 64);
   // candidate tiles per work item: ceil(tmax / s), at least 4 (256 rows); cost = waves x (per + 2)
@@ -153,7 +199,18 @@ MqaPlan mla_decode_plan(const std::vector<int>& rows, int H) {
     if (cost < best_cost - 1e-9) { best_cost = cost; best_per = per; }
     if (per == 4) break;
   }
-  return plan_from_split(rows, best_per * 64);
+  // Rule 1 (nineteenth session, helper v4p): the wave cost counts every item as `per` tiles long, so a causal ramp
+  // (prefill at prefix 0: most lists short, the last ones long) looked like whole waves of long items and was split,
+  // paying FP32 partials + the combine kernel (and no staged epilogue) for a tail that the unsplit items' own list
+  // schedule already fills: there the unsplit plan is taken where its list schedule ends no later than the split
+  // one's. Lists of equal length keep rule 0's choice (the list schedule of the split items is then never longer
+  // than the unsplit one's: host test V4Attn.PlanRuleUnsplitsTheRamp).
+  if (rule == 1 && best_per < tmax && list_makespan(rows, tmax, W) <= list_makespan(rows, best_per, W)) best_per = tmax;
+  return best_per;
+}
+
+MqaPlan mla_decode_plan(const std::vector<int>& rows, int H) {
+  return plan_from_split(rows, mla_decode_plan_tiles(rows, H, device_sm_count()) * 64);
 }
 
 MqaPlan mqa_make_plan(const std::vector<int>& rows, int target_items, int min_split_rows, int force_split_rows) {

@@ -34,6 +34,18 @@ MqaPlan mqa_make_plan(const std::vector<int>& rows, int target_items = 0, int mi
 /// ceil(sum_q ceil(t_q/per) / W) * (per + 2), i.e. whole waves of items of about equal length;
 /// each query is cut into ceil(t_q/per) equal parts (multiples of 64 rows). Host metadata.
 MqaPlan mla_decode_plan(const std::vector<int>& rows, int H);
+/// The split of mla_decode_plan (host only, no CUDA call): tiles (64 rows) per work item for `rows` at H heads
+/// on `sms` SMs; a query of t tiles is cut into ceil(t / per) equal parts, so a result >= the longest query's
+/// tiles splits no query. rule 0: the wave cost above (the rule before the nineteenth session). rule 1: rule 0,
+/// then, where it splits, no split if a list schedule of the unsplit items (longest first, each to the CTA slot
+/// free first, W slots, an item costing its tiles + 2) ends no later than that of rule 0's items: a prefill
+/// chunk's causal ramp (prefix 0) is not split; lists of equal length (decode batches) keep rule 0's split.
+/// rule -1: the current rule (mla_decode_plan_set_rule; default from env SERVESIM_MLA_PLAN_RULE, unset = the
+/// default of mqa.cu, kMlaPlanRuleDefault).
+long mla_decode_plan_tiles(const std::vector<int>& rows, int H, int sms, int rule = -1);
+/// Sets the rule mla_decode_plan uses (-1: the env / the default, 0, 1; std::invalid_argument otherwise).
+void mla_decode_plan_set_rule(int rule);
+int mla_decode_plan_rule();
 /// Partial-output scratch sizes the caller must provide for a plan.
 inline size_t mqa_part_floats(const MqaPlan& p, int H, int DV = 512) { return static_cast<size_t>(p.n_slots) * H * DV; }
 inline size_t mqa_lse_floats(const MqaPlan& p, int H) { return static_cast<size_t>(p.n_slots) * H; }

@@ -4,6 +4,8 @@
 // the sixteenth session); the helpers are in v4_attn_case.cuh, the pool-stride tests in test_v4_pool.cu.
 #include "attention/tests/v4_attn_case.cuh"
 
+#include <array>
+
 using namespace servesim::attn;
 using namespace servesim::attn::test;
 
@@ -168,6 +170,68 @@ TEST(V4Attn, StagedEpilogueDefaultIsUnsplitLaunchesOnly) {
   v4_attn_ws_set_ep(0);
   EXPECT_FALSE(v4_attn_ws_uses_ep(false));
   v4_attn_ws_set_ep(-1);
+}
+// The split rule of mla_decode_plan (host only; nineteenth session, helper v4p): at 132 SMs (H200) the prefill
+// chunks at prefix 0 whose causal ramp rule 0 split (CSA, V4-Flash 64 heads: chunks 2048 / 3072; V4-Pro 128
+// heads: 1536 - 8192) are not split under rule 1; the same chunks after a 4K prefix and chunk 1024 at prefix 0
+// split under neither; lists of equal length (decode batches, any B / rows / heads) get rule 0's tiles; mixed
+// short lists with long ones (the tests' {1152, 1152, 300, 65, 1}) still split.
+namespace {
+std::vector<int> csa_prefill_rows(int N, long P, int topk) {  // bench_attn_v4.cuh v4_prefill_problem, ratio 4
+  std::vector<int> rows;
+  for (int i = 0; i < N; ++i) {
+    const long pos = P + i;
+    rows.push_back(static_cast<int>(std::min<long>(topk, (pos + 1) / 4) + std::min<long>(128, pos + 1)));
+  }
+  return rows;
+}
+long tiles_max(const std::vector<int>& rows) { return (*std::max_element(rows.begin(), rows.end()) + 63) / 64; }
+}  // namespace
+TEST(V4Attn, PlanRuleUnsplitsTheRamp) {
+  const int sms = 132;
+  for (auto [H, topk, N] : std::vector<std::array<int, 3>>{{64, 512, 2048}, {64, 512, 3072}, {128, 1024, 1536}, {128, 1024, 2048},
+                                                          {128, 1024, 3072}, {128, 1024, 4096}, {128, 1024, 6144}, {128, 1024, 8192}}) {
+    const auto rows = csa_prefill_rows(N, 0, topk);
+    EXPECT_LT(mla_decode_plan_tiles(rows, H, sms, 0), tiles_max(rows)) << "rule 0 at H " << H << " chunk " << N;
+    EXPECT_GE(mla_decode_plan_tiles(rows, H, sms, 1), tiles_max(rows)) << "rule 1 at H " << H << " chunk " << N;
+  }
+  for (auto [H, topk] : std::vector<std::array<int, 2>>{{64, 512}, {128, 1024}})
+    for (int N : {1024, 1536, 2048, 3072, 4096, 8192})
+      for (long P : {0L, 4096L}) {
+        if (P == 0 && (H == 128 ? N >= 1536 : (N == 2048 || N == 3072))) continue;  // the ramps above
+        const auto rows = csa_prefill_rows(N, P, topk);
+        EXPECT_GE(mla_decode_plan_tiles(rows, H, sms, 0), tiles_max(rows)) << H << " " << N << " " << P;
+        EXPECT_GE(mla_decode_plan_tiles(rows, H, sms, 1), tiles_max(rows)) << H << " " << N << " " << P;
+      }
+  int split = 0;
+  for (int H : {64, 128, 256})
+    for (int B : {1, 2, 3, 8, 31, 64, 65, 66, 100, 131, 132, 133, 200, 256, 263, 264, 265, 384, 512})
+      for (int n : {1, 64, 65, 129, 256, 300, 640, 1152, 2176, 4224, 8320, 16512, 65664, 262272}) {
+        const std::vector<int> rows(B, n);
+        const long t0 = mla_decode_plan_tiles(rows, H, sms, 0);
+        EXPECT_EQ(mla_decode_plan_tiles(rows, H, sms, 1), t0) << "H " << H << " B " << B << " rows " << n;
+        split += t0 < tiles_max(rows);
+      }
+  EXPECT_GT(split, 100);  // the equal-length lists above include many split plans
+  const std::vector<int> mixed{1152, 1152, 300, 65, 1};
+  EXPECT_LT(mla_decode_plan_tiles(mixed, 128, sms, 1), tiles_max(mixed));
+}
+// Both rules on the device (defaults otherwise): a 200-query ramp of 1..640 rows at H = 64 (split by rule 0 at
+// 132 SMs, one item per query under rule 1: then the staged epilogue runs), each against the double reference.
+TEST(V4Attn, PlanRuleRampBothRules) {
+  SKIP_WITHOUT_GPU();
+  v4_defaults();
+  std::vector<int> rows;
+  for (int i = 0; i < 200; ++i) rows.push_back(1 + 639 * i / 199);
+  for (int rule : {1, 0}) {
+    mla_decode_plan_set_rule(rule);
+    const bool split = mla_decode_plan_tiles(rows, 64, device_sm_count()) < tiles_max(rows);
+    if (device_sm_count() == 132) EXPECT_EQ(split, rule == 0);
+    const V4Check r = v4_case(64, rows, 0, true, 1, rule ? " [ramp, plan rule 1]" : " [ramp, plan rule 0]");
+    EXPECT_EQ(r.n_slots > 0, split);
+    EXPECT_EQ(r.ep, !split);
+  }
+  mla_decode_plan_set_rule(-1);
 }
 // The operand-form rule itself (host only): the default (-1) is F16 on every list (fourteenth
 // session); setting 2 is the thirteenth session's rule, F16 exactly where a list is longer than 256 rows.
