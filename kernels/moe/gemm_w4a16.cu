@@ -155,6 +155,7 @@ __device__ __forceinline__ void store_staged_rows(const bf16* st, bf16* yb, int 
 #include "moe/w4a16_streamk.cuh"    // variant 7 (stream-K), g_sk_ctas
 #include "moe/w4a16_prefill.cuh"    // variant 8 (prefill kernel)
 #include "moe/w4a16_prefill_pw.cuh" // variants 11-16 (variant 8 with another producer placement / 2 k-blocks per round)
+#include "moe/w4a16_decode3.cuh"     // kernel 20 (variant 20: kernel 17 reshaped for 3 CTAs per SM)
 
 namespace servesim::kernels::moe {
 
@@ -190,9 +191,11 @@ int choose_kernel(int v, int bt, int K, long long x_rows) {
   // BT 256 with x_rows; else variant 0 (as 15)
   // 19 = 17 with kernel 19 (kernel 17 with both rows' scale factors in one register, scale_factor_pair +
   // hmul2_bcast; NOTES.md §18) at BT <= 32
-  if (v == 17 || v == 18 || v == 19) {
+  // 20 = 17 with kernel 20 (kernel 17 with the wgmma groups pipelined per k-block: 2 x 16 A registers, <= 72
+  // registers, 3 CTAs per SM; NOTES.md §19) at BT <= 32
+  if (v == 17 || v == 18 || v == 19 || v == 20) {
     if (bt == 256 && x_rows > 0) return v == 18 ? 18 : 15;
-    if (bt <= 32 && K % 256 == 0) return v == 19 ? 19 : 17;
+    if (bt <= 32 && K % 256 == 0) return v == 19 ? 19 : (v == 20 ? 20 : 17);
     return 0;
   }
   if (bt <= 64 && K % 256 == 0) {
@@ -230,6 +233,7 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
     case 17: if constexpr (BT <= 32) { launch_decode<BT, 2, 1>(p, max_tiles, stream); return; } break;
     case 18: if constexpr (BT == 256) { launch_prefill_pw<BT, 3, false, 1>(p, max_tiles, x_rows, stream); return; } break;
     case 19: if constexpr (BT <= 32) { launch_decode<BT, 2, 2>(p, max_tiles, stream); return; } break;
+    case 20: if constexpr (BT <= 32) { launch_decode3<BT>(p, max_tiles, stream); return; } break;
     default: break;
   }
   throw std::logic_error("w4a16: choose_kernel gave a kernel not built for this tile width");
@@ -238,8 +242,8 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
 }  // namespace
 
 void w4a16_set_variant(int v) {
-  if (v < 0 || v > 19 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
-    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..19");
+  if (v < 0 || v > 20 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
+    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..20");
   g_variant = v;
 }
 void w4a16_set_streamk_ctas(int ctas) { g_sk_ctas = ctas > 0 ? ctas : 0; }

@@ -1,0 +1,173 @@
+// MXFP4 W4A16 grouped GEMM: kernel 20 (NOTES.md §19), the decode kernel of variant 17 reshaped for
+// 3 CTAs per SM. Part of gemm_w4a16.cu's translation unit (included after w4a16_rega.cuh, whose
+// definitions it uses), not a standalone header.
+//
+// Kernel 17 (w4a16_decode_kernel<BT, 2, 1>) holds two stages of A fragments (2 x 2 k-blocks x 16 =
+// 64 registers) so that one stage's wgmmas overlap the next stage's dequantisation: 95 registers x 288
+// threads and 8 stages of ~10.7 KB give 2 CTAs (18 warps) per SM. Kernel 20 keeps kernel 17's stage
+// (two 64-wide k-blocks, one 8704-byte bulk copy, one full / empty mbarrier round per stage) but
+// pipelines the wgmma groups per k-block, not per stage: dequant k-block 0 into A buffer 0 -> 4 wgmmas
+// -> commit -> wait_group 1 (the previous stage's k-block 1 group is complete, so that stage's token
+// tile and A buffer 1 are free: release the stage) -> dequant k-block 1 into A buffer 1 -> 4 wgmmas ->
+// commit -> wait_group 1. So 2 x 16 A registers (as variant 6, KS = 1) with variant 5's per-stage
+// barrier cost, and __launch_bounds__(288, 3) (<= 72 registers) with a stage ring that fits 3 CTAs in
+// 228 KB of shared memory (<= 75 KB each: 7 stages at BT 8, 5 at BT 16, 4 at BT 32).
+#pragma once
+
+namespace servesim::kernels::moe {
+namespace {
+
+template <int BT>
+struct D3Cfg {
+  static constexpr int kW = kWBlockBytes * 2;  // 8704 B per stage, contiguous in the prepacked matrix
+  static constexpr int kXSub = BT * 128;       // one BT x 64 bf16 sub-tile
+  static constexpr int kX = kXSub * 2;
+  // 3 CTAs per SM: 3 x (dynamic smem + 1 KB reserved per CTA) <= 228 KB
+  static constexpr int kStages = (76800 - 1024) / (kX + kW + 16);
+  static constexpr int kSmem = kStages * (kX + kW) + 2 * kStages * 8 + 1024;
+  static_assert(kStages >= 3 && kSmem <= 76800, "kernel 20: 3 CTAs per SM");
+};
+
+/// One 64-wide k-block of a kernel-20 consumer warp: dequantise (dequant_word_p) into `a`
+/// (uint32_t[4][4]), issue the 4 m64nBTk16 RS wgmmas against the k-block's token sub-tile (descriptor
+/// low word `xlo`), commit. The caller waits.
+template <int BT, class A, class ACC>
+__device__ __forceinline__ void decode3_kblock(const uint8_t* wb, uint32_t xlo, int warp, int lane, int gq, A& a, ACC& acc) {
+  const uint4 q = *reinterpret_cast<const uint4*>(wb + warp * 512 + lane * 16);
+  const uint32_t sc = *reinterpret_cast<const uint32_t*>(wb + 4096 + warp * 32 + gq * 4);
+  const uint32_t f00 = scale_factor<0>(sc), f01 = scale_factor<2>(sc);
+  const uint32_t f10 = scale_factor<1>(sc), f11 = scale_factor<3>(sc);
+  dequant_word_t<1>(q.x, f00, f01, a[0]);
+  dequant_word_t<1>(q.y, f00, f01, a[1]);
+  dequant_word_t<1>(q.z, f10, f11, a[2]);
+  dequant_word_t<1>(q.w, f10, f11, a[3]);
+  constexpr uint64_t kDescHi = desc_sw128(0) & 0xFFFFFFFF00000000ull;
+#pragma unroll
+  for (int s = 0; s < 4; ++s)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) fence_operand(a[s][j]);
+#pragma unroll
+  for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+    for (int k = 0; k < 4; ++k) fence_operand(acc[i][k]);
+  wgmma_fence();
+#pragma unroll
+  for (int s = 0; s < 4; ++s) WgmmaRS<BT>::mma(&acc[0][0], a[s], kDescHi | (xlo + static_cast<uint32_t>((s * 32) >> 4)));
+  wgmma_commit();
+#pragma unroll
+  for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+    for (int k = 0; k < 4; ++k) fence_operand(acc[i][k]);
+}
+
+template <int BT>
+__global__ void __launch_bounds__(kDecThreads, 3) w4a16_decode3_kernel(const Params p) {
+  using C = D3Cfg<BT>;
+  constexpr int S = C::kStages;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  uint8_t* xs = smem;                    // [S][2][BT*128], 1024-aligned sub-tiles
+  uint8_t* ws = smem + S * C::kX;        // [S][8704]
+  uint64_t* full = reinterpret_cast<uint64_t*>(ws + S * C::kW);
+  uint64_t* empty = full + S;
+
+  const int tile = blockIdx.y;
+  const int total_tiles = p.tile_offsets[p.G];
+  if (tile >= total_tiles) return;
+  int lo = 0, hi = p.G;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) >> 1;
+    if (p.tile_offsets[mid] <= tile) lo = mid; else hi = mid;
+  }
+  const int g = lo;
+  const int row0 = p.row_offsets[g] + (tile - p.tile_offsets[g]) * BT;
+  const int rows = min(BT, p.row_offsets[g + 1] - row0);
+  const int e = p.expert_ids ? p.expert_ids[g] : g;
+  const int KB = p.K / (kKBlock * 2);  // stages
+  const uint8_t* wmat = p.w + static_cast<size_t>(e) * p.matrix_bytes +
+                        static_cast<size_t>(blockIdx.x) * (p.K / kKBlock) * kWBlockBytes;
+  const bf16* xrow0 = p.x + static_cast<size_t>(row0) * p.K;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
+
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s) {
+      mbar_init(&full[s], 1 + 32);  // expect_tx arrival of lane 0 + 32 cp.async arrivals
+      mbar_init(&empty[s], 8);      // lane 0 of each consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp == 8) {  // ---- producer warp (as kernel 17's) ----
+    for (int kb = 0; kb < KB; ++kb) {
+      const int slot = kb % S;
+      mbar_wait(&empty[slot], ((kb / S) & 1) ^ 1);
+      if (lane == 0) {
+        mbar_expect_tx(&full[slot], C::kW);
+        bulk_g2s(ws + slot * C::kW, wmat + static_cast<size_t>(kb) * C::kW, C::kW, &full[slot]);
+      }
+      uint8_t* xd = xs + slot * C::kX;
+#pragma unroll
+      for (int c = lane; c < BT * 8 * 2; c += 32) {
+        const int ks = c / (BT * 8), cc = c % (BT * 8), r = cc >> 3, ch = cc & 7;
+        const bool ok = r < rows;
+        const bf16* src = ok ? xrow0 + static_cast<size_t>(r) * p.K + (kb * 2 + ks) * kKBlock + ch * 8 : p.x;
+        cp_async16(xd + ks * C::kXSub + r * 128 + ((ch ^ (r & 7)) << 4), src, ok ? 16 : 0);
+      }
+      asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(&full[slot])) : "memory");
+    }
+    cp_async_wait<0>();
+    return;
+  }
+
+  // ---- consumers (warps 0-7) ----
+  float acc[BT / 8][4];
+#pragma unroll
+  for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) acc[i][q] = 0.f;
+  uint32_t a0[4][4], a1[4][4];
+
+  for (int kb = 0; kb < KB; ++kb) {
+    const int slot = kb % S;
+    mbar_wait(&full[slot], (kb / S) & 1);
+    const uint8_t* wst = ws + slot * C::kW;
+    const uint32_t xlo = static_cast<uint32_t>(desc_sw128(smem_u32(xs + slot * C::kX)));
+    decode3_kblock<BT>(wst, xlo, warp, lane, gq, a0, acc);
+    // at most this k-block's group in flight: the previous stage's k-block 1 group (the last reader of
+    // that stage's token tile and of a1) is complete: release that stage
+    wgmma_wait<1>();
+    __syncwarp();
+    if (lane == 0 && kb > 0) mbar_arrive(&empty[(kb - 1) % S]);
+    decode3_kblock<BT>(wst + kWBlockBytes, xlo + static_cast<uint32_t>(C::kXSub >> 4), warp, lane, gq, a1, acc);
+    wgmma_wait<1>();  // k-block 0's group complete: a0 free
+  }
+  wgmma_wait<0>();
+#pragma unroll
+  for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) fence_operand(acc[i][q]);
+
+  // Epilogue (consumers only; every stage was consumed, so no load is in flight): stage
+  // [BT tokens][128 outputs] bf16 in the token ring, then 16-byte stores.
+  named_bar(1, 256);
+  bf16* st = reinterpret_cast<bf16*>(smem);
+  stage_acc_bf16<BT>(st, acc, warp * 16, gq, tq);
+  named_bar(1, 256);
+  store_staged_rows(st, p.y + static_cast<size_t>(row0) * p.N + static_cast<size_t>(blockIdx.x) * kRowsPerCta, p.N, rows, tid, 256);
+}
+
+template <int BT>
+void launch_decode3(const Params& p, int max_tiles, cudaStream_t stream) {
+  static bool configured = false;
+  if (!configured) {
+    SS_CUDA(cudaFuncSetAttribute(w4a16_decode3_kernel<BT>, cudaFuncAttributeMaxDynamicSharedMemorySize, D3Cfg<BT>::kSmem));
+    configured = true;
+  }
+  dim3 grid(p.N / kRowsPerCta, max_tiles);
+  w4a16_decode3_kernel<BT><<<grid, kDecThreads, D3Cfg<BT>::kSmem, stream>>>(p);
+  SS_LAUNCH_CHECK();
+}
+
+}  // namespace
+}  // namespace servesim::kernels::moe
