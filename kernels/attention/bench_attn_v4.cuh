@@ -85,10 +85,10 @@ std::function<void(int)> v4_setup(const V4Problem& pr, int H, double bytes, std:
   // V4_PLAN_UNSPLIT=1 (experiments, nineteenth session): one work item per query (no split, no combine) in place of
   // the kernel's own plan; V4_PLAN_INFO=1 prints each point's plan (stderr)
   static const bool unsplit = std::getenv("V4_PLAN_UNSPLIT") && std::atoi(std::getenv("V4_PLAN_UNSPLIT")) == 1;
-  *plan = unsplit ? mqa_make_plan(pr.nrows, 0, INT_MAX) : v4_attn_uses_wgmma(H) ? mla_decode_plan(pr.nrows, H) : mqa_make_plan(pr.nrows);
+  *plan = unsplit ? mqa_make_plan(pr.nrows, 0, INT_MAX) : v4_attn_uses_wgmma(H) ? v4_attn_plan(pr.nrows, H) : mqa_make_plan(pr.nrows);
   if (std::getenv("V4_PLAN_INFO"))
     std::fprintf(stderr, "[v4-plan] H %d nq %d max_rows %d n_work %d n_slots %d rule %d%s\n", H, nq, ld, plan->n_work, plan->n_slots,
-                 mla_decode_plan_rule(), unsplit ? " unsplit" : "");
+                 v4_attn_plan_rule(), unsplit ? " unsplit" : "");
   op->alloc(std::max<size_t>(1, mqa_part_floats(*plan, H)));
   lp->alloc(std::max<size_t>(1, mqa_lse_floats(*plan, H)));
   MqaArgs a;

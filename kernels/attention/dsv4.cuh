@@ -104,7 +104,7 @@ const char* v4_indexer_variant_name();
 const char* v4_topk_variant_name();
 
 /// V4 CSA/HCA/window attention, warp-specialised sm_90a kernel (issue 12, seventh session; v4_attn
-/// variant 3): same arguments, plans (mla_decode_plan) and partial buffers as v4_attn; H % 64 == 0.
+/// variant 3): same arguments, plans (v4_attn_plan, or any mqa plan) and partial buffers as v4_attn; H % 64 == 0.
 /// 384 threads per (64-head group, work item): a producer warpgroup gathers each 64-row tile into a
 /// BF16 KV buffer and dequantises it there (two buffers) while two consumer warpgroups run S = Q K^T,
 /// the online softmax and O += P V on wgmma for the previous tile. dsv4_attn_ws.cuh and

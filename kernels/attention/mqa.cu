@@ -140,15 +140,20 @@ MqaPlan plan_from_split(const std::vector<int>& rows, long per_rows) {
 }  // namespace
 
 namespace {
-// -1: from env SERVESIM_MLA_PLAN_RULE (unset: kMlaPlanRuleDefault)
-int g_mla_plan_rule = -2;
-constexpr int kMlaPlanRuleDefault = 0;
-int mla_plan_rule() {
-  if (g_mla_plan_rule == -2) {
-    const char* e = std::getenv("SERVESIM_MLA_PLAN_RULE");
-    g_mla_plan_rule = e ? std::atoi(e) : -1;
+// The rule of v4_attn_plan (-2: from env SERVESIM_V4_PLAN_RULE; unset or -1: kV4PlanRuleDefault). Rule 1 since the
+// nineteenth session (helper v4p, call 1, same run, best of 2): at the 8 CSA prefill table points at prefix 0 that
+// rule 0 split (64 heads chunks 2048 / 3072, 128 heads 1536 - 8192) the unsplit plan was 1.44-1.84x faster (64 x
+// 2048: 595.8 -> 343.1 us; ncu: split attention kernel 443 us + combine 149 us, unsplit kernel 349 us); every other
+// CSA / HCA prefill point measured has the same plan under both rules.
+int g_v4_plan_rule = -2;
+constexpr int kV4PlanRuleDefault = 1;
+int v4_plan_rule() {
+  if (g_v4_plan_rule == -2) {
+    const char* e = std::getenv("SERVESIM_V4_PLAN_RULE");
+    g_v4_plan_rule = e ? std::atoi(e) : -1;
+    if (g_v4_plan_rule < -1 || g_v4_plan_rule > 1) throw std::invalid_argument("SERVESIM_V4_PLAN_RULE must be 0 or 1");
   }
-  return g_mla_plan_rule < 0 ? kMlaPlanRuleDefault : g_mla_plan_rule;
+  return g_v4_plan_rule < 0 ? kV4PlanRuleDefault : g_v4_plan_rule;
 }
 // Work items of one query of t tiles at `per` tiles per item (plan_from_split's cut, in tiles).
 template <class F>
@@ -176,14 +181,14 @@ long list_makespan(const std::vector<int>& rows, long per, long W) {
 }
 }  // namespace
 
-void mla_decode_plan_set_rule(int rule) {
-  if (rule < -1 || rule > 1) throw std::invalid_argument("mla_decode_plan_set_rule: rule must be -1, 0 or 1");
-  g_mla_plan_rule = rule;
+void v4_attn_plan_set_rule(int rule) {
+  if (rule < -1 || rule > 1) throw std::invalid_argument("v4_attn_plan_set_rule: rule must be -1, 0 or 1");
+  g_v4_plan_rule = rule;
 }
-int mla_decode_plan_rule() { return mla_plan_rule(); }
+int v4_attn_plan_rule() { return v4_plan_rule(); }
 
 long mla_decode_plan_tiles(const std::vector<int>& rows, int H, int sms, int rule) {
-  if (rule < 0) rule = mla_plan_rule();
+  if (rule < 0 || rule > 1) throw std::invalid_argument("mla_decode_plan_tiles: rule must be 0 or 1");
   const int groups = std::max(1, (H + 63) / 64);
   const long W = std::max(1, sms / groups);  // CTAs of one head group per wave (1 CTA/SM)
   long tmax = 1;
@@ -210,7 +215,10 @@ long mla_decode_plan_tiles(const std::vector<int>& rows, int H, int sms, int rul
 }
 
 MqaPlan mla_decode_plan(const std::vector<int>& rows, int H) {
-  return plan_from_split(rows, mla_decode_plan_tiles(rows, H, device_sm_count()) * 64);
+  return plan_from_split(rows, mla_decode_plan_tiles(rows, H, device_sm_count(), 0) * 64);
+}
+MqaPlan v4_attn_plan(const std::vector<int>& rows, int H) {
+  return plan_from_split(rows, mla_decode_plan_tiles(rows, H, device_sm_count(), v4_plan_rule()) * 64);
 }
 
 MqaPlan mqa_make_plan(const std::vector<int>& rows, int target_items, int min_split_rows, int force_split_rows) {

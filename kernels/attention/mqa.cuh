@@ -34,18 +34,22 @@ MqaPlan mqa_make_plan(const std::vector<int>& rows, int target_items = 0, int mi
 /// ceil(sum_q ceil(t_q/per) / W) * (per + 2), i.e. whole waves of items of about equal length;
 /// each query is cut into ceil(t_q/per) equal parts (multiples of 64 rows). Host metadata.
 MqaPlan mla_decode_plan(const std::vector<int>& rows, int H);
-/// The split of mla_decode_plan (host only, no CUDA call): tiles (64 rows) per work item for `rows` at H heads
-/// on `sms` SMs; a query of t tiles is cut into ceil(t / per) equal parts, so a result >= the longest query's
-/// tiles splits no query. rule 0: the wave cost above (the rule before the nineteenth session). rule 1: rule 0,
-/// then, where it splits, no split if a list schedule of the unsplit items (longest first, each to the CTA slot
-/// free first, W slots, an item costing its tiles + 2) ends no later than that of rule 0's items: a prefill
-/// chunk's causal ramp (prefix 0) is not split; lists of equal length (decode batches) keep rule 0's split.
-/// rule -1: the current rule (mla_decode_plan_set_rule; default from env SERVESIM_MLA_PLAN_RULE, unset = the
-/// default of mqa.cu, kMlaPlanRuleDefault).
-long mla_decode_plan_tiles(const std::vector<int>& rows, int H, int sms, int rule = -1);
-/// Sets the rule mla_decode_plan uses (-1: the env / the default, 0, 1; std::invalid_argument otherwise).
-void mla_decode_plan_set_rule(int rule);
-int mla_decode_plan_rule();
+/// The split of mla_decode_plan / v4_attn_plan (host only, no CUDA call): tiles (64 rows) per work item for `rows`
+/// at H heads on `sms` SMs; a query of t tiles is cut into ceil(t / per) equal parts, so a result >= the longest
+/// query's tiles splits no query. rule 0: the wave cost above (mla_decode_plan's rule). rule 1: rule 0, then, where
+/// it splits, no split if a list schedule of the unsplit items (longest first, each to the CTA slot free first, W
+/// slots, an item costing its tiles + 2) ends no later than that of rule 0's items: a prefill chunk's causal ramp
+/// (prefix 0) is not split; lists of equal length (decode batches) keep rule 0's split. Other rules throw
+/// std::invalid_argument.
+long mla_decode_plan_tiles(const std::vector<int>& rows, int H, int sms, int rule);
+/// The plan of the V4 attention kernels (v4_attn, variants 2 / 3; issue 12, nineteenth session, helper v4p):
+/// mla_decode_plan's split under v4_attn_plan_rule() -- rule 1 by default (the nineteenth session: 1.44-1.84x at the
+/// CSA prefill chunks at prefix 0 that rule 0 split, the same plan elsewhere; kernels/attention/NOTES.md). Set by
+/// v4_attn_plan_set_rule (-1: env SERVESIM_V4_PLAN_RULE, unset = 1; 0; 1; std::invalid_argument otherwise).
+/// K3 MLA decode (mla_decode, mla_decode_fp8) keeps mla_decode_plan (rule 0).
+MqaPlan v4_attn_plan(const std::vector<int>& rows, int H);
+void v4_attn_plan_set_rule(int rule);
+int v4_attn_plan_rule();
 /// Partial-output scratch sizes the caller must provide for a plan.
 inline size_t mqa_part_floats(const MqaPlan& p, int H, int DV = 512) { return static_cast<size_t>(p.n_slots) * H * DV; }
 inline size_t mqa_lse_floats(const MqaPlan& p, int H) { return static_cast<size_t>(p.n_slots) * H; }
@@ -110,8 +114,8 @@ void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0, int v
 /// H % 64 == 0 and variant 0 (default) = variant 3: the warp-specialised sm_90a kernel v4_attn_ws
 /// (dsv4.cuh; issue 12, seventh session). Variant 2: the second session's sm_90a kernel (the MLA
 /// decode wgmma structure: 64-head groups, S and P V on wgmma, rows gathered by cp.async and
-/// dequantised into the swizzled BF16 tile by all threads between the GEMMs). mla_decode_plan(rows,
-/// H) is the wave-balanced plan of both (any plan works). Otherwise (or variant 1) the mma.sync kernel.
+/// dequantised into the swizzled BF16 tile by all threads between the GEMMs). v4_attn_plan(rows, H)
+/// is the wave-balanced plan of both (any plan works). Otherwise (or variant 1) the mma.sync kernel.
 void v4_attn(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s = 0);
 void v4_attn_set_variant(int v);
 bool v4_attn_uses_wgmma(int H);

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Issue 12, nineteenth session (helper v4p): the V4 sparse-attention prefill cliff at prefix 0 -- the split rule of
-# mla_decode_plan (mqa.cu: rule 0 = the wave cost, rule 1 = no split where the unsplit items' list schedule is no
-# longer; env SERVESIM_MLA_PLAN_RULE) against a forced unsplit plan (bench env V4_PLAN_UNSPLIT=1).
+# the V4 attention plan (mqa.cu mla_decode_plan_tiles: rule 0 = the wave cost, rule 1 = no split where the unsplit
+# items' list schedule is no longer) against a forced unsplit plan (bench env V4_PLAN_UNSPLIT=1). The rule's env:
+# SERVESIM_MLA_PLAN_RULE in call 1 (binaries 2621455: mla_decode_plan's rule, default 0); since the next commit
+# SERVESIM_V4_PLAN_RULE (v4_attn_plan's rule, default 1; mla_decode_plan is rule 0 always).
 # `bash kernels/attention/run_v4p.sh carry` (here, after building test_mqa and bench_attn in build-v4f) copies the
 # binaries (stripped) to the ignored build-carry/v4p; without an argument (device call, carry build-carry/v4p) it
 # runs, under a global time guard GUARD (default 420 s; each phase starts only with room left):
 #   1. TESTS=1: test_mqa TEST_FILTER (default V4Attn.*) in SHARDS parallel gtest shards, under TEST_ENV
-#      (default SERVESIM_MLA_PLAN_RULE=1);
+#      (default none: the binaries' defaults);
 #   2. compute-sanitizer memcheck of SAN_FILTER (default V4Attn.PlanRuleRampBothRules: a ramp, split and unsplit);
 #   3. CMP=1: bench_attn at PTS (csa / hca prefill, H 64 / 128, chunks 1024-8192, prefix 0 / 4096) under each
 #      CMP_ENV setting, interleaved REPS times; best of REPS per point in cmp_table.txt;
@@ -28,10 +30,10 @@ OUT=${OUT:-/tmp/out-v4p}
 W=$(mktemp -d); mkdir -p "$OUT" "$W/tables"
 export SERVESIM_COMMIT=${SERVESIM_COMMIT:-$(cat "$BIN/COMMIT" 2>/dev/null || echo unknown)}
 TEST_FILTER=${TEST_FILTER:-'V4Attn.*'}
-TEST_ENV=${TEST_ENV:-SERVESIM_MLA_PLAN_RULE=1}
+TEST_ENV=${TEST_ENV:-}
 SHARDS=${SHARDS:-4}
 SAN_FILTER=${SAN_FILTER:-'V4Attn.PlanRuleRampBothRules'}
-CMP_ENV=${CMP_ENV:-'SERVESIM_MLA_PLAN_RULE=0 V4_PLAN_UNSPLIT=1 SERVESIM_MLA_PLAN_RULE=1'}
+CMP_ENV=${CMP_ENV:-'SERVESIM_V4_PLAN_RULE=0 V4_PLAN_UNSPLIT=1 SERVESIM_V4_PLAN_RULE=1'}
 REPS=${REPS:-2}
 if [ -z "${PTS:-}" ]; then
   PTS=""
@@ -113,7 +115,7 @@ PY
     done
   fi
   if [ "${NCU:-0}" = 1 ] && command -v ncu > /dev/null; then
-    for e in SERVESIM_MLA_PLAN_RULE=0 V4_PLAN_UNSPLIT=1; do
+    for e in SERVESIM_V4_PLAN_RULE=0 V4_PLAN_UNSPLIT=1; do
       room 45 "ncu $e" || continue
       t=$(echo "$e" | tr '=' '-')
       env $e timeout $(tl 100) ncu --clock-control none -k regex:v4_attn_ws_kernel -c 1 --set full -o "$W/ncu_$t" \
@@ -126,7 +128,7 @@ PY
       tail -2 "$OUT/ncu_raw_$t.csv"
     done
     if room 30 "ncu combine"; then
-      SERVESIM_MLA_PLAN_RULE=0 timeout $(tl 60) ncu --clock-control none -k regex:mla_combine -c 1 --section SpeedOfLight \
+      SERVESIM_V4_PLAN_RULE=0 timeout $(tl 60) ncu --clock-control none -k regex:mla_combine -c 1 --section SpeedOfLight \
         "$BIN/bench_attn" --out "$W/ncu_tables_c" --only csa_sparse_attn_prefill --budget 5 --v4-attn-variant 3 \
         --v4-attn-point "$NCU_PT" > "$OUT/ncu_combine.txt" 2>&1
       echo "ncu combine exit $? $(el)"; grep -E "Duration|Memory Throughput|DRAM Throughput|Grid Size" "$OUT/ncu_combine.txt" | head

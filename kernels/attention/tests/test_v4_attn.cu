@@ -171,7 +171,8 @@ TEST(V4Attn, StagedEpilogueDefaultIsUnsplitLaunchesOnly) {
   EXPECT_FALSE(v4_attn_ws_uses_ep(false));
   v4_attn_ws_set_ep(-1);
 }
-// The split rule of mla_decode_plan (host only; nineteenth session, helper v4p): at 132 SMs (H200) the prefill
+// The split rules of mla_decode_plan_tiles (host only; nineteenth session, helper v4p; v4_attn_plan's default is
+// rule 1, mla_decode_plan's rule 0): at 132 SMs (H200) the prefill
 // chunks at prefix 0 whose causal ramp rule 0 split (CSA, V4-Flash 64 heads: chunks 2048 / 3072; V4-Pro 128
 // heads: 1536 - 8192) are not split under rule 1; the same chunks after a 4K prefix and chunk 1024 at prefix 0
 // split under neither; lists of equal length (decode batches, any B / rows / heads) get rule 0's tiles; mixed
@@ -189,6 +190,10 @@ long tiles_max(const std::vector<int>& rows) { return (*std::max_element(rows.be
 }  // namespace
 TEST(V4Attn, PlanRuleUnsplitsTheRamp) {
   const int sms = 132;
+  v4_attn_plan_set_rule(-1);
+  EXPECT_EQ(v4_attn_plan_rule(), 1);  // the default (SERVESIM_V4_PLAN_RULE unset in the test runs)
+  EXPECT_THROW(v4_attn_plan_set_rule(2), std::invalid_argument);
+  EXPECT_THROW(mla_decode_plan_tiles({64}, 64, sms, -1), std::invalid_argument);
   for (auto [H, topk, N] : std::vector<std::array<int, 3>>{{64, 512, 2048}, {64, 512, 3072}, {128, 1024, 1536}, {128, 1024, 2048},
                                                           {128, 1024, 3072}, {128, 1024, 4096}, {128, 1024, 6144}, {128, 1024, 8192}}) {
     const auto rows = csa_prefill_rows(N, 0, topk);
@@ -216,7 +221,7 @@ TEST(V4Attn, PlanRuleUnsplitsTheRamp) {
   const std::vector<int> mixed{1152, 1152, 300, 65, 1};
   EXPECT_LT(mla_decode_plan_tiles(mixed, 128, sms, 1), tiles_max(mixed));
 }
-// Both rules on the device (defaults otherwise): a 200-query ramp of 1..640 rows at H = 64 (split by rule 0 at
+// Both rules of v4_attn_plan on the device (defaults otherwise): a 200-query ramp of 1..640 rows at H = 64 (split by rule 0 at
 // 132 SMs, one item per query under rule 1: then the staged epilogue runs), each against the double reference.
 TEST(V4Attn, PlanRuleRampBothRules) {
   SKIP_WITHOUT_GPU();
@@ -224,14 +229,14 @@ TEST(V4Attn, PlanRuleRampBothRules) {
   std::vector<int> rows;
   for (int i = 0; i < 200; ++i) rows.push_back(1 + 639 * i / 199);
   for (int rule : {1, 0}) {
-    mla_decode_plan_set_rule(rule);
-    const bool split = mla_decode_plan_tiles(rows, 64, device_sm_count()) < tiles_max(rows);
+    v4_attn_plan_set_rule(rule);
+    const bool split = mla_decode_plan_tiles(rows, 64, device_sm_count(), rule) < tiles_max(rows);
     if (device_sm_count() == 132) EXPECT_EQ(split, rule == 0);
     const V4Check r = v4_case(64, rows, 0, true, 1, rule ? " [ramp, plan rule 1]" : " [ramp, plan rule 0]");
     EXPECT_EQ(r.n_slots > 0, split);
     EXPECT_EQ(r.ep, !split);
   }
-  mla_decode_plan_set_rule(-1);
+  v4_attn_plan_set_rule(-1);
 }
 // The operand-form rule itself (host only): the default (-1) is F16 on every list (fourteenth
 // session); setting 2 is the thirteenth session's rule, F16 exactly where a list is longer than 256 rows.
@@ -344,7 +349,7 @@ TEST(V4Attn, WarpSpecializedStaged16BLong) {
 }
 // ST + V16 with the staged epilogue (seventeenth session, helper tf; the reviewer's finding 1): the cases above
 // all split (so their ep -1 / 0 loop ran the per-thread stores twice); here plans that split no query -- lists of
-// <= 256 rows under mla_decode_plan (mode 1), 140 queries at H = 64, and lists up to 1152 rows forced unsplit
+// <= 256 rows under v4_attn_plan (mode 1), 140 queries at H = 64, and lists up to 1152 rows forced unsplit
 // (mode 6) -- so the default epilogue rule runs EP. Asserted per case: no split slot, r.ep, and the form
 // " st ep v16". Long lists (8320, 20000 rows, mode 6) in ...Long.
 namespace {

@@ -166,7 +166,7 @@ TEST(V4Attn, PoolRowBytesMismatchThrows) {
 // V16 with the DEFAULT epilogue rule on unsplit launches (sixteenth session, helper v4g): every setting at
 // its default, so v4_attn runs the F16 + QE + CD + V16 form (staged producer since the eighteenth session) with the staged epilogue wherever the plan splits
 // no query. Asserted per case: the pool stride is 592, the plan has no split slot, and the staged epilogue ran.
-// Lists of <= 256 rows (mla_decode_plan never splits them: >= 4 tiles per item), 140 queries (more than one
+// Lists of <= 256 rows (v4_attn_plan never splits them: >= 4 tiles per item), 140 queries (more than one
 // per SM at H = 64), H = 64 / 128 / 256, a whole masked tile (rows 128..191 of the 256-row lists), 1-row lists,
 // lists ending inside a tile; in ...Long, long lists (8320, 20000 rows) under a plan forced unsplit (mode 6).
 namespace {

@@ -26,10 +26,10 @@ struct V4Check {
   std::string form;  // the form's flags as the report line prints them, e.g. " f16 qe cd st ep v16"
 };
 
-// mode 0: mqa_make_plan (forced split if force_split > 0); 1: mla_decode_plan (the wgmma kernel's
-// own plan); 2: the mma.sync kernel (variant 1) at any H; 3: the warp-specialised kernel (variant 3)
-// with mla_decode_plan; 4: variant 3 with mqa_make_plan (forced split if force_split > 0); 5: the
-// second session's wgmma kernel (variant 2) with mla_decode_plan; 6: variant 0 with an unsplit plan
+// mode 0: mqa_make_plan (forced split if force_split > 0); 1: v4_attn_plan (the wgmma kernel's
+// own plan; mla_decode_plan before the nineteenth session); 2: the mma.sync kernel (variant 1) at any H; 3: the
+// warp-specialised kernel (variant 3) with v4_attn_plan; 4: variant 3 with mqa_make_plan (forced split if
+// force_split > 0); 5: the second session's wgmma kernel (variant 2) with v4_attn_plan; 6: variant 0 with an unsplit plan
 // (mqa_make_plan with min_split_rows INT_MAX: one work item per query). Variant 0 (modes 0, 1, 6) =
 // variant 3. Rows 128..191 of lists of >= 256 rows are all -1 (a whole masked 64-row tile), and every
 // 37th row from row 5.
@@ -58,7 +58,7 @@ inline V4Check v4_attend_check(int H, const std::vector<int>& nrows, int force_s
   dout.alloc(static_cast<size_t>(nq) * H * D);
   dlse.alloc(static_cast<size_t>(nq) * H);
   poison(dout.p, dout.n);
-  MqaPlan plan = (mode == 1 || mode == 3 || mode == 5) ? mla_decode_plan(nrows, H)
+  MqaPlan plan = (mode == 1 || mode == 3 || mode == 5) ? v4_attn_plan(nrows, H)
                  : mode == 6                          ? mqa_make_plan(nrows, 0, INT_MAX)
                                                       : mqa_make_plan(nrows, 0, 256, force_split);
   opart.alloc(std::max<size_t>(1, mqa_part_floats(plan, H)));
