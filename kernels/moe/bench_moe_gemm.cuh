@@ -129,7 +129,7 @@ void bench_w4a16(Ctx& c) {
           });
           const double fl = 2.0 * G * m * s.N * s.K, wb = double(G) * mb, by = wb + 2.0 * G * m * (s.K + s.N);
           json shp = gshape(s, G, m, bt);
-          shp["kernel_variant"] = w4a16_kernel_for(bt, s.K, xrows);  // the kernel that ran (was the set variant)
+          shp["kernel_variant"] = w4a16_kernel_for(bt, s.K, xrows, s.N, mt);  // the kernel that ran (was the set variant)
           tab.add(bt == bts[0] ? c.w4_label : c.w4_label + "_bt_alt", shp,
                   {{"w", "mxfp4_e2m1_e8m0_g32"}, {"a", "bf16"}, {"out", "bf16"}, {"acc", "fp32"}}, t, fl, by);
           if (bt == bts[0])

@@ -165,13 +165,24 @@ namespace {
 // kernel 5 in the same run) at decode tile widths, variant 15's prefill kernel (variant 8's with the producer in a
 // consumer warp, 4 decoding warps and a weight barrier per load slot; NOTES.md §17: 0.81-0.84 of cuBLAS dense at
 // m >= 1024) at BT 256 with x_rows, else 0
-int g_variant = 17;
+// 20 (NOTES.md §19): 17 with kernel 20 (3 CTAs per SM) at BT 8 on grids of more than 2 CTAs per SM
+int g_variant = 20;
 
 /// The one decision of the W4A16 dispatch: the kernel (0..8, 11..16 as w4a16_set_variant numbers them; 17 = the
 /// decode kernel with dequant_word_p, 18 = variant 15's prefill kernel with dequant_word_p) that
-/// variant v runs at token tile width bt, K and x_rows; launch_bt launches it and w4a16_kernel_for
+/// variant v runs at token tile width bt, K and x_rows (and, for variant 20, N and max_tiles); launch_bt launches it and w4a16_kernel_for
 /// reports it, so the two cannot drift.
-int choose_kernel(int v, int bt, int K, long long x_rows) {
+int sm_count() {
+  static int n = 0;
+  if (n == 0) {
+    int dev = 0;
+    SS_CUDA(cudaGetDevice(&dev));
+    SS_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  }
+  return n;
+}
+
+int choose_kernel(int v, int bt, int K, long long x_rows, int N = 0, int max_tiles = 0) {
   if (v <= 3) return v;
   // 8: the prefill kernel at BT = 256 when the token tensor's rows are known, else as 5. At BT = 128
   // (m = 65..128 per expert) it measured SLOWER than variant 0 (K3 w13 G=8 m=128: 155.6 vs 137.5 us;
@@ -191,11 +202,18 @@ int choose_kernel(int v, int bt, int K, long long x_rows) {
   // BT 256 with x_rows; else variant 0 (as 15)
   // 19 = 17 with kernel 19 (kernel 17 with both rows' scale factors in one register, scale_factor_pair +
   // hmul2_bcast; NOTES.md §18) at BT <= 32
-  // 20 = 17 with kernel 20 (kernel 17 with the wgmma groups pipelined per k-block: 2 x 16 A registers, <= 72
-  // registers, 3 CTAs per SM; NOTES.md §19) at BT <= 32
-  if (v == 17 || v == 18 || v == 19 || v == 20) {
+  // 20 (the DEFAULT since NOTES.md §19) = 17 with kernel 20 (kernel 17 with the wgmma groups pipelined per k-block:
+  // 2 x 16 A registers, 62 registers, 3 CTAs per SM) at BT 8 when the grid (N / 128 x max_tiles CTAs) is more than
+  // one wave of 2 CTAs per SM, or when N / max_tiles are not given (0): measured 0.94-0.96x kernel 17's time there,
+  // but 1.01-1.03x at a grid of at most 2 CTAs per SM (K3 w2 / DSV4-Flash w2 G = 8: 224 / 256 CTAs on 132 SMs).
+  // At BT 16 kernel 20 computed WRONG values (rel L2 0.1-0.3, w4g call 1) and at BT 32 it is slower (4 stages,
+  // C7512): kernel 17 there. 21 = 20 without the grid rule (kernel 20 at every BT 8 grid: tests, comparisons)
+  if (v == 17 || v == 18 || v == 19 || v == 20 || v == 21) {
     if (bt == 256 && x_rows > 0) return v == 18 ? 18 : 15;
-    if (bt <= 32 && K % 256 == 0) return v == 19 ? 19 : (v == 20 ? 20 : 17);
+    if (v == 21 && bt == 8 && K % 256 == 0) return 20;
+    if (v == 20 && bt == 8 && K % 256 == 0 &&
+        (N <= 0 || max_tiles <= 0 || static_cast<long long>(N / kRowsPerCta) * max_tiles > 2ll * sm_count())) return 20;
+    if (bt <= 32 && K % 256 == 0) return v == 19 ? 19 : 17;
     return 0;
   }
   if (bt <= 64 && K % 256 == 0) {
@@ -214,7 +232,7 @@ int choose_kernel(int v, int bt, int K, long long x_rows) {
 template <int BT>
 void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t stream) {
   // each kernel only at the tile widths choose_kernel gives it (the instantiations as before)
-  switch (choose_kernel(g_variant, BT, p.K, x_rows)) {
+  switch (choose_kernel(g_variant, BT, p.K, x_rows, p.N, max_tiles)) {
     case 0: launch<BT, 0>(p, max_tiles, stream); return;
     case 1: launch<BT, 1>(p, max_tiles, stream); return;
     case 2: launch<BT, 2>(p, max_tiles, stream); return;
@@ -233,7 +251,7 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
     case 17: if constexpr (BT <= 32) { launch_decode<BT, 2, 1>(p, max_tiles, stream); return; } break;
     case 18: if constexpr (BT == 256) { launch_prefill_pw<BT, 3, false, 1>(p, max_tiles, x_rows, stream); return; } break;
     case 19: if constexpr (BT <= 32) { launch_decode<BT, 2, 2>(p, max_tiles, stream); return; } break;
-    case 20: if constexpr (BT <= 32) { launch_decode3<BT>(p, max_tiles, stream); return; } break;
+    case 20: if constexpr (BT == 8) { launch_decode3<BT>(p, max_tiles, stream); return; } break;
     default: break;
   }
   throw std::logic_error("w4a16: choose_kernel gave a kernel not built for this tile width");
@@ -242,14 +260,16 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
 }  // namespace
 
 void w4a16_set_variant(int v) {
-  if (v < 0 || v > 20 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
-    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..20");
+  if (v < 0 || v > 21 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
+    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..21");
   g_variant = v;
 }
 void w4a16_set_streamk_ctas(int ctas) { g_sk_ctas = ctas > 0 ? ctas : 0; }
 int w4a16_variant() { return g_variant; }
 
-int w4a16_kernel_for(int bt, int K, long long x_rows) { return choose_kernel(g_variant, bt, K, x_rows); }
+int w4a16_kernel_for(int bt, int K, long long x_rows, int N, int max_tiles) {
+  return choose_kernel(g_variant, bt, K, x_rows, N, max_tiles);
+}
 
 int w4a16_pick_bt(double avg) {
   for (int bt : kW4A16TileWidths)

@@ -145,7 +145,7 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
   }
 }
 
-/// Selects the kernel of the W4A16 GEMM (0..8 and 11..19, see gemm_w4a16.cu; 17 = default):
+/// Selects the kernel of the W4A16 GEMM (0..8 and 11..20, see gemm_w4a16.cu; 20 = default):
 /// 0 one m64nBT wgmma per k16 step overlapped with the next stage, 1 the same without overlap,
 /// 2 BT/8 m64n8 wgmmas per k16 step, 3 that without overlap, 4 = 0 with two k-blocks per
 /// pipeline stage at BT <= 64 when K % 256 == 0, 5 = warp-specialised decode kernel (producer warp
@@ -182,8 +182,9 @@ void w4a16_set_streamk_ctas(int ctas);
 int w4a16_variant();
 /// The kernel variant that w4a16_grouped_gemm runs under the current w4a16_set_variant for tile width
 /// bt, K and x_rows (e.g. variant 8 runs 5 at bt <= 32, 0 at bt 64 / 128 and at bt 256 without
-/// x_rows): the value bench tables record as kernel_variant.
-int w4a16_kernel_for(int bt, int K, long long x_rows);
+/// x_rows; variant 20 also on the grid: N and max_tiles as given to w4a16_grouped_gemm, 0 = not known): the value
+/// bench tables record as kernel_variant.
+int w4a16_kernel_for(int bt, int K, long long x_rows, int N = 0, int max_tiles = 0);
 
 /// Token tile widths the W4A16 kernel is compiled for.
 constexpr int kW4A16TileWidths[] = {8, 16, 32, 64, 128, 256};

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Device call of issue 13's w4g helper (NOTES.md §19): variant 20 = 17 with kernel 20 at bt <= 32 (kernel 17's
-# stage with the wgmma groups pipelined per k-block: 2 x 16 A registers, __launch_bounds__(288, 3), 7 / 5 / 4 stages
-# at BT 8 / 16 / 32: 3 CTAs per SM). Every step under `timeout`, capped by a global guard (GUARD_S):
-#  1. test_moe: PermuteDequant/* (17-20 at bt 8..256), W4A16Decode17.* (17 / 19 / 20 at model K, skewed loads),
-#     PermuteTest of 17 and 20 (device-permuted offsets);
-#  2. compute-sanitizer memcheck of the same tests;
+# Device calls of issue 13's w4g helper (NOTES.md §19). Kernel 20 = kernel 17's stage with the wgmma groups pipelined
+# per k-block (2 x 16 A registers, __launch_bounds__(288, 3), 7 stages at BT 8: 3 CTAs per SM).
+# Call 1 (e332d58): variant 20 = kernel 20 at every bt <= 32 (F1 / F2 = the call-1 filters below, CALL=1).
+# Call 2 (CALL=2, default): variant 20 = THE DEFAULT = kernel 20 at bt 8 on grids of more than 2 CTAs per SM (else 17);
+# variant 21 = kernel 20 at every bt 8 grid (tests). Every step under `timeout`, capped by a global guard (GUARD_S):
+#  1. test_moe: call 1: PermuteDequant/*, W4A16Decode17.*, PermuteTest of 17 / 20; call 2: the W4A16 suites under the
+#     new default (MoeHost, AllTiles, PrefillForms, PermuteDequant (17-21), W4A16Dequant, W4A16Decode17 (17, 19-21),
+#     PermuteTest (all; 20 / 21 also at bt 8), W4A16Prefill.*, StreamK);
+#  2. compute-sanitizer memcheck of the kernel-20 tests;
 #  3. `bench_moe --only w4cmp --w4-max-m 32 --w4-variants 17,20` (all 7 decode shapes: K3 w13 / w2 G 8 / 32,
 #     DSV4-Pro w13 G 32, DSV4-Flash w2 G 8 / 32; m 1..8, 12..32; the order alternates between the 2 repetitions);
 #  4. gate: tests + memcheck pass, per repetition the median over the 7 shapes x m 1-8 of event t(20)/t(17) < 1,
 #     and at every one of those points min-over-repetitions t(20)/t(17) <= 1/0.97;
 #  5. (TABLE=1 and the gate) the moe_grouped_gemm_w4a16 decode sweeps (m <= 32) of 17 then 20;
 #  6. SASS mix of kernels 17 / 20 (bt 8); ncu of the decode kernel of 17 and 20 (K3 w13 G=8 m=8).
-# Reproduce: OUT=/tmp/out BIN=<dir with test_moe, bench_moe> TABLE=1 bash kernels/moe/run_w4g.sh
+# Reproduce: OUT=/tmp/out BIN=<dir with test_moe, bench_moe> TABLE=1 [CALL=1] bash kernels/moe/run_w4g.sh
 set -u
 BIN=${BIN:-build-carry/w4g}; OUT=${OUT:-/tmp/w4g-out}; GUARD_S=${GUARD_S:-200}
 T0=$(date +%s)
@@ -27,14 +30,19 @@ tmo() { local r=$((GUARD_S - ($(date +%s)-T0))); [ $r -lt 1 ] && r=1; [ "$1" -lt
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
   TESTS_OK=1
   # PermuteTest index: Values(0..8, 11..20) -> 15 = v17, 18 = v20
-  F1=${F1:-'PermuteDequant/*:W4A16Decode17.*:Variants/W4A16PermuteTest.K3ShapeAfterDevicePermute/15:Variants/W4A16PermuteTest.K3ShapeAfterDevicePermute/18'}
+  if [ "${CALL:-2}" = 1 ]; then
+    F1=${F1:-'PermuteDequant/*:W4A16Decode17.*:Variants/W4A16PermuteTest.K3ShapeAfterDevicePermute/15:Variants/W4A16PermuteTest.K3ShapeAfterDevicePermute/18'}
+    F2=${F2:-'W4A16Decode17.*:PermuteDequant/W4A16Test.MatchesDoubleReference/3:PermuteDequant/W4A16Test.MatchesDoubleReference/7:PermuteDequant/W4A16Test.MatchesDoubleReference/11:Variants/W4A16PermuteTest.K3ShapeAfterDevicePermute/18'}
+  else  # PermuteDequant index = bt index x 5 + (17..21 -> 0..4): 3 / 4 = 20 / 21 at bt 8; PermuteTest 18 / 19 = 20 / 21
+    F1=${F1:-'MoeHost.*:AllTiles/W4A16Test*:PrefillForms/W4A16Test*:PermuteDequant/*:W4A16Dequant.*:W4A16Decode17.*:Variants/W4A16PermuteTest*:W4A16Prefill.*:W4A16StreamK.*'}
+    F2=${F2:-'W4A16Decode17.*:PermuteDequant/W4A16Test.MatchesDoubleReference/3:PermuteDequant/W4A16Test.MatchesDoubleReference/4:Variants/W4A16PermuteTest.K3ShapeAfterDevicePermute/18:Variants/W4A16PermuteTest.K3ShapeAfterDevicePermute/19'}
+  fi
   echo "== tests $F1 $(el)"
-  timeout $(tmo ${TEST1_S:-60}) "$BIN/test_moe" --gtest_filter="$F1" > "$OUT/test.txt" 2>&1
+  timeout $(tmo ${TEST1_S:-150}) "$BIN/test_moe" --gtest_filter="$F1" > "$OUT/test.txt" 2>&1
   rc=$?; echo "test_moe exit: $rc $(el)"; [ $rc = 0 ] || TESTS_OK=0
   grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|Failure|SEED" "$OUT/test.txt" | cut -c1-200 | head -20
   echo "max rel L2 per variant:"; awk '/w4a16 v=/{for(i=1;i<=NF;i++) if ($i ~ /^v=/) {split($i,a,"="); v=a[2]}; e=$NF+0; if (e>m[v]) m[v]=e; n[v]++} END{for (v in m) print "  v" v ": " n[v] " checks, max " m[v]}' "$OUT/test.txt"
   if [ $TESTS_OK = 1 ] && left; then
-    F2=${F2:-'W4A16Decode17.*:PermuteDequant/W4A16Test.MatchesDoubleReference/3:PermuteDequant/W4A16Test.MatchesDoubleReference/7:PermuteDequant/W4A16Test.MatchesDoubleReference/11:Variants/W4A16PermuteTest.K3ShapeAfterDevicePermute/18'}
     echo "== memcheck $F2 $(el)"
     timeout $(tmo ${MEMCHECK_S:-90}) compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_moe" \
       --gtest_filter="$F2" > "$OUT/memcheck.txt" 2>&1

@@ -104,9 +104,9 @@ INSTANTIATE_TEST_SUITE_P(PrefillForms, W4A16Test,
                          ::testing::Combine(::testing::Values(32, 128, 256), ::testing::Values(11, 12, 13, 14, 15, 16)));
 // Variants 17 / 18 (NOTES.md §18; kernel 17 = the decode kernel with the byte-permute dequantisation): kernel 17 at
 // BT 8-32, variant 0 at 64 / 128, at 256 kernel 15 (17, the default) or 18 (15's prefill kernel with the byte
-// permute). (Call 1 of §18 ran these tests with 17 = today's 18.) 20 (§19): kernel 20 at BT 8-32, else as 17.
+// permute). (Call 1 of §18 ran these tests with 17 = today's 18.) 20 / 21 (§19): kernel 20 at BT 8 (20: on grids of > 2 CTAs per SM), else as 17.
 INSTANTIATE_TEST_SUITE_P(PermuteDequant, W4A16Test,
-                         ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Values(17, 18, 19, 20)));
+                         ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Values(17, 18, 19, 20, 21)));
 
 double bf16_bits_value(uint16_t b) {  // as test_moe.cu's (float decode incl. subnormals)
   uint32_t f = static_cast<uint32_t>(b) << 16;
@@ -174,12 +174,18 @@ TEST(W4A16Decode17, ModelShapesSkewed) {
       {16, {16, 1, 0, 13, 40}, 768, 3584},    // K3 w13 K
       {32, {33, 0, 2, 32}, 256, 7168},        // DSV4-Pro w13 K
   };
-  for (int v : {17, 19, 20})  // 19: kernel 19 (kernel 17 with one factor register per scale pair); 20: kernel 20 (3 CTAs per SM, §19)
+  // 19: kernel 19 (kernel 17 with one factor register per scale pair); 20: kernel 20 (3 CTAs per SM, §19) at bt 8 on
+  // grids of > 2 CTAs per SM (these small grids: kernel 17); 21: kernel 20 at every bt 8 grid
+  for (int v : {17, 19, 20, 21})
     for (const auto& cs : cases) {
       check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, v);
       const int dv = w4a16_variant();
       w4a16_set_variant(v);
-      EXPECT_EQ(w4a16_kernel_for(cs.bt, cs.K, 1), v);
+      EXPECT_EQ(w4a16_kernel_for(cs.bt, cs.K, 1), v >= 20 ? (cs.bt == 8 ? 20 : 17) : v);
+      if (v == 20) {
+        EXPECT_EQ(w4a16_kernel_for(8, cs.K, 1, 3072, 8), 17);   // 24 x 8 CTAs: kernel 17
+        EXPECT_EQ(w4a16_kernel_for(8, cs.K, 1, 6144, 32), 20);  // 48 x 32 CTAs: kernel 20
+      }
       w4a16_set_variant(dv);
     }
 }
@@ -297,6 +303,7 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
   // on the device-written offsets (1 partial tile per expert, ~7 rows each, in random order of experts)
   std::vector<int> bts = {16};
   if (variant == 8 || variant >= 11) bts.push_back(256);
+  if (variant >= 20) bts.push_back(8);  // kernel 20 (§19) runs at bt 8 only
   for (const int bt : bts) {
     poison_bf16(dy.p, dy.n);
     Dispatch d = alloc_dispatch(E, T * k);
@@ -306,7 +313,7 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
     w4a16_grouped_gemm(dxp.p, dpool.p, nullptr, d.row_offsets, d.tile_offsets, E, N, K, bt,
                        w4a16_max_tiles(T * k, E, bt), dy.p, 0, xr);
     SS_CUDA(cudaDeviceSynchronize());
-    if (bt == 256) EXPECT_EQ(w4a16_kernel_for(bt, K, xr), variant == 17 || variant == 19 || variant == 20 ? 15 : variant);  // its own kernel ran (17 / 19 / 20: 15's)
+    if (bt == 256) EXPECT_EQ(w4a16_kernel_for(bt, K, xr), variant == 17 || variant >= 19 ? 15 : variant);  // its own kernel ran (17 / 19-21: 15's)
     w4a16_set_variant(default_variant);
     std::vector<int> pos(T * k);
     SS_CUDA(cudaMemcpy(pos.data(), d.pos, 4 * T * k, cudaMemcpyDeviceToHost));
@@ -329,6 +336,6 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
 }
 // (9 / 10 were removed in 73471e7, where w4a16_set_variant started to throw for them; these two
 // instances had stayed and would fail on a GPU)
-INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20));
+INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21));
 
 }  // namespace
