@@ -140,7 +140,7 @@ MqaPlan plan_from_split(const std::vector<int>& rows, long per_rows) {
 }  // namespace
 
 namespace {
-// The rule of v4_attn_plan (-2: from env SERVESIM_V4_PLAN_RULE; unset or -1: kV4PlanRuleDefault). Rule 1 since the
+// The rule of v4_attn_plan (-2: not read yet: from env SERVESIM_V4_PLAN_RULE, "0" or "1"; -1: unset, kV4PlanRuleDefault). Rule 1 since the
 // nineteenth session (helper v4p, call 1, same run, best of 2): at the 8 CSA prefill table points at prefix 0 that
 // rule 0 split (64 heads chunks 2048 / 3072, 128 heads 1536 - 8192) the unsplit plan was 1.44-1.84x faster (64 x
 // 2048: 595.8 -> 343.1 us; ncu: split attention kernel 443 us + combine 149 us, unsplit kernel 349 us); every other
@@ -150,8 +150,9 @@ constexpr int kV4PlanRuleDefault = 1;
 int v4_plan_rule() {
   if (g_v4_plan_rule == -2) {
     const char* e = std::getenv("SERVESIM_V4_PLAN_RULE");
-    g_v4_plan_rule = e ? std::atoi(e) : -1;
-    if (g_v4_plan_rule < -1 || g_v4_plan_rule > 1) throw std::invalid_argument("SERVESIM_V4_PLAN_RULE must be 0 or 1");
+    const std::string v = e ? e : "";
+    if (!v.empty() && v != "0" && v != "1") throw std::invalid_argument("SERVESIM_V4_PLAN_RULE must be 0 or 1, not \"" + v + "\"");
+    g_v4_plan_rule = v.empty() ? -1 : v[0] - '0';
   }
   return g_v4_plan_rule < 0 ? kV4PlanRuleDefault : g_v4_plan_rule;
 }
@@ -183,7 +184,7 @@ long list_makespan(const std::vector<int>& rows, long per, long W) {
 
 void v4_attn_plan_set_rule(int rule) {
   if (rule < -1 || rule > 1) throw std::invalid_argument("v4_attn_plan_set_rule: rule must be -1, 0 or 1");
-  g_v4_plan_rule = rule;
+  g_v4_plan_rule = rule == -1 ? -2 : rule;  // -1: back to the environment's choice (read again at the next plan)
 }
 int v4_attn_plan_rule() { return v4_plan_rule(); }
 
