@@ -161,11 +161,11 @@ namespace servesim::kernels::moe {
 
 namespace {
 
-// default (17, NOTES.md §18): kernel 17 (variant 5's decode kernel with the byte-permute dequantisation; 1.05-1.07x
+// 17 (the default from NOTES.md §18 to §19): kernel 17 (variant 5's decode kernel with the byte-permute dequantisation; 1.05-1.07x
 // kernel 5 in the same run) at decode tile widths, variant 15's prefill kernel (variant 8's with the producer in a
 // consumer warp, 4 decoding warps and a weight barrier per load slot; NOTES.md §17: 0.81-0.84 of cuBLAS dense at
 // m >= 1024) at BT 256 with x_rows, else 0
-// 20 (NOTES.md §19): 17 with kernel 20 (3 CTAs per SM) at BT 8 on grids of more than 2 CTAs per SM
+// 20 (the DEFAULT since NOTES.md §19): 17 with kernel 20 (3 CTAs per SM) at BT 8 on grids of more than 2 CTAs per SM
 int g_variant = 20;
 
 /// The one decision of the W4A16 dispatch: the kernel (0..8, 11..16 as w4a16_set_variant numbers them; 17 = the
@@ -205,7 +205,10 @@ int choose_kernel(int v, int bt, int K, long long x_rows, int N = 0, int max_til
   // 20 (the DEFAULT since NOTES.md §19) = 17 with kernel 20 (kernel 17 with the wgmma groups pipelined per k-block:
   // 2 x 16 A registers, 62 registers, 3 CTAs per SM) at BT 8 when the grid (N / 128 x max_tiles CTAs) is more than
   // one wave of 2 CTAs per SM, or when N / max_tiles are not given (0): measured 0.94-0.96x kernel 17's time there,
-  // but 1.01-1.03x at a grid of at most 2 CTAs per SM (K3 w2 / DSV4-Flash w2 G = 8: 224 / 256 CTAs on 132 SMs).
+  // but 1.01-1.03x at a grid of at most 2 CTAs per SM (K3 w2 / DSV4-Flash w2 G = 8: 224 / 256 CTAs on 132 SMs;
+  // DSV4-Flash w13 G = 8, also 256 CTAs, falls under the same rule but was not measured). The rule counts the
+  // launched grid, idle CTAs included: the whole-layer bench passes w4a16_max_tiles() (an upper bound), the GEMM bench
+  // the exact tiles, so the two could choose differently within a few CTAs of 2 per SM (no table point is there).
   // At BT 16 kernel 20 computed WRONG values (rel L2 0.1-0.3, w4g call 1) and at BT 32 it is slower (4 stages,
   // C7512): kernel 17 there. 21 = 20 without the grid rule (kernel 20 at every BT 8 grid: tests, comparisons)
   if (v == 17 || v == 18 || v == 19 || v == 20 || v == 21) {

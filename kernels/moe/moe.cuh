@@ -145,7 +145,7 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
   }
 }
 
-/// Selects the kernel of the W4A16 GEMM (0..8 and 11..20, see gemm_w4a16.cu; 20 = default):
+/// Selects the kernel of the W4A16 GEMM (0..8 and 11..21, see gemm_w4a16.cu; 20 = default):
 /// 0 one m64nBT wgmma per k16 step overlapped with the next stage, 1 the same without overlap,
 /// 2 BT/8 m64n8 wgmmas per k16 step, 3 that without overlap, 4 = 0 with two k-blocks per
 /// pipeline stage at BT <= 64 when K % 256 == 0, 5 = warp-specialised decode kernel (producer warp
@@ -163,11 +163,15 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
 /// for each load slot's weight block (issued first; the dequantising warps no longer wait for the token
 /// tile; as fast as 14 within noise, §17), 16 = 15 with the weight blocks in their own 7-slot ring,
 /// loaded and released by the dequantising warps (~10% slower than 15, §17; kept for comparison).
-/// 17 (the DEFAULT since NOTES.md §18) = 15 with kernel 17 in place of 5 at BT <= 32 with K % 256 == 0: variant 5's
+/// 17 (the default from NOTES.md §18 to §19) = 15 with kernel 17 in place of 5 at BT <= 32 with K % 256 == 0: variant 5's
 /// decode kernel with the byte-permute dequantisation (dequant_word_p, same prepack, bit-identical values; 1.05-1.07x
 /// kernel 5); 15's prefill kernel at BT 256 with x_rows, else 0. 18 = 17 with kernel 18 (15's prefill kernel with
 /// dequant_word_p; as fast as 15 within noise, §18) at BT 256 with x_rows. 19 = 17 with kernel 19 (kernel 17 with
-/// both rows' E8M0 factors in one register, broadcast in the HMUL2) at BT <= 32.
+/// both rows' E8M0 factors in one register, broadcast in the HMUL2) at BT <= 32. 20 (the DEFAULT since NOTES.md §19)
+/// = 17 with kernel 20 (kernel 17 reshaped for 3 CTAs per SM: 62 registers, 7 stages) at BT 8 with K % 256 == 0 when
+/// the launched grid, N / 128 x max_tiles CTAs (idle CTAs included), is more than 2 CTAs per SM, or when N or
+/// max_tiles is not known (0); kernel 17 at every other decode width and grid (kernel 20 computed wrong values at
+/// BT 16 and is not built there). 21 = 20 without the grid rule (kernel 20 at every BT 8 grid; tests, comparisons).
 /// Throws std::invalid_argument for any other value (9 / 10 were removed).
 void w4a16_set_variant(int v);
 /// Test helper (NOTES.md §18): for each of n (word, 4 scale bytes) pairs (device arrays) writes the 4 bf16x2
@@ -182,8 +186,8 @@ void w4a16_set_streamk_ctas(int ctas);
 int w4a16_variant();
 /// The kernel variant that w4a16_grouped_gemm runs under the current w4a16_set_variant for tile width
 /// bt, K and x_rows (e.g. variant 8 runs 5 at bt <= 32, 0 at bt 64 / 128 and at bt 256 without
-/// x_rows; variant 20 also on the grid: N and max_tiles as given to w4a16_grouped_gemm, 0 = not known): the value
-/// bench tables record as kernel_variant.
+/// x_rows; variant 20 also on the grid: N and max_tiles as given to w4a16_grouped_gemm, 0 = not known, which
+/// reports 20 at bt 8: pass both to get the kernel a launch runs): the value bench tables record as kernel_variant.
 int w4a16_kernel_for(int bt, int K, long long x_rows, int N = 0, int max_tiles = 0);
 
 /// Token tile widths the W4A16 kernel is compiled for.

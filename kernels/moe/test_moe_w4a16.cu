@@ -175,7 +175,9 @@ TEST(W4A16Decode17, ModelShapesSkewed) {
       {32, {33, 0, 2, 32}, 256, 7168},        // DSV4-Pro w13 K
   };
   // 19: kernel 19 (kernel 17 with one factor register per scale pair); 20: kernel 20 (3 CTAs per SM, §19) at bt 8 on
-  // grids of > 2 CTAs per SM (these small grids: kernel 17); 21: kernel 20 at every bt 8 grid
+  // grids of > 2 CTAs per SM (the bt 8 case here: N / 128 x tiles = 28 x 10 = 280 CTAs, kernel 20 on a 132-SM H200,
+  // kernel 17 on a GPU of 140 SMs or more); 21: kernel 20 at every bt 8 grid. The kernel_for checks without N /
+  // max_tiles test the "grid not known" branch (20 at bt 8), not what the launch ran
   for (int v : {17, 19, 20, 21})
     for (const auto& cs : cases) {
       check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, v);

@@ -12,6 +12,9 @@
 // commit -> wait_group 1. So 2 x 16 A registers (as variant 6, KS = 1) with variant 5's per-stage
 // barrier cost, and __launch_bounds__(288, 3) (<= 72 registers) with a stage ring that fits 3 CTAs in
 // 228 KB of shared memory (<= 75 KB each: 7 stages at BT 8, 5 at BT 16, 4 at BT 32).
+// ONLY BT 8 IS USED: at BT 16 this kernel computed wrong values (rel L2 0.1-0.3, w4g call 1, cause not found; it
+// fails at K = 512 too, so not the ring's reuse) and at BT 32 it is slower; gemm_w4a16.cu's dispatch and
+// launch_bt instantiate it at BT 8 only. Tested at bt 8 at K 512 / 1024 / 1536 / 3072 (not yet at 3584 / 7168).
 #pragma once
 
 namespace servesim::kernels::moe {

@@ -5,8 +5,9 @@ costmodels/data/h200/moe_grouped_gemm_w4a16.json. As results/w4e/merge_prefill_w
 with variant in {w4a16, w4a16_bt_alt}, shape.kernel_variant == KV and shape.bt <= 32 replace the committed row with
 the same (variant, model, matrix, active_experts, tokens_per_expert, bt), which is kept with variant
 "<variant>_prev" (not a fit input); new keys are not added. With OLD_SWEEP_JSON (the same run's sweep of the old
-default) also prints the same-run speed ratio per replaced row. Prints new/old time per replaced row.
-Usage: merge_decode_w4f.py NEW_TABLE_JSON KV COMMIT NOTE [OLD_SWEEP_JSON]
+default) also prints the same-run speed ratio per replaced row. Prints new/old time per replaced row. Not idempotent:
+run it once on the table before the merge (a second run would keep the merged rows as "<variant>_prev" too).
+Usage: merge_decode_w4g.py NEW_TABLE_JSON KV COMMIT NOTE [OLD_SWEEP_JSON]
 """
 import json, os, sys, statistics
 
