@@ -7,7 +7,7 @@ row's plan, and so its kernel launch, is unchanged: those rows stay, and the scr
 ratio there (run-to-run drift) for the record. The two rules are mirrored from kernels/attention/mqa.cu
 (mla_decode_plan_tiles); host test V4Attn.PlanRuleUnsplitsTheRamp states the same 8 points.
 Usage: merge_v4p.py SWEEP_DIR COSTMODEL_DIR COMMIT RUN_NOTE"""
-import heapq, json, os, sys
+import heapq, json, os, statistics, sys
 
 
 def prefill_rows(N, P, ratio, topk, window):
