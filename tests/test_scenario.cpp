@@ -43,6 +43,36 @@ TEST(Scenario, ShippedScenariosLoad) {
   for (const char* f : {"scenarios/mooncake-conversation.json", "scenarios/dsv3-sglang-96xh100.json"}) EXPECT_NO_THROW(validate_scenario(load_scenario(servesim::test::data(f)))) << f;
 }
 
+// Every top-level scenario file the project ships loads and passes validation (the subfolders hold models,
+// hardware, sweeps and validation cases, read through these).
+TEST(Scenario, EveryShippedScenarioLoadsAndValidates) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(servesim::test::data("scenarios"))) {
+    if (!e.is_regular_file() || e.path().extension() != ".json") continue;
+    EXPECT_NO_THROW(validate_scenario(load_scenario(e.path().string()))) << e.path();
+    ++n;
+  }
+  EXPECT_GE(n, 10);
+}
+
+// The article's question (seed article, Section III): its H200 and B300 sizes, node for node (8 GPUs a node,
+// each pool from a node boundary): K3 58 + 145 EP32 units = 812 H200 nodes, 18 + 45 = 252 B300 nodes; V4-Pro
+// 27 + 68 EP16 units = 190 H200 nodes, 8 + 19 = 54 B300 nodes (the article's 53 with its 15 prefill nodes
+// rounded up to whole 2-node units).
+TEST(Scenario, ArticleScenarioHoldsTheArticlesSizes) {
+  const Scenario s = load_scenario(servesim::test::data("scenarios/article-10k.json"));
+  ASSERT_EQ(s.deployments.size(), 4u);
+  const struct { const char* name; const char* gpu; int nodes; } want[] = {
+      {"k3-h200-article", "h200", 812}, {"v4pro-h200-article", "h200", 190}, {"k3-b300-article", "b300", 252}, {"v4pro-b300-article", "b300", 54}};
+  for (size_t i = 0; i < 4; ++i) {
+    const auto& d = s.deployments[i];
+    EXPECT_EQ(d.name, want[i].name);
+    EXPECT_EQ(d.gpu.name, want[i].gpu) << d.name;
+    const int p = d.prefill.instances * d.prefill.ep, q = d.decode.instances * d.decode.ep;  // GPUs per pool
+    EXPECT_EQ((p + 7) / 8 + (q + 7) / 8, want[i].nodes) << d.name;
+  }
+}
+
 TEST(Scenario, MalformedJsonNamesLineAndColumn) {
   const std::string e = error_of("{\n  \"name\": \"x\",\n  \"seed\": ,\n}");
   EXPECT_NE(e.find("s.json:3:"), std::string::npos) << e;
