@@ -192,6 +192,25 @@ TEST(W4A16Decode17, ModelShapesSkewed) {
     }
 }
 
+// Kernel 20 (NOTES.md §19, the default at bt 8 on grids of more than 2 CTAs per SM) at the production K of the
+// K3 w13 and DSV4 w13 GEMMs (3584, 7168: its 7-slot stage ring of two 64-wide k-blocks wraps 4 / 8 times; the other
+// kernel-20 cases stop at K 3072), N cut to bound the CPU reference: under variant 21 (kernel 20 on every bt-8 grid),
+// and under the default on a grid the grid rule gives to kernel 20 (N 4096 = 32 CTA columns x 9 one-tile groups =
+// 288 CTAs > 2 x 132), asserted with the grid's own N and tiles. Skewed loads: empty groups, 1-row groups, full
+// 8-row tiles.
+TEST(W4A16Decode20, ProductionKRingWraps) {
+  SKIP_NO_GPU();
+  check_w4a16(8, {1, 0, 8, 3, 7, 1, 8, 2}, 768, 3584, true, 21);
+  check_w4a16(8, {2, 8, 0, 1, 5}, 256, 7168, true, 21);
+  const int dv = w4a16_variant();
+  w4a16_set_variant(20);
+  EXPECT_EQ(w4a16_kernel_for(8, 7168, 42, 4096, w4a16_max_tiles(42, 9, 8)), 20);  // the launch's grid below: kernel 20
+  EXPECT_EQ(w4a16_kernel_for(8, 7168, 42, 4096, 9), 20);  // 9 tiles (288 CTAs): kernel 20
+  EXPECT_EQ(w4a16_kernel_for(8, 7168, 1, 4096, 8), 17);  // 256 CTAs: kernel 17
+  w4a16_set_variant(dv);
+  check_w4a16(8, {1, 8, 3, 8, 2, 7, 8, 1, 4}, 4096, 7168, true, 20);
+}
+
 // Variant 8 (prefill kernel at BT 256; BT 128 falls back to variant 0): K3 expert shapes (K3 w2 3584 x 3072; K3 w13's K = 3584 with
 // N cut to 768 to bound the CPU reference) with skewed loads: empty groups, a 1-row group, partial
 // last tiles, several tiles per group; the last tile reads past x's end (TMA zero fill). The load and
