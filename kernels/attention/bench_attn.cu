@@ -89,7 +89,9 @@ std::set<std::string> PROJ_KINDS;   // --proj-kinds bf16,fp8_tensor_scale,fp8_bl
 long PROJ_OWN_M_MAX = 4096;         // --proj-own-m-max: own FP8 GEMM rows up to this M (0: none)
 bool PROJ_OWN_TUNE = true;          // --proj-own-no-tune: the library heuristic's config only
 std::vector<std::array<int, 3>> PROJ_POINTS;  // --proj-point M:N:K[,...]: only these (FP8 block: cuBLASLt + own)
-std::vector<std::array<int, 3>> PROJ_OWN_CFGS;  // --proj-own-cfg BT:SPLIT[,...]: extra own rows with forced tile width / split (0 = auto)
+// --proj-own-cfg BT:SPLIT[:CLUSTER[:ROWS[:PIPE[:PDL]]]][,...]: extra own rows with a forced form (0 = the plan's choice)
+std::vector<std::array<int, 6>> PROJ_OWN_CFGS;
+std::set<long> PROJ_M_ONLY;  // --proj-m-only M[,...]: the dense projection sweeps at these M only (empty: the grid)
 using servesim::kernels::int_list;
 
 // "<variant>|<shape JSON>" of every row of TABLE_DIR/<op>.json (empty without --skip-existing)
@@ -331,10 +333,13 @@ int main(int argc, char** argv) {
     else if (a == "--proj-own-cfg" && i + 1 < argc) {
       std::stringstream ss(argv[++i]);
       for (std::string t; std::getline(ss, t, ',');) {
-        std::array<int, 3> v{};
-        if (std::sscanf(t.c_str(), "%d:%d:%d", &v[0], &v[1], &v[2]) < 2) { std::fprintf(stderr, "bad --proj-own-cfg %s\n", t.c_str()); return 2; }
+        std::array<int, 6> v{};
+        if (std::sscanf(t.c_str(), "%d:%d:%d:%d:%d:%d", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) < 2) { std::fprintf(stderr, "bad --proj-own-cfg %s\n", t.c_str()); return 2; }
         PROJ_OWN_CFGS.push_back(v);
       }
+    }
+    else if (a == "--proj-m-only" && i + 1 < argc) {
+      for (int m : int_list(argv[++i])) PROJ_M_ONLY.insert(m);
     }
     else if (a == "--proj-kinds" && i + 1 < argc) {
       std::stringstream ss(argv[++i]);
@@ -359,7 +364,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "usage: bench_attn --out DIR [--budget S] [--only op,...] [--quick] [--skip-existing DIR] "
                            "[--share-scale S] [--mla-heads 96] [--mla-decode-heads 128,64,...] [--mla-decode-no-legacy] [--proj-tp 8,4,2] [--proj-gemms kv_b] [--proj-m-max 16384] "
-                           "[--proj-kinds fp8_block_scale,...] [--proj-own-m-max 4096] [--proj-own-no-tune] [--proj-own-cfg BT:SPLIT[:CLUSTER],...] [--proj-point M:N:K,...]\n");
+                           "[--proj-kinds fp8_block_scale,...] [--proj-own-m-max 4096] [--proj-own-no-tune] [--proj-own-cfg BT:SPLIT[:CLUSTER[:ROWS[:PIPE[:PDL]]]],...] [--proj-m-only M,...] [--proj-point M:N:K,...]\n");
       return 2;
     }
   }

@@ -24,13 +24,30 @@ struct GemmDef {
 // PDL on and off, consumer pipelines 0-2); "old" over helper pj's forms (eighteenth session: pipe 0
 // only); "both": the new row plus a "<gemm>/fp8_block_scale_own_old" row tuned over the old forms
 // (same-run comparison; the merge script leaves *_old rows out of the tables).
+// Helper pj3 (twentieth session): "rule" = the plan's untuned choice launched with PDL (pipe from
+// PROJ_OWN_PIPE, default 0): one form per M range, as the tables should measure; PROJ_OWN_EXTRA (comma
+// list of old, rule, ts) adds rows "<gemm>/fp8_block_scale_own_<x>" beside the main one; "ts" = tuned over
+// the token-split form only (64-row weight tiles x bt 128: splits, reduction, pipe 0/1).
 std::string proj_own_set() {
   const char* e = std::getenv("PROJ_OWN_SET");
   return e && *e ? std::string(e) : std::string("new");
 }
-void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit = 0, int fcl = 0, bool old_forms = false) {
-  const std::string var = d.name + "/fp8_block_scale_own" + (old_forms ? "_old" : "") +
-                          (fbt || fsplit ? "_bt" + std::to_string(fbt) + "_s" + std::to_string(fsplit) + (fcl ? "_cl" : "") : std::string());
+enum class OwnMode { kNew, kOld, kRule, kTs };
+int proj_own_pipe() {
+  const char* e = std::getenv("PROJ_OWN_PIPE");
+  return e && *e ? std::atoi(e) : 0;
+}
+void bench_proj_own(OpRun& r, const GemmDef& d, long M, const std::array<int, 6>* fc = nullptr, OwnMode mode = OwnMode::kNew,
+                    const char* suffix = "") {
+  const bool old_forms = mode == OwnMode::kOld;
+  const int fbt = fc ? (*fc)[0] : 0, fsplit = fc ? (*fc)[1] : 0, fcl = fc ? (*fc)[2] : 0;
+  const int frows = fc ? (*fc)[3] : 0, fpipe = fc ? (*fc)[4] : (mode == OwnMode::kRule ? proj_own_pipe() : 0);
+  const int fpdl = fc ? (*fc)[5] : (mode == OwnMode::kRule ? 1 : 0);
+  const std::string var = d.name + "/fp8_block_scale_own" + suffix +
+                          (fc ? "_bt" + std::to_string(fbt) + "_s" + std::to_string(fsplit) + (fcl ? "_cl" : "") +
+                                    (frows ? "_r" + std::to_string(frows) : std::string()) +
+                                    (fpipe ? "_p" + std::to_string(fpipe) : std::string()) + (fpdl ? "_pdl" : "")
+                              : std::string());
   const double flops = 2.0 * M * d.N * d.K;
   const double bytes = 1.0 * M * d.K + 1.0 * d.N * d.K + 2.0 * M * d.N;
   auto X = std::make_shared<DevBuf<uint8_t>>();
@@ -43,7 +60,7 @@ void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit 
   if (d.attn_tp) shape["attn_tp"] = d.attn_tp;
   r.point(var, shape, {{"in", "fp8_e4m3"}, {"out", "bf16"}, {"scales", "fp8_block_scale"}}, flops, bytes,
           [&, X, W, XS, WS, Dd, Wk, extra]() {
-            Fp8DenseConfig c = fp8_dense_plan(static_cast<int>(M), d.N, d.K, fsplit, fbt, fcl);
+            Fp8DenseConfig c = fp8_dense_plan(static_cast<int>(M), d.N, d.K, fsplit, fbt, fcl, frows, fpdl, fpipe);
             (*extra)["kernel"] = "own_wgmma_splitk";
             const double wbytes = 1.0 * d.N * d.K;
             const int ns = nsets(wbytes + 1.0 * M * d.K, 16);
@@ -61,7 +78,7 @@ void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit 
             fill_uniform_f32(WS->p, WS->n, 0.5f, 2.f, seed());
             Dd->alloc(static_cast<size_t>(M) * d.N);
             const int Mi = static_cast<int>(M), KBl = d.K / 128;
-            if (!fbt && !fsplit && PROJ_OWN_TUNE) {
+            if (!fc && mode != OwnMode::kRule && PROJ_OWN_TUNE) {
               // per-shape tuning, as engines do offline: the heuristic's tile width and its neighbour,
               // splits {S, S/2, 2S, 1}, atomic or cluster reduction; each candidate timed as 3 x 20
               // back-to-back calls between events (best of 3), the fastest is then measured
@@ -75,6 +92,19 @@ void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit 
               // the staged weight scales (1); the winner is then also timed at the other pipes (old: 0 only)
               const int pdl = 1;
               auto pipe_of = [&](int rows, int bt) { return old_forms ? 0 : (bt > 128 || (rows == 128 && bt == 64) ? 1 : 2); };
+              if (mode == OwnMode::kTs) {  // the token-split form only: splits x reduction x pipe 0 / 1
+                const int s0 = fp8_dense_plan(Mi, d.N, d.K, 0, 128, 0, 64).split;
+                for (int sp : {s0, s0 / 2, s0 * 2, 1, 2, 4, 8})
+                  for (int cl : {0, 1})
+                    for (int pp : {0, 1}) {
+                      if (sp < 1 || sp > KBl || (cl && (sp < 2 || sp > 8))) continue;
+                      const Fp8DenseConfig k = fp8_dense_plan(Mi, d.N, d.K, sp, 128, cl, 64, pdl, pp);
+                      bool dup = false;
+                      for (const auto& o : cands) dup |= o.split == k.split && o.cluster == k.cluster && o.pipe == k.pipe;
+                      if (!dup) cands.push_back(k);
+                    }
+                bts.clear();
+              }
               for (int rows : {128, 64}) {
                 for (int bt : bts) {
                   if (rows == 64 && bt > 64) continue;
@@ -121,7 +151,7 @@ void bench_proj_own(OpRun& r, const GemmDef& d, long M, int fbt = 0, int fsplit 
                 if (t < best) { best = t; c = k; }
               };
               for (const auto& k : cands) time_cfg(k);
-              if (!old_forms) {  // the winner at the other consumer pipelines
+              if (mode == OwnMode::kNew) {  // the winner at the other consumer pipelines
                 const Fp8DenseConfig w0 = c;
                 for (int pp : {0, 1, 2})
                   if (pp != w0.pipe && !(pp == 2 && (w0.bt > 128 || (w0.rows == 128 && w0.bt == 64)))) {
@@ -171,6 +201,7 @@ void bench_proj(const std::string& op, const std::string& model, const std::vect
     for (GemmKind k : kinds)
       if (PROJ_KINDS.empty() || PROJ_KINDS.count(gemm_kind_name(k)))
       for (long M : d.only_m ? std::vector<long>{d.only_m} : qgrid(grid(1, PROJ_M_MAX)))
+        if (d.only_m || PROJ_M_ONLY.empty() || PROJ_M_ONLY.count(M))
         // --proj-m-max: leave out M whose activations and output would not fit beside the
         // rotated weights (60 GB cap, like mla_prefill's 40 GB of K/V)
         if (1.0 * M * d.K * d.batch * 2 + 2.0 * M * d.N * d.batch <= 60e9) pts.push_back({&d, k, M});
@@ -231,9 +262,14 @@ void bench_proj(const std::string& op, const std::string& model, const std::vect
     W->clear();
     if (p.k == GemmKind::kFP8Block && d.batch == 1 && !d.ldx && p.M <= PROJ_OWN_M_MAX) {
       const std::string set = proj_own_set();
-      bench_proj_own(r, d, p.M, 0, 0, 0, set == "old");
-      if (set == "both") bench_proj_own(r, d, p.M, 0, 0, 0, true);
-      for (const auto& c : PROJ_OWN_CFGS) bench_proj_own(r, d, p.M, c[0], c[1], c[2]);
+      bench_proj_own(r, d, p.M, nullptr, set == "old" ? OwnMode::kOld : set == "rule" ? OwnMode::kRule : OwnMode::kNew);
+      if (set == "both") bench_proj_own(r, d, p.M, nullptr, OwnMode::kOld, "_old");
+      const char* ex = std::getenv("PROJ_OWN_EXTRA");
+      const std::string extra = ex ? ex : "";
+      if (extra.find("old") != std::string::npos) bench_proj_own(r, d, p.M, nullptr, OwnMode::kOld, "_old");
+      if (extra.find("rule") != std::string::npos) bench_proj_own(r, d, p.M, nullptr, OwnMode::kRule, "_rule");
+      if (extra.find("ts") != std::string::npos) bench_proj_own(r, d, p.M, nullptr, OwnMode::kTs, "_ts");
+      for (const auto& c : PROJ_OWN_CFGS) bench_proj_own(r, d, p.M, &c);
     }
   }
   for (const auto& u : unsupported)

@@ -64,7 +64,8 @@ class GemmPlan {
 struct Fp8DenseConfig {
   int bt = 0, m_tiles = 0, n_tiles = 0, split = 1;
   bool cluster = false;  // split partials reduced in a thread-block cluster through DSMEM (split <= 8; no workspace)
-  int rows = 128;        // weight rows per CTA: 128 (two consumer warpgroups) or 64 (one; bt <= 64)
+  int rows = 128;        // weight rows per CTA: 128 (two consumer warpgroups) or 64 (one; bt <= 64; or, at bt 128,
+                         // two warpgroups x 64 tokens sharing the weight tile: helper pj3's token-split form, pipe 0 / 1)
   bool pdl = false;      // launched with programmatic dependent launch (see fp8_dense_gemm)
   int pipe = 0;          // consumer pipeline (pipe argument): 0 = weight scale by a global load one k-block ahead and
                          // the promotion after each k-block's wgmma; 1 = weight scales staged in shared memory with
@@ -76,8 +77,8 @@ struct Fp8DenseConfig {
 /// of the fp32 workspace; force_rows 64 / 128: weight rows per CTA, 0 = 64 where bt <= 64 and the
 /// 128-row tiles do not fill the SMs, else 128; pdl > 0: programmatic
 /// dependent launch; pipe 0 / 1 / 2: Fp8DenseConfig::pipe). Throws std::invalid_argument unless N % 8 == 0,
-/// K % 128 == 0, 1 <= split <= K/128 (<= 8 with the cluster reduction), rows in {64, 128}, bt <= 64 at
-/// 64 rows, pipe in 0..2, and at pipe 2 bt <= 128 and not bt 64 with 128 rows.
+/// K % 128 == 0, 1 <= split <= K/128 (<= 8 with the cluster reduction), rows in {64, 128}, bt <= 64 or 128 at
+/// 64 rows, pipe in 0..2, and at pipe 2 bt <= 128, not bt 64 with 128 rows, not bt 128 with 64 rows.
 Fp8DenseConfig fp8_dense_plan(int M, int N, int K, int force_split = 0, int force_bt = 0, int force_cluster = 0,
                               int force_rows = 0, int pdl = 0, int pipe = 0);
 /// Workspace bytes for a config (0 without split). The workspace must be zero-filled ONCE before

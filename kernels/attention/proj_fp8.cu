@@ -93,7 +93,12 @@ void dispatch(const void* x, const void* w, const DParams& p, const Fp8DenseConf
       case 8: launch<8, 64, PV>(x, w, p, c, s); break;
       case 16: launch<16, 64, PV>(x, w, p, c, s); break;
       case 32: launch<32, 64, PV>(x, w, p, c, s); break;
-      default: launch<64, 64, PV>(x, w, p, c, s); break;
+      case 64: launch<64, 64, PV>(x, w, p, c, s); break;
+      case 128:  // token split (helper pj3): two warpgroups x 64 tokens share the 64-row weight tile
+        if constexpr (PV != 2) launch<128, 64, PV>(x, w, p, c, s);
+        else throw std::invalid_argument("fp8_dense_gemm: pipe 2 has no bt 128 x 64-row form");
+        break;
+      default: throw std::invalid_argument("fp8_dense_gemm: 64-row weight tiles take bt <= 64 or 128");
     }
     return;
   }
@@ -140,11 +145,12 @@ Fp8DenseConfig fp8_dense_plan(int M, int N, int K, int force_split, int force_bt
     c.rows = c.bt <= 64 && t128 < sm_count() ? 64 : kRows;
   }
   if (c.rows != 64 && c.rows != 128) throw std::invalid_argument("fp8_dense_gemm: weight rows per tile must be 64 or 128");
-  if (c.rows == 64 && c.bt > 64) throw std::invalid_argument("fp8_dense_gemm: 64-row weight tiles need tile width <= 64");
+  if (c.rows == 64 && c.bt > 64 && c.bt != 128)
+    throw std::invalid_argument("fp8_dense_gemm: 64-row weight tiles need tile width <= 64 or 128");
   c.pdl = pdl > 0;
   if (pipe < 0 || pipe > 2) throw std::invalid_argument("fp8_dense_gemm: pipe must be 0, 1 or 2");
-  if (pipe == 2 && (c.bt > 128 || (c.rows == 128 && c.bt == 64)))
-    throw std::invalid_argument("fp8_dense_gemm: pipe 2 needs tile width <= 128, not 64 at 128 rows");
+  if (pipe == 2 && (c.bt > 128 || (c.rows == 128 && c.bt == 64) || (c.rows == 64 && c.bt == 128)))
+    throw std::invalid_argument("fp8_dense_gemm: pipe 2 needs tile width <= 128, not 64 at 128 rows nor 128 at 64 rows");
   c.pipe = pipe;
   c.m_tiles = (M + c.bt - 1) / c.bt;
   c.n_tiles = (N + c.rows - 1) / c.rows;

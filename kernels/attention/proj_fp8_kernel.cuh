@@ -6,6 +6,10 @@
 //   WR = 128: one weight-scale block per CTA, two consumer warpgroups x m64 (384 threads);
 //   WR = 64:  half a weight-scale block, one consumer warpgroup (256 threads), twice the tiles (fills
 //             the SMs at small M without split-K) and a deeper stage ring; two CTAs fit per SM.
+//   WR = 64, BT = 128 (helper pj3, twentieth session: "token split"): one 64-row weight tile shared by
+//             two consumer warpgroups, each taking 64 of the 128 token columns (acc + temporary 32 + 32
+//             floats), so M 65-128 streams each weight tile once (not once per 64-token tile); 4 stages,
+//             two CTAs per SM (setmaxnreg 32 / 104).
 //   CL = 1: no split or splits reduced by fp32 vector atomics into a workspace; CL = 2: the splits of
 //   a tile form one thread-block cluster and reduce through DSMEM (see proj_fp8.cu's header).
 // Programmatic dependent launch (PDL): every CTA triggers its dependents right after its prologue;
@@ -28,22 +32,30 @@ constexpr int kKB = 128;  // K per stage (= scale block)
 
 template <int BT, int WR, int PV = 0>
 struct DCfg {
-  static constexpr int kCons = WR / 64;               // consumer warpgroups
+  static constexpr bool kTS = WR == 64 && BT == 128;  // token split: the warpgroups share the weight tile
+  static constexpr int kCons = kTS ? 2 : WR / 64;     // consumer warpgroups
   static constexpr int kThreads = 128 * (1 + kCons);  // + the producer warpgroup
   static constexpr int kNC = 128 * kCons;             // consumer threads
-  static constexpr int kStages = WR == 64 ? (BT >= 64 ? 6 : 8)
+  static constexpr int kStages = kTS ? 4 : WR == 64 ? (BT >= 64 ? 6 : 8)
                                           : (BT >= 256 ? 4 : (BT == 128 ? 6 : (BT == 64 ? 4 : (BT == 32 ? 5 : 6))));
-  static constexpr int kHalf = BT > 128 ? 128 : BT;  // tokens per wgmma group (BT = 256: two halves)
-  static constexpr int kNH = BT / kHalf;
+  // tokens per wgmma group of a warpgroup (BT = 256: two halves; token split: its 64 columns)
+  static constexpr int kHalf = kTS ? 64 : (BT > 128 ? 128 : BT);
+  static constexpr int kNH = kTS ? 1 : BT / kHalf;
   static constexpr int kMinBlocks = WR == 64 ? 2 : (BT >= 128 ? 1 : 2);
-  static constexpr int kConsRegs = WR == 64 ? 0 : (BT >= 128 ? 232 : (BT == 64 ? 96 : 0));  // 0: no setmaxnreg
+  // 0: no setmaxnreg; 128 x kProdRegs + 256 x kConsRegs <= 384 x 80 (the 2-CTA/SM launch budget)
+  static constexpr int kConsRegs = kTS ? 104 : WR == 64 ? 0 : (BT >= 128 ? 232 : (BT == 64 ? 96 : 0));
+  static constexpr int kProdRegs = kTS ? 32 : 40;
+  static constexpr int kWOff = kTS ? 0 : 64 * 128;  // smem offset of a consumer warpgroup's weight rows
+  static constexpr int kXOff = kTS ? 64 * 128 : 0;  // ... and of its token columns
+  static constexpr int kTok = kTS ? 64 : 0;         // first token column of warpgroup 1
   static constexpr int kW = WR * kKB;
   static constexpr int kX = BT * kKB;
   static constexpr int kSx = ((BT * 4 + 127) / 128) * 128;  // activation scales of a stage (bytes)
   static constexpr int kS = kSx + (PV > 0 ? 16 : 0);          // PV > 0: + the stage's weight scale
   static constexpr int kTx = kW + kX;
   static constexpr int kSmem = kStages * (kW + kX + kS) + 2 * kStages * 8 + 16 + 1024;
-  static_assert(WR == 128 || (WR == 64 && BT <= 64), "64-row weight tiles take BT <= 64");
+  static_assert(WR == 128 || (WR == 64 && (BT <= 64 || BT == 128)), "64-row weight tiles take BT <= 64 or 128");
+  static_assert(!(kTS && PV == 2), "the token-split form has no overlapped promotion (registers)");
   static_assert(PV != 2 || BT <= 128, "the overlapped promotion takes one wgmma group (BT <= 128)");
 };
 
@@ -181,7 +193,7 @@ __global__ void __launch_bounds__(DCfg<BT, WR, PV>::kThreads, DCfg<BT, WR, PV>::
   pdl_trigger();
 
   if (warp < 4) {  // ---- producer warpgroup ----
-    if constexpr (C::kConsRegs > 0) mk::setmaxnreg_dec<40>();
+    if constexpr (C::kConsRegs > 0) mk::setmaxnreg_dec<C::kProdRegs>();
     if (tid == 0) {
       // weights of the first stages before the dependency wait (PDL: overlaps the previous kernel)
       const int pre = min(kb1 - kb0, C::kStages);
@@ -244,12 +256,12 @@ __global__ void __launch_bounds__(DCfg<BT, WR, PV>::kThreads, DCfg<BT, WR, PV>::
     if constexpr (PV == 0)
       if (kb + 1 < kb1) wnext = __ldg(wsp + kb + 1);
     mk::mbar_wait(&full[slot], (it / C::kStages) & 1);
-    const uint32_t wb = smem_u32(wring + slot * C::kW) + wg * (64 * 128);
+    const uint32_t wb = smem_u32(wring + slot * C::kW) + wg * C::kWOff;
     const float* xs = reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(sring) + slot * C::kS);
     if constexpr (PV > 0) wscale = xs[C::kSx / 4];
 #pragma unroll
     for (int h = 0; h < NH; ++h) {
-      const uint32_t xb = smem_u32(xring + slot * C::kX) + h * (HB * 128);
+      const uint32_t xb = smem_u32(xring + slot * C::kX) + h * (HB * 128) + wg * C::kXOff;
 #pragma unroll
       for (int i = 0; i < NA; ++i) mk::fence_operand(tmp[i]);
       mk::wgmma_fence();
@@ -262,7 +274,7 @@ __global__ void __launch_bounds__(DCfg<BT, WR, PV>::kThreads, DCfg<BT, WR, PV>::
       for (int i = 0; i < NA; ++i) mk::fence_operand(tmp[i]);
       float2 sc[HB / 8];
 #pragma unroll
-      for (int j = 0; j < HB / 8; ++j) sc[j] = *reinterpret_cast<const float2*>(xs + h * HB + 8 * j + 2 * tq);
+      for (int j = 0; j < HB / 8; ++j) sc[j] = *reinterpret_cast<const float2*>(xs + wg * C::kTok + h * HB + 8 * j + 2 * tq);
       if (h == NH - 1) {
         __syncwarp();
         if (lane == 0) mk::mbar_arrive(&empty[slot]);
@@ -303,7 +315,9 @@ __global__ void __launch_bounds__(DCfg<BT, WR, PV>::kThreads, DCfg<BT, WR, PV>::
       }
       const int f = idx / NC, t = idx % NC;
       const int h = f / (NA / 4), j = f - h * (NA / 4);
-      const int tl = t & 31, c0 = h * HB + 8 * j + 2 * (tl & 3), n0 = nt * WR + (t >> 5) * 16 + (tl >> 2);
+      const int tl = t & 31, tw = t >> 5;
+      const int c0 = (tw >> 2) * C::kTok + h * HB + 8 * j + 2 * (tl & 3);
+      const int n0 = nt * WR + (C::kTS ? (tw & 3) : tw) * 16 + (tl >> 2);
       bf16* yb = p.y + static_cast<size_t>(row0) * p.N;
       if (n0 < p.N) {
         if (c0 < rows) yb[static_cast<size_t>(c0) * p.N + n0] = __float2bfloat16_rn(v.x);
@@ -355,12 +369,12 @@ __global__ void __launch_bounds__(DCfg<BT, WR, PV>::kThreads, DCfg<BT, WR, PV>::
   constexpr int kLd = WR + 8;
   constexpr int kCh = WR / 8;  // 16-byte chunks per token row
   bf16* st = reinterpret_cast<bf16*>(smem);
-  const int n0 = cw * 16 + gq, n1 = n0 + 8;
+  const int n0 = (C::kTS ? (cw & 3) : cw) * 16 + gq, n1 = n0 + 8;
 #pragma unroll
   for (int h = 0; h < NH; ++h)
 #pragma unroll
     for (int j = 0; j < HB / 8; ++j) {
-      const int c0 = h * HB + 8 * j + 2 * tq;
+      const int c0 = wg * C::kTok + h * HB + 8 * j + 2 * tq;
       st[c0 * kLd + n0] = __float2bfloat16_rn(acc[h][4 * j + 0]);
       st[(c0 + 1) * kLd + n0] = __float2bfloat16_rn(acc[h][4 * j + 1]);
       st[c0 * kLd + n1] = __float2bfloat16_rn(acc[h][4 * j + 2]);

@@ -254,3 +254,21 @@ TEST(Proj, OwnFp8Pipe) {
                  {37, 200, 1536, 3, 32, 0, 64, 0, 1}},
                 2);
 }
+TEST(Proj, OwnFp8TokenSplit) {
+  SKIP_WITHOUT_GPU();
+  // helper pj3: 64-row weight tiles x bt 128 (two consumer warpgroups x 64 token columns share each weight
+  // tile; 4-stage ring): M 65..128 incl. partial token tiles, partial N tiles of 8 columns, odd / even /
+  // single k-block counts per split, the ring wrapped, atomic / cluster / no split, pipe 0 and 1, PDL bursts
+  own_fp8_cases({{65, 2112, 1024, 0, 128, 0, 64, 0, 0},      // heuristic split (33 tiles), atomic
+                 {72, 200, 2048, 3, 128, 0, 64, 1, 1},       // partial tile of 8 columns, 6 / 5 / 5 k-blocks, PDL
+                 {96, 328, 1536, 1, 128, 0, 64, 0, 1},       // no split, 12 k-blocks (ring of 4 wraps 3 times)
+                 {112, 704, 7168, 2, 128, 1, 64, 1, 0},      // cluster of 2, 28 k-blocks each, PDL
+                 {128, 384, 1152, 3, 128, 1, 64, 0, 1},      // 9 k-blocks: 3 per split (odd), cluster
+                 {128, 4096, 1024, 0, 128, 0, 64, 1, 1},     // 64 tiles, heuristic split, PDL
+                 {100, 136, 640, 5, 128, 0, 64, 0, 0},       // one k-block per split, partial N tile
+                 {200, 256, 1024, 2, 128, 0, 64, 0, 1},      // M > 128: two token tiles, the second partial
+                 {127, 64, 384, 1, 128, 0, 64, 1, 1},        // 3 k-blocks, one tile, PDL
+                 {80, 2112, 7168, 7, 128, 1, 64, 1, 1},      // 7-CTA cluster, 8 k-blocks each, PDL
+                 {121, 1032, 2048, 4, 128, 1, 64, 0, 0}},    // 17 tiles (last of 8 columns), cluster of 4
+                2);
+}
