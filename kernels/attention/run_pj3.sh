@@ -40,6 +40,7 @@ if [ "${SANITIZE:-1}" = 1 ]; then
   for tool in memcheck synccheck; do echo "=== $tool"; grep -E "ERROR SUMMARY|^exit|PASSED|FAILED" "$OUT/sanitizer_$tool.txt"; done | tee "$OUT/sanitizer.txt"
   echo "sanitizers done after $(( $(date +%s) - T0 )) s"
 fi
+[ -z "${POINTS:-}" ] && [ -n "${POINTS_FILE:-}" ] && POINTS=$(cat "$POINTS_FILE")
 if [ -n "${POINTS:-}" ]; then
   PROJ_OWN_SET=old PROJ_OWN_EXTRA=${POINT_EXTRA:-rule,ts} timeout $(( $(left) < 200 ? $(left) : 200 )) "$B/bench_attn" --out "$OUT/tables" \
     --budget ${POINTS_S:-170} --share-scale 1.5 --only dense_proj_fp8_points --proj-point "$POINTS" \
