@@ -209,11 +209,12 @@ int choose_kernel(int v, int bt, int K, long long x_rows, int N = 0, int max_til
   // DSV4-Flash w13 G = 8, also 256 CTAs, falls under the same rule but was not measured). The rule counts the
   // launched grid, idle CTAs included: the whole-layer bench passes w4a16_max_tiles() (an upper bound), the GEMM bench
   // the exact tiles, so the two could choose differently within a few CTAs of 2 per SM (no table point is there).
-  // At BT 16 kernel 20 computed WRONG values (rel L2 0.1-0.3, w4g call 1) and at BT 32 it is slower (4 stages,
-  // C7512): kernel 17 there. 21 = 20 without the grid rule (kernel 20 at every BT 8 grid: tests, comparisons)
+  // At BT 16 kernel 20 computed WRONG values in w4g call 1 (rel L2 0.1-0.3: ptxas read the accumulators before the
+  // last wait_group; fixed in NOTES.md §20 by peeling the last stage) and at BT 32 it is slower (4 stages, C7512):
+  // kernel 17 there under 20. 21 = kernel 20 at every BT 8 and BT 16 grid (no grid rule: tests, comparisons)
   if (v == 17 || v == 18 || v == 19 || v == 20 || v == 21) {
     if (bt == 256 && x_rows > 0) return v == 18 ? 18 : 15;
-    if (v == 21 && bt == 8 && K % 256 == 0) return 20;
+    if (v == 21 && (bt == 8 || bt == 16) && K % 256 == 0) return 20;
     if (v == 20 && bt == 8 && K % 256 == 0 &&
         (N <= 0 || max_tiles <= 0 || static_cast<long long>(N / kRowsPerCta) * max_tiles > 2ll * sm_count())) return 20;
     if (bt <= 32 && K % 256 == 0) return v == 19 ? 19 : 17;
@@ -254,7 +255,7 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
     case 17: if constexpr (BT <= 32) { launch_decode<BT, 2, 1>(p, max_tiles, stream); return; } break;
     case 18: if constexpr (BT == 256) { launch_prefill_pw<BT, 3, false, 1>(p, max_tiles, x_rows, stream); return; } break;
     case 19: if constexpr (BT <= 32) { launch_decode<BT, 2, 2>(p, max_tiles, stream); return; } break;
-    case 20: if constexpr (BT == 8) { launch_decode3<BT>(p, max_tiles, stream); return; } break;
+    case 20: if constexpr (BT == 8 || BT == 16) { launch_decode3<BT>(p, max_tiles, stream); return; } break;
     default: break;
   }
   throw std::logic_error("w4a16: choose_kernel gave a kernel not built for this tile width");

@@ -12,9 +12,16 @@
 // commit -> wait_group 1. So 2 x 16 A registers (as variant 6, KS = 1) with variant 5's per-stage
 // barrier cost, and __launch_bounds__(288, 3) (<= 72 registers) with a stage ring that fits 3 CTAs in
 // 228 KB of shared memory (<= 75 KB each: 7 stages at BT 8, 5 at BT 16, 4 at BT 32).
-// ONLY BT 8 IS USED: at BT 16 this kernel computed wrong values (rel L2 0.1-0.3, w4g call 1, cause not found; it
-// fails at K = 512 too, so not the ring's reuse) and at BT 32 it is slower; gemm_w4a16.cu's dispatch and
-// launch_bt instantiate it at BT 8 only. Tested at bt 8 at K 512 / 1024 / 1536 / 3072 (not yet at 3584 / 7168).
+// BT 8 and 16 are instantiated (gemm_w4a16.cu's launch_bt); BT 32 is slower (4 stages, ptxas C7512) and not used.
+// THE BT-16 BUG (NOTES.md §20, w4h): the first form waited for the last wgmma group with wgmma.wait_group 0 AFTER the
+// k-loop, in the loop's exit block. The PTX is in order (wait_group 0, then the cvt of the accumulators), but ptxas
+// (CUDA 13.0) scheduled the accumulator reads (F2FP.BF16 of R24-R31) ABOVE the WARPGROUP.DEPBAR.LE gsb0, 0x0 at BT 16
+// (w4g call 1's SASS; at BT 8 it happened to keep them below; BT 32 is serialised), so the epilogue read the
+// accumulators while the last k-block's group was still in flight: the output missed (part of) the last 64-wide
+// k-block, rel L2 ~0.85 x sqrt(64 / K) (0.29 / 0.17 / 0.11 at K 512 / 1536 / 3584, as measured). ptxas apparently
+// does not count the loop-carried accumulators as in flight in the exit block (the zero-trip path joins there).
+// The fix is kernel 17's structure: the last stage is peeled out of the loop and its k-block-1 group is waited with
+// wait_group 0 right after its commit, in the same straight-line code as its wgmmas and before the epilogue.
 #pragma once
 
 namespace servesim::kernels::moe {
@@ -131,7 +138,10 @@ __global__ void __launch_bounds__(kDecThreads, 3) w4a16_decode3_kernel(const Par
     for (int q = 0; q < 4; ++q) acc[i][q] = 0.f;
   uint32_t a0[4][4], a1[4][4];
 
-  for (int kb = 0; kb < KB; ++kb) {
+  // one stage; `last` (std::integral_constant<bool>): the final stage, whose k-block-1 group is waited to
+  // completion right after its commit (see the header: a wait_group 0 after the loop let ptxas read the
+  // accumulators before it at BT 16)
+  auto stage = [&](int kb, auto last) {
     const int slot = kb % S;
     mbar_wait(&full[slot], (kb / S) & 1);
     const uint8_t* wst = ws + slot * C::kW;
@@ -143,9 +153,13 @@ __global__ void __launch_bounds__(kDecThreads, 3) w4a16_decode3_kernel(const Par
     __syncwarp();
     if (lane == 0 && kb > 0) mbar_arrive(&empty[(kb - 1) % S]);
     decode3_kblock<BT>(wst + kWBlockBytes, xlo + static_cast<uint32_t>(C::kXSub >> 4), warp, lane, gq, a1, acc);
-    wgmma_wait<1>();  // k-block 0's group complete: a0 free
-  }
-  wgmma_wait<0>();
+    if constexpr (decltype(last)::value) wgmma_wait<0>();  // every group complete: the accumulators are final
+    else wgmma_wait<1>();                                  // k-block 0's group complete: a0 free
+  };
+  using NotLast = std::integral_constant<bool, false>;
+  using Last = std::integral_constant<bool, true>;
+  for (int kb = 0; kb < KB - 1; ++kb) stage(kb, NotLast{});
+  stage(KB - 1, Last{});  // KB >= 2 (K % 256 == 0)
 #pragma unroll
   for (int i = 0; i < BT / 8; ++i)
 #pragma unroll
