@@ -13,9 +13,9 @@
 #     between the 2 repetitions);
 #  5. gate (bt 16): tests + memcheck pass, per repetition the median over the 7 shapes x m 9-16 of event t(21)/t(17) < 1,
 #     and at every one of those points min-over-repetitions t(21)/t(17) <= 1/0.97.
-# CALL=2 (the new default 20 = kernel 20 at bt 16 too): 1 / 2 / 3 with the decode suites only, then the bt-16 decode
-#  keys of moe_grouped_gemm_w4a16 (m 12 / 16, G 8 / 24 / 28 / 32) swept under 17 and under 20, then the whole-layer
-#  tables (`--only moe_layer_k3,moe_layer_dsv4 --w4-variants 20`).
+# CALL=2 (the new default 20 = kernel 20 at bt 16 too): 1 and 3 with the decode suites only (2 with MEMCHECK=1), then the
+#  whole-layer tables (`--only moe_layer_k3,moe_layer_dsv4 --w4-variants 20`), then the bt-16 decode keys of
+#  moe_grouped_gemm_w4a16 (m 12 / 16, G 8 / 24 / 28 / 32) swept under 20 and then under 17 (same-run reference).
 # Reproduce: OUT=/tmp/out BIN=<dir with test_moe, bench_moe> CALL=1 bash kernels/moe/run_w4h.sh
 set -u
 BIN=${BIN:-build-carry/w4h}; OUT=${OUT:-/tmp/w4h-out}; GUARD_S=${GUARD_S:-200}; SHARDS=${SHARDS:-4}; CALL=${CALL:-1}
@@ -55,7 +55,7 @@ shards() {
   echo "tests done, ok=$TESTS_OK $(el)"
   grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|Failure|SEED" "$OUT/test.txt" | cut -c1-200 | head -24
   echo "max rel L2 per variant (bt):"; awk '/w4a16 v=/{v="";b="";for(i=1;i<=NF;i++){if($i~/^v=/){split($i,a,"=");v=a[2]} if($i~/^bt=/){split($i,a,"=");b=a[2]; sub(/:$/,"",b)}}; k="v" v " bt " b; e=$NF+0; if (e>m[k]) m[k]=e; n[k]++} END{for (k in m) print "  " k ": " n[k] " checks, max " m[k]}' "$OUT/test.txt" | sort -V
-  if [ $TESTS_OK = 1 ] && left; then
+  if [ $TESTS_OK = 1 ] && [ "${MEMCHECK:-1}" = 1 ] && left; then
     echo "== memcheck (2 shards) $F2 $(el)"
     shards memcheck "$F2" 2 "$(tmo ${MEMCHECK_S:-80})" compute-sanitizer --tool memcheck --error-exitcode 9 || TESTS_OK=0
     echo "memcheck done, ok=$TESTS_OK $(el)"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.txt" | head -6
@@ -108,7 +108,14 @@ PY
     echo "GATE=$GATE"
   fi
   if [ "$CALL" = 2 ] && [ $TESTS_OK = 1 ]; then
-    for tv in 17 20; do
+    if left; then
+      echo "== whole-layer tables, default 20 $(el)"
+      TS=$(tmo ${LAYER_S:-70})
+      timeout $TS "$BIN/bench_moe" --out "$OUT/tables_layers" --only moe_layer_k3,moe_layer_dsv4 --w4-variants 20 \
+        --deadline-s $((TS > 15 ? TS - 5 : 10)) > "$OUT/bench_layers.txt" 2>&1
+      echo "layers exit: $? $(el)"; grep -E "section|SKIPPED" "$OUT/bench_layers.txt" | head -5
+    fi
+    for tv in 20 17; do
       left || continue
       echo "== table sweep v$tv bt-16 decode keys (m 12 / 16) $(el)"
       TS=$(tmo ${TABLE_DEC_S:-30})
@@ -116,13 +123,6 @@ PY
         --w4-variants "$tv" --w4-min-m 9 --w4-max-m 16 --w4-experts 8,28,24,32 --w4-max-rows 98304 > "$OUT/bench_table_dec_v$tv.txt" 2>&1
       echo "table sweep dec v$tv exit: $? $(el)"; grep -cE '"variant"' "$OUT/tables_dec_v$tv/moe_grouped_gemm_w4a16.json" 2>/dev/null
     done
-    if left; then
-      echo "== whole-layer tables, default 20 $(el)"
-      TS=$(tmo ${LAYER_S:-90})
-      timeout $TS "$BIN/bench_moe" --out "$OUT/tables_layers" --only moe_layer_k3,moe_layer_dsv4 --w4-variants 20 \
-        --deadline-s $((TS > 15 ? TS - 5 : 10)) > "$OUT/bench_layers.txt" 2>&1
-      echo "layers exit: $? $(el)"; grep -E "section|SKIPPED" "$OUT/bench_layers.txt" | head -5
-    fi
   fi
   nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
   echo "== done $(el)"
