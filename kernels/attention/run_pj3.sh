@@ -28,7 +28,7 @@ for b in test_proj bench_attn; do [ -x "/tmp/pj3bin/$b" ] || { mkdir -p /tmp/pj3
 B=/tmp/pj3bin
 export SERVESIM_COMMIT=${SERVESIM_COMMIT:-$(cat "$BIN/COMMIT" 2>/dev/null || echo unknown)}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$OUT/test.txt"
-timeout $(( $(left) < 150 ? $(left) : 150 )) "$B/test_proj" 2>&1 | grep -E "attn-test|OK \]|FAILED|PASSED|SKIPPED|Failure|Expected|Which is|error|what" >> "$OUT/test.txt"
+[ "${TESTS:-1}" = 1 ] && timeout $(( $(left) < 150 ? $(left) : 150 )) "$B/test_proj" 2>&1 | grep -E "attn-test|OK \]|FAILED|PASSED|SKIPPED|Failure|Expected|Which is|error|what" >> "$OUT/test.txt"
 grep -E "PASSED|FAILED" "$OUT/test.txt"
 echo "tests done after $(( $(date +%s) - T0 )) s"
 if [ "${SANITIZE:-1}" = 1 ]; then
@@ -62,6 +62,23 @@ if [ -n "${SWEEP_ONLY:-}" ]; then
     --proj-kinds fp8_block_scale ${SWEEP_M:+--proj-m-only "$SWEEP_M"} ${SWEEP_ARGS:-} > "$OUT/sweep.log" 2>&1
   echo "sweep exit $?"
   grep -E "^== |summary|skipped" "$OUT/sweep.log" | tail -20
+fi
+# NCU_RUNS=M:N:K:S,...: ncu of the plan's default (no PDL) and of the token-split form at split S (pipe 1, no PDL)
+if [ -n "${NCU_RUNS:-}" ] && command -v ncu >/dev/null; then
+  for pt in ${NCU_RUNS//,/ }; do
+    IFS=: read -r M N K S <<< "$pt"
+    for form in default ts; do
+      [ "$(left)" -lt 30 ] && { echo "guard: ncu $pt $form skipped"; continue; }
+      if [ $form = ts ]; then re="fp8_dense_kernelILi128ELi1ELi64ELi1E"; else re="${NCU_DEFAULT_RE:-fp8_dense_kernelILi64ELi1ELi64ELi0E}"; fi
+      f="$OUT/ncu_${M}x${N}x${K}_$form.txt"
+      timeout 90 ncu --clock-control none --kernel-name-base mangled -k "regex:$re" --launch-skip 3 --launch-count 1 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats --section LaunchStats \
+        --metrics dram__bytes_read.sum,lts__t_bytes.sum \
+        "$B/bench_attn" --out /tmp/ncu_tables_$form --budget 20 --only dense_proj_fp8_points --proj-own-no-tune --proj-point "$M:$N:$K" \
+        --proj-own-cfg "128:$S:0:64:1:0" > "$f" 2>&1
+      echo "== ncu $pt $form"; grep -E "Duration|DRAM Throughput|dram__bytes_read|lts__t_bytes|L2 Hit|Memory Throughput|Achieved Occupancy|Grid Size|Block Size|Registers Per|Waves" "$f" | head -14
+    done
+  done
 fi
 tar czf "$OUT/tables.tar.gz" -C "$OUT" tables && rm -rf "$OUT/tables"
 echo "total $(( $(date +%s) - T0 )) s"
