@@ -16,6 +16,8 @@
 # CALL=2 (the new default 20 = kernel 20 at bt 16 too): 1 and 3 with the decode suites only (2 with MEMCHECK=1), then the
 #  whole-layer tables (`--only moe_layer_k3,moe_layer_dsv4 --w4-variants 20`), then the bt-16 decode keys of
 #  moe_grouped_gemm_w4a16 (m 12 / 16, G 8 / 24 / 28 / 32) swept under 20 and then under 17 (same-run reference).
+# Call 2 as run (w4h): CALL=2 MEMCHECK=0 TESTS_LAST=1 SWEEP_VARIANTS=20 SHARDS=4 GUARD_S=80 F1=<the decode tests of the
+# default> (measurements first, the tests in what is left of the guard: the device-second cap was nearly spent).
 # Reproduce: OUT=/tmp/out BIN=<dir with test_moe, bench_moe> CALL=1 bash kernels/moe/run_w4h.sh
 set -u
 BIN=${BIN:-build-carry/w4h}; OUT=${OUT:-/tmp/w4h-out}; GUARD_S=${GUARD_S:-200}; SHARDS=${SHARDS:-4}; CALL=${CALL:-1}
@@ -50,11 +52,14 @@ shards() {
     F1=${F1:-'MoeHost.*:PermuteDequant/*:W4A16Dequant.*:W4A16Decode17.*:W4A16Decode20.*:Variants/W4A16PermuteTest*'}
   fi
   F2=${F2:-'W4A16Decode17.*:W4A16Decode20.*:PermuteDequant/W4A16Test.MatchesDoubleReference/3:PermuteDequant/W4A16Test.MatchesDoubleReference/4:PermuteDequant/W4A16Test.MatchesDoubleReference/8:PermuteDequant/W4A16Test.MatchesDoubleReference/9:Variants/W4A16PermuteTest.K3ShapeAfterDevicePermute/18:Variants/W4A16PermuteTest.K3ShapeAfterDevicePermute/19'}
+  run_tests() {
   echo "== tests ($SHARDS shards) $F1 $(el)"
   shards test "$F1" "$SHARDS" "$(tmo ${TEST1_S:-110})" || TESTS_OK=0
   echo "tests done, ok=$TESTS_OK $(el)"
   grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|Failure|SEED" "$OUT/test.txt" | cut -c1-200 | head -24
   echo "max rel L2 per variant (bt):"; awk '/w4a16 v=/{v="";b="";for(i=1;i<=NF;i++){if($i~/^v=/){split($i,a,"=");v=a[2]} if($i~/^bt=/){split($i,a,"=");b=a[2]; sub(/:$/,"",b)}}; k="v" v " bt " b; e=$NF+0; if (e>m[k]) m[k]=e; n[k]++} END{for (k in m) print "  " k ": " n[k] " checks, max " m[k]}' "$OUT/test.txt" | sort -V
+  }
+  [ "${TESTS_LAST:-0}" = 1 ] || run_tests
   if [ $TESTS_OK = 1 ] && [ "${MEMCHECK:-1}" = 1 ] && left; then
     echo "== memcheck (2 shards) $F2 $(el)"
     shards memcheck "$F2" 2 "$(tmo ${MEMCHECK_S:-80})" compute-sanitizer --tool memcheck --error-exitcode 9 || TESTS_OK=0
@@ -107,7 +112,7 @@ PY
     echo "gate t(21)/t(17) at bt 16: $GATE"; GATE=${GATE%% *}; [ $TESTS_OK = 1 ] || GATE=0
     echo "GATE=$GATE"
   fi
-  if [ "$CALL" = 2 ] && [ $TESTS_OK = 1 ]; then
+  if [ "$CALL" = 2 ]; then
     if left; then
       echo "== whole-layer tables, default 20 $(el)"
       TS=$(tmo ${LAYER_S:-70})
@@ -115,7 +120,7 @@ PY
         --deadline-s $((TS > 15 ? TS - 5 : 10)) > "$OUT/bench_layers.txt" 2>&1
       echo "layers exit: $? $(el)"; grep -E "section|SKIPPED" "$OUT/bench_layers.txt" | head -5
     fi
-    for tv in 20 17; do
+    for tv in ${SWEEP_VARIANTS:-20 17}; do
       left || continue
       echo "== table sweep v$tv bt-16 decode keys (m 12 / 16) $(el)"
       TS=$(tmo ${TABLE_DEC_S:-30})
@@ -124,6 +129,7 @@ PY
       echo "table sweep dec v$tv exit: $? $(el)"; grep -cE '"variant"' "$OUT/tables_dec_v$tv/moe_grouped_gemm_w4a16.json" 2>/dev/null
     done
   fi
+  [ "${TESTS_LAST:-0}" = 1 ] && run_tests
   nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
   echo "== done $(el)"
 } 2>&1 | tee "$LOG"
