@@ -141,7 +141,9 @@ TEST(Ops, V4PrefillTableRowsAreTheEnginesRowCounts) {
       Fixture& f = topk == 512 || op == AttentionOp::swa ? flash : pro;
       const AttentionSpec& a = f.m.attention_kinds[attention_kind(f.m, op)];
       ASSERT_EQ(a.window_tokens, w) << file;
-      if (op == AttentionOp::csa) ASSERT_EQ(a.indexer_topk, topk) << file;
+      if (op == AttentionOp::csa) {
+        ASSERT_EQ(a.indexer_topk, topk) << file;
+      }
       std::vector<Op> ops;
       f.step->attention_ops(attention_kind(f.m, op), {{static_cast<long long>(N), static_cast<long long>(P), false}}, Phase::prefill, ops);
       const Op& o = costmodel_test::find_op(ops, op == AttentionOp::csa ? OpKind::csa_attn : op == AttentionOp::hca ? OpKind::hca_attn : OpKind::swa_attn);
@@ -284,6 +286,56 @@ TEST(StepCost, FinishIsTheSameWhateverWasPricedBefore) {
   const StepTime many_fresh = fresh3.finish(fresh3.attention_part(many, Phase::prefill), Phase::prefill, 5);
   EXPECT_GT(few_first.expert_load, many_fresh.expert_load);
   same(many_after, many_fresh);
+}
+
+// KDA's recurrent state has a fixed size, so a KDA kind's attention is a function of the tokens
+// and sequences alone (StepCostModel::KdaKey memoises it): the same counts at other contexts give
+// the same seconds, the MLA kind beside it does not, and whatever was priced before, or how many
+// other shapes went through the memos in between (the FFN memo is direct-mapped: a collision
+// recomputes), a step's parts and finish() are what a fresh model gives.
+TEST(StepCost, KdaAttentionIgnoresTheContextAndTheMemosChangeNothing) {
+  const ModelSpec m = test::model("kimi-k3");
+  auto cost = std::make_shared<RooflineCostModel>(test::gpu("h200"));
+  InstanceShape shape{32, 8, 0, 0.0, true};
+  shape.expert_skew = true;
+  const int kda = attention_kind(m, AttentionOp::kda), mla = attention_kind(m, AttentionOp::mla);
+  std::vector<Op> ops;
+  StepCostModel probe(m, cost, FabricParams{}, shape, 0.0);
+  probe.attention_ops(kda, {{1, 70000, true}, {1, 300, true}}, Phase::decode, ops);
+  for (const Op& o : ops) EXPECT_EQ(o.ctx_sum + o.ctx_max, 0.0) << "KDA ops carry no context";
+  const int dp = 4;  // EP 32 / attention TP 8
+  auto batch = [&](long long ctx0) {
+    std::vector<std::vector<SeqWork>> b(dp);
+    for (int r = 0; r < dp; ++r)
+      for (int i = 0; i < 6 + r; ++i) b[static_cast<size_t>(r)].push_back({1, ctx0 + 1000 * i + 37 * r, true});
+    return b;
+  };
+  StepCostModel fresh(m, cost, FabricParams{}, shape, 0.0), used(m, cost, FabricParams{}, shape, 0.0);
+  const StepParts short_ctx = used.attention_part(batch(2000), Phase::decode);
+  // many other FFN shapes through `used`'s memo (2^17 > its 2^16 slots)
+  StepParts other = used.attention_part(batch(5000), Phase::decode);
+  for (int i = 0; i < (1 << 17); ++i) {
+    other.Tmax = 1 + i, other.Ttot = 4 * (1 + i);
+    (void)used.finish(other, Phase::decode, i % 7);
+  }
+  const StepParts long_used = used.attention_part(batch(90000), Phase::decode);
+  const StepParts long_fresh = fresh.attention_part(batch(90000), Phase::decode);
+  EXPECT_EQ(short_ctx.attn[static_cast<size_t>(kda)], long_used.attn[static_cast<size_t>(kda)]);
+  EXPECT_LT(short_ctx.attn[static_cast<size_t>(mla)], long_used.attn[static_cast<size_t>(mla)]);
+  for (size_t a = 0; a < m.attention_kinds.size(); ++a) {
+    EXPECT_EQ(long_used.attn[a], long_fresh.attn[a]) << a;
+    EXPECT_EQ(long_used.attn_extra[a], long_fresh.attn_extra[a]) << a;
+    EXPECT_EQ(long_used.attn_kernels[a], long_fresh.attn_kernels[a]) << a;
+  }
+  EXPECT_EQ(long_used.source, long_fresh.source);
+  EXPECT_EQ(long_used.extrapolated_ops, long_fresh.extrapolated_ops);
+  for (int sample : {0, 3}) {
+    const StepTime u = used.finish(long_used, Phase::decode, sample), f = fresh.finish(long_fresh, Phase::decode, sample);
+    EXPECT_EQ(u.total_s, f.total_s);
+    EXPECT_EQ(u.ffn_s, f.ffn_s);
+    EXPECT_EQ(u.comm_s, f.comm_s);
+    EXPECT_EQ(u.a2a_inter_bytes_gpu, f.a2a_inter_bytes_gpu);
+  }
 }
 
 // The step's extrapolated seconds (StepTime::extrapolated_s): an op answered `extrapolated` counts
