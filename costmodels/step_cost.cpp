@@ -280,6 +280,9 @@ void StepCostModel::attention_ops(int ai, const std::vector<SeqWork>& seqs, Phas
     c.ctx_max = std::max(c.ctx_max, L);
   }
   if (c.S == 0) return;
+  // KDA's recurrent state has a fixed size: none of its ops depends on the context, and they
+  // carry none, so that their price is a function of (tokens, sequences) (StepCostModel::KdaKey)
+  if (a.op == AttentionOp::kda) c.ctx_sum = 0, c.ctx_max = 0;
   const double T = c.T, S = c.S, H = c.H, ctx_sum = c.ctx_sum, ctx_max = c.ctx_max;
   const double hidden = model_.hidden;
   const bool decode = c.decode = phase == Phase::decode;

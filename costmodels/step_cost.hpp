@@ -180,7 +180,7 @@ class StepCostModel {
   mutable std::vector<SeqWork> halves_[2];  // a decode rank's sequences split into the two micro-batches
   // One FFN layer's priced parts, a pure function of (ffn kind, micro-batches, Tm, Tt, sample):
   // finish() memoises them (decode steps repeat the same token counts and samples millions of
-  // times). Cleared when it reaches kFfnMemoMax entries; values are bit-for-bit what pricing gives.
+  // times); values are bit-for-bit what pricing gives.
   struct FfnKey {
     int ffn, mb, sample, seq;  // seq: ExpertLoad::seq_key of the step's sequences
     double tm, tt;
@@ -197,12 +197,38 @@ class StepCostModel {
     Provenance source = Provenance::roofline;
     std::uint32_t extrapolated_ops = 0;
   };
-  static constexpr size_t kFfnMemoMax = size_t{1} << 18;
-  mutable std::unordered_map<FfnKey, FfnLayer, FfnKeyHash> ffn_memo_;
-  const FfnLayer& ffn_layer(int f, double mb, double Tm, double Tt, double seqs, int sample) const;
+  // direct-mapped (a slot per hash; a collision recomputes): one probe, no allocation
+  struct FfnSlot {
+    FfnKey key{-1, 0, 0, 0, 0, 0};
+    FfnLayer layer;
+  };
+  static constexpr size_t kFfnMemoSlots = size_t{1} << 16;
+  mutable std::vector<FfnSlot> ffn_memo_;
+  FfnLayer ffn_layer(int f, double mb, double Tm, double Tt, double seqs, int sample) const;
   double sum_ops(const std::vector<Op>& ops, StepTime& st, double& extra) const;
   double host_seconds(int kernels, double gpu_s, int syncs) const;
   double rank_attention_s(int a, const std::vector<SeqWork>& seqs, Phase phase, bool split, StepTime& st, double& extra, int& kernels) const;
+  /// One micro-batch's attention of a KDA kind, a pure function of (kind, phase, tokens,
+  /// sequences): KDA's recurrent state is a fixed size per sequence, so none of its ops (the
+  /// projections, short conv, KDA core, norms: kda_ops) reads the context; the ops carry no
+  /// context (ctx_sum = ctx_max = 0) so that no cost model can make them depend on it. Decode
+  /// re-prices every DP rank whenever its batch moved; this keeps the unchanged ranks' KDA halves.
+  struct KdaKey {
+    int kind, phase;
+    double tokens, seqs;
+    bool operator==(const KdaKey& o) const { return kind == o.kind && phase == o.phase && tokens == o.tokens && seqs == o.seqs; }
+  };
+  struct KdaKeyHash {
+    size_t operator()(const KdaKey& k) const;
+  };
+  struct AttnPrice {
+    double s = 0, extra = 0;
+    int kernels = 0;
+    Provenance source = Provenance::roofline;
+    std::uint32_t extrapolated_ops = 0;
+  };
+  static constexpr size_t kKdaMemoMax = size_t{1} << 16;
+  mutable std::unordered_map<KdaKey, AttnPrice, KdaKeyHash> kda_memo_;
   double lm_head_seconds(double rows, int calls, StepTime& st, int& kernels) const;
 };
 

@@ -109,14 +109,36 @@ StepParts StepCostModel::attention_part(const std::vector<std::vector<SeqWork>>&
 double StepCostModel::rank_attention_s(int a, const std::vector<SeqWork>& seqs, Phase phase, bool split, StepTime& st, double& extra,
                                        int& kernels) const {
   double t = 0;
+  const bool kda = model_.attention_kinds[static_cast<size_t>(a)].op == AttentionOp::kda;
   auto price = [&](const std::vector<SeqWork>& part) {
-    double tokens = 0, e = 0;
+    double tokens = 0;
     for (const auto& s : part) tokens += static_cast<double>(s.new_tokens);
-    scratch_.clear();
-    attention_ops(a, part, phase, scratch_);
-    t += sum_ops(scratch_, st, e) + allreduce_time(fabric_, shape_.attn_tp, tokens * model_.hidden * kAct);
-    extra += e;
-    for (const auto& o : scratch_) kernels += kernels_of(o);
+    const KdaKey key{a, static_cast<int>(phase), tokens, static_cast<double>(part.size())};
+    AttnPrice* hit = nullptr;
+    if (kda) {
+      auto it = kda_memo_.find(key);
+      if (it != kda_memo_.end()) hit = &it->second;
+    }
+    AttnPrice p;
+    if (hit) {
+      p = *hit;
+    } else {
+      StepTime pst;
+      pst.source = static_cast<Provenance>(0);
+      scratch_.clear();
+      attention_ops(a, part, phase, scratch_);
+      p.s = sum_ops(scratch_, pst, p.extra) + allreduce_time(fabric_, shape_.attn_tp, tokens * model_.hidden * kAct);
+      for (const auto& o : scratch_) p.kernels += kernels_of(o);
+      p.source = pst.source, p.extrapolated_ops = pst.extrapolated_ops;
+      if (kda) {
+        if (kda_memo_.size() >= kKdaMemoMax) kda_memo_.clear();
+        kda_memo_.emplace(key, p);
+      }
+    }
+    t += p.s;
+    extra += p.extra;
+    kernels += p.kernels;
+    st.source = worse(st.source, p.source), st.extrapolated_ops |= p.extrapolated_ops;
   };
   if (!split) {
     price(seqs);
@@ -139,6 +161,15 @@ double StepCostModel::host_seconds(int kernels, double gpu_s, int syncs) const {
   return h + std::max(0.0, kernels * shape_.kernel_launch_s - gpu_s) + syncs * shape_.kernel_launch_s;
 }
 
+size_t StepCostModel::KdaKeyHash::operator()(const KdaKey& k) const {
+  std::uint64_t a, b;
+  std::memcpy(&a, &k.tokens, sizeof a), std::memcpy(&b, &k.seqs, sizeof b);
+  std::uint64_t h = a * 0x9E3779B97F4A7C15ULL ^ (b + 0x632BE59BD9B4E019ULL) ^ (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.kind)) << 40) ^
+                    static_cast<std::uint64_t>(k.phase);
+  h ^= h >> 29, h *= 0xBF58476D1CE4E5B9ULL, h ^= h >> 32;
+  return static_cast<size_t>(h);
+}
+
 size_t StepCostModel::FfnKeyHash::operator()(const FfnKey& k) const {
   std::uint64_t a, b;
   static_assert(sizeof(double) == sizeof(std::uint64_t));
@@ -153,11 +184,12 @@ size_t StepCostModel::FfnKeyHash::operator()(const FfnKey& k) const {
 // The FFN half of one layer pair (what finish() adds per layer before composing it with the
 // attention): the FFN ops at the sampled load with their attention-TP all-reduce, and the EP
 // all-to-all (time and the busiest GPU's NIC bytes of dispatch and combine).
-const StepCostModel::FfnLayer& StepCostModel::ffn_layer(int f, double mb, double Tm, double Tt, double seqs, int sample) const {
+StepCostModel::FfnLayer StepCostModel::ffn_layer(int f, double mb, double Tm, double Tt, double seqs, int sample) const {
   const auto& el = loads_[static_cast<size_t>(f)];
   const FfnKey key{f, static_cast<int>(mb), sample, el ? el->seq_key(seqs) : 0, Tm, Tt};
-  if (auto it = ffn_memo_.find(key); it != ffn_memo_.end()) return it->second;
-  if (ffn_memo_.size() >= kFfnMemoMax) ffn_memo_.clear();
+  if (ffn_memo_.empty()) ffn_memo_.resize(kFfnMemoSlots);
+  FfnSlot& slot = ffn_memo_[FfnKeyHash{}(key) & (kFfnMemoSlots - 1)];
+  if (slot.key == key) return slot.layer;
   const FfnSpec& spec = model_.ffn_kinds[static_cast<size_t>(f)];
   const double load = expert_load(f, Tt, seqs, sample);
   FfnLayer l;
@@ -178,7 +210,8 @@ const StepCostModel::FfnLayer& StepCostModel::ffn_layer(int f, double mb, double
     l.a2a_combine = moe_alltoall_load(f, Tm, Tt, spec.combine_dtype, load).inter_bytes;
   }
   l.source = st.source, l.extrapolated_ops = st.extrapolated_ops;
-  return ffn_memo_.emplace(key, l).first->second;
+  slot.key = key, slot.layer = l;
+  return l;
 }
 
 StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) const {
@@ -198,7 +231,7 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
   // `seqs` effective sequences (StepParts::seqs_eff; 0 = one token per sequence) route its tokens
   auto add_layers = [&](const LayerPair& p, double Tm, double Tt, int count, const std::vector<double>& attn_s,
                         const std::vector<double>& attn_extra_s, double seqs) {
-    const FfnLayer& l = ffn_layer(p.ffn, mb, Tm, Tt, seqs, sample);
+    const FfnLayer l = ffn_layer(p.ffn, mb, Tm, Tt, seqs, sample);
     st.source = worse(st.source, l.source), st.extrapolated_ops |= l.extrapolated_ops;
     const double ffn = l.ffn, ffn_extra = l.ffn_extra, comm = l.comm;
     const int k = l.kernels;

@@ -116,11 +116,26 @@ void MetricsCollector::on_request(const RequestRecord& r) {
 }
 
 void MetricsCollector::on_memory(const MemoryEvent& e) {
-  const std::pair<int, int> key{static_cast<int>(e.role), e.instance};
-  tracks_[key].set(e.t_s, e.kv_bytes_mean);
-  auto [it, fresh] = busiest_.try_emplace(key);
-  if (fresh) it->second.from = warmup_;
-  it->second.set(e.t_s, e.kv_bytes_max);
+  const int role = static_cast<int>(e.role);
+  auto* index = role >= 0 && role < 2 && e.instance >= 0 ? &track_index_[role] : nullptr;
+  std::pair<Track*, Track*>* slot = nullptr;
+  if (index) {
+    if (index->size() <= static_cast<size_t>(e.instance)) index->resize(static_cast<size_t>(e.instance) + 1, {nullptr, nullptr});
+    slot = &(*index)[static_cast<size_t>(e.instance)];
+  }
+  if (!slot || !slot->first) {
+    const std::pair<int, int> key{role, e.instance};
+    Track* mean = &tracks_[key];
+    auto [it, fresh] = busiest_.try_emplace(key);
+    if (fresh) it->second.from = warmup_;
+    if (!slot) {
+      mean->set(e.t_s, e.kv_bytes_mean), it->second.set(e.t_s, e.kv_bytes_max);
+      return;
+    }
+    *slot = {mean, &it->second};
+  }
+  slot->first->set(e.t_s, e.kv_bytes_mean);
+  slot->second->set(e.t_s, e.kv_bytes_max);
 }
 
 // Sessions active at some time in the window (ended at or after warmup_s) count, whole: their

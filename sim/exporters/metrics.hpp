@@ -117,6 +117,9 @@ class MetricsCollector final : public EventSink {
   Track l2_, l3_;
   std::map<std::pair<int, int>, Track> tracks_;  // (role, instance): mean KV per GPU over the instance's ranks
   std::map<std::pair<int, int>, Track> busiest_;  // (role, instance): busiest rank's KV per GPU (its peak)
+  // [role][instance] -> that instance's entries of tracks_ and busiest_ (map nodes do not move):
+  // on_memory runs at every KV change, the maps keep the summary's order
+  std::vector<std::pair<Track*, Track*>> track_index_[2];
   std::vector<double> waiting_arrivals_;         // in flight without a first token: arrival times
   std::vector<std::pair<double, long long>> warmup_decoding_;  // warm-up requests in flight at the end: first token, tokens made
   /// Of `generated` output tokens made from first_token_s to end_s at a steady rate, those made
