@@ -219,6 +219,7 @@ void DecodePool::join_batch(Instance& q) {
       r->phase = ReqPhase::decode;
       r->rec.first_token_s = e_.now();  // its first decode step starts now: the first token is out
       dr.active.push_back(r);
+      dr.joined.push_back({r->req.input_tokens + r->rec.generated_tokens - 1, r->start_step});
       q.finish.emplace_back(q.step + steps_for(r->req.output_tokens - r->rec.generated_tokens) - 1, r->req.id, r);
       std::push_heap(q.finish.begin(), q.finish.end(), later);
       ++q.active;
@@ -234,8 +235,7 @@ void DecodePool::evaluate_step(Instance& q, int sample) {
   if (!q.evaluated || moved) {
     for (size_t k = 0; k < q.ranks.size(); ++k) {
       work_[k].clear();
-      for (ReqState* r : q.ranks[k].active)
-        work_[k].push_back({1 + e_.d.decode.mtp_draft_tokens, r->req.input_tokens + r->rec.generated_tokens - 1 + made(q, r), true});
+      for (const auto& j : q.ranks[k].joined) work_[k].push_back({1 + e_.d.decode.mtp_draft_tokens, j.ctx0 + made(q.step - j.start_step), true});
     }
     StepParts parts = e_.dstep->attention_part(work_, Phase::decode);
     if (q.planning) q.repricings.push_back({q.plan.size(), std::move(q.parts), q.ctx_at_eval, q.active_at_eval, q.evaluated});
@@ -322,8 +322,10 @@ void DecodePool::finish_sequences(Instance& q) {
     Rank& dr = q.ranks[static_cast<size_t>(r->decode_rank)];
     ReqState* moved = dr.active.back();
     dr.active[static_cast<size_t>(r->active_index)] = moved;
+    dr.joined[static_cast<size_t>(r->active_index)] = dr.joined.back();
     moved->active_index = r->active_index;
     dr.active.pop_back();
+    dr.joined.pop_back();
     --q.active;
     q.ctx -= static_cast<double>(r->req.input_tokens + r->rec.generated_tokens) + static_cast<double>(q.step - r->start_step) * tokens_per_step_;
     r->rec.generated_tokens = r->req.output_tokens;
@@ -362,8 +364,9 @@ void DecodePool::loop(Instance& q) {
 }
 
 // Tokens r has made since it joined (expected, with MTP: steps × tokens per step, rounded).
-long long DecodePool::made(const Instance& q, const ReqState* r) const {
-  const long long steps = q.step - r->start_step;
+long long DecodePool::made(const Instance& q, const ReqState* r) const { return made(q.step - r->start_step); }
+
+long long DecodePool::made(long long steps) const {
   return tokens_per_step_ == 1.0 ? steps : std::llround(static_cast<double>(steps) * tokens_per_step_);
 }
 

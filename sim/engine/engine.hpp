@@ -156,6 +156,13 @@ class DecodePool {
   struct Rank {
     std::deque<ReqState*> ready;    // admitted, waiting for a batch slot
     std::vector<ReqState*> active;  // in the running batch
+    /// per active sequence (same order as `active`): its context before its first decode step
+    /// (input + generated − 1 at joining) and the step it joined at, so that re-pricing the batch
+    /// reads one contiguous array instead of every sequence's ReqState
+    struct Joined {
+      long long ctx0 = 0, start_step = 0;
+    };
+    std::vector<Joined> joined;
     double capacity = 0, reserved = 0;
     int admitted = 0;  // ready + active + in transfer
   };
@@ -241,6 +248,7 @@ class DecodePool {
   std::unique_ptr<RankIndex> index_;   // set when the decode router is least_loaded's rule: no scan of every rank
   long long steps_for(long long tokens);
   long long made(const Instance& q, const ReqState* r) const;
+  long long made(long long steps) const;  ///< tokens made in `steps` decode steps
   std::unique_ptr<DecodeBatcher> batcher_;
   std::vector<std::vector<SeqWork>> work_;
   Rng mtp_rng_;   // MTP draft acceptances (seeded from the scenario's seed)
