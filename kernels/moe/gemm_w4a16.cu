@@ -166,6 +166,7 @@ namespace {
 // consumer warp, 4 decoding warps and a weight barrier per load slot; NOTES.md §17: 0.81-0.84 of cuBLAS dense at
 // m >= 1024) at BT 256 with x_rows, else 0
 // 20 (the DEFAULT since NOTES.md §19): 17 with kernel 20 (3 CTAs per SM) at BT 8 on grids of more than 2 CTAs per SM
+// and (since §20, w4h) at every BT 16 grid
 int g_variant = 20;
 
 /// The one decision of the W4A16 dispatch: the kernel (0..8, 11..16 as w4a16_set_variant numbers them; 17 = the
@@ -210,13 +211,15 @@ int choose_kernel(int v, int bt, int K, long long x_rows, int N = 0, int max_til
   // launched grid, idle CTAs included: the whole-layer bench passes w4a16_max_tiles() (an upper bound), the GEMM bench
   // the exact tiles, so the two could choose differently within a few CTAs of 2 per SM (no table point is there).
   // At BT 16 kernel 20 computed WRONG values in w4g call 1 (rel L2 0.1-0.3: ptxas read the accumulators before the
-  // last wait_group; fixed in NOTES.md §20 by peeling the last stage; fixed, it ran 0.87-0.97x kernel 17's time at
-  // m 9-16 in w4h call 1, also on the <= 2-CTAs-per-SM grids, but 20 does not run it there yet: the switch, 1ab04b2,
-  // was reverted untested, no device call left) and at BT 32 it is slower (4 stages, C7512): kernel 17 there under
-  // 20. 21 = kernel 20 at every BT 8 and BT 16 grid (no grid rule: tests, comparisons)
+  // last wait_group; fixed in NOTES.md §20 by peeling the last stage). Fixed, it runs 0.87-0.97x kernel 17's time at
+  // m 9-16 (w4h call 1: median 0.89; kernel 17 at BT 16 is C7512-serialised), on the <= 2-CTAs-per-SM grids too
+  // (K3 w2 / DSV4-Flash w2 G = 8: 0.96 / 0.97), so variant 20 runs it at every BT 16 grid (no grid rule there).
+  // At BT 32 it is slower (4 stages, C7512): kernel 17 there. 21 = kernel 20 at every BT 8 and BT 16 grid (no grid
+  // rule: tests, comparisons)
   if (v == 17 || v == 18 || v == 19 || v == 20 || v == 21) {
     if (bt == 256 && x_rows > 0) return v == 18 ? 18 : 15;
-    if (v == 21 && (bt == 8 || bt == 16) && K % 256 == 0) return 20;
+    if ((v == 20 || v == 21) && bt == 16 && K % 256 == 0) return 20;
+    if (v == 21 && bt == 8 && K % 256 == 0) return 20;
     if (v == 20 && bt == 8 && K % 256 == 0 &&
         (N <= 0 || max_tiles <= 0 || static_cast<long long>(N / kRowsPerCta) * max_tiles > 2ll * sm_count())) return 20;
     if (bt <= 32 && K % 256 == 0) return v == 19 ? 19 : 17;

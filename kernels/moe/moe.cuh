@@ -170,10 +170,9 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
 /// both rows' E8M0 factors in one register, broadcast in the HMUL2) at BT <= 32. 20 (the DEFAULT since NOTES.md §19)
 /// = 17 with kernel 20 (kernel 17 reshaped for 3 CTAs per SM: 62 registers, 7 stages) at BT 8 with K % 256 == 0 when
 /// the launched grid, N / 128 x max_tiles CTAs (idle CTAs included), is more than 2 CTAs per SM, or when N or
-/// max_tiles is not known (0); kernel 17 at every other decode width and grid. 21 = kernel 20 at every BT 8 and BT 16
-/// grid (tests, comparisons): kernel 20's wrong values at BT 16 (w4g) were ptxas reading the accumulators before the
-/// last wgmma wait, fixed in §20 (w4h); there it ran 0.87-0.97x kernel 17's time at m 9-16, but the default was not
-/// switched (no device call left to test it and re-measure the tables; commit 1ab04b2 holds the switch).
+/// max_tiles is not known (0), and (since §20) at BT 16 on every grid (its wrong values there, w4g, were ptxas reading
+/// the accumulators before the last wgmma wait; fixed; 0.87-0.97x kernel 17's time at m 9-16); kernel 17 at BT 32
+/// and on the other BT 8 grids. 21 = 20 without the grid rule (kernel 20 at every BT 8 / 16 grid; tests, comparisons).
 /// Throws std::invalid_argument for any other value (9 / 10 were removed).
 void w4a16_set_variant(int v);
 /// Test helper (NOTES.md §18): for each of n (word, 4 scale bytes) pairs (device arrays) writes the 4 bf16x2

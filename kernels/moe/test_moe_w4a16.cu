@@ -105,7 +105,7 @@ INSTANTIATE_TEST_SUITE_P(PrefillForms, W4A16Test,
 // Variants 17 / 18 (NOTES.md §18; kernel 17 = the decode kernel with the byte-permute dequantisation): kernel 17 at
 // BT 8-32, variant 0 at 64 / 128, at 256 kernel 15 (17, the default) or 18 (15's prefill kernel with the byte
 // permute). (Call 1 of §18 ran these tests with 17 = today's 18.) 20 / 21 (§19): kernel 20 at BT 8 (20: on grids of > 2 CTAs per SM), else as 17;
-// since §20 (w4h) 21 runs kernel 20 at BT 16 too (its case at bt 16, K 512 / 1536, is where w4g call 1 found the wrong values).
+// since §20 (w4h) 20 and 21 run kernel 20 at BT 16 too (their case at bt 16, K 512 / 1536, is where w4g call 1 found the wrong values).
 INSTANTIATE_TEST_SUITE_P(PermuteDequant, W4A16Test,
                          ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Values(17, 18, 19, 20, 21)));
 
@@ -178,17 +178,18 @@ TEST(W4A16Decode17, ModelShapesSkewed) {
   // 19: kernel 19 (kernel 17 with one factor register per scale pair); 20: kernel 20 (3 CTAs per SM, §19) at bt 8 on
   // grids of > 2 CTAs per SM (the bt 8 case here: N / 128 x tiles = 28 x 10 = 280 CTAs, kernel 20 on a 132-SM H200,
   // kernel 17 on a GPU of 140 SMs or more); 21: kernel 20 at every bt 8 grid. The kernel_for checks without N /
-  // max_tiles test the "grid not known" branch (20 at bt 8), not what the launch ran. Since §20 (w4h) 21 also runs
-  // kernel 20 at bt 16 (the K3 w13-K case below: wrong values, rel L2 0.11, in w4g call 1, before the fix)
+  // max_tiles test the "grid not known" branch (20 at bt 8), not what the launch ran. Since §20 (w4h) 20 and 21 also
+  // run kernel 20 at bt 16, on every grid (the K3 w13-K case below: wrong values, rel L2 0.11, in w4g call 1, before the fix)
   for (int v : {17, 19, 20, 21})
     for (const auto& cs : cases) {
       check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, v);
       const int dv = w4a16_variant();
       w4a16_set_variant(v);
-      EXPECT_EQ(w4a16_kernel_for(cs.bt, cs.K, 1), v >= 20 ? (cs.bt == 8 || (v == 21 && cs.bt == 16) ? 20 : 17) : v);
+      EXPECT_EQ(w4a16_kernel_for(cs.bt, cs.K, 1), v >= 20 ? (cs.bt <= 16 ? 20 : 17) : v);
       if (v == 20) {
         EXPECT_EQ(w4a16_kernel_for(8, cs.K, 1, 3072, 8), 17);   // 24 x 8 CTAs: kernel 17
         EXPECT_EQ(w4a16_kernel_for(8, cs.K, 1, 6144, 32), 20);  // 48 x 32 CTAs: kernel 20
+        EXPECT_EQ(w4a16_kernel_for(16, cs.K, 1, 3072, 8), 20);  // bt 16: kernel 20 on any grid (§20)
       }
       w4a16_set_variant(dv);
     }
@@ -213,11 +214,14 @@ TEST(W4A16Decode20, ProductionKRingWraps) {
   EXPECT_EQ(w4a16_kernel_for(16, 3584, 1, 768, 9), 20);  // variant 21 at bt 16: kernel 20 on any grid
   EXPECT_EQ(w4a16_kernel_for(16, 7168, 1, 256, 5), 20);
   w4a16_set_variant(20);
+  EXPECT_EQ(w4a16_kernel_for(16, 3584, 1, 768, 7), 20);  // the default at bt 16 (§20): kernel 20 on any grid
+  w4a16_set_variant(20);
   EXPECT_EQ(w4a16_kernel_for(8, 7168, 42, 4096, w4a16_max_tiles(42, 9, 8)), 20);  // the launch's grid below: kernel 20
   EXPECT_EQ(w4a16_kernel_for(8, 7168, 42, 4096, 9), 20);  // 9 tiles (288 CTAs): kernel 20
   EXPECT_EQ(w4a16_kernel_for(8, 7168, 1, 4096, 8), 17);  // 256 CTAs: kernel 17
   w4a16_set_variant(dv);
   check_w4a16(8, {1, 8, 3, 8, 2, 7, 8, 1, 4}, 4096, 7168, true, 20);
+  check_w4a16(16, {16, 9, 0, 13, 1, 16, 24}, 768, 3584, true, 20);  // the default at bt 16 (§20): kernel 20
 }
 
 // Variant 8 (prefill kernel at BT 256; BT 128 falls back to variant 0): K3 expert shapes (K3 w2 3584 x 3072; K3 w13's K = 3584 with
@@ -333,7 +337,7 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
   // on the device-written offsets (1 partial tile per expert, ~7 rows each, in random order of experts)
   std::vector<int> bts = {16};
   if (variant == 8 || variant >= 11) bts.push_back(256);
-  if (variant >= 20) bts.push_back(8);  // kernel 20 (§19) at bt 8; under 21 also at bt 16 (§20)
+  if (variant >= 20) bts.push_back(8);  // kernel 20 (§19) at bt 8 (20: on grids of > 2 CTAs per SM); at bt 16 since §20
   for (const int bt : bts) {
     poison_bf16(dy.p, dy.n);
     Dispatch d = alloc_dispatch(E, T * k);
@@ -344,7 +348,8 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
                        w4a16_max_tiles(T * k, E, bt), dy.p, 0, xr);
     SS_CUDA(cudaDeviceSynchronize());
     if (bt == 256) EXPECT_EQ(w4a16_kernel_for(bt, K, xr), variant == 17 || variant >= 19 ? 15 : variant);  // its own kernel ran (17 / 19-21: 15's)
-    if (variant == 21 && bt <= 16) EXPECT_EQ(w4a16_kernel_for(bt, K, xr, N, w4a16_max_tiles(T * k, E, bt)), 20);  // kernel 20 ran
+    if ((variant == 21 && bt <= 16) || (variant == 20 && bt == 16))
+      EXPECT_EQ(w4a16_kernel_for(bt, K, xr, N, w4a16_max_tiles(T * k, E, bt)), 20);  // kernel 20 ran
     w4a16_set_variant(default_variant);
     std::vector<int> pos(T * k);
     SS_CUDA(cudaMemcpy(pos.data(), d.pos, 4 * T * k, cudaMemcpyDeviceToHost));
