@@ -17,7 +17,7 @@ struct LayerCfg {
 
 /// --only w4cmp: W4A16 kernel variants (--w4-variants, e.g. 5,7) interleaved, twice, at the decode
 /// shapes of NOTES.md §8 (K3 w13/w2 G 8/32, DSV4-Pro w13 G 32, DSV4-Flash w2 G 8/32), m = 1..16 (9-11, 13-15 since
-/// §20), 24..64 and 256, 2048 tokens per expert (--models, --w4-min-m and --w4-max-m restrict shapes and m): event-timed median and
+/// §20), 17, 20, 24, 28, 32 (17 / 20 / 28 since §21), 48, 64 and 256, 2048 tokens per expert (--models, --w4-min-m and --w4-max-m restrict shapes and m): event-timed median and
 /// per-call time in a 20-call graph. Printed lines
 /// "w4cmp ..." (the log is the record; no table rows).
 void bench_w4cmp(Ctx& c) {
@@ -27,7 +27,7 @@ void bench_w4cmp(Ctx& c) {
                                   {{"DSV4-Pro", "w13", 2 * kV4ProInter, kV4ProHidden}, 32},
                                   {{"DSV4-Flash", "w2", kV4FlashHidden, kV4FlashInter}, 8},
                                   {{"DSV4-Flash", "w2", kV4FlashHidden, kV4FlashInter}, 32}};
-  const std::vector<long long> ms = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 32, 48, 64, 256, 2048};  // 256, 2048: prefill tiles (variant 0)
+  const std::vector<long long> ms = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 20, 24, 28, 32, 48, 64, 256, 2048};  // 256, 2048: prefill tiles (variant 0)
   std::vector<int> vs = c.w4_variants;
   if (vs.empty()) vs = {5};
   std::map<std::tuple<int, long long, int>, std::vector<std::pair<double, double>>> res;  // (shape, m, v) -> (event, graph)
@@ -82,7 +82,7 @@ void bench_w4cmp(Ctx& c) {
   for (int si = 0; si < int(shapes.size()); ++si) {
     const auto& [s, G] = shapes[si];
     const double wb = double(G) * w4a16_matrix_bytes(s.N, s.K);
-    std::vector<double> r18, r_rest, g18, r916;
+    std::vector<double> r18, r_rest, g18, r916, r1732;
     for (long long m : ms) {
       std::string line = "w4cmp " + s.model + " " + s.matrix + " G=" + std::to_string(G) + " m=" + std::to_string(m) + ":";
       double base_e = 0, base_g = 0;
@@ -100,6 +100,7 @@ void bench_w4cmp(Ctx& c) {
           line += b;
           (m <= 8 ? r18 : r_rest).push_back(be / base_e);
           if (m >= 9 && m <= 16 && v == vs.back()) r916.push_back(be / base_e);
+          if (m >= 17 && m <= 32 && v == vs.back()) r1732.push_back(be / base_e);
           if (m <= 8) g18.push_back(bg / base_g);
         }
       }
@@ -109,6 +110,12 @@ void bench_w4cmp(Ctx& c) {
       char b[200];
       std::snprintf(b, sizeof b, "w4cmp %s %s G=%d: median t(v%d)/t(v%d) m=9-16 event %.3f max %.3f", s.model.c_str(),
                     s.matrix.c_str(), G, vs.back(), vs[0], med(r916), *std::max_element(r916.begin(), r916.end()));
+      note(c, b);
+    }
+    if (!r1732.empty()) {
+      char b[200];
+      std::snprintf(b, sizeof b, "w4cmp %s %s G=%d: median t(v%d)/t(v%d) m=17-32 event %.3f max %.3f", s.model.c_str(),
+                    s.matrix.c_str(), G, vs.back(), vs[0], med(r1732), *std::max_element(r1732.begin(), r1732.end()));
       note(c, b);
     }
     if (!r18.empty()) {

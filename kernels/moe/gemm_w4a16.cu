@@ -214,12 +214,13 @@ int choose_kernel(int v, int bt, int K, long long x_rows, int N = 0, int max_til
   // last wait_group; fixed in NOTES.md §20 by peeling the last stage). Fixed, it runs 0.87-0.97x kernel 17's time at
   // m 9-16 (w4h call 1: median 0.89; kernel 17 at BT 16 is C7512-serialised), on the <= 2-CTAs-per-SM grids too
   // (K3 w2 / DSV4-Flash w2 G = 8: 0.96 / 0.97), so variant 20 runs it at every BT 16 grid (no grid rule there).
-  // At BT 32 it is slower (4 stages, C7512): kernel 17 there. 21 = kernel 20 at every BT 8 and BT 16 grid (no grid
-  // rule: tests, comparisons)
+  // At BT 32 it was slower built for 3 CTAs per SM (4 stages, C7512; §19): kernel 17 there. 21 = kernel 20 at every BT 8
+  // and BT 16 grid (no grid rule: tests, comparisons) and (since §21, w4i) at BT 32, where kernel 20 is built for 2 CTAs
+  // per SM (kD3MinBlocks: 6 stages, <= 112 registers)
   if (v == 17 || v == 18 || v == 19 || v == 20 || v == 21) {
     if (bt == 256 && x_rows > 0) return v == 18 ? 18 : 15;
     if ((v == 20 || v == 21) && bt == 16 && K % 256 == 0) return 20;
-    if (v == 21 && bt == 8 && K % 256 == 0) return 20;
+    if (v == 21 && (bt == 8 || bt == 32) && K % 256 == 0) return 20;
     if (v == 20 && bt == 8 && K % 256 == 0 &&
         (N <= 0 || max_tiles <= 0 || static_cast<long long>(N / kRowsPerCta) * max_tiles > 2ll * sm_count())) return 20;
     if (bt <= 32 && K % 256 == 0) return v == 19 ? 19 : 17;
@@ -260,7 +261,7 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
     case 17: if constexpr (BT <= 32) { launch_decode<BT, 2, 1>(p, max_tiles, stream); return; } break;
     case 18: if constexpr (BT == 256) { launch_prefill_pw<BT, 3, false, 1>(p, max_tiles, x_rows, stream); return; } break;
     case 19: if constexpr (BT <= 32) { launch_decode<BT, 2, 2>(p, max_tiles, stream); return; } break;
-    case 20: if constexpr (BT == 8 || BT == 16) { launch_decode3<BT>(p, max_tiles, stream); return; } break;
+    case 20: if constexpr (BT == 8 || BT == 16 || BT == 32) { launch_decode3<BT>(p, max_tiles, stream); return; } break;
     default: break;
   }
   throw std::logic_error("w4a16: choose_kernel gave a kernel not built for this tile width");

@@ -172,7 +172,7 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
 /// the launched grid, N / 128 x max_tiles CTAs (idle CTAs included), is more than 2 CTAs per SM, or when N or
 /// max_tiles is not known (0), and (since §20) at BT 16 on every grid (its wrong values there, w4g, were ptxas reading
 /// the accumulators before the last wgmma wait; fixed; 0.87-0.97x kernel 17's time at m 9-16); kernel 17 at BT 32
-/// and on the other BT 8 grids. 21 = 20 without the grid rule (kernel 20 at every BT 8 / 16 grid; tests, comparisons).
+/// and on the other BT 8 grids. 21 = 20 without the grid rule (kernel 20 at every BT 8 / 16 grid, and since §21 at BT 32, built for 2 CTAs per SM; tests, comparisons).
 /// Throws std::invalid_argument for any other value (9 / 10 were removed).
 void w4a16_set_variant(int v);
 /// Test helper (NOTES.md §18): for each of n (word, 4 scale bytes) pairs (device arrays) writes the 4 bf16x2

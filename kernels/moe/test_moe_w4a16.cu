@@ -93,6 +93,12 @@ TEST_P(W4A16Test, MatchesDoubleReference) {
   // and K = 1536 (12 stages: the stage ring of variant 5 wraps)
   check_w4a16(bt, {2 * bt + 3, 0, bt - 1 > 0 ? bt - 1 : 1, 1, bt}, 256, 512, true, variant);
   if (variant >= 4) check_w4a16(bt, {1, bt, 3 * bt - 1, 0, 2}, 384, 1536, true, variant);
+  if (variant == 21 && bt <= 32) {  // variant 21: kernel 20 at bt 8 / 16 and (since §21, w4i: built for 2 CTAs per SM) 32
+    const int dv = w4a16_variant();
+    w4a16_set_variant(21);
+    EXPECT_EQ(w4a16_kernel_for(bt, 512, 1, 256, 5), 20);
+    w4a16_set_variant(dv);
+  }
 }
 INSTANTIATE_TEST_SUITE_P(AllTiles, W4A16Test,
                          ::testing::Combine(::testing::Values(8, 16, 32, 64, 128, 256), ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8)));
@@ -174,6 +180,7 @@ TEST(W4A16Decode17, ModelShapesSkewed) {
       {8, {1, 0, 8, 3, 17, 1}, 3584, 3072},   // K3 w2
       {16, {16, 1, 0, 13, 40}, 768, 3584},    // K3 w13 K
       {32, {33, 0, 2, 32}, 256, 7168},        // DSV4-Pro w13 K
+      {32, {32, 1, 0, 17, 45, 24}, 768, 3584}, // K3 w13 K at bt 32 (§21, w4i: kernel 20 for 2 CTAs per SM under 21)
   };
   // 19: kernel 19 (kernel 17 with one factor register per scale pair); 20: kernel 20 (3 CTAs per SM, §19) at bt 8 on
   // grids of > 2 CTAs per SM (the bt 8 case here: N / 128 x tiles = 28 x 10 = 280 CTAs, kernel 20 on a 132-SM H200,
@@ -185,7 +192,7 @@ TEST(W4A16Decode17, ModelShapesSkewed) {
       check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, v);
       const int dv = w4a16_variant();
       w4a16_set_variant(v);
-      EXPECT_EQ(w4a16_kernel_for(cs.bt, cs.K, 1), v >= 20 ? (cs.bt <= 16 ? 20 : 17) : v);
+      EXPECT_EQ(w4a16_kernel_for(cs.bt, cs.K, 1), v >= 20 ? (cs.bt <= 16 || (v == 21 && cs.bt == 32) ? 20 : 17) : v);
       if (v == 20) {
         EXPECT_EQ(w4a16_kernel_for(8, cs.K, 1, 3072, 8), 17);   // 24 x 8 CTAs: kernel 17
         EXPECT_EQ(w4a16_kernel_for(8, cs.K, 1, 6144, 32), 20);  // 48 x 32 CTAs: kernel 20
@@ -209,8 +216,14 @@ TEST(W4A16Decode20, ProductionKRingWraps) {
   check_w4a16(8, {2, 8, 0, 1, 5}, 256, 7168, true, 21);
   check_w4a16(16, {16, 1, 0, 9, 13, 16, 2, 30}, 768, 3584, true, 21);
   check_w4a16(16, {12, 16, 0, 1, 5}, 256, 7168, true, 21);
+  // bt 32 under 21 (§21, w4i: kernel 20 built for 2 CTAs per SM, a 6-slot ring of 8192 + 8704-byte stages wraps 2 / 4 times;
+  // 1- to 60-row groups, 2-tile groups, empty groups)
+  check_w4a16(32, {32, 1, 0, 17, 24, 32, 2, 60}, 768, 3584, true, 21);
+  check_w4a16(32, {20, 32, 0, 1, 9, 33}, 256, 7168, true, 21);
   const int dv = w4a16_variant();
   w4a16_set_variant(21);
+  EXPECT_EQ(w4a16_kernel_for(32, 3584, 1, 768, 11), 20);  // variant 21 at bt 32: kernel 20 (2 CTAs per SM) on any grid
+  EXPECT_EQ(w4a16_kernel_for(32, 7168, 1, 256, 8), 20);
   EXPECT_EQ(w4a16_kernel_for(16, 3584, 1, 768, 9), 20);  // variant 21 at bt 16: kernel 20 on any grid
   EXPECT_EQ(w4a16_kernel_for(16, 7168, 1, 256, 5), 20);
   w4a16_set_variant(20);
@@ -338,6 +351,7 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
   std::vector<int> bts = {16};
   if (variant == 8 || variant >= 11) bts.push_back(256);
   if (variant >= 20) bts.push_back(8);  // kernel 20 (§19) at bt 8 (20: on grids of > 2 CTAs per SM); at bt 16 since §20
+  if (variant >= 20) bts.push_back(32);  // kernel 20 at bt 32 under 21 (§21, w4i; 2 CTAs per SM), kernel 17 under 20
   for (const int bt : bts) {
     poison_bf16(dy.p, dy.n);
     Dispatch d = alloc_dispatch(E, T * k);
@@ -348,7 +362,7 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
                        w4a16_max_tiles(T * k, E, bt), dy.p, 0, xr);
     SS_CUDA(cudaDeviceSynchronize());
     if (bt == 256) EXPECT_EQ(w4a16_kernel_for(bt, K, xr), variant == 17 || variant >= 19 ? 15 : variant);  // its own kernel ran (17 / 19-21: 15's)
-    if ((variant == 21 && bt <= 16) || (variant == 20 && bt == 16))
+    if ((variant == 21 && bt <= 32) || (variant == 20 && bt == 16))
       EXPECT_EQ(w4a16_kernel_for(bt, K, xr, N, w4a16_max_tiles(T * k, E, bt)), 20);  // kernel 20 ran
     w4a16_set_variant(default_variant);
     std::vector<int> pos(T * k);

@@ -12,7 +12,8 @@
 // commit -> wait_group 1. So 2 x 16 A registers (as variant 6, KS = 1) with variant 5's per-stage
 // barrier cost, and __launch_bounds__(288, 3) (<= 72 registers) with a stage ring that fits 3 CTAs in
 // 228 KB of shared memory (<= 75 KB each: 7 stages at BT 8, 5 at BT 16, 4 at BT 32).
-// BT 8 and 16 are instantiated (gemm_w4a16.cu's launch_bt); BT 32 is slower (4 stages, ptxas C7512) and not used.
+// BT 8 and 16 are instantiated (gemm_w4a16.cu's launch_bt) for 3 CTAs per SM; BT 32 for 3 CTAs per SM was slower (4 stages,
+// ptxas C7512, NOTES.md §19), so since §21 (w4i) BT 32 is built for 2 CTAs per SM (kD3MinBlocks: <= 112 registers, 6 stages).
 // THE BT-16 BUG (NOTES.md §20, w4h): the first form waited for the last wgmma group with wgmma.wait_group 0 AFTER the
 // k-loop, in the loop's exit block. The PTX is in order (wait_group 0, then the cvt of the accumulators), but ptxas
 // (CUDA 13.0) scheduled the accumulator reads (F2FP.BF16 of R24-R31) ABOVE the WARPGROUP.DEPBAR.LE gsb0, 0x0 at BT 16
@@ -27,15 +28,22 @@
 namespace servesim::kernels::moe {
 namespace {
 
+// MB = CTAs per SM the kernel is built for (__launch_bounds__ min blocks; the stage ring fills MB's share of the
+// shared memory): 3 at BT 8 / 16 (<= 72 registers), 2 at BT 32 (NOTES.md §21, w4i: <= 112 registers, 6 stages; at 3
+// CTAs per SM, 72 registers and 4 stages, ptxas serialised its wgmmas, C7512, and it ran 1.07-1.19x kernel 17)
 template <int BT>
+constexpr int kD3MinBlocks = BT == 32 ? 2 : 3;
+
+template <int BT, int MB = kD3MinBlocks<BT>>
 struct D3Cfg {
   static constexpr int kW = kWBlockBytes * 2;  // 8704 B per stage, contiguous in the prepacked matrix
   static constexpr int kXSub = BT * 128;       // one BT x 64 bf16 sub-tile
   static constexpr int kX = kXSub * 2;
-  // 3 CTAs per SM: 3 x (dynamic smem + 1 KB reserved per CTA) <= 228 KB
-  static constexpr int kStages = (76800 - 1024) / (kX + kW + 16);
+  // MB CTAs per SM: MB x (dynamic smem + 1 KB reserved per CTA) <= 228 KB (MB 3: 76,800 B each, MB 2: 115,712 B)
+  static constexpr int kBudget = 233472 / MB - 1024;
+  static constexpr int kStages = (kBudget - 1024) / (kX + kW + 16);
   static constexpr int kSmem = kStages * (kX + kW) + 2 * kStages * 8 + 1024;
-  static_assert(kStages >= 3 && kSmem <= 76800, "kernel 20: 3 CTAs per SM");
+  static_assert(kStages >= 3 && kSmem <= kBudget, "kernel 20: MB CTAs per SM");
 };
 
 /// One 64-wide k-block of a kernel-20 consumer warp: dequantise (dequant_word_p) into `a`
@@ -71,7 +79,7 @@ __device__ __forceinline__ void decode3_kblock(const uint8_t* wb, uint32_t xlo, 
 }
 
 template <int BT>
-__global__ void __launch_bounds__(kDecThreads, 3) w4a16_decode3_kernel(const Params p) {
+__global__ void __launch_bounds__(kDecThreads, kD3MinBlocks<BT>) w4a16_decode3_kernel(const Params p) {
   using C = D3Cfg<BT>;
   constexpr int S = C::kStages;
   extern __shared__ uint8_t smem_raw[];
