@@ -59,8 +59,11 @@ struct Op {
   // shape
   double tokens = 0;    ///< new tokens processed (moe_experts / moe_permute: expert-token rows)
   double seqs = 0;      ///< sequences
-  double ctx_sum = 0;   ///< Σ context tokens attended (decode) or Σ prefix+chunk (prefill)
-  double ctx_max = 0;
+  /// Σ context tokens attended (decode) or Σ prefix+chunk (prefill); 0 for the ops of a KDA layer
+  /// (projections, short conv, KDA core, norms): they read no context (fixed-size state), and
+  /// StepCostModel memoises their price without it (StepCostModel::KdaKey)
+  double ctx_sum = 0;
+  double ctx_max = 0;   ///< the longest sequence's context + new tokens (0 as ctx_sum for KDA layers)
   double heads = 0;     ///< heads on this GPU (moe_experts: experts held by this GPU)
   // shape fields added for the kernel-fitted models (issue #5)
   bool decode = false;        ///< the op runs in a decode step (tokens / seqs query tokens per sequence: 1, or k + 1 under MTP)

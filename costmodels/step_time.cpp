@@ -113,7 +113,8 @@ double StepCostModel::rank_attention_s(int a, const std::vector<SeqWork>& seqs, 
   auto price = [&](const std::vector<SeqWork>& part) {
     double tokens = 0;
     for (const auto& s : part) tokens += static_cast<double>(s.new_tokens);
-    const KdaKey key{a, static_cast<int>(phase), tokens, static_cast<double>(part.size())};
+    // (+ 0.0: the hash reads the bits; the counts are finite and non-negative, and -0.0 becomes +0.0)
+    const KdaKey key{a, static_cast<int>(phase), tokens + 0.0, static_cast<double>(part.size())};
     AttnPrice* hit = nullptr;
     if (kda) {
       auto it = kda_memo_.find(key);
@@ -186,7 +187,8 @@ size_t StepCostModel::FfnKeyHash::operator()(const FfnKey& k) const {
 // all-to-all (time and the busiest GPU's NIC bytes of dispatch and combine).
 StepCostModel::FfnLayer StepCostModel::ffn_layer(int f, double mb, double Tm, double Tt, double seqs, int sample) const {
   const auto& el = loads_[static_cast<size_t>(f)];
-  const FfnKey key{f, static_cast<int>(mb), sample, el ? el->seq_key(seqs) : 0, Tm, Tt};
+  // (+ 0.0: the slot is chosen from the bits; Tm and Tt are finite, non-negative, -0.0 made +0.0)
+  const FfnKey key{f, static_cast<int>(mb), sample, el ? el->seq_key(seqs) : 0, Tm + 0.0, Tt + 0.0};
   if (ffn_memo_.empty()) ffn_memo_.resize(kFfnMemoSlots);
   FfnSlot& slot = ffn_memo_[FfnKeyHash{}(key) & (kFfnMemoSlots - 1)];
   if (slot.key == key) return slot.layer;

@@ -2,6 +2,7 @@
 // closed forms, and monotonicity of step times.
 #include "costmodels/comm.hpp"
 #include "costmodels/cost_model.hpp"
+#include "costmodels/fitted.hpp"
 #include "costmodels/calibration/kernel_table.hpp"
 #include "costmodels/kernel_families.hpp"
 #include "costmodels/scaled.hpp"
@@ -290,51 +291,77 @@ TEST(StepCost, FinishIsTheSameWhateverWasPricedBefore) {
 
 // KDA's recurrent state has a fixed size, so a KDA kind's attention is a function of the tokens
 // and sequences alone (StepCostModel::KdaKey memoises it): the same counts at other contexts give
-// the same seconds, the MLA kind beside it does not, and whatever was priced before, or how many
-// other shapes went through the memos in between (the FFN memo is direct-mapped: a collision
-// recomputes), a step's parts and finish() are what a fresh model gives.
+// the same seconds (decode, MTP draft passes, prefill), the MLA kind beside it does not, and
+// whatever was priced before, or how many other shapes went through the memos in between (the FFN
+// memo is direct-mapped: a collision recomputes), a step's parts and finish() are what a fresh
+// model gives, its memo hits included; with the roofline and with the committed fit.
 TEST(StepCost, KdaAttentionIgnoresTheContextAndTheMemosChangeNothing) {
   const ModelSpec m = test::model("kimi-k3");
-  auto cost = std::make_shared<RooflineCostModel>(test::gpu("h200"));
+  const GpuSpec g = test::gpu("h200");
   InstanceShape shape{32, 8, 0, 0.0, true};
   shape.expert_skew = true;
+  shape.mtp_draft_tokens = 2;  // draft passes priced too (attn_draft)
   const int kda = attention_kind(m, AttentionOp::kda), mla = attention_kind(m, AttentionOp::mla);
-  std::vector<Op> ops;
-  StepCostModel probe(m, cost, FabricParams{}, shape, 0.0);
-  probe.attention_ops(kda, {{1, 70000, true}, {1, 300, true}}, Phase::decode, ops);
-  for (const Op& o : ops) EXPECT_EQ(o.ctx_sum + o.ctx_max, 0.0) << "KDA ops carry no context";
-  const int dp = 4;  // EP 32 / attention TP 8
-  auto batch = [&](long long ctx0) {
-    std::vector<std::vector<SeqWork>> b(dp);
-    for (int r = 0; r < dp; ++r)
-      for (int i = 0; i < 6 + r; ++i) b[static_cast<size_t>(r)].push_back({1, ctx0 + 1000 * i + 37 * r, true});
-    return b;
-  };
-  StepCostModel fresh(m, cost, FabricParams{}, shape, 0.0), used(m, cost, FabricParams{}, shape, 0.0);
-  const StepParts short_ctx = used.attention_part(batch(2000), Phase::decode);
-  // many other FFN shapes through `used`'s memo (2^17 > its 2^16 slots)
-  StepParts other = used.attention_part(batch(5000), Phase::decode);
-  for (int i = 0; i < (1 << 17); ++i) {
-    other.Tmax = 1 + i, other.Ttot = 4 * (1 + i);
-    (void)used.finish(other, Phase::decode, i % 7);
-  }
-  const StepParts long_used = used.attention_part(batch(90000), Phase::decode);
-  const StepParts long_fresh = fresh.attention_part(batch(90000), Phase::decode);
-  EXPECT_EQ(short_ctx.attn[static_cast<size_t>(kda)], long_used.attn[static_cast<size_t>(kda)]);
-  EXPECT_LT(short_ctx.attn[static_cast<size_t>(mla)], long_used.attn[static_cast<size_t>(mla)]);
-  for (size_t a = 0; a < m.attention_kinds.size(); ++a) {
-    EXPECT_EQ(long_used.attn[a], long_fresh.attn[a]) << a;
-    EXPECT_EQ(long_used.attn_extra[a], long_fresh.attn_extra[a]) << a;
-    EXPECT_EQ(long_used.attn_kernels[a], long_fresh.attn_kernels[a]) << a;
-  }
-  EXPECT_EQ(long_used.source, long_fresh.source);
-  EXPECT_EQ(long_used.extrapolated_ops, long_fresh.extrapolated_ops);
-  for (int sample : {0, 3}) {
-    const StepTime u = used.finish(long_used, Phase::decode, sample), f = fresh.finish(long_fresh, Phase::decode, sample);
-    EXPECT_EQ(u.total_s, f.total_s);
-    EXPECT_EQ(u.ffn_s, f.ffn_s);
-    EXPECT_EQ(u.comm_s, f.comm_s);
-    EXPECT_EQ(u.a2a_inter_bytes_gpu, f.a2a_inter_bytes_gpu);
+  const size_t K = static_cast<size_t>(kda), M = static_cast<size_t>(mla);
+  const std::vector<std::shared_ptr<const CostModel>> costs{std::make_shared<RooflineCostModel>(g),
+                                                           std::make_shared<FittedCostModel>(load_fit_cached(g.fitted_models_path), g)};
+  for (const auto& cost : costs) {
+    SCOPED_TRACE(cost->name());
+    std::vector<Op> ops;
+    StepCostModel probe(m, cost, FabricParams{}, shape, 0.0);
+    probe.attention_ops(kda, {{1, 70000, true}, {1, 300, true}}, Phase::decode, ops);
+    for (const Op& o : ops) EXPECT_EQ(o.ctx_sum + o.ctx_max, 0.0) << "KDA ops carry no context";
+    const int dp = 4;  // EP 32 / attention TP 8
+    auto batch = [&](long long ctx0, long long tokens) {
+      std::vector<std::vector<SeqWork>> b(dp);
+      for (int r = 0; r < dp; ++r)
+        for (int i = 0; i < 6 + r; ++i) b[static_cast<size_t>(r)].push_back({tokens, ctx0 + 1000 * i + 37 * r, true});
+      return b;
+    };
+    StepCostModel fresh(m, cost, FabricParams{}, shape, 0.0), used(m, cost, FabricParams{}, shape, 0.0), check(m, cost, FabricParams{}, shape, 0.0);
+    auto same_parts = [&](const StepParts& a, const StepParts& b) {
+      for (size_t k = 0; k < m.attention_kinds.size(); ++k) {
+        EXPECT_EQ(a.attn[k], b.attn[k]) << k;
+        EXPECT_EQ(a.attn_extra[k], b.attn_extra[k]) << k;
+        EXPECT_EQ(a.attn_kernels[k], b.attn_kernels[k]) << k;
+        EXPECT_EQ(a.attn_draft, b.attn_draft);
+        EXPECT_EQ(a.attn_draft_extra, b.attn_draft_extra);
+      }
+      EXPECT_EQ(a.source, b.source);
+      EXPECT_EQ(a.extrapolated_ops, b.extrapolated_ops);
+    };
+    auto same_time = [](const StepTime& u, const StepTime& f) {
+      EXPECT_EQ(u.total_s, f.total_s);
+      EXPECT_EQ(u.ffn_s, f.ffn_s);
+      EXPECT_EQ(u.comm_s, f.comm_s);
+      EXPECT_EQ(u.a2a_inter_bytes_gpu, f.a2a_inter_bytes_gpu);
+      EXPECT_EQ(u.extrapolated_s, f.extrapolated_s);
+    };
+    const StepParts short_ctx = used.attention_part(batch(2000, 3), Phase::decode);
+    // many other FFN shapes through `used`'s memo (2^17 > its 2^16 slots), every 4096th checked fresh
+    StepParts other = used.attention_part(batch(5000, 3), Phase::decode);
+    for (int i = 0; i < (1 << 17); ++i) {
+      other.Tmax = 1 + i, other.Ttot = 4 * (1 + i);
+      const StepTime u = used.finish(other, Phase::decode, i % 7);
+      if (i % 4096 == 0) same_time(u, check.finish(other, Phase::decode, i % 7));
+    }
+    const StepParts long_used = used.attention_part(batch(90000, 3), Phase::decode);
+    const StepParts long_fresh = fresh.attention_part(batch(90000, 3), Phase::decode);
+    EXPECT_EQ(short_ctx.attn[K], long_used.attn[K]);
+    EXPECT_EQ(short_ctx.attn_draft[K], long_used.attn_draft[K]);
+    EXPECT_LT(short_ctx.attn[M], long_used.attn[M]);
+    same_parts(long_used, long_fresh);
+    for (int sample : {0, 3}) {
+      const StepTime f = fresh.finish(long_fresh, Phase::decode, sample);
+      same_time(used.finish(long_used, Phase::decode, sample), f);
+      same_time(used.finish(long_used, Phase::decode, sample), f);  // the memo's hit
+    }
+    // prefill: the same chunks after no prefix and after 50K tokens
+    const StepParts p0 = used.attention_part(batch(0, 2048), Phase::prefill);
+    const StepParts p50 = used.attention_part(batch(50000, 2048), Phase::prefill);
+    EXPECT_EQ(p0.attn[K], p50.attn[K]);
+    EXPECT_LT(p0.attn[M], p50.attn[M]);
+    same_parts(p50, fresh.attention_part(batch(50000, 2048), Phase::prefill));
   }
 }
 

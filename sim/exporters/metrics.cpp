@@ -116,8 +116,10 @@ void MetricsCollector::on_request(const RequestRecord& r) {
 }
 
 void MetricsCollector::on_memory(const MemoryEvent& e) {
+  static_assert(static_cast<int>(Phase::prefill) == 0 && static_cast<int>(Phase::decode) == 1, "track_index_ has one row per phase");
   const int role = static_cast<int>(e.role);
-  auto* index = role >= 0 && role < 2 && e.instance >= 0 ? &track_index_[role] : nullptr;
+  // the instances the constructor was told of are indexed; any other id takes the maps' path
+  auto* index = role >= 0 && role < 2 && e.instance >= 0 && e.instance < instances_[role] ? &track_index_[role] : nullptr;
   std::pair<Track*, Track*>* slot = nullptr;
   if (index) {
     if (index->size() <= static_cast<size_t>(e.instance)) index->resize(static_cast<size_t>(e.instance) + 1, {nullptr, nullptr});
