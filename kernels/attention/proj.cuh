@@ -79,6 +79,9 @@ struct Fp8DenseConfig {
 /// dependent launch; pipe 0 / 1 / 2: Fp8DenseConfig::pipe). Throws std::invalid_argument unless N % 8 == 0,
 /// K % 128 == 0, 1 <= split <= K/128 (<= 8 with the cluster reduction), rows in {64, 128}, bt <= 64 or 128 at
 /// 64 rows, pipe in 0..2, and at pipe 2 bt <= 128, not bt 64 with 128 rows, not bt 128 with 64 rows.
+/// 64 rows at bt 128 is the token-split form (two consumer warpgroups share each weight tile; NOTES.md,
+/// twentieth session, helper pj3; opt-in, slower at the median of M 65-128): force_rows 64 with force_bt 0
+/// launches it wherever the heuristic picks tile width 128, so pass force_bt too when the form matters.
 Fp8DenseConfig fp8_dense_plan(int M, int N, int K, int force_split = 0, int force_bt = 0, int force_cluster = 0,
                               int force_rows = 0, int pdl = 0, int pipe = 0);
 /// Workspace bytes for a config (0 without split). The workspace must be zero-filled ONCE before
