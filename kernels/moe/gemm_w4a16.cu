@@ -216,7 +216,8 @@ int choose_kernel(int v, int bt, int K, long long x_rows, int N = 0, int max_til
   // (K3 w2 / DSV4-Flash w2 G = 8: 0.96 / 0.97), so variant 20 runs it at every BT 16 grid (no grid rule there).
   // At BT 32 it was slower built for 3 CTAs per SM (4 stages, C7512; §19): kernel 17 there. 21 = kernel 20 at every BT 8
   // and BT 16 grid (no grid rule: tests, comparisons) and (since §21, w4i) at BT 32, where kernel 20 is built for 2 CTAs
-  // per SM (kD3MinBlocks: 6 stages, <= 112 registers)
+  // per SM (kD3MinBlocks: 6 stages, 92 registers, no C7512): correct, but 1.013x kernel 17's time at m 17-32 (median;
+  // 0.964 / 0.976 on the one-wave K3 / DSV4-Flash w2 G 8 grids, 1.008-1.024 elsewhere), so variant 20 keeps kernel 17 there
   if (v == 17 || v == 18 || v == 19 || v == 20 || v == 21) {
     if (bt == 256 && x_rows > 0) return v == 18 ? 18 : 15;
     if ((v == 20 || v == 21) && bt == 16 && K % 256 == 0) return 20;

@@ -16,6 +16,8 @@
 # CALL=2 (the new default 20 = kernel 20 at bt 32 too): the whole-layer tables (`--only moe_layer_k3,moe_layer_dsv4
 #  --w4-variants 20`), then the bt-32 decode keys of moe_grouped_gemm_w4a16 (m 17-32, G 8 / 24 / 28 / 32) swept under 20
 #  and then under 17 (same-run reference), then (TESTS_LAST=1) the decode suites under the new default.
+# Call 1 ran (d18abf2; results/w4i/call1_*): correct, but t(21)/t(17) at m 17-32 median 1.014 / 1.013, worst 1.048: gate
+# FAILED, so CALL=2 (which needs variant 20 switched to kernel 20 at bt 32) was not run (NOTES.md §21).
 # Reproduce: OUT=/tmp/out BIN=<dir with test_moe, bench_moe> CALL=1 bash kernels/moe/run_w4i.sh
 set -u
 BIN=${BIN:-build-carry/w4i}; OUT=${OUT:-/tmp/w4i-out}; GUARD_S=${GUARD_S:-200}; SHARDS=${SHARDS:-4}; CALL=${CALL:-1}

@@ -29,8 +29,10 @@ namespace servesim::kernels::moe {
 namespace {
 
 // MB = CTAs per SM the kernel is built for (__launch_bounds__ min blocks; the stage ring fills MB's share of the
-// shared memory): 3 at BT 8 / 16 (<= 72 registers), 2 at BT 32 (NOTES.md §21, w4i: <= 112 registers, 6 stages; at 3
-// CTAs per SM, 72 registers and 4 stages, ptxas serialised its wgmmas, C7512, and it ran 1.07-1.19x kernel 17)
+// shared memory): 3 at BT 8 / 16 (<= 72 registers), 2 at BT 32 (NOTES.md §21, w4i: 92 registers, 0 spills, 6 stages,
+// NO C7512; at 3 CTAs per SM, 72 registers and 4 stages, ptxas serialised its wgmmas, C7512, and it ran 1.07-1.19x
+// kernel 17). Not serialised it is still no faster than kernel 17 (itself C7512-serialised) at m 17-32: w4i call 1
+// t/t17 median 1.013 (0.964-1.024 per shape; faster only on the one-wave w2 G 8 grids), so BT 32 is opt-in (variant 21)
 template <int BT>
 constexpr int kD3MinBlocks = BT == 32 ? 2 : 3;
 
