@@ -235,6 +235,12 @@ TEST(W4A16Decode20, ProductionKRingWraps) {
   w4a16_set_variant(dv);
   check_w4a16(8, {1, 8, 3, 8, 2, 7, 8, 1, 4}, 4096, 7168, true, 20);
   check_w4a16(16, {16, 9, 0, 13, 1, 16, 24}, 768, 3584, true, 20);  // the default at bt 16 (§20): kernel 20
+  // the smallest K kernel 20 takes (K % 256 == 0): two stages, the k-loop runs once before the peeled last stage
+  // (twentieth session's review, finding 13)
+  check_w4a16(8, {3, 0, 8, 1}, 256, 256, true, 21);
+  check_w4a16(16, {16, 3, 0, 9}, 256, 256, true, 21);
+  check_w4a16(32, {32, 5, 0, 17}, 256, 256, true, 21);
+  check_w4a16(16, {16, 3, 0, 9}, 256, 256, true, 20);
 }
 
 // Variant 8 (prefill kernel at BT 256; BT 128 falls back to variant 0): K3 expert shapes (K3 w2 3584 x 3072; K3 w13's K = 3584 with
