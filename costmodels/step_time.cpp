@@ -162,24 +162,26 @@ double StepCostModel::host_seconds(int kernels, double gpu_s, int syncs) const {
   return h + std::max(0.0, kernels * shape_.kernel_launch_s - gpu_s) + syncs * shape_.kernel_launch_s;
 }
 
-size_t StepCostModel::KdaKeyHash::operator()(const KdaKey& k) const {
+namespace {
+// Hash of a memo key: two doubles by their bits (finite, non-negative, so one bit pattern per
+// value) and the key's integer fields folded into `tag`, then a 64-bit mix.
+size_t key_hash(double x, double y, std::uint64_t tag) {
+  static_assert(sizeof(double) == sizeof(std::uint64_t));
   std::uint64_t a, b;
-  std::memcpy(&a, &k.tokens, sizeof a), std::memcpy(&b, &k.seqs, sizeof b);
-  std::uint64_t h = a * 0x9E3779B97F4A7C15ULL ^ (b + 0x632BE59BD9B4E019ULL) ^ (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.kind)) << 40) ^
-                    static_cast<std::uint64_t>(k.phase);
+  std::memcpy(&a, &x, sizeof a), std::memcpy(&b, &y, sizeof b);
+  std::uint64_t h = a * 0x9E3779B97F4A7C15ULL ^ (b + 0x632BE59BD9B4E019ULL) ^ tag;
   h ^= h >> 29, h *= 0xBF58476D1CE4E5B9ULL, h ^= h >> 32;
   return static_cast<size_t>(h);
 }
+std::uint64_t u32(int v) { return static_cast<std::uint32_t>(v); }
+}  // namespace
+
+size_t StepCostModel::KdaKeyHash::operator()(const KdaKey& k) const {
+  return key_hash(k.tokens, k.seqs, (u32(k.kind) << 40) ^ u32(k.phase));
+}
 
 size_t StepCostModel::FfnKeyHash::operator()(const FfnKey& k) const {
-  std::uint64_t a, b;
-  static_assert(sizeof(double) == sizeof(std::uint64_t));
-  std::memcpy(&a, &k.tm, sizeof a), std::memcpy(&b, &k.tt, sizeof b);
-  std::uint64_t h = a * 0x9E3779B97F4A7C15ULL ^ (b + 0x632BE59BD9B4E019ULL);
-  h ^= (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.ffn)) << 40) ^ (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.sample)) << 8) ^
-       static_cast<std::uint64_t>(k.mb) ^ (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.seq)) << 52);
-  h ^= h >> 29, h *= 0xBF58476D1CE4E5B9ULL, h ^= h >> 32;
-  return static_cast<size_t>(h);
+  return key_hash(k.tm, k.tt, (u32(k.ffn) << 40) ^ (u32(k.sample) << 8) ^ static_cast<std::uint64_t>(k.mb) ^ (u32(k.seq) << 52));
 }
 
 // The FFN half of one layer pair (what finish() adds per layer before composing it with the

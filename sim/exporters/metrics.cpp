@@ -119,12 +119,9 @@ void MetricsCollector::on_memory(const MemoryEvent& e) {
   static_assert(static_cast<int>(Phase::prefill) == 0 && static_cast<int>(Phase::decode) == 1, "track_index_ has one row per phase");
   const int role = static_cast<int>(e.role);
   // the instances the constructor was told of are indexed; any other id takes the maps' path
-  auto* index = role >= 0 && role < 2 && e.instance >= 0 && e.instance < instances_[role] ? &track_index_[role] : nullptr;
-  std::pair<Track*, Track*>* slot = nullptr;
-  if (index) {
-    if (index->size() <= static_cast<size_t>(e.instance)) index->resize(static_cast<size_t>(e.instance) + 1, {nullptr, nullptr});
-    slot = &(*index)[static_cast<size_t>(e.instance)];
-  }
+  std::pair<Track*, Track*>* slot = role >= 0 && role < 2 && e.instance >= 0 && static_cast<size_t>(e.instance) < track_index_[role].size()
+                                        ? &track_index_[role][static_cast<size_t>(e.instance)]
+                                        : nullptr;
   if (!slot || !slot->first) {
     const std::pair<int, int> key{role, e.instance};
     Track* mean = &tracks_[key];

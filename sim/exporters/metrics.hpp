@@ -82,11 +82,13 @@ class MetricsCollector final : public EventSink {
   /// Instances of each pool, so that an instance that never held KV counts as 0 in the means.
   /// `warmup_s`: start of the measurement window (Summary::warmup_s).
   MetricsCollector(SloSpec slo, int prefill_instances, int decode_instances, double warmup_s = 0)
-      : slo_(slo), warmup_(warmup_s), instances_{prefill_instances, decode_instances} {
+      : slo_(slo), warmup_(warmup_s) {
     s_.warmup_s = warmup_s;
     l2_.from = l3_.from = warmup_s;
     for (int i = 0; i < prefill_instances; ++i) tracks_[{static_cast<int>(Phase::prefill), i}].from = warmup_s;
     for (int i = 0; i < decode_instances; ++i) tracks_[{static_cast<int>(Phase::decode), i}].from = warmup_s;
+    track_index_[static_cast<int>(Phase::prefill)].resize(static_cast<size_t>(std::max(0, prefill_instances)));
+    track_index_[static_cast<int>(Phase::decode)].resize(static_cast<size_t>(std::max(0, decode_instances)));
   }
   // not copyable or movable: track_index_ points into this object's maps
   MetricsCollector(const MetricsCollector&) = delete;
@@ -121,10 +123,10 @@ class MetricsCollector final : public EventSink {
   Track l2_, l3_;
   std::map<std::pair<int, int>, Track> tracks_;  // (role, instance): mean KV per GPU over the instance's ranks
   std::map<std::pair<int, int>, Track> busiest_;  // (role, instance): busiest rank's KV per GPU (its peak)
-  // [role][instance] -> that instance's entries of tracks_ and busiest_ (map nodes do not move):
-  // on_memory runs at every KV change, the maps keep the summary's order
+  // [role][instance] -> that instance's entries of tracks_ and busiest_ (map nodes do not move), for
+  // the instances the constructor was told of (null until the first event): on_memory runs at every
+  // KV change; the maps keep the summary's order
   std::vector<std::pair<Track*, Track*>> track_index_[2];
-  int instances_[2];  // instances per phase (the constructor's counts): the ids track_index_ may hold
   std::vector<double> waiting_arrivals_;         // in flight without a first token: arrival times
   std::vector<std::pair<double, long long>> warmup_decoding_;  // warm-up requests in flight at the end: first token, tokens made
   /// Of `generated` output tokens made from first_token_s to end_s at a steady rate, those made
