@@ -67,6 +67,8 @@ void v4_compress(const CompressorArgs& a, int ratio, int head_dim, cudaStream_t 
 
 namespace {
 int g_indexer_variant = 0, g_topk_variant = 0;
+// The default's row-select region (v4_topk_uses_row, variant 0): batch and max_len bounds, inclusive.
+constexpr int kRowMinNq = 192, kRowMaxNq = 264, kRowMinLen = 4096, kRowMaxLen = 8192;
 int sm_count() {
   static int n = 0;
   if (!n) {
@@ -156,11 +158,13 @@ bool v4_topk_uses_filter(int nq, int max_len, int topk) {
 
 bool v4_topk_uses_row(int nq, int max_len, int topk) {
   if (topk > 2048 || max_len <= 0 || max_len > tkr::kMaxLen) return false;
-  // Opt-in only (variant 6: wherever the row fits in shared memory). Eighteenth session (helper tkm): its first two
-  // forms measured 0.87-1.04x (766fa04, H100) and 0.66-1.13x (0c89694, H200) of the default at 48 decode points; the
-  // linear-digit form (1866479) has not run on a GPU (two failed device starts). Not the default until measured.
-  (void)nq;
-  return g_topk_variant == 6;
+  if (g_topk_variant == 6) return true;  // opt-in: wherever the row fits in shared memory
+  // Variant 0 (twenty-first session, helper tkm2): only where the linear-digit form (1866479) measured faster than the
+  // seventeenth session's default (variant 5) in the same run (lead18 call 1 and tkm2 call 1): batches of 192 to
+  // 2 x 132 rows (one wave at two CTAs per SM; the filter runs there) with rows of 4096-8192 logits (ctx 16K-32K):
+  // 1.12-1.37x. Smaller batches keep the one-CTA radix kernel (0.93-1.07x, noise), shorter rows (2048: 0.86-0.88x),
+  // longer rows (16384: 1 CTA per SM by shared memory, 0.84x) and larger batches (512: 0.71-1.03x) the filter.
+  return g_topk_variant == 0 && nq >= kRowMinNq && nq <= kRowMaxNq && max_len >= kRowMinLen && max_len <= kRowMaxLen;
 }
 
 const char* v4_topk_kernel_name(int nq, int max_len, int topk) {

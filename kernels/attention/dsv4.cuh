@@ -65,10 +65,11 @@ int v4_indexer_chunk(int nq, int max_len);
 /// 0..len-1 then -1. Default (seventeenth session), topk <= 2048 and (nq >= 192 or max_len >= 49152): the one-read
 /// threshold filter (topk_filter_kernel, dsv4_topk_filter.cuh: a cluster of v4_topk_filter_cluster CTAs per row, a
 /// sample-chosen threshold, candidates in shared memory, exact select over them; falls back to an exact select over
-/// the row). Elsewhere, or variants 1-3: the one-CTA radix kernel (issue 3; or the radix cluster kernel). Variant 6
-/// (opt-in, eighteenth session, not yet measured faster): the shared-memory row select (topk_row_kernel,
-/// dsv4_topk_row.cuh: one CTA of 512 threads per row, the row read once into shared memory, a linear first digit,
-/// exact digits over that bin's keys) where topk <= 2048 and 0 < max_len <= 32768. max_len = 0 (unknown) runs the
+/// the row). Elsewhere, or variants 1-3: the one-CTA radix kernel (issue 3; or the radix cluster kernel). The
+/// shared-memory row select (topk_row_kernel, dsv4_topk_row.cuh: one CTA of 512 threads per row, the row read once
+/// into shared memory, a linear first digit, exact digits over that bin's keys): by default (twenty-first session)
+/// only for topk <= 2048, 192 <= nq <= 264 and 4096 <= max_len <= 8192 (where it measured faster than the filter);
+/// variant 6 runs it wherever topk <= 2048 and 0 < max_len <= 32768. max_len = 0 (unknown) runs the
 /// filter with one CTA per row when nq >= 192, else the one-CTA radix kernel.
 /// max_len is in logits per row (0 = unknown); every len[i] should be <= max_len (not checked on the device). The
 /// threshold filter reads a longer row whole (the last CTA of its cluster scans up to len[i]; max_len only sets the
@@ -85,19 +86,20 @@ bool v4_topk_uses_cluster(int nq, int max_len);
 /// per row, 0 = unknown).
 int v4_topk_filter_cluster(int nq, int max_len);
 bool v4_topk_uses_filter(int nq, int max_len, int topk);
-/// Whether v4_topk runs the shared-memory row select (topk_row_kernel) for this shape: only under top-k variant 6, with
-/// topk <= 2048 and 0 < max_len <= 32768 logits per row (any nq). Host-only (no CUDA call); throws nothing.
+/// Whether v4_topk runs the shared-memory row select (topk_row_kernel) for this shape: under variant 0 (the default)
+/// for topk <= 2048, 192 <= nq <= 264 and 4096 <= max_len <= 8192; under variant 6 for topk <= 2048 and
+/// 0 < max_len <= 32768 logits per row (any nq); never under the others. Host-only (no CUDA call); throws nothing.
 bool v4_topk_uses_row(int nq, int max_len, int topk);
 /// The kernel v4_topk runs for a shape: "radix_row_smem", "threshold_filter", "radix_cluster_smem" or "radix_1cta".
 const char* v4_topk_kernel_name(int nq, int max_len, int topk);
 
 /// Kernel choice (bench, tests): indexer 0 = wgmma (default), 1 = the issue-3 kernel; top-k 0 = the default (v4_topk:
-/// threshold filter / one-CTA radix); 1 = always the one-CTA radix kernel;
+/// threshold filter / one-CTA radix / row select in its region); 1 = always the one-CTA radix kernel;
 /// 2 = always the radix cluster kernel (where max_len allows); 3 = the default before the seventeenth session
 /// (cluster kernel for batch <= 16 x rows >= 98304 and batch >= 256 x rows <= 12288, else one-CTA);
-/// 4 = the threshold filter at every shape with topk <= 2048; 5 = the same kernels as 0 (the seventeenth session's
-/// default, kept as the comparison baseline of run_tkm.sh); 6 = the row select wherever topk <= 2048 and 0 < max_len
-/// <= 32768, else as 0.
+/// 4 = the threshold filter at every shape with topk <= 2048; 5 = the seventeenth session's default (filter / one-CTA
+/// radix, never the row select; the comparison baseline of run_tkm.sh); 6 = the row select wherever topk <= 2048 and
+/// 0 < max_len <= 32768, else as 5.
 /// Throws std::invalid_argument outside indexer 0..1 / top-k 0..6.
 void v4_set_variants(int indexer_variant, int topk_variant);
 const char* v4_indexer_variant_name();

@@ -456,8 +456,9 @@ TEST(V4TopK, BadSettingsThrowBeforeAnyLaunch) {
 }
 
 // The shared-memory row select (topk_row_kernel, eighteenth session, helper tkm). Dispatch rule, host only (no CUDA
-// call, runs without a GPU): opt-in (variant 6, topk <= 2048, 0 < max_len <= 32768, any nq); variants 0 (the default)
-// and 5 never run it; where variant 6 does not, the default's filter / radix rule applies.
+// call, runs without a GPU): variant 6 (opt-in) wherever topk <= 2048 and 0 < max_len <= 32768, any nq; variant 0
+// (the default, twenty-first session) only for topk <= 2048, 192 <= nq <= 264, 4096 <= max_len <= 8192; variant 5
+// never; where it does not run, the seventeenth session's filter / radix rule applies.
 TEST(V4TopK, RowSelectDispatch) {
   for (int v : {0, 5}) {
     v4_set_variants(0, v);
@@ -466,7 +467,25 @@ TEST(V4TopK, RowSelectDispatch) {
     EXPECT_STREQ(v4_topk_kernel_name(128, 8192, 1024), "radix_1cta");
     EXPECT_STREQ(v4_topk_kernel_name(128, 49152, 1024), "threshold_filter");
     EXPECT_STREQ(v4_topk_kernel_name(512, 8192, 1024), "threshold_filter");
+    EXPECT_STREQ(v4_topk_kernel_name(191, 8192, 1024), "radix_1cta");
+    EXPECT_STREQ(v4_topk_kernel_name(265, 8192, 1024), "threshold_filter");
+    EXPECT_STREQ(v4_topk_kernel_name(192, 4095, 1024), "threshold_filter");
+    EXPECT_STREQ(v4_topk_kernel_name(256, 8193, 1024), "threshold_filter");
+    EXPECT_STREQ(v4_topk_kernel_name(256, 8192, 4096), "radix_1cta");  // topk > 2048
+    EXPECT_STREQ(v4_topk_kernel_name(256, 0, 1024), "threshold_filter");  // max_len unknown
   }
+  // the default's region: batches 192..264 (one wave at 2 CTAs per SM) x rows 4096..8192 logits (ctx 16K-32K)
+  v4_set_variants(0, 0);
+  for (int nq : {192, 200, 256, 264})
+    for (int len : {4096, 6144, 8192})
+      for (int k : {512, 1024, 2048}) {
+        EXPECT_TRUE(v4_topk_uses_row(nq, len, k)) << nq << " " << len << " " << k;
+        EXPECT_FALSE(v4_topk_uses_filter(nq, len, k));
+        EXPECT_STREQ(v4_topk_kernel_name(nq, len, k), "radix_row_smem");
+      }
+  v4_set_variants(0, 5);
+  for (int nq : {192, 264})
+    for (int len : {4096, 8192}) EXPECT_STREQ(v4_topk_kernel_name(nq, len, 1024), "threshold_filter");
   v4_set_variants(0, 6);
   EXPECT_TRUE(v4_topk_uses_row(1, 32768, 1024));
   EXPECT_TRUE(v4_topk_uses_row(191, 32768, 2048));
@@ -479,6 +498,18 @@ TEST(V4TopK, RowSelectDispatch) {
   EXPECT_FALSE(v4_topk_uses_row(128, 8192, 4096));     // topk > 2048
   EXPECT_STREQ(v4_topk_kernel_name(128, 32768, 1024), "radix_row_smem");
   v4_set_variants(0, 0);
+}
+// The default (variant 0) in its row-select region (twenty-first session): 200 rows of 4097..8192 logits (max_len
+// 8192, odd ld) and 256 rows of 4096 -- the dispatch picks topk_row_kernel and the rows are exact.
+TEST(V4TopK, RowSelectIsTheDefaultInItsRegion) {
+  SKIP_WITHOUT_GPU();
+  v4_set_variants(0, 0);
+  ASSERT_STREQ(v4_topk_kernel_name(200, 8192, 1024), "radix_row_smem");
+  ASSERT_STREQ(v4_topk_kernel_name(256, 4096, 512), "radix_row_smem");
+  std::vector<int> lens(200);
+  for (int i = 0; i < 200; ++i) lens[i] = 8192 - 20 * i;
+  for (int kind : {0, 1, 9}) topk_rows_case(lens, 8195, kind, 1024, 0, "default-row");
+  topk_rows_case(std::vector<int>(256, 4096), 4096, 0, 512, 0, "default-row-256");
 }
 // Row lengths up to the kernel's 32768 (max_len = the longest row: 32768 keys + a 19456-entry list in shared
 // memory), odd ld (unaligned rows: the 16-B loads start after a head), rows <= K, just above K, not a multiple of 4;
