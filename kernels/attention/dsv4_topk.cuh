@@ -288,5 +288,6 @@ __global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restri
 
 // The one-read threshold filter (seventeenth session), default of v4_topk for topk <= 2048.
 #include "attention/dsv4_topk_filter.cuh"
-// The shared-memory row select for mid-size rows (eighteenth session), default of v4_topk for nq < 192, rows <= 32768.
+// The shared-memory row select for mid-size rows (eighteenth session), default of v4_topk for 133 <= nq <= 264 and rows
+// of 3072-12288 logits (twenty-first session; v4_topk_uses_row).
 #include "attention/dsv4_topk_row.cuh"

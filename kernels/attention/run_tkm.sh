@@ -63,6 +63,7 @@ summary() { grep -E '^\[ *(PASSED|FAILED|  OK|  SKIPPED) |ERROR SUMMARY' "$1" | 
   fi
   for tool in memcheck racecheck; do
     f=$MEM_FILTER; [ $tool = racecheck ] && f=$RACE_FILTER
+    [ "$f" = none ] && continue  # MEM_FILTER / RACE_FILTER = none: that tool skipped
     if room 30 "$tool"; then
       timeout $(tl 100) compute-sanitizer --tool $tool --print-limit 10 "$BIN/test_dsv4" --gtest_filter="$f" > "$OUT/$tool.log" 2>&1
       RC=$?; [ $RC = 0 ] || OK=0

@@ -457,7 +457,7 @@ TEST(V4TopK, BadSettingsThrowBeforeAnyLaunch) {
 
 // The shared-memory row select (topk_row_kernel, eighteenth session, helper tkm). Dispatch rule, host only (no CUDA
 // call, runs without a GPU): variant 6 (opt-in) wherever topk <= 2048 and 0 < max_len <= 32768, any nq; variant 0
-// (the default, twenty-first session) only for topk <= 2048, 192 <= nq <= 264, 4096 <= max_len <= 8192; variant 5
+// (the default, twenty-first session) only for topk <= 2048, 133 <= nq <= 264, 3072 <= max_len <= 12288; variant 5
 // never; where it does not run, the seventeenth session's filter / radix rule applies.
 TEST(V4TopK, RowSelectDispatch) {
   for (int v : {0, 5}) {
@@ -467,17 +467,19 @@ TEST(V4TopK, RowSelectDispatch) {
     EXPECT_STREQ(v4_topk_kernel_name(128, 8192, 1024), "radix_1cta");
     EXPECT_STREQ(v4_topk_kernel_name(128, 49152, 1024), "threshold_filter");
     EXPECT_STREQ(v4_topk_kernel_name(512, 8192, 1024), "threshold_filter");
-    EXPECT_STREQ(v4_topk_kernel_name(191, 8192, 1024), "radix_1cta");
+    EXPECT_STREQ(v4_topk_kernel_name(132, 8192, 1024), "radix_1cta");
+    EXPECT_STREQ(v4_topk_kernel_name(160, 3071, 1024), "radix_1cta");
+    EXPECT_STREQ(v4_topk_kernel_name(160, 12289, 1024), "radix_1cta");
     EXPECT_STREQ(v4_topk_kernel_name(265, 8192, 1024), "threshold_filter");
-    EXPECT_STREQ(v4_topk_kernel_name(192, 4095, 1024), "threshold_filter");
-    EXPECT_STREQ(v4_topk_kernel_name(256, 8193, 1024), "threshold_filter");
+    EXPECT_STREQ(v4_topk_kernel_name(192, 3071, 1024), "threshold_filter");
+    EXPECT_STREQ(v4_topk_kernel_name(256, 12289, 1024), "threshold_filter");
     EXPECT_STREQ(v4_topk_kernel_name(256, 8192, 4096), "radix_1cta");  // topk > 2048
     EXPECT_STREQ(v4_topk_kernel_name(256, 0, 1024), "threshold_filter");  // max_len unknown
   }
-  // the default's region: batches 192..264 (one wave at 2 CTAs per SM) x rows 4096..8192 logits (ctx 16K-32K)
+  // the default's region: batches 133..264 (one wave at 2 CTAs per SM) x rows 3072..12288 logits (ctx 12K-48K)
   v4_set_variants(0, 0);
-  for (int nq : {192, 200, 256, 264})
-    for (int len : {4096, 6144, 8192})
+  for (int nq : {133, 160, 191, 192, 200, 256, 264})
+    for (int len : {3072, 4096, 6144, 8192, 12288})
       for (int k : {512, 1024, 2048}) {
         EXPECT_TRUE(v4_topk_uses_row(nq, len, k)) << nq << " " << len << " " << k;
         EXPECT_FALSE(v4_topk_uses_filter(nq, len, k));
@@ -485,7 +487,8 @@ TEST(V4TopK, RowSelectDispatch) {
       }
   v4_set_variants(0, 5);
   for (int nq : {192, 264})
-    for (int len : {4096, 8192}) EXPECT_STREQ(v4_topk_kernel_name(nq, len, 1024), "threshold_filter");
+    for (int len : {3072, 12288}) EXPECT_STREQ(v4_topk_kernel_name(nq, len, 1024), "threshold_filter");
+  for (int len : {3072, 12288}) EXPECT_STREQ(v4_topk_kernel_name(133, len, 1024), "radix_1cta");
   v4_set_variants(0, 6);
   EXPECT_TRUE(v4_topk_uses_row(1, 32768, 1024));
   EXPECT_TRUE(v4_topk_uses_row(191, 32768, 2048));
@@ -499,17 +502,20 @@ TEST(V4TopK, RowSelectDispatch) {
   EXPECT_STREQ(v4_topk_kernel_name(128, 32768, 1024), "radix_row_smem");
   v4_set_variants(0, 0);
 }
-// The default (variant 0) in its row-select region (twenty-first session): 200 rows of 4097..8192 logits (max_len
-// 8192, odd ld) and 256 rows of 4096 -- the dispatch picks topk_row_kernel and the rows are exact.
+// The default (variant 0) in its row-select region (twenty-first session): 200 rows of 4212..8192 logits (max_len
+// 8192, odd ld), 256 rows of 4096 and 140 rows of 12288 (the longest rows at two CTAs per SM) -- the dispatch picks
+// topk_row_kernel and the rows are exact.
 TEST(V4TopK, RowSelectIsTheDefaultInItsRegion) {
   SKIP_WITHOUT_GPU();
   v4_set_variants(0, 0);
   ASSERT_STREQ(v4_topk_kernel_name(200, 8192, 1024), "radix_row_smem");
   ASSERT_STREQ(v4_topk_kernel_name(256, 4096, 512), "radix_row_smem");
+  ASSERT_STREQ(v4_topk_kernel_name(140, 12288, 2048), "radix_row_smem");
   std::vector<int> lens(200);
   for (int i = 0; i < 200; ++i) lens[i] = 8192 - 20 * i;
   for (int kind : {0, 1, 9}) topk_rows_case(lens, 8195, kind, 1024, 0, "default-row");
   topk_rows_case(std::vector<int>(256, 4096), 4096, 0, 512, 0, "default-row-256");
+  topk_rows_case(std::vector<int>(140, 12288), 12289, 0, 2048, 0, "default-row-140");
 }
 // Row lengths up to the kernel's 32768 (max_len = the longest row: 32768 keys + a 19456-entry list in shared
 // memory), odd ld (unaligned rows: the 16-B loads start after a head), rows <= K, just above K, not a multiple of 4;
