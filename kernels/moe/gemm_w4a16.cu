@@ -155,7 +155,7 @@ __device__ __forceinline__ void store_staged_rows(const bf16* st, bf16* yb, int 
 #include "moe/w4a16_streamk.cuh"    // variant 7 (stream-K), g_sk_ctas
 #include "moe/w4a16_prefill.cuh"    // variant 8 (prefill kernel)
 #include "moe/w4a16_prefill_pw.cuh" // variants 11-16 (variant 8 with another producer placement / 2 k-blocks per round)
-#include "moe/w4a16_decode3.cuh"     // kernel 20 (variant 20: kernel 17 reshaped for 3 CTAs per SM)
+#include "moe/w4a16_decode3.cuh"     // kernel 20 (variant 20: kernel 17 reshaped for 3 CTAs per SM), 22 (20 with a 2-CTA K split)
 
 namespace servesim::kernels::moe {
 
@@ -218,6 +218,16 @@ int choose_kernel(int v, int bt, int K, long long x_rows, int N = 0, int max_til
   // and BT 16 grid (no grid rule: tests, comparisons) and (since §21, w4i) at BT 32, where kernel 20 is built for 2 CTAs
   // per SM (kD3MinBlocks: 6 stages, 92 registers, no C7512): correct, but 1.013x kernel 17's time at m 17-32 (median;
   // 0.964 / 0.976 on the one-wave K3 / DSV4-Flash w2 G 8 grids, 1.008-1.024 elsewhere), so variant 20 keeps kernel 17 there
+  // 22 (NOTES.md §22, w4j) = 20 with kernel 22 (kernel 20 with K split across the 2 CTAs of a cluster, fp32 partials
+  // reduced through distributed shared memory) at BT 8 / 16 with K % 256 == 0 and K >= 512 when the launched grid,
+  // N / 128 x max_tiles CTAs, is at most 2 CTAs per SM (the one-wave w2 GEMMs at G = 8: 224 / 256 CTAs on 132 SMs),
+  // N and max_tiles known; else exactly 20
+  if (v == 22) {
+    if ((bt == 8 || bt == 16) && K % 256 == 0 && K >= 512 && N > 0 && max_tiles > 0 &&
+        static_cast<long long>(N / kRowsPerCta) * max_tiles <= 2ll * sm_count())
+      return 22;
+    v = 20;
+  }
   if (v == 17 || v == 18 || v == 19 || v == 20 || v == 21) {
     if (bt == 256 && x_rows > 0) return v == 18 ? 18 : 15;
     if ((v == 20 || v == 21) && bt == 16 && K % 256 == 0) return 20;
@@ -263,6 +273,7 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
     case 18: if constexpr (BT == 256) { launch_prefill_pw<BT, 3, false, 1>(p, max_tiles, x_rows, stream); return; } break;
     case 19: if constexpr (BT <= 32) { launch_decode<BT, 2, 2>(p, max_tiles, stream); return; } break;
     case 20: if constexpr (BT == 8 || BT == 16 || BT == 32) { launch_decode3<BT>(p, max_tiles, stream); return; } break;
+    case 22: if constexpr (BT == 8 || BT == 16) { launch_decode3<BT, 2>(p, max_tiles, stream); return; } break;
     default: break;
   }
   throw std::logic_error("w4a16: choose_kernel gave a kernel not built for this tile width");
@@ -271,8 +282,8 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
 }  // namespace
 
 void w4a16_set_variant(int v) {
-  if (v < 0 || v > 21 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
-    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..21");
+  if (v < 0 || v > 22 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
+    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..22");
   g_variant = v;
 }
 void w4a16_set_streamk_ctas(int ctas) { g_sk_ctas = ctas > 0 ? ctas : 0; }

@@ -243,6 +243,62 @@ TEST(W4A16Decode20, ProductionKRingWraps) {
   check_w4a16(16, {16, 3, 0, 9}, 256, 256, true, 20);
 }
 
+// Kernel 22 (NOTES.md §22, w4j; variant 22): kernel 20 with K split across the 2 CTAs of a cluster, the partial sums
+// reduced through distributed shared memory, on grids of at most 2 CTAs per SM at bt 8 / 16. The model shapes with
+// skewed loads (empty groups, 1-row groups, partial token tiles, several tiles per group) at the production K
+// (K3 w2 3072 with its full N 3584 on 7-9 tiles = 196-252 CTAs; K3 w13 K 3584, DSV4-Flash w2 K 2048, DSV4-Pro K 7168
+// with N cut to bound the CPU reference), the smallest split K (512: one stage per CTA), an odd stage count (K 768: 2 + 1
+// stages) and K 256 (not split: variant 22 runs kernel 20 / 17 as variant 20 does). Each launch's kernel is asserted
+// with the launch's own N / max_tiles; then the rule (host side of the dispatch) at its edges.
+TEST(W4A16Decode22, KSplitClusterSkewed) {
+  SKIP_NO_GPU();
+  struct Case { int bt; std::vector<int> counts; int N, K; };
+  const std::vector<Case> cases = {
+      {8, {1, 0, 8, 3, 7, 1}, 3584, 3072},             // K3 w2, 5 tiles
+      {16, {16, 1, 0, 13, 3}, 3584, 3072},              // K3 w2 at bt 16
+      {8, {1, 0, 8, 3, 17, 1, 2, 0}, 768, 3584},        // K3 w13 K
+      {16, {16, 1, 0, 13, 40}, 768, 3584},
+      {8, {8, 2, 0, 5, 1}, 512, 2048},                  // DSV4-Flash w2 K
+      {16, {9, 16, 1}, 256, 7168},                      // DSV4-Pro K (ring of 7 / 5 slots wraps)
+      {8, {3, 0, 8, 1, 9}, 256, 512},                   // one stage per CTA
+      {16, {16, 3, 0, 9, 17}, 256, 512},
+      {8, {5, 8, 0, 1}, 384, 768},                      // 3 stages: rank 0 two, rank 1 one
+      {16, {1, 16, 0, 31}, 384, 768},
+      {8, {3, 0, 8, 1}, 256, 256},                      // K 256: not split
+      {16, {16, 3, 0, 9}, 256, 256},
+  };
+  int sms = 0, dev = 0;
+  SS_CUDA(cudaGetDevice(&dev));
+  SS_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  for (const auto& cs : cases) {
+    const int G = static_cast<int>(cs.counts.size());
+    int rows = 0;
+    for (int c : cs.counts) rows += c;
+    const int mt = w4a16_max_tiles(rows, G, cs.bt);
+    check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, 22);
+    const int dv = w4a16_variant();
+    w4a16_set_variant(22);
+    const bool split = cs.K >= 512 && static_cast<long long>(cs.N / 128) * mt <= 2ll * sms;
+    EXPECT_EQ(w4a16_kernel_for(cs.bt, cs.K, rows, cs.N, mt), split ? 22 : (cs.bt == 16 ? 20 : 17)) << cs.N << " " << cs.K << " " << mt;
+    w4a16_set_variant(dv);
+  }
+  // the rule (an H200: 132 SMs): <= 264 CTAs at bt 8 / 16 -> 22; more, bt 32, K 256 or unknown grid -> as 20
+  const int dv = w4a16_variant();
+  w4a16_set_variant(22);
+  const int cols = 2 * sms / 8;  // 8 tiles x cols = exactly 2 CTAs per SM
+  EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, cols * 128, 8), 22);
+  EXPECT_EQ(w4a16_kernel_for(16, 3072, 64, cols * 128, 8), 22);
+  EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, cols * 128, 9), 17);   // one more tile row: > 2 per SM, kernel 20's rule: 17
+  EXPECT_EQ(w4a16_kernel_for(16, 3072, 64, cols * 128, 9), 20);
+  EXPECT_EQ(w4a16_kernel_for(32, 3072, 64, cols * 128, 8), 17);  // bt 32: as 20
+  EXPECT_EQ(w4a16_kernel_for(8, 256, 64, cols * 128, 8), 17);    // K 256: as 20
+  EXPECT_EQ(w4a16_kernel_for(8, 3072, 64), 20);                  // grid not given: as 20
+  EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, 3584, 8), sms >= 112 ? 22 : 17);  // K3 w2 G 8 (224 CTAs)
+  EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, 6144, 8), 20);         // K3 w13 G 8 (384 CTAs)
+  EXPECT_EQ(w4a16_kernel_for(256, 3072, 2048), 15);
+  w4a16_set_variant(dv);
+}
+
 // Variant 8 (prefill kernel at BT 256; BT 128 falls back to variant 0): K3 expert shapes (K3 w2 3584 x 3072; K3 w13's K = 3584 with
 // N cut to 768 to bound the CPU reference) with skewed loads: empty groups, a 1-row group, partial
 // last tiles, several tiles per group; the last tile reads past x's end (TMA zero fill). The load and
@@ -370,6 +426,8 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
     if (bt == 256) EXPECT_EQ(w4a16_kernel_for(bt, K, xr), variant == 17 || variant >= 19 ? 15 : variant);  // its own kernel ran (17 / 19-21: 15's)
     if ((variant == 21 && bt <= 32) || (variant == 20 && bt == 16))
       EXPECT_EQ(w4a16_kernel_for(bt, K, xr, N, w4a16_max_tiles(T * k, E, bt)), 20);  // kernel 20 ran
+    if (variant == 22 && bt <= 16)  // 3 x 34 / 3 x 44 CTAs: kernel 22 ran (§22); idle CTA pairs exit before the cluster barriers
+      EXPECT_EQ(w4a16_kernel_for(bt, K, xr, N, w4a16_max_tiles(T * k, E, bt)), 22);
     w4a16_set_variant(default_variant);
     std::vector<int> pos(T * k);
     SS_CUDA(cudaMemcpy(pos.data(), d.pos, 4 * T * k, cudaMemcpyDeviceToHost));
@@ -392,6 +450,6 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
 }
 // (9 / 10 were removed in 73471e7, where w4a16_set_variant started to throw for them; these two
 // instances had stayed and would fail on a GPU)
-INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21));
+INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22));
 
 }  // namespace

@@ -23,6 +23,12 @@
 // does not count the loop-carried accumulators as in flight in the exit block (the zero-trip path joins there).
 // The fix is kernel 17's structure: the last stage is peeled out of the loop and its k-block-1 group is waited with
 // wait_group 0 right after its commit, in the same straight-line code as its wgmmas and before the epilogue.
+// KERNEL 22 (NOTES.md §22, w4j; KS = 2): kernel 20 with K split across the 2 CTAs of a (1, 1, 2) thread-block cluster
+// (grid z = the K half): CTA rank r runs k-stages [r ? KB - KB/2 : 0, r ? KB : KB - KB/2) with its own ring; after
+// both main loops (cluster barrier 1) rank 1's consumers store their fp32 accumulators into rank 0's token ring
+// (distributed shared memory, st.shared::cluster), cluster barrier 2, rank 0 adds them and runs the epilogue. No
+// workspace, no atomics, no second pass. For the grids of <= 2 CTAs per SM (the w2 GEMMs at G = 8: 224 / 256 CTAs on
+// 132 SMs) it doubles the CTAs so that the 3 CTA slots per SM fill. Needs KB >= 2 (K >= 512).
 #pragma once
 
 namespace servesim::kernels::moe {
@@ -80,8 +86,9 @@ __device__ __forceinline__ void decode3_kblock(const uint8_t* wb, uint32_t xlo, 
     for (int k = 0; k < 4; ++k) fence_operand(acc[i][k]);
 }
 
-template <int BT>
+template <int BT, int KS = 1>
 __global__ void __launch_bounds__(kDecThreads, kD3MinBlocks<BT>) w4a16_decode3_kernel(const Params p) {
+  static_assert(KS == 1 || KS == 2, "kernel 20 (KS 1) / 22 (KS 2)");
   using C = D3Cfg<BT>;
   constexpr int S = C::kStages;
   extern __shared__ uint8_t smem_raw[];
@@ -103,7 +110,11 @@ __global__ void __launch_bounds__(kDecThreads, kD3MinBlocks<BT>) w4a16_decode3_k
   const int row0 = p.row_offsets[g] + (tile - p.tile_offsets[g]) * BT;
   const int rows = min(BT, p.row_offsets[g + 1] - row0);
   const int e = p.expert_ids ? p.expert_ids[g] : g;
-  const int KB = p.K / (kKBlock * 2);  // stages
+  const int KBall = p.K / (kKBlock * 2);  // stages of the whole K
+  // KS 2 (kernel 22): this CTA's half of the stages (rank 0 the first KBall - KBall / 2, rank 1 the rest; KBall >= 2)
+  const int rank = KS == 2 ? static_cast<int>(blockIdx.z) : 0;  // cluster (1, 1, 2): the rank is blockIdx.z
+  const int kb0 = rank ? KBall - KBall / 2 : 0;
+  const int KB = KS == 2 ? (rank ? KBall / 2 : KBall - KBall / 2) : KBall;  // stages of this CTA
   const uint8_t* wmat = p.w + static_cast<size_t>(e) * p.matrix_bytes +
                         static_cast<size_t>(blockIdx.x) * (p.K / kKBlock) * kWBlockBytes;
   const bf16* xrow0 = p.x + static_cast<size_t>(row0) * p.K;
@@ -124,19 +135,23 @@ __global__ void __launch_bounds__(kDecThreads, kD3MinBlocks<BT>) w4a16_decode3_k
       mbar_wait(&empty[slot], ((kb / S) & 1) ^ 1);
       if (lane == 0) {
         mbar_expect_tx(&full[slot], C::kW);
-        bulk_g2s(ws + slot * C::kW, wmat + static_cast<size_t>(kb) * C::kW, C::kW, &full[slot]);
+        bulk_g2s(ws + slot * C::kW, wmat + static_cast<size_t>(kb0 + kb) * C::kW, C::kW, &full[slot]);
       }
       uint8_t* xd = xs + slot * C::kX;
 #pragma unroll
       for (int c = lane; c < BT * 8 * 2; c += 32) {
         const int ks = c / (BT * 8), cc = c % (BT * 8), r = cc >> 3, ch = cc & 7;
         const bool ok = r < rows;
-        const bf16* src = ok ? xrow0 + static_cast<size_t>(r) * p.K + (kb * 2 + ks) * kKBlock + ch * 8 : p.x;
+        const bf16* src = ok ? xrow0 + static_cast<size_t>(r) * p.K + ((kb0 + kb) * 2 + ks) * kKBlock + ch * 8 : p.x;
         cp_async16(xd + ks * C::kXSub + r * 128 + ((ch ^ (r & 7)) << 4), src, ok ? 16 : 0);
       }
       asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(&full[slot])) : "memory");
     }
     cp_async_wait<0>();
+    if constexpr (KS == 2) {  // the consumers' two cluster barriers (every thread of both CTAs arrives)
+      cluster_sync_all();
+      cluster_sync_all();
+    }
     return;
   }
 
@@ -175,6 +190,39 @@ __global__ void __launch_bounds__(kDecThreads, kD3MinBlocks<BT>) w4a16_decode3_k
 #pragma unroll
     for (int q = 0; q < 4; ++q) fence_operand(acc[i][q]);
 
+  if constexpr (KS == 2) {
+    // K-split reduction through distributed shared memory. Barrier 1: both CTAs' main loops are done (every
+    // stage consumed, every wgmma complete, the producers' copies landed), so rank 0's token ring is free.
+    // Rank 1 stores its partial sums there (float4 per fragment row i: [i][256 threads], 16 B x 256 x BT/8 =
+    // BT x 512 B <= the ring's S x BT x 256 B); barrier 2 (release / acquire) makes them visible; rank 0 adds.
+    // Rank 1 then exits (it no longer touches rank 0's memory); rank 0's reads precede the epilogue's first
+    // named barrier, before which no thread writes the staging tile over them.
+    cluster_sync_all();
+    const uint32_t red = smem_u32(smem);
+    if (rank == 1) {
+#pragma unroll
+      for (int i = 0; i < BT / 8; ++i) {
+        const uint32_t la = red + static_cast<uint32_t>((i * 256 + tid) * 16);
+        asm volatile(
+            "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, 0;\n"
+            "st.shared::cluster.v4.f32 [ra], {%1, %2, %3, %4};\n}\n" ::"r"(la),
+            "f"(acc[i][0]), "f"(acc[i][1]), "f"(acc[i][2]), "f"(acc[i][3])
+            : "memory");
+      }
+    }
+    cluster_sync_all();
+    if (rank == 1) return;
+    const float4* part = reinterpret_cast<const float4*>(smem);
+#pragma unroll
+    for (int i = 0; i < BT / 8; ++i) {
+      const float4 v = part[i * 256 + tid];
+      acc[i][0] += v.x;
+      acc[i][1] += v.y;
+      acc[i][2] += v.z;
+      acc[i][3] += v.w;
+    }
+  }
+
   // Epilogue (consumers only; every stage was consumed, so no load is in flight): stage
   // [BT tokens][128 outputs] bf16 in the token ring, then 16-byte stores.
   named_bar(1, 256);
@@ -184,15 +232,31 @@ __global__ void __launch_bounds__(kDecThreads, kD3MinBlocks<BT>) w4a16_decode3_k
   store_staged_rows(st, p.y + static_cast<size_t>(row0) * p.N + static_cast<size_t>(blockIdx.x) * kRowsPerCta, p.N, rows, tid, 256);
 }
 
-template <int BT>
+template <int BT, int KS = 1>
 void launch_decode3(const Params& p, int max_tiles, cudaStream_t stream) {
   static bool configured = false;
   if (!configured) {
-    SS_CUDA(cudaFuncSetAttribute(w4a16_decode3_kernel<BT>, cudaFuncAttributeMaxDynamicSharedMemorySize, D3Cfg<BT>::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(w4a16_decode3_kernel<BT, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize, D3Cfg<BT>::kSmem));
     configured = true;
   }
-  dim3 grid(p.N / kRowsPerCta, max_tiles);
-  w4a16_decode3_kernel<BT><<<grid, kDecThreads, D3Cfg<BT>::kSmem, stream>>>(p);
+  if constexpr (KS == 1) {
+    dim3 grid(p.N / kRowsPerCta, max_tiles);
+    w4a16_decode3_kernel<BT><<<grid, kDecThreads, D3Cfg<BT>::kSmem, stream>>>(p);
+  } else {  // kernel 22: the two K halves of a tile are the two CTAs of a (1, 1, 2) cluster
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(p.N / kRowsPerCta, max_tiles, 2);
+    cfg.blockDim = dim3(kDecThreads);
+    cfg.dynamicSmemBytes = D3Cfg<BT>::kSmem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 2;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    SS_CUDA(cudaLaunchKernelEx(&cfg, w4a16_decode3_kernel<BT, KS>, p));
+  }
   SS_LAUNCH_CHECK();
 }
 
