@@ -67,8 +67,10 @@ void v4_compress(const CompressorArgs& a, int ratio, int head_dim, cudaStream_t 
 
 namespace {
 int g_indexer_variant = 0, g_topk_variant = 0;
-// The default's row-select region (v4_topk_uses_row, variant 0): batch and max_len bounds, inclusive.
-constexpr int kRowMinNq = 133, kRowMaxNq = 264, kRowMinLen = 3072, kRowMaxLen = 12288;
+// The default's row-select region (v4_topk_uses_row, variant 0): batch and max_len bounds, inclusive; below
+// kFilterMinNq rows (where the filter rule starts) the rows may be as short as kRowMinLenRadix.
+constexpr int kRowMinNq = 133, kRowMaxNq = 264, kRowMinLen = 3072, kRowMinLenRadix = 2048, kRowMaxLen = 12288,
+              kFilterMinNq = 192;
 int sm_count() {
   static int n = 0;
   if (!n) {
@@ -161,13 +163,15 @@ bool v4_topk_uses_row(int nq, int max_len, int topk) {
   if (g_topk_variant == 6) return true;  // opt-in: wherever the row fits in shared memory
   // Variant 0 (twenty-first session, helper tkm2): only where the linear-digit form (1866479) measured faster than the
   // seventeenth session's default (variant 5) in the same run (tkm2 calls 1-2, lead18 call 1): batches of 133 to
-  // 2 x 132 rows with rows of 3072-12288 logits (ctx 12K-48K). There it runs one wave at two CTAs per SM (57
+  // 2 x 132 rows with rows of 3072-12288 logits (ctx 12K-48K), 2048-12288 below 192 rows (133-191 x 2048: 1.32-1.50x,
+  // tkm2 call 2's row column; no table row has these batches). There it runs one wave at two CTAs per SM (57
   // registers x 512 threads; shared memory 8 x max_len + 16 KB fits twice up to 12398 logits), while the one-CTA radix
   // kernel (batches < 192) fits one CTA per SM (62 registers x 1024 threads: two waves above 132 rows; 160 rows:
   // 1.27-1.40x) and the filter (batches >= 192) is slower at these lengths (192-264 rows: 1.02-1.03x at 3072,
   // 1.13-1.41x at 4096-12288). Elsewhere the old rule: batches <= 132 (0.94-1.07x of the radix kernel, noise),
   // rows of 2048 (0.86-0.87x) or 16384 (one CTA per SM by shared memory: 0.84x), batches >= 288 (0.71-1.13x).
-  return g_topk_variant == 0 && nq >= kRowMinNq && nq <= kRowMaxNq && max_len >= kRowMinLen && max_len <= kRowMaxLen;
+  return g_topk_variant == 0 && nq >= kRowMinNq && nq <= kRowMaxNq &&
+         max_len >= (nq < kFilterMinNq ? kRowMinLenRadix : kRowMinLen) && max_len <= kRowMaxLen;
 }
 
 const char* v4_topk_kernel_name(int nq, int max_len, int topk) {

@@ -68,8 +68,8 @@ int v4_indexer_chunk(int nq, int max_len);
 /// the row). Elsewhere, or variants 1-3: the one-CTA radix kernel (issue 3; or the radix cluster kernel). The
 /// shared-memory row select (topk_row_kernel, dsv4_topk_row.cuh: one CTA of 512 threads per row, the row read once
 /// into shared memory, a linear first digit, exact digits over that bin's keys): by default (twenty-first session)
-/// only for topk <= 2048, 133 <= nq <= 264 and 3072 <= max_len <= 12288 (where it measured faster than the filter
-/// and the one-CTA radix kernel);
+/// only for topk <= 2048, 133 <= nq <= 264 and 3072 <= max_len <= 12288 (2048 <= max_len below 192 rows; where it
+/// measured faster than the filter and the one-CTA radix kernel);
 /// variant 6 runs it wherever topk <= 2048 and 0 < max_len <= 32768. max_len = 0 (unknown) runs the
 /// filter with one CTA per row when nq >= 192, else the one-CTA radix kernel.
 /// max_len is in logits per row (0 = unknown); every len[i] should be <= max_len (not checked on the device). The
@@ -88,7 +88,8 @@ bool v4_topk_uses_cluster(int nq, int max_len);
 int v4_topk_filter_cluster(int nq, int max_len);
 bool v4_topk_uses_filter(int nq, int max_len, int topk);
 /// Whether v4_topk runs the shared-memory row select (topk_row_kernel) for this shape: under variant 0 (the default)
-/// for topk <= 2048, 133 <= nq <= 264 and 3072 <= max_len <= 12288; under variant 6 for topk <= 2048 and
+/// for topk <= 2048, 133 <= nq <= 264 and 3072 <= max_len <= 12288 (2048 <= max_len for nq < 192); under variant 6
+/// for topk <= 2048 and
 /// 0 < max_len <= 32768 logits per row (any nq); never under the others. Host-only (no CUDA call); throws nothing.
 bool v4_topk_uses_row(int nq, int max_len, int topk);
 /// The kernel v4_topk runs for a shape: "radix_row_smem", "threshold_filter", "radix_cluster_smem" or "radix_1cta".

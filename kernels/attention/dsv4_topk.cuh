@@ -289,5 +289,5 @@ __global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restri
 // The one-read threshold filter (seventeenth session), default of v4_topk for topk <= 2048.
 #include "attention/dsv4_topk_filter.cuh"
 // The shared-memory row select for mid-size rows (eighteenth session), default of v4_topk for 133 <= nq <= 264 and rows
-// of 3072-12288 logits (twenty-first session; v4_topk_uses_row).
+// of 3072-12288 logits, 2048-12288 below 192 rows (twenty-first session; v4_topk_uses_row).
 #include "attention/dsv4_topk_row.cuh"

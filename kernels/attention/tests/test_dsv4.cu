@@ -457,7 +457,8 @@ TEST(V4TopK, BadSettingsThrowBeforeAnyLaunch) {
 
 // The shared-memory row select (topk_row_kernel, eighteenth session, helper tkm). Dispatch rule, host only (no CUDA
 // call, runs without a GPU): variant 6 (opt-in) wherever topk <= 2048 and 0 < max_len <= 32768, any nq; variant 0
-// (the default, twenty-first session) only for topk <= 2048, 133 <= nq <= 264, 3072 <= max_len <= 12288; variant 5
+// (the default, twenty-first session) only for topk <= 2048, 133 <= nq <= 264, 3072 (nq < 192: 2048) <= max_len
+// <= 12288; variant 5
 // never; where it does not run, the seventeenth session's filter / radix rule applies.
 TEST(V4TopK, RowSelectDispatch) {
   for (int v : {0, 5}) {
@@ -468,7 +469,7 @@ TEST(V4TopK, RowSelectDispatch) {
     EXPECT_STREQ(v4_topk_kernel_name(128, 49152, 1024), "threshold_filter");
     EXPECT_STREQ(v4_topk_kernel_name(512, 8192, 1024), "threshold_filter");
     EXPECT_STREQ(v4_topk_kernel_name(132, 8192, 1024), "radix_1cta");
-    EXPECT_STREQ(v4_topk_kernel_name(160, 3071, 1024), "radix_1cta");
+    EXPECT_STREQ(v4_topk_kernel_name(160, 2047, 1024), "radix_1cta");
     EXPECT_STREQ(v4_topk_kernel_name(160, 12289, 1024), "radix_1cta");
     EXPECT_STREQ(v4_topk_kernel_name(265, 8192, 1024), "threshold_filter");
     EXPECT_STREQ(v4_topk_kernel_name(192, 3071, 1024), "threshold_filter");
@@ -489,6 +490,15 @@ TEST(V4TopK, RowSelectDispatch) {
   for (int nq : {192, 264})
     for (int len : {3072, 12288}) EXPECT_STREQ(v4_topk_kernel_name(nq, len, 1024), "threshold_filter");
   for (int len : {3072, 12288}) EXPECT_STREQ(v4_topk_kernel_name(133, len, 1024), "radix_1cta");
+  // below the filter's batches the region starts at rows of 2048 (the one-CTA radix kernel runs two waves there)
+  v4_set_variants(0, 0);
+  for (int nq : {133, 191}) {
+    EXPECT_STREQ(v4_topk_kernel_name(nq, 2048, 1024), "radix_row_smem");
+    EXPECT_STREQ(v4_topk_kernel_name(nq, 2047, 1024), "radix_1cta");
+  }
+  EXPECT_STREQ(v4_topk_kernel_name(192, 2048, 1024), "threshold_filter");
+  EXPECT_STREQ(v4_topk_kernel_name(192, 3071, 1024), "threshold_filter");
+  EXPECT_STREQ(v4_topk_kernel_name(132, 2048, 1024), "radix_1cta");
   v4_set_variants(0, 6);
   EXPECT_TRUE(v4_topk_uses_row(1, 32768, 1024));
   EXPECT_TRUE(v4_topk_uses_row(191, 32768, 2048));
