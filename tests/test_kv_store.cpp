@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <random>
+#include <tuple>
+
 using namespace servesim;
 
 namespace {
@@ -78,4 +82,64 @@ TEST(PrefixCacheEvictable, PinnedNodesAndTheirAncestorsAreNotEvictable) {
   EXPECT_DOUBLE_EQ(c.evictable_bytes(), 2000);  // only a's blocks 2 and 3
   EXPECT_DOUBLE_EQ(c.evict(1e9), 2000);
   EXPECT_EQ(c.match(a).present_blocks, 1);  // block 1 stays: b pins it
+}
+
+// The LRU policy on its own: its order by hand (oldest use first; at one time the deepest node
+// first; then the lower key), then against a plain reference (the minimum of the live entries by a
+// linear scan) over random refreshes, forgets and evictions -- the heap's stale entries must never
+// surface, whatever the call order.
+TEST(LruEviction, OldestThenDeepestThenLowestKey) {
+  auto p = make_eviction_policy("lru");
+  std::uint64_t k = 0;
+  EXPECT_FALSE(p->victim(k));
+  p->make_evictable(7, 3, 2.0);
+  p->make_evictable(5, 1, 1.0);
+  p->make_evictable(9, 4, 1.0);  // same time as 5, deeper: first
+  p->make_evictable(4, 4, 1.0);  // same time and depth as 9, lower key: first of all
+  ASSERT_TRUE(p->victim(k));
+  EXPECT_EQ(k, 4u);
+  p->forget(4);
+  ASSERT_TRUE(p->victim(k));
+  EXPECT_EQ(k, 9u);
+  p->make_evictable(9, 4, 3.0);  // used again: now the newest
+  ASSERT_TRUE(p->victim(k));
+  EXPECT_EQ(k, 5u);
+  p->forget(5);
+  ASSERT_TRUE(p->victim(k));
+  EXPECT_EQ(k, 7u);
+  p->forget(7), p->forget(9), p->forget(12345);  // an unknown key is ignored
+  EXPECT_FALSE(p->victim(k));
+}
+
+TEST(LruEviction, MatchesALinearScanOverRandomCalls) {
+  auto p = make_eviction_policy("lru");
+  std::map<std::uint64_t, std::tuple<double, int, std::uint64_t>> ref;  // key -> (t, -depth, key)
+  std::mt19937_64 g(7);
+  int checks = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const std::uint64_t key = g() % 500;
+    const int op = static_cast<int>(g() % 10);
+    if (op < 6) {  // use or offer: times from a few values so that ties in time are common
+      const double t = static_cast<double>(i / 50) + static_cast<double>(g() % 3);
+      const int depth = static_cast<int>(g() % 4);
+      p->make_evictable(key, depth, t);
+      ref[key] = {t, -depth, key};
+    } else if (op < 8) {
+      p->forget(key);
+      ref.erase(key);
+    } else {  // evict the victim, as PrefixCache::evict does
+      std::uint64_t v = 0;
+      const bool got = p->victim(v);
+      ASSERT_EQ(got, !ref.empty());
+      if (!got) continue;
+      auto best = ref.begin();
+      for (auto it = ref.begin(); it != ref.end(); ++it)
+        if (it->second < best->second) best = it;
+      ASSERT_EQ(v, best->first) << "call " << i;
+      p->forget(v);
+      ref.erase(best);
+      ++checks;
+    }
+  }
+  EXPECT_GT(checks, 30000);
 }

@@ -1,29 +1,41 @@
 #include "sim/policies/eviction.hpp"
 
+#include <algorithm>
+#include <functional>
+
 namespace servesim {
 
 void LruEviction::make_evictable(std::uint64_t key, int depth, double t_s) {
-  const auto k = std::make_tuple(t_s, -depth, key);
+  const Entry k{t_s, -depth, key};
   auto [it, fresh] = pos_.try_emplace(key, k);
   if (!fresh) {
     if (it->second == k) return;  // already a candidate at this place (refreshes repeat often)
-    order_.erase(it->second);
-    it->second = k;
+    it->second = k;               // the old heap entry turns stale
   }
-  order_.insert(k);
+  if (heap_.size() >= 2 * pos_.size() + 64) {  // mostly stale: rebuild from the live entries
+    heap_.clear();
+    for (const auto& [_, e] : pos_) heap_.push_back(e);
+    std::make_heap(heap_.begin(), heap_.end(), std::greater<>{});
+    return;
+  }
+  heap_.push_back(k);
+  std::push_heap(heap_.begin(), heap_.end(), std::greater<>{});
 }
 
-void LruEviction::forget(std::uint64_t key) {
-  auto it = pos_.find(key);
-  if (it == pos_.end()) return;
-  order_.erase(it->second);
-  pos_.erase(it);
-}
+void LruEviction::forget(std::uint64_t key) { pos_.erase(key); }
 
 bool LruEviction::victim(std::uint64_t& key) const {
-  if (order_.empty()) return false;
-  key = std::get<2>(*order_.begin());
-  return true;
+  while (!heap_.empty()) {
+    const Entry& top = heap_.front();
+    const auto it = pos_.find(std::get<2>(top));
+    if (it != pos_.end() && it->second == top) {
+      key = std::get<2>(top);
+      return true;
+    }
+    std::pop_heap(heap_.begin(), heap_.end(), std::greater<>{});
+    heap_.pop_back();
+  }
+  return false;
 }
 
 std::unique_ptr<EvictionPolicy> make_eviction_policy(const std::string& name) {

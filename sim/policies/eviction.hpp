@@ -5,10 +5,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <set>
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <vector>
 
 namespace servesim {
 
@@ -26,17 +26,24 @@ class EvictionPolicy {
   virtual bool victim(std::uint64_t& key) const = 0;
 };
 
-/// Least recently used leaf first; among leaves last used at the same time, the deepest first.
+/// Least recently used leaf first; among leaves last used at the same time, the deepest first
+/// (then the lower key: a total order, so the victim never depends on the order of the calls).
+/// A binary min-heap with lazy deletion: a refresh or a forget leaves the old entry in the heap,
+/// and victim() drops such stale entries from the top; the heap is rebuilt from the live entries
+/// when stale ones outnumber them (no allocation per call, unlike a node-based ordered set).
 class LruEviction final : public EvictionPolicy {
  public:
   std::string name() const override { return "lru"; }
   void make_evictable(std::uint64_t key, int depth, double t_s) override;
   void forget(std::uint64_t key) override;
   bool victim(std::uint64_t& key) const override;
+  /// Live candidates (tests).
+  std::size_t size() const { return pos_.size(); }
 
  private:
-  std::set<std::tuple<double, int, std::uint64_t>> order_;
-  std::unordered_map<std::uint64_t, std::tuple<double, int, std::uint64_t>> pos_;
+  using Entry = std::tuple<double, int, std::uint64_t>;  // (last use s, -depth, key)
+  mutable std::vector<Entry> heap_;                      // min-heap (std::greater) incl. stale entries
+  std::unordered_map<std::uint64_t, Entry> pos_;         // the live entry of each candidate
 };
 
 /// The eviction registry: a policy by name ("lru"). Throws std::invalid_argument for an unknown
