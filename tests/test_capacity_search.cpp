@@ -254,6 +254,18 @@ TEST(CapacityCommand, PrefillBoundAnswerIsTheStabilityBoundAtEverySeed) {
     EXPECT_EQ(b["seeds"].size(), 2u);
     EXPECT_NEAR(b["cost_model_error"]["held_out_error"].get<double>(), held_out_from_file(), 1e-4);
     EXPECT_NEAR(b["cost_model_error"]["kernel_factor_p90"].get<double>(), 1 + held_out_from_file(), 1e-6);
+    // beside the answer, the engine's error against the published deployments: the ranges that
+    // `servesim validate` prints under its table (tests/test_validate.cpp checks those by hand)
+    const auto& se = c["serving_error_vs_published"];
+    ASSERT_EQ(se.size(), 3u) << se.dump();
+    const auto v = ::test::sh("validate");
+    for (const auto& e : se) {
+      const std::string line = fmt::format("  {}: {:+.1f}% to {:+.1f}% over {} row", e["regime"].get<std::string>(), 100 * e["min_error"].get<double>(),
+                                           100 * e["max_error"].get<double>(), e["rows"].get<int>());
+      EXPECT_NE(v.text.find(line), std::string::npos) << line << "\n" << v.text;
+      EXPECT_NE(o.text.find(fmt::format("    {}: {:+.1f}% to", e["regime"].get<std::string>(), 100 * e["min_error"].get<double>())), std::string::npos)
+          << o.text;
+    }
   }
   auto meets = [](std::pair<double, double> x) { return x.first <= 10.0 && x.second <= 1.0; };
   EXPECT_TRUE(meets(run_p99(dir / "a", prefill_bound(42), 3, 1, rate)));

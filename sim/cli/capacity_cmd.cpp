@@ -7,6 +7,7 @@
 #include "sim/cli/capacity_runner.hpp"
 #include "sim/cli/capacity_search.hpp"
 #include "sim/cli/common.hpp"
+#include "sim/cli/validate_case.hpp"
 
 #include "costmodels/capacity.hpp"
 #include "costmodels/factory.hpp"
@@ -147,7 +148,7 @@ json point_json(const Point& p) {
           {"arrived", p.arrived}, {"rejected", p.rejected}, {"wall_s", std::round(p.wall_s * 100) / 100}};
 }
 
-void print_answer(const DeploymentSpec& d, const Answer& ans, const json& est, const json& bd, const json& sum, const CapacityArgs& a) {
+void print_answer(const DeploymentSpec& d, const Answer& ans, const json& est, const json& bd, const json& sum, const json& serving, const CapacityArgs& a) {
   const Alloc& b = ans.r.best;
   fmt::print("\n== capacity of {} ({} on {}) ==\n", d.name, d.model.display_name, d.gpu.display_name);
   fmt::print("load: {}; SLO: TTFT p99 <= {} s, TPOT p99 <= {} ms, rejected <= {}%; window [{}, {}] s of simulated time\n",
@@ -171,6 +172,12 @@ void print_answer(const DeploymentSpec& d, const Answer& ans, const json& est, c
                ce["nodes_delta_p90"].is_null() ? std::string("more") : fmt::format("{:+d}", ce["nodes_delta_p90"].get<int>()),
                ce["p10_end"].get<std::string>(), ce["p90_end"].get<std::string>());
   else fmt::print("  {}\n", ce.value("note", ""));
+  if (!serving.empty()) {
+    fmt::print("  engine vs published deployments (servesim validate; > 0: throughput higher than measured, so fewer nodes than needed):\n");
+    for (const auto& e : serving)
+      fmt::print("    {}: {:+.1f}% to {:+.1f}% ({} row{})\n", e["regime"].get<std::string>(), 100 * e["min_error"].get<double>(),
+                 100 * e["max_error"].get<double>(), e["rows"].get<int>(), e["rows"].get<int>() == 1 ? "" : "s");
+  }
   if (est.contains("nodes"))
     fmt::print("static estimate (plan, the article's derivation): {} nodes ({} decode + {} prefill) for {} resident requests = sessions x rho {} "
                "at {} tokens of context\n",
@@ -275,7 +282,14 @@ void finish(Runner& run, const Answer& best, const Scenario& s, const Deployment
   }
   const json bd = band(run, best, s, a, ho);
   const json est = static_estimate(d, a, best.point.summary);
-  print_answer(d, best, est, bd, best.point.summary, a);
+  // the engine's error where it can be checked: the shipped validation cases' step rows (< 1 s)
+  json serving = json::array();
+  try {
+    serving = validation::regime_json(validation::serving_regime_errors((fs::path(data_dir()) / "validation").string()));
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "warning: the validation cases could not be evaluated ({}): no serving error shown\n", e.what());
+  }
+  print_answer(d, best, est, bd, best.point.summary, serving, a);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const json fewer = fewer_nodes_met(run.done(), best, s.seed);
   for (const auto& f : fewer)
@@ -291,7 +305,7 @@ void finish(Runner& run, const Answer& best, const Scenario& s, const Deployment
                  : json{{"assumed", a.rho}};
   std::ofstream(out / "capacity.json")
       << json{{"found", true}, {"scenario", s.path}, {"deployment", base.name}, {"asked", asked(a)}, {"answer", point_json(best.point)},
-              {"fewer_nodes_met_in_band_runs", fewer}, {"band", bd}, {"static_estimate", est}, {"rho", rho}, {"window", best.point.summary["window"]},
+              {"fewer_nodes_met_in_band_runs", fewer}, {"band", bd}, {"serving_error_vs_published", serving}, {"static_estimate", est}, {"rho", rho}, {"window", best.point.summary["window"]},
               {"configurations", searched}, {"runs", pts}}
              .dump(2)
       << "\n";

@@ -60,6 +60,11 @@ int validate(const ValidateArgs& a) {
   }
   fmt::print("servesim validate{}: {} rows from {}\n\n", a.quick ? " --quick" : "", rows.size(), dir);
   const int failed = print_table(rows);
+  if (const auto reg = regime_errors(rows); !reg.empty()) {
+    fmt::print("\nserving error by regime (every step row above, the published ablations included; error > 0: the engine's "
+               "throughput is higher than the deployment's, i.e. it would size too few nodes):\n");
+    for (const auto& l : regime_lines(reg)) fmt::print("  {}\n", l);
+  }
   fmt::print("\nsources:\n");
   for (const auto& s : sources) fmt::print("  {}\n", s);
   fmt::print("{:.1f} s; {}\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),

@@ -27,6 +27,10 @@ namespace servesim::cli::validation {
 
 namespace {
 
+// sequences per rank from which a decode row counts as a large batch (SGLang's two-batch-overlap
+// ablation, serving-overheads.md §3: overlap loses 27% at 32 tokens per GPU and gains from 256)
+constexpr long long kLargeDecodeBatch = 32;
+
 namespace fs = std::filesystem;
 
 const DeploymentSpec& pick(const Scenario& s, const Case& c) {
@@ -99,6 +103,7 @@ std::vector<Row> eval_step_throughput(const Case& c, bool quick) {
       pool.step_overhead_s = h;
     }
     r.row.simulated = uniform_step(dr, cost, decode, seqs, tokens, context).tokens_per_s_per_node();
+    r.row.regime = !decode ? "prefill" : seqs >= kLargeDecodeBatch ? "decode >= 32 seq/rank" : "decode < 32 seq/rank";
     out.push_back(r.row);
   }
   return out;
