@@ -222,10 +222,12 @@ int choose_kernel(int v, int bt, int K, long long x_rows, int N = 0, int max_til
   // reduced through distributed shared memory) at BT 8 / 16 with K % 256 == 0 and K >= 512 when the launched grid,
   // N / 128 x max_tiles CTAs, is at most 2 CTAs per SM (the one-wave w2 GEMMs at G = 8: 224 / 256 CTAs on 132 SMs),
   // N and max_tiles known; else exactly 20
-  if (v == 22) {
+  // 23 = 22 with kernel 23 (kernel 22 built for 4 CTAs per SM: the split grid, 448 / 512 CTAs at K3 / DSV4-Flash w2
+  // G = 8, in one wave of 528 slots instead of 396 + a second partial wave) at BT 8; kernel 22 at BT 16
+  if (v == 22 || v == 23) {
     if ((bt == 8 || bt == 16) && K % 256 == 0 && K >= 512 && N > 0 && max_tiles > 0 &&
         static_cast<long long>(N / kRowsPerCta) * max_tiles <= 2ll * sm_count())
-      return 22;
+      return v == 23 && bt == 8 ? 23 : 22;
     v = 20;
   }
   if (v == 17 || v == 18 || v == 19 || v == 20 || v == 21) {
@@ -274,6 +276,7 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
     case 19: if constexpr (BT <= 32) { launch_decode<BT, 2, 2>(p, max_tiles, stream); return; } break;
     case 20: if constexpr (BT == 8 || BT == 16 || BT == 32) { launch_decode3<BT>(p, max_tiles, stream); return; } break;
     case 22: if constexpr (BT == 8 || BT == 16) { launch_decode3<BT, 2>(p, max_tiles, stream); return; } break;
+    case 23: if constexpr (BT == 8) { launch_decode3<BT, 2, 4>(p, max_tiles, stream); return; } break;
     default: break;
   }
   throw std::logic_error("w4a16: choose_kernel gave a kernel not built for this tile width");
@@ -282,8 +285,8 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
 }  // namespace
 
 void w4a16_set_variant(int v) {
-  if (v < 0 || v > 22 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
-    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..22");
+  if (v < 0 || v > 23 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
+    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..23");
   g_variant = v;
 }
 void w4a16_set_streamk_ctas(int ctas) { g_sk_ctas = ctas > 0 ? ctas : 0; }

@@ -61,14 +61,15 @@ shards() {
       END {printf "SASS %s: %d lines, HGMMA %d, first DEPBAR.LE gsb0 0x0 at line %d, first F2FP at line %d, F2FP before it: %d -> %s\n", k, NR, h, d, f, bad, (bad || !d) ? "ACCUMULATORS READ IN FLIGHT" : "ok"}' "$OUT/sass_$k.txt"
   done
   if [ "$CALL" = 1 ] && left; then
-    echo "== w4cmp 20,22 (7 decode shapes, m 1-${CMP_MAXM:-32}) $(el)"
+    echo "== w4cmp ${CMP_V:-20,22} (decode shapes ${CMP_MODELS:-all}, m 1-${CMP_MAXM:-32}) $(el)"
     B=$(tmo ${CMP_S:-80})
     timeout $B "$BIN/bench_moe" --out /tmp/w4j_cmp --only w4cmp --w4-max-m ${CMP_MAXM:-32} --deadline-s $((B > 20 ? B - 8 : 10)) \
-      --w4-variants 20,22 > "$OUT/bench_cmp.txt" 2>&1
+      --w4-variants ${CMP_V:-20,22} ${CMP_MODELS:+--models $CMP_MODELS} > "$OUT/bench_cmp.txt" 2>&1
     echo "bench w4cmp exit: $? $(el)"
     grep -E "^w4cmp .*median" "$OUT/bench_cmp.txt"
-    GATE=$(python3 - "$OUT/bench_cmp.txt" <<'PY'
+    GATE=$(python3 - "$OUT/bench_cmp.txt" "${GATE_V:-22}" <<'PY'
 import re, sys, statistics
+NV = sys.argv[2]
 t = {}
 for l in open(sys.argv[1]):
     m = re.match(r"w4cmp rep=(\d) (\S+ \S+ G=\d+) m=(\d+) bt=\d+ v=(\d+): event ([\d.]+) us \(\S+ TB/s\), graph ([\d.]+)", l)
@@ -77,11 +78,11 @@ def gate(shapes, lo, hi, k):
     pts = sorted({(b, c) for (a, b, c, v) in t if lo <= c <= hi and b in shapes})
     med = {}
     for rep in "01":
-        r = [t[(rep, b, c, "22")][k] / t[(rep, b, c, "20")][k] for (b, c) in pts if (rep, b, c, "22") in t and (rep, b, c, "20") in t]
+        r = [t[(rep, b, c, NV)][k] / t[(rep, b, c, "20")][k] for (b, c) in pts if (rep, b, c, NV) in t and (rep, b, c, "20") in t]
         med[rep] = statistics.median(r) if r and len(r) >= 5 * len(pts) // 6 else 9
     worst, wp, per = 0, None, {}
     for b, c in pts:
-        try: r = min(t[(a, b, c, "22")][k] for a in "01") / min(t[(a, b, c, "20")][k] for a in "01")
+        try: r = min(t[(a, b, c, NV)][k] for a in "01") / min(t[(a, b, c, "20")][k] for a in "01")
         except KeyError: r = 9
         per.setdefault(b, []).append(r)
         if r > worst: worst, wp = r, (b, c)
@@ -95,11 +96,27 @@ ok, s = gate(G8, 1, 16, 0)
 _, sg = gate(G8, 1, 16, 1)
 _, so = gate(rest, 1, 32, 0)
 _, s32 = gate(G8, 17, 32, 0)
-print(1 if ok else 0, "kernel-22 points:", s, "|", sg, "| other shapes (same kernel):", so, "| G8 m 17-32 (same kernel):", s32)
+print(1 if ok else 0, "v%s/v20 at the kernel-22/23 points:" % NV, s, "|", sg, "| other shapes (same kernel):", so, "| G8 m 17-32 (same kernel):", s32)
 PY
 )
-    echo "gate t(22)/t(20): $GATE"; GATE=${GATE%% *}; [ $TESTS_OK = 1 ] || GATE=0
+    echo "gate t(${GATE_V:-22})/t(20): $GATE"; GATE=${GATE%% *}; [ $TESTS_OK = 1 ] || GATE=0
     echo "GATE=$GATE"
+    for gv in ${GATE_EXTRA:-}; do
+      echo "also t($gv)/t(20): $(python3 - "$OUT/bench_cmp.txt" "$gv" <<'PY'
+import re, sys, statistics
+t = {}
+for l in open(sys.argv[1]):
+    m = re.match(r"w4cmp rep=(\d) (\S+ \S+ G=\d+) m=(\d+) bt=\d+ v=(\d+): event ([\d.]+) us \(\S+ TB/s\), graph ([\d.]+)", l)
+    if m: t[(m.group(1), m.group(2), int(m.group(3)), m.group(4))] = (float(m.group(5)), float(m.group(6)))
+for b in ("K3 w2 G=8", "DSV4-Flash w2 G=8"):
+    for lo, hi in ((1, 8), (9, 16)):
+        for k, nm in ((0, "event"), (1, "graph")):
+            r = [min(t[(a, b, c, sys.argv[2])][k] for a in "01") / min(t[(a, b, c, "20")][k] for a in "01")
+                 for c in range(lo, hi + 1) if all((a, b, c, v) in t for a in "01" for v in (sys.argv[2], "20"))]
+            if r: print("%s m %d-%d %s median %.3f (%.3f-%.3f);" % (b, lo, hi, nm, statistics.median(r), min(r), max(r)), end=" ")
+PY
+)"
+    done
   fi
   if [ "$CALL" = 2 ]; then
     if left; then

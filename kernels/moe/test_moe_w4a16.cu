@@ -276,6 +276,7 @@ TEST(W4A16Decode22, KSplitClusterSkewed) {
     for (int c : cs.counts) rows += c;
     const int mt = w4a16_max_tiles(rows, G, cs.bt);
     check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, 22);
+    if (cs.bt == 8) check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, 23);  // kernel 23 (22 built for 4 CTAs per SM)
     const int dv = w4a16_variant();
     w4a16_set_variant(22);
     const bool split = cs.K >= 512 && static_cast<long long>(cs.N / 128) * mt <= 2ll * sms;
@@ -288,7 +289,7 @@ TEST(W4A16Decode22, KSplitClusterSkewed) {
   const int cols = 2 * sms / 8;  // 8 tiles x cols = exactly 2 CTAs per SM
   EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, cols * 128, 8), 22);
   EXPECT_EQ(w4a16_kernel_for(16, 3072, 64, cols * 128, 8), 22);
-  EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, cols * 128, 9), 17);   // one more tile row: > 2 per SM, kernel 20's rule: 17
+  EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, cols * 128, 9), 20);   // one more tile row: > 2 per SM, kernel 20's rule: 20
   EXPECT_EQ(w4a16_kernel_for(16, 3072, 64, cols * 128, 9), 20);
   EXPECT_EQ(w4a16_kernel_for(32, 3072, 64, cols * 128, 8), 17);  // bt 32: as 20
   EXPECT_EQ(w4a16_kernel_for(8, 256, 64, cols * 128, 8), 17);    // K 256: as 20
@@ -296,6 +297,10 @@ TEST(W4A16Decode22, KSplitClusterSkewed) {
   EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, 3584, 8), sms >= 112 ? 22 : 17);  // K3 w2 G 8 (224 CTAs)
   EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, 6144, 8), 20);         // K3 w13 G 8 (384 CTAs)
   EXPECT_EQ(w4a16_kernel_for(256, 3072, 2048), 15);
+  w4a16_set_variant(23);
+  EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, cols * 128, 8), 23);
+  EXPECT_EQ(w4a16_kernel_for(16, 3072, 64, cols * 128, 8), 22);
+  EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, cols * 128, 9), 20);
   w4a16_set_variant(dv);
 }
 
@@ -426,6 +431,8 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
     if (bt == 256) EXPECT_EQ(w4a16_kernel_for(bt, K, xr), variant == 17 || variant >= 19 ? 15 : variant);  // its own kernel ran (17 / 19-21: 15's)
     if ((variant == 21 && bt <= 32) || (variant == 20 && bt == 16))
       EXPECT_EQ(w4a16_kernel_for(bt, K, xr, N, w4a16_max_tiles(T * k, E, bt)), 20);  // kernel 20 ran
+    if (variant == 23 && bt == 8)
+      EXPECT_EQ(w4a16_kernel_for(bt, K, xr, N, w4a16_max_tiles(T * k, E, bt)), 23);
     if (variant == 22 && bt <= 16)  // 3 x 34 / 3 x 44 CTAs: kernel 22 ran (§22); idle CTA pairs exit before the cluster barriers
       EXPECT_EQ(w4a16_kernel_for(bt, K, xr, N, w4a16_max_tiles(T * k, E, bt)), 22);
     w4a16_set_variant(default_variant);
@@ -450,6 +457,6 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
 }
 // (9 / 10 were removed in 73471e7, where w4a16_set_variant started to throw for them; these two
 // instances had stayed and would fail on a GPU)
-INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22));
+INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23));
 
 }  // namespace

@@ -86,10 +86,11 @@ __device__ __forceinline__ void decode3_kblock(const uint8_t* wb, uint32_t xlo, 
     for (int k = 0; k < 4; ++k) fence_operand(acc[i][k]);
 }
 
-template <int BT, int KS = 1>
-__global__ void __launch_bounds__(kDecThreads, kD3MinBlocks<BT>) w4a16_decode3_kernel(const Params p) {
-  static_assert(KS == 1 || KS == 2, "kernel 20 (KS 1) / 22 (KS 2)");
-  using C = D3Cfg<BT>;
+// MB: CTAs per SM built for (kernel 23 = kernel 22 at BT 8 built for 4 CTAs per SM: <= 56 registers, 5 stages; §22)
+template <int BT, int KS = 1, int MB = kD3MinBlocks<BT>>
+__global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Params p) {
+  static_assert(KS == 1 || KS == 2, "kernel 20 (KS 1) / 22, 23 (KS 2)");
+  using C = D3Cfg<BT, MB>;
   constexpr int S = C::kStages;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -232,11 +233,12 @@ __global__ void __launch_bounds__(kDecThreads, kD3MinBlocks<BT>) w4a16_decode3_k
   store_staged_rows(st, p.y + static_cast<size_t>(row0) * p.N + static_cast<size_t>(blockIdx.x) * kRowsPerCta, p.N, rows, tid, 256);
 }
 
-template <int BT, int KS = 1>
+template <int BT, int KS = 1, int MB = kD3MinBlocks<BT>>
 void launch_decode3(const Params& p, int max_tiles, cudaStream_t stream) {
+  using C = D3Cfg<BT, MB>;
   static bool configured = false;
   if (!configured) {
-    SS_CUDA(cudaFuncSetAttribute(w4a16_decode3_kernel<BT, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize, D3Cfg<BT>::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(w4a16_decode3_kernel<BT, KS, MB>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
     configured = true;
   }
   if constexpr (KS == 1) {
@@ -246,7 +248,7 @@ void launch_decode3(const Params& p, int max_tiles, cudaStream_t stream) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(p.N / kRowsPerCta, max_tiles, 2);
     cfg.blockDim = dim3(kDecThreads);
-    cfg.dynamicSmemBytes = D3Cfg<BT>::kSmem;
+    cfg.dynamicSmemBytes = C::kSmem;
     cfg.stream = stream;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -255,7 +257,7 @@ void launch_decode3(const Params& p, int max_tiles, cudaStream_t stream) {
     attr[0].val.clusterDim.z = 2;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    SS_CUDA(cudaLaunchKernelEx(&cfg, w4a16_decode3_kernel<BT, KS>, p));
+    SS_CUDA(cudaLaunchKernelEx(&cfg, w4a16_decode3_kernel<BT, KS, MB>, p));
   }
   SS_LAUNCH_CHECK();
 }
