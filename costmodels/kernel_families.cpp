@@ -291,7 +291,7 @@ void set_indexer_families(std::vector<FamilyInfo>& v) {
   set_family(v, Family::indexer_prefill, "indexer_prefill", "indexer", "csa_indexer prefill", {"chunk", "keys_mean", "heads"}, {0.2, 0.1, 0.1},
       {true, true, true}, {}, kLambda, w_indexer_prefill);
   set_family(v, Family::topk_decode, "topk_decode", "indexer",
-      "top-k of the logits: csa_topk decode, rows longer than k (the one-read threshold filter at batch >= 192 or rows >= 49,152 logits, the one-CTA radix select elsewhere: kernels/attention/dsv4_topk*.cuh); batch in waves of 132 rows",
+      "top-k of the logits: csa_topk decode, rows longer than k (the shared-memory row select at batch 133-264 x rows 3,072-12,288 logits (192 rows and more) or 2,048-12,288 (below 192), the one-read threshold filter at batch >= 192 or rows >= 49,152 logits elsewhere, the one-CTA radix select otherwise: kernels/attention/dsv4_topk*.cuh v4_topk_uses_row); batch in waves of 132 rows",
       {"batch", "row_len", "topk"}, {0.2, 0.2, 0.1}, {true, true, false}, {2}, kLambda, w_topk);
   v[static_cast<int>(Family::topk_decode)].transform = t_waves;
   set_family(v, Family::topk_decode_copy, "topk_decode_copy", "indexer", "csa_topk decode, rows of at most k logits (copied)", {"batch", "row_len"},
