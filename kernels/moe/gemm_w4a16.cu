@@ -222,12 +222,12 @@ int choose_kernel(int v, int bt, int K, long long x_rows, int N = 0, int max_til
   // reduced through distributed shared memory) at BT 8 / 16 with K % 256 == 0 and K >= 512 when the launched grid,
   // N / 128 x max_tiles CTAs, is at most 2 CTAs per SM (the one-wave w2 GEMMs at G = 8: 224 / 256 CTAs on 132 SMs),
   // N and max_tiles known; else exactly 20
-  // 23 = 22 with kernel 23 (kernel 22 built for 4 CTAs per SM: the split grid, 448 / 512 CTAs at K3 / DSV4-Flash w2
-  // G = 8, in one wave of 528 slots instead of 396 + a second partial wave) at BT 8; kernel 22 at BT 16
+  // 23 = 20 with kernel 23 (kernel 22 built for 4 CTAs per SM: the split grid, 448 / 512 CTAs at K3 / DSV4-Flash w2
+  // G = 8, in one wave of 528 slots instead of 396 + a second partial wave) at BT 8 under 22's grid rule; else as 20
   if (v == 22 || v == 23) {
-    if ((bt == 8 || bt == 16) && K % 256 == 0 && K >= 512 && N > 0 && max_tiles > 0 &&
+    if ((bt == 8 || (v == 22 && bt == 16)) && K % 256 == 0 && K >= 512 && N > 0 && max_tiles > 0 &&
         static_cast<long long>(N / kRowsPerCta) * max_tiles <= 2ll * sm_count())
-      return v == 23 && bt == 8 ? 23 : 22;
+      return v;
     v = 20;
   }
   if (v == 17 || v == 18 || v == 19 || v == 20 || v == 21) {

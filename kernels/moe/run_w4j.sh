@@ -67,7 +67,7 @@ shards() {
       --w4-variants ${CMP_V:-20,22} ${CMP_MODELS:+--models $CMP_MODELS} > "$OUT/bench_cmp.txt" 2>&1
     echo "bench w4cmp exit: $? $(el)"
     grep -E "^w4cmp .*median" "$OUT/bench_cmp.txt"
-    GATE=$(python3 - "$OUT/bench_cmp.txt" "${GATE_V:-22}" <<'PY'
+    GATE=$(python3 - "$OUT/bench_cmp.txt" "${GATE_V:-22}" "${GATE_M:-16}" <<'PY'
 import re, sys, statistics
 NV = sys.argv[2]
 t = {}
@@ -92,8 +92,9 @@ def gate(shapes, lo, hi, k):
         "; ".join("%s %.3f" % (b, statistics.median(v)) for b, v in per.items()))
 G8 = {"K3 w2 G=8", "DSV4-Flash w2 G=8"}
 rest = {b for (a, b, c, v) in t} - G8
-ok, s = gate(G8, 1, 16, 0)
-_, sg = gate(G8, 1, 16, 1)
+HI = int(sys.argv[3]) if len(sys.argv) > 3 else 16
+ok, s = gate(G8, 1, HI, 0)
+_, sg = gate(G8, 1, HI, 1)
 _, so = gate(rest, 1, 32, 0)
 _, s32 = gate(G8, 17, 32, 0)
 print(1 if ok else 0, "v%s/v20 at the kernel-22/23 points:" % NV, s, "|", sg, "| other shapes (same kernel):", so, "| G8 m 17-32 (same kernel):", s32)
@@ -118,15 +119,18 @@ PY
 )"
     done
   fi
-  if [ "$CALL" = 2 ]; then
+  # COND_TABLES=1 (call 1 form): the CALL=2 tables right after a passed gate, with NEWV (the gated variant) as the
+  # variant of the whole run (bench_moe --w4-variants sets it; the tables record it), so no rebuild is needed for them
+  NEWV=${NEWV:-22}
+  if [ "$CALL" = 2 ] || { [ "${COND_TABLES:-0}" = 1 ] && [ "${GATE:-0}" = 1 ]; }; then
     if left; then
-      echo "== whole-layer tables, default 22 $(el)"
+      echo "== whole-layer tables, variant $NEWV $(el)"
       TS=$(tmo ${LAYER_S:-70})
-      timeout $TS "$BIN/bench_moe" --out "$OUT/tables_layers" --only moe_layer_k3,moe_layer_dsv4 --w4-variants 22 \
+      timeout $TS "$BIN/bench_moe" --out "$OUT/tables_layers" --only moe_layer_k3,moe_layer_dsv4 --w4-variants $NEWV \
         --deadline-s $((TS > 15 ? TS - 5 : 10)) > "$OUT/bench_layers.txt" 2>&1
       echo "layers exit: $? $(el)"; grep -E "section|SKIPPED" "$OUT/bench_layers.txt" | head -5
     fi
-    for tv in ${SWEEP_VARIANTS:-22 20}; do
+    for tv in ${SWEEP_VARIANTS:-$NEWV 20}; do
       left || continue
       echo "== table sweep v$tv G-8 decode keys (m 1-16) $(el)"
       TS=$(tmo ${TABLE_DEC_S:-30})

@@ -299,7 +299,7 @@ TEST(W4A16Decode22, KSplitClusterSkewed) {
   EXPECT_EQ(w4a16_kernel_for(256, 3072, 2048), 15);
   w4a16_set_variant(23);
   EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, cols * 128, 8), 23);
-  EXPECT_EQ(w4a16_kernel_for(16, 3072, 64, cols * 128, 8), 22);
+  EXPECT_EQ(w4a16_kernel_for(16, 3072, 64, cols * 128, 8), 20);  // 23 at bt 16: as 20
   EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, cols * 128, 9), 20);
   w4a16_set_variant(dv);
 }
