@@ -208,12 +208,17 @@ GpuSpec parse_hardware(const json& j, const std::string& origin) {
     fs::path p(g.fitted_models);
     if (p.is_relative()) p = fs::path(origin).parent_path() / p;
     g.fitted_models_path = p.lexically_normal().string();
-    if (!path_exists(p.string()))  // a copied data folder: the source tree's costmodels/data/ (fitted_models_fallbacks)
-      for (const auto& f : fitted_models_fallbacks(g.fitted_models))
-        if (path_exists(f)) {
-          g.fitted_models_path = f;
-          break;
-        }
+    // the path kept must be one that exists: through a symlinked folder "a/link/../x" exists where
+    // the kernel resolves "..", while its lexical form "a/x" may not (then the unnormalised path)
+    if (!path_exists(g.fitted_models_path)) {
+      if (path_exists(p.string())) g.fitted_models_path = p.string();
+      else  // a copied data folder: the source tree's costmodels/data/ (fitted_models_fallbacks)
+        for (const auto& f : fitted_models_fallbacks(g.fitted_models))
+          if (path_exists(f)) {
+            g.fitted_models_path = f;
+            break;
+          }
+    }
   }
   Obj e = o.child("roofline_efficiency");
   for (int c = 0; c < kOpClassCount; ++c) {
@@ -264,8 +269,11 @@ std::string resolve_data_file(const std::string& ref, const std::string& kind, c
     tries.push_back(fs::path(base_dir) / kind / (ref + ".json"));
     tries.push_back(fs::path(data_dir()) / kind / (ref + ".json"));
   }
-  for (const auto& p : tries)
-    if (path_exists(p.string())) return p.lexically_normal().string();
+  for (const auto& p : tries) {  // the lexical form where it exists, else the path the kernel resolves (symlinks)
+    const std::string lex = p.lexically_normal().string();
+    if (path_exists(lex)) return lex;
+    if (path_exists(p.string())) return p.string();
+  }
   std::string known;
   for (const auto& dir : {fs::path(base_dir) / kind, fs::path(data_dir()) / kind}) {
     std::error_code ec;

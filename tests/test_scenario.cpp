@@ -278,4 +278,18 @@ TEST(InputRules, ACopiedDataFolderStillFindsTheFittedParameters) {
   setenv("SERVESIM_DATA_DIR", (d / "data").c_str(), 1);  // then $SERVESIM_DATA_DIR/hardware/ comes first
   EXPECT_EQ(fitted_models_fallbacks(g.fitted_models), (std::vector<std::string>{rel, source_h999}));
   unsetenv("SERVESIM_DATA_DIR");
+  // a data folder whose hardware/ is a symlink to the source tree's: "<d>/link/hardware/../../costmodels"
+  // exists through the link, its lexical form "<d>/costmodels" does not -- the path kept must be
+  // the one that exists (fixed in the twenty-first session), here the source tree's file; and a
+  // model referred to as "../models/<name>.json" from the linked folder resolves the same way
+  const fs::path l = d / "link";
+  fs::create_directories(l);
+  fs::create_symlink(fs::path(servesim::test::source_dir()) / "scenarios" / "hardware", l / "hardware");
+  fs::remove_all(d / "costmodels");
+  g = load_hardware((l / "hardware" / "h200.json").string());
+  ASSERT_TRUE(fs::exists(g.fitted_models_path)) << g.fitted_models_path;
+  EXPECT_TRUE(fs::equivalent(g.fitted_models_path, source_fit)) << g.fitted_models_path;
+  const std::string m = resolve_data_file("../models/kimi-k3.json", "models", (l / "hardware").string());
+  ASSERT_TRUE(fs::exists(m)) << m;
+  EXPECT_TRUE(fs::equivalent(m, fs::path(servesim::test::source_dir()) / "scenarios" / "models" / "kimi-k3.json")) << m;
 }
