@@ -267,6 +267,26 @@ TEST(CapacityCommand, PrefillBoundAnswerIsTheStabilityBoundAtEverySeed) {
           << o.text;
     }
   }
+  {
+    // validation cases that cannot be evaluated (a broken case file in the data folder) do not stop
+    // capacity: the answer stands, the field is null with a note, and a warning says why
+    const fs::path data = dir / "data";
+    fs::create_directories(data / "validation");
+    for (const auto& e : fs::directory_iterator(::test::data("scenarios")))
+      if (e.path().filename() != "validation") fs::create_symlink(e.path(), data / e.path().filename());
+    std::ofstream(data / "validation" / "broken.json") << "{";
+    ::setenv("SERVESIM_DATA_DIR", data.c_str(), 1);
+    const auto o = ::test::sh("capacity " + (dir / "s42" / "s.json").string() + " --rate " + r +
+                              " --ttft-p99 10 --tpot-p99 1 --seeds 1 --quiet --out " + (dir / "capbroken").string());
+    ::unsetenv("SERVESIM_DATA_DIR");
+    ASSERT_EQ(o.status, 0) << o.text;
+    EXPECT_NE(o.text.find("warning: the validation cases could not be evaluated"), std::string::npos) << o.text;
+    EXPECT_NE(o.text.find("broken.json"), std::string::npos) << o.text;
+    const auto c = nlohmann::json::parse(::test::slurp(dir / "capbroken" / "capacity.json"));
+    EXPECT_TRUE(c["serving_error_vs_published"].is_null()) << c["serving_error_vs_published"].dump();
+    EXPECT_NE(c["serving_error_note"].get<std::string>().find("broken.json"), std::string::npos);
+    EXPECT_EQ(c["answer"]["nodes"], p_needed + 1);
+  }
   auto meets = [](std::pair<double, double> x) { return x.first <= 10.0 && x.second <= 1.0; };
   EXPECT_TRUE(meets(run_p99(dir / "a", prefill_bound(42), 3, 1, rate)));
   const auto two = run_p99(dir / "b", prefill_bound(42), 2, 1, rate);

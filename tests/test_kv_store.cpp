@@ -143,3 +143,24 @@ TEST(LruEviction, MatchesALinearScanOverRandomCalls) {
   }
   EXPECT_GT(checks, 30000);
 }
+
+// Refreshes without evictions pile stale entries into the heap until it is rebuilt from the live
+// ones (at 2 x live + 64 entries); the victims drained afterwards are still in LRU order.
+TEST(LruEviction, RebuildKeepsTheOrder) {
+  LruEviction p;
+  for (int round = 0; round < 2000; ++round)
+    for (std::uint64_t k = 0; k < 20; ++k) p.make_evictable(k, static_cast<int>(k % 3), static_cast<double>(round) + static_cast<double>((k * 7) % 20) / 20);
+  EXPECT_EQ(p.size(), 20u);
+  EXPECT_LE(p.heap_entries(), 2 * 20 + 64u);  // 40,000 offers: rebuilt many times
+  // last round: key k used at 1999 + (7k mod 20)/20; depth ties never occur (distinct times)
+  std::vector<std::uint64_t> expect(20);
+  for (std::uint64_t k = 0; k < 20; ++k) expect[(k * 7) % 20] = k;
+  for (std::uint64_t want : expect) {
+    std::uint64_t v = 0;
+    ASSERT_TRUE(p.victim(v));
+    EXPECT_EQ(v, want);
+    p.forget(v);
+  }
+  std::uint64_t v = 0;
+  EXPECT_FALSE(p.victim(v));
+}

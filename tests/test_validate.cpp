@@ -285,11 +285,12 @@ TEST(Validate, ExitStatusFollowsTheBoundsAndTheMarks) {
 }
 
 // The serving error by regime under the table: every step row is grouped as prefill, decode at
-// >= 32 or at < 32 sequences per rank, and each group prints the least and the largest
+// > 32 or at <= 32 sequences per rank, and each group prints the least and the largest
 // simulated/published − 1 of its rows. The published figures here are `servesim step`'s own
 // throughputs divided by chosen factors, so the errors are known: prefill 1.25 and 0.9 (+25.0%,
-// −10.0%), decode at 256 seq/rank 1.05 (+5.0%), at 8 seq/rank 0.8 (−20.0%); the DeepEP row (not a
-// step row) is in no group.
+// −10.0%), decode at 256 and 33 seq/rank 1.05 and 0.97 (+5.0%, −3.0%), at 32 and 8 seq/rank 0.9
+// and 0.8 (−10.0%, −20.0%): the edge at 32 is on both sides. The DeepEP row (not a step row) is in
+// no group.
 TEST(Validate, ServingErrorByRegimeIsTheRowsRange) {
   const std::string scen = test::data("scenarios/dsv3-sglang-96xh100.json");
   auto tput = [&](const std::string& args, const char* unit) {
@@ -300,17 +301,21 @@ TEST(Validate, ServingErrorByRegimeIsTheRowsRange) {
     return m.size() > 1 ? std::stod(m[1]) : 0.0;
   };
   const double p = tput("--phase prefill --seqs-per-rank 4 --tokens 1024", "input"), d256 = tput("--phase decode --seqs-per-rank 256 --context 2000", "output"),
-               d8 = tput("--phase decode --seqs-per-rank 8 --context 2000", "output");
+               d8 = tput("--phase decode --seqs-per-rank 8 --context 2000", "output"),
+               d32 = tput("--phase decode --seqs-per-rank 32 --context 2000", "output"), d33 = tput("--phase decode --seqs-per-rank 33 --context 2000", "output");
   ASSERT_GT(p, 0);
   ASSERT_GT(d256, 0);
   ASSERT_GT(d8, 0);
+  ASSERT_GT(d32, 0);
+  ASSERT_GT(d33, 0);
   const fs::path dir = tmp("regimes");
   auto r = [](const char* phase, int seqs, double published, const char* more) {
     return fmt::format(R"({{"metric": "{} {} {}", "unit": "tok/s", "published": {:.17g}, "phase": "{}", "seqs_per_rank": {}, "context": {}{}, "expected_fail": "x"}})",
                        phase, seqs, published, published, phase, seqs, std::string(phase) == "decode" ? 2000 : 0, more);
   };
   write_step_case(dir, r("prefill", 4, p / 1.25, R"(, "tokens": 1024)") + "," + r("prefill", 4, p / 0.9, R"(, "tokens": 1024)") + "," +
-                           r("decode", 256, d256 / 1.05, "") + "," + r("decode", 8, d8 / 0.8, ""));
+                           r("decode", 256, d256 / 1.05, "") + "," + r("decode", 33, d33 / 0.97, "") + "," + r("decode", 32, d32 / 0.9, "") + "," +
+                           r("decode", 8, d8 / 0.8, ""));
   write_deepep_case(dir, 50.0, R"(, "expected_fail": "x")");  // +54%, not a step row
   const Out o = sh("validate --dir " + dir.string());
   ASSERT_EQ(o.status, 0) << o.text;
@@ -323,8 +328,8 @@ TEST(Validate, ServingErrorByRegimeIsTheRowsRange) {
     EXPECT_EQ(std::stoi(m[3]), rows) << regime;
   };
   range("prefill", -10.0, 25.0, 2);
-  range("decode >= 32 seq/rank", 5.0, 5.0, 1);
-  range("decode < 32 seq/rank", -20.0, -20.0, 1);
+  range("decode > 32 seq/rank", -3.0, 5.0, 2);
+  range("decode <= 32 seq/rank", -20.0, -10.0, 2);
   EXPECT_EQ(o.text.find("one)"), std::string::npos) << o.text;
   fs::remove_all(dir);
 }

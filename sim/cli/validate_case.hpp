@@ -29,7 +29,7 @@ struct Row {
   std::string expected_fail;  ///< why this row is expected to miss its bound (empty: it must pass)
   std::string skipped;        ///< why it was not evaluated (empty: evaluated)
   /// Serving regime of a step_throughput row (each is a published measurement of a deployment,
-  /// ablations included): "prefill", "decode >= 32 seq/rank" or "decode < 32 seq/rank"; empty
+  /// ablations included): "prefill", "decode > 32 seq/rank" or "decode <= 32 seq/rank"; empty
   /// for the other kinds of case (kernels, all-to-all, trace statistics).
   std::string regime;
   bool within() const;
@@ -86,13 +86,14 @@ struct RegimeError {
   double min_error = 0, max_error = 0;
   std::vector<std::string> cases;  ///< case names, each once, in row order
 };
-/// Groups `rows` by regime, in the order prefill, decode >= 32, decode < 32 (regimes without rows
+/// Groups `rows` by regime, in the order prefill, decode > 32, decode <= 32 (regimes without rows
 /// are left out). Skipped rows and rows without a regime are ignored.
 std::vector<RegimeError> regime_errors(const std::vector<Row>& rows);
 /// Runs every step_throughput case of folder `dir` (all rows, not --quick) and returns
-/// regime_errors of their rows. Throws CaseError for a missing folder or a malformed case.
+/// regime_errors of their rows. Throws CaseError for a missing folder or a malformed case, and
+/// may throw another std::exception (a filesystem error, a scenario the engine cannot price).
 std::vector<RegimeError> serving_regime_errors(const std::string& dir);
-/// One line per regime ("prefill: +2.1% to +20.1% over 5 rows (case, case)"), for the CLI.
+/// One line per regime ("prefill: +2.1% to +20.1% over 6 rows (case, case)"), for the CLI.
 std::vector<std::string> regime_lines(const std::vector<RegimeError>& r);
 /// The same as JSON: [{"regime", "rows", "min_error", "max_error", "cases"}] (errors as fractions).
 nlohmann::json regime_json(const std::vector<RegimeError>& r);

@@ -13,7 +13,7 @@ namespace servesim::cli::validation {
 namespace fs = std::filesystem;
 
 std::vector<RegimeError> regime_errors(const std::vector<Row>& rows) {
-  static const char* const order[] = {"prefill", "decode >= 32 seq/rank", "decode < 32 seq/rank"};
+  static const char* const order[] = {"prefill", "decode > 32 seq/rank", "decode <= 32 seq/rank"};
   std::vector<RegimeError> out;
   for (const char* name : order) {
     RegimeError e;

@@ -30,15 +30,17 @@ class EvictionPolicy {
 /// (then the lower key: a total order, so the victim never depends on the order of the calls).
 /// A binary min-heap with lazy deletion: a refresh or a forget leaves the old entry in the heap,
 /// and victim() drops such stale entries from the top; the heap is rebuilt from the live entries
-/// when stale ones outnumber them (no allocation per call, unlike a node-based ordered set).
+/// when stale ones outnumber them (no tree node allocated per refresh, unlike an ordered set).
 class LruEviction final : public EvictionPolicy {
  public:
   std::string name() const override { return "lru"; }
   void make_evictable(std::uint64_t key, int depth, double t_s) override;
   void forget(std::uint64_t key) override;
   bool victim(std::uint64_t& key) const override;
-  /// Live candidates (tests).
+  /// Live candidates, and heap entries including stale ones (tests: the heap is rebuilt from the
+  /// live entries once it holds 2 x live + 64).
   std::size_t size() const { return pos_.size(); }
+  std::size_t heap_entries() const { return heap_.size(); }
 
  private:
   using Entry = std::tuple<double, int, std::uint64_t>;  // (last use s, -depth, key)
