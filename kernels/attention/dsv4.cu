@@ -167,9 +167,10 @@ bool v4_topk_uses_row(int nq, int max_len, int topk) {
   // tkm2 call 2's row column; no table row has these batches). There it runs one wave at two CTAs per SM (57
   // registers x 512 threads; shared memory 8 x max_len + 16 KB fits twice up to 12398 logits), while the one-CTA radix
   // kernel (batches < 192) fits one CTA per SM (62 registers x 1024 threads: two waves above 132 rows; 160 rows:
-  // 1.27-1.40x) and the filter (batches >= 192) is slower at these lengths (192-264 rows: 1.02-1.03x at 3072,
-  // 1.13-1.41x at 4096-12288). Elsewhere the old rule: batches <= 132 (0.94-1.07x of the radix kernel, noise),
-  // rows of 2048 (0.86-0.87x) or 16384 (one CTA per SM by shared memory: 0.84x), batches >= 288 (0.71-1.13x).
+  // 1.27-1.40x) and the filter (batches >= 192) is slower at these lengths or equal within noise (192-264 rows:
+  // 0.99-1.04x at 3072 in call 2, 1.02-1.03x in call 1; 1.13-1.41x at 4096-12288). Elsewhere the old rule: batches
+  // <= 132 (0.94-1.07x of the radix kernel, noise), rows of 2048 at batches >= 192 (0.86-0.87x) or 16384 (one CTA per
+  // SM by shared memory: 0.84x), batches >= 288 (0.71-1.13x).
   return g_topk_variant == 0 && nq >= kRowMinNq && nq <= kRowMaxNq &&
          max_len >= (nq < kFilterMinNq ? kRowMinLenRadix : kRowMinLen) && max_len <= kRowMaxLen;
 }

@@ -69,7 +69,7 @@ int v4_indexer_chunk(int nq, int max_len);
 /// shared-memory row select (topk_row_kernel, dsv4_topk_row.cuh: one CTA of 512 threads per row, the row read once
 /// into shared memory, a linear first digit, exact digits over that bin's keys): by default (twenty-first session)
 /// only for topk <= 2048, 133 <= nq <= 264 and 3072 <= max_len <= 12288 (2048 <= max_len below 192 rows; where it
-/// measured faster than the filter and the one-CTA radix kernel);
+/// measured faster than the filter and the one-CTA radix kernel, or equal within noise: 0.99-1.04x at 3072);
 /// variant 6 runs it wherever topk <= 2048 and 0 < max_len <= 32768. max_len = 0 (unknown) runs the
 /// filter with one CTA per row when nq >= 192, else the one-CTA radix kernel.
 /// max_len is in logits per row (0 = unknown); every len[i] should be <= max_len (not checked on the device). The
