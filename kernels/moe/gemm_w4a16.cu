@@ -221,9 +221,12 @@ int choose_kernel(int v, int bt, int K, long long x_rows, int N = 0, int max_til
   // 22 (NOTES.md §22, w4j) = 20 with kernel 22 (kernel 20 with K split across the 2 CTAs of a cluster, fp32 partials
   // reduced through distributed shared memory) at BT 8 / 16 with K % 256 == 0 and K >= 512 when the launched grid,
   // N / 128 x max_tiles CTAs, is at most 2 CTAs per SM (the one-wave w2 GEMMs at G = 8: 224 / 256 CTAs on 132 SMs),
-  // N and max_tiles known; else exactly 20
+  // N and max_tiles known; else exactly 20. MEASURED SLOWER (w4j calls 1 / 2, NOTES.md §22): t/t(20) 1.05 (K3 w2 G 8) and
+  // 1.12-1.20 (DSV4-Flash w2 G 8) event at m 1-16, so opt-in only (tests, comparisons)
   // 23 = 20 with kernel 23 (kernel 22 built for 4 CTAs per SM: the split grid, 448 / 512 CTAs at K3 / DSV4-Flash w2
-  // G = 8, in one wave of 528 slots instead of 396 + a second partial wave) at BT 8 under 22's grid rule; else as 20
+  // G = 8, in one wave of 528 slots instead of 396 + a second partial wave) at BT 8 under 22's grid rule; else as 20.
+  // ptxas: 48 registers, C7512. Measured (w4j call 2): 1.05 / 1.07 x variant 20's event time at m 1-8 (K3 / DSV4-Flash w2
+  // G 8): the one wave recovers most of kernel 22's DSV4-Flash loss but not the rest; opt-in only
   if (v == 22 || v == 23) {
     if ((bt == 8 || (v == 22 && bt == 16)) && K % 256 == 0 && K >= 512 && N > 0 && max_tiles > 0 &&
         static_cast<long long>(N / kRowsPerCta) * max_tiles <= 2ll * sm_count())

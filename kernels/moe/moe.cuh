@@ -145,7 +145,7 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
   }
 }
 
-/// Selects the kernel of the W4A16 GEMM (0..8 and 11..22, see gemm_w4a16.cu; 20 = default):
+/// Selects the kernel of the W4A16 GEMM (0..8 and 11..23, see gemm_w4a16.cu; 20 = default):
 /// 0 one m64nBT wgmma per k16 step overlapped with the next stage, 1 the same without overlap,
 /// 2 BT/8 m64n8 wgmmas per k16 step, 3 that without overlap, 4 = 0 with two k-blocks per
 /// pipeline stage at BT <= 64 when K % 256 == 0, 5 = warp-specialised decode kernel (producer warp
@@ -174,7 +174,9 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
 /// the accumulators before the last wgmma wait; fixed; 0.87-0.97x kernel 17's time at m 9-16); kernel 17 at BT 32
 /// and on the other BT 8 grids. 21 = 20 without the grid rule (kernel 20 at every BT 8 / 16 grid, and since §21 at BT 32, built for 2 CTAs per SM; tests, comparisons).
 /// 22 (NOTES.md §22) = 20 with kernel 22 (kernel 20 with K split across the 2 CTAs of a cluster, partials reduced in
-/// distributed shared memory) at BT 8 / 16, K % 256 == 0, K >= 512, on grids of at most 2 CTAs per SM (N and max_tiles known).
+/// distributed shared memory) at BT 8 / 16, K % 256 == 0, K >= 512, on grids of at most 2 CTAs per SM (N and max_tiles known);
+/// 23 = 20 with kernel 23 (kernel 22 built for 4 CTAs per SM) at BT 8 under the same rule. Both correct but SLOWER than 20
+/// there (1.05-1.20x, §22): opt-in only (tests, comparisons).
 /// Throws std::invalid_argument for any other value (9 / 10 were removed).
 void w4a16_set_variant(int v);
 /// Test helper (NOTES.md §18): for each of n (word, 4 scale bytes) pairs (device arrays) writes the 4 bf16x2

@@ -28,7 +28,9 @@
 // both main loops (cluster barrier 1) rank 1's consumers store their fp32 accumulators into rank 0's token ring
 // (distributed shared memory, st.shared::cluster), cluster barrier 2, rank 0 adds them and runs the epilogue. No
 // workspace, no atomics, no second pass. For the grids of <= 2 CTAs per SM (the w2 GEMMs at G = 8: 224 / 256 CTAs on
-// 132 SMs) it doubles the CTAs so that the 3 CTA slots per SM fill. Needs KB >= 2 (K >= 512).
+// 132 SMs) it doubles the CTAs so that the 3 CTA slots per SM fill. Needs KB >= 2 (K >= 512). Correct (rel L2 <= 1.70e-3,
+// memcheck clean) but SLOWER than the unsplit kernel on those grids (w4j calls 1 / 2: 1.05x K3 w2, 1.12-1.20x DSV4-Flash
+// w2 at m 1-16; built for 4 CTAs per SM, kernel 23, one wave: 1.05 / 1.07x at m 1-8), so it is opt-in (variants 22 / 23).
 #pragma once
 
 namespace servesim::kernels::moe {
