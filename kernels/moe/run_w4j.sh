@@ -13,6 +13,9 @@
 #     per repetition the median of event t(22)/t(20) < 1 and at every such point min-over-reps t22/t20 <= 1/0.97.
 # CALL=2 (BIN with the default switched to 22): the whole-layer tables (--w4-variants 22), the G-8 decode keys of
 #  moe_grouped_gemm_w4a16 (m 1-16) under 22 and then 20 (same-run reference), then the decode suites of the new default.
+# Ran: call 1 (3705bcb, defaults) and call 2 (3a2aaab, CMP_V=20,22,23 GATE_V=23 GATE_M=8 COND_TABLES=1 NEWV=23; NOTES.md §22):
+# correct, but kernel 22 1.05-1.20x and kernel 23 1.05-1.07x variant 20's time at the gated points: gate FAILED both times,
+# so the tables step never ran.
 # Reproduce: OUT=/tmp/out BIN=<dir with test_moe, bench_moe (or .gz)> CALL=1 bash kernels/moe/run_w4j.sh
 set -u
 BIN=${BIN:-build-carry/w4j}; OUT=${OUT:-/tmp/w4j-out}; GUARD_S=${GUARD_S:-200}; SHARDS=${SHARDS:-4}; CALL=${CALL:-1}
