@@ -377,14 +377,15 @@ void topk_rows_case(const std::vector<int>& lens, int ld, int kind, int K, int v
     if (sms == 132) ASSERT_EQ(v4_topk_filter_cluster(nq, mx), want_cs) << what << " nq=" << nq << " max_len=" << mx;
   }
   v4_set_variants(0, variant);
+  const char* kernel = v4_topk_kernel_name(nq, mx, K);  // the kernel this variant runs (logged below)
   v4_topk(dl.p, ld, dlen.p, nq, K, didx.p, 0, mx);
   v4_set_variants(0, 0);
   SS_CUDA(cudaDeviceSynchronize());
   const auto hi = didx.download();
   for (int i = 0; i < nq; ++i)
     check_topk_row(lg.data() + static_cast<size_t>(i) * ld, lens[i], K, hi.data() + static_cast<size_t>(i) * K, what, i);
-  std::printf("[attn-test] topk %s K=%d rows=%d max_len=%d kind=%d filter cluster=%d: checked\n", what, K, nq, mx, kind,
-              v4_topk_filter_cluster(nq, mx));
+  std::printf("[attn-test] topk %s K=%d rows=%d max_len=%d kind=%d kernel %s (filter cluster=%d): checked\n", what, K, nq, mx, kind,
+              kernel, v4_topk_filter_cluster(nq, mx));
 }
 }  // namespace
 
@@ -521,11 +522,15 @@ TEST(V4TopK, RowSelectIsTheDefaultInItsRegion) {
   ASSERT_STREQ(v4_topk_kernel_name(200, 8192, 1024), "radix_row_smem");
   ASSERT_STREQ(v4_topk_kernel_name(256, 4096, 512), "radix_row_smem");
   ASSERT_STREQ(v4_topk_kernel_name(140, 12288, 2048), "radix_row_smem");
+  ASSERT_STREQ(v4_topk_kernel_name(150, 2048, 1024), "radix_row_smem");  // below 192 rows the region starts at 2048
   std::vector<int> lens(200);
   for (int i = 0; i < 200; ++i) lens[i] = 8192 - 20 * i;
   for (int kind : {0, 1, 9}) topk_rows_case(lens, 8195, kind, 1024, 0, "default-row");
   topk_rows_case(std::vector<int>(256, 4096), 4096, 0, 512, 0, "default-row-256");
   topk_rows_case(std::vector<int>(140, 12288), 12289, 0, 2048, 0, "default-row-140");
+  std::vector<int> edge(150);  // 133-191 rows x 2048 logits (3515623): rows of 2048 down to 1,305, k 1024
+  for (int i = 0; i < 150; ++i) edge[i] = 2048 - 5 * i;
+  for (int kind : {0, 1, 9}) topk_rows_case(edge, 2048, kind, 1024, 0, "default-row-150x2048");
 }
 // Row lengths up to the kernel's 32768 (max_len = the longest row: 32768 keys + a 19456-entry list in shared
 // memory), odd ld (unaligned rows: the 16-B loads start after a head), rows <= K, just above K, not a multiple of 4;
