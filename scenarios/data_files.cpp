@@ -169,6 +169,14 @@ ModelSpec parse_model(const json& j, const std::string& origin) {
   return m;
 }
 
+// A path in a form that exists: its lexical form where that exists, else the path as given (through
+// a symlinked folder "a/link/../x" exists where the kernel resolves "..", while "a/x" may not);
+// "" when neither exists.
+std::string existing_form(const fs::path& p) {
+  if (std::string lex = p.lexically_normal().string(); path_exists(lex)) return lex;
+  return path_exists(p.string()) ? p.string() : std::string();
+}
+
 GpuSpec parse_hardware(const json& j, const std::string& origin) {
   Obj o(j, origin, "");
   GpuSpec g;
@@ -207,17 +215,14 @@ GpuSpec parse_hardware(const json& j, const std::string& origin) {
   if (!g.fitted_models.empty()) {
     fs::path p(g.fitted_models);
     if (p.is_relative()) p = fs::path(origin).parent_path() / p;
-    g.fitted_models_path = p.lexically_normal().string();
-    // the path kept must be one that exists: through a symlinked folder "a/link/../x" exists where
-    // the kernel resolves "..", while its lexical form "a/x" may not (then the unnormalised path)
-    if (!path_exists(g.fitted_models_path)) {
-      if (path_exists(p.string())) g.fitted_models_path = p.string();
-      else  // a copied data folder: the source tree's costmodels/data/ (fitted_models_fallbacks)
-        for (const auto& f : fitted_models_fallbacks(g.fitted_models))
-          if (path_exists(f)) {
-            g.fitted_models_path = f;
-            break;
-          }
+    g.fitted_models_path = existing_form(p);
+    if (g.fitted_models_path.empty()) {
+      g.fitted_models_path = p.lexically_normal().string();  // named by the error if no fallback exists either
+      for (const auto& f : fitted_models_fallbacks(g.fitted_models))  // a copied data folder: the source tree's costmodels/data/
+        if (path_exists(f)) {
+          g.fitted_models_path = f;
+          break;
+        }
     }
   }
   Obj e = o.child("roofline_efficiency");
@@ -269,11 +274,8 @@ std::string resolve_data_file(const std::string& ref, const std::string& kind, c
     tries.push_back(fs::path(base_dir) / kind / (ref + ".json"));
     tries.push_back(fs::path(data_dir()) / kind / (ref + ".json"));
   }
-  for (const auto& p : tries) {  // the lexical form where it exists, else the path the kernel resolves (symlinks)
-    const std::string lex = p.lexically_normal().string();
-    if (path_exists(lex)) return lex;
-    if (path_exists(p.string())) return p.string();
-  }
+  for (const auto& p : tries)
+    if (std::string f = existing_form(p); !f.empty()) return f;
   std::string known;
   for (const auto& dir : {fs::path(base_dir) / kind, fs::path(data_dir()) / kind}) {
     std::error_code ec;

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -85,6 +86,16 @@ Case load_case(const std::string& path) {
   if (c.j.contains("quick")) c.quick = field(c.j, "quick", path).get<bool>();
   if (!field(c.j, "rows", path).is_array() || c.j["rows"].empty()) throw CaseError(path + ": \"rows\" must be a non-empty array");
   return c;
+}
+
+std::vector<std::string> json_files(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw CaseError(dir + ": not a folder of validation cases");
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 std::vector<RowSpec> selected_rows(const Case& c, bool quick) {

@@ -54,6 +54,10 @@ struct CaseError : std::runtime_error {
 /// Reads one case file. Throws CaseError.
 Case load_case(const std::string& path);
 
+/// The *.json files of folder `dir`, sorted by name (possibly none). Throws CaseError when `dir`
+/// is not a folder.
+std::vector<std::string> json_files(const std::string& dir);
+
 /// The case's "rows" that run (all, or with --quick those whose "quick" is true), and a Row for
 /// each with the metric, unit, published value, bound and expected-fail reason filled in.
 struct RowSpec {
@@ -86,6 +90,10 @@ struct RegimeError {
   double min_error = 0, max_error = 0;
   std::vector<std::string> cases;  ///< case names, each once, in row order
 };
+/// The regime of a step row: "prefill", or a decode row's by its sequences per rank ("decode > 32
+/// seq/rank", "decode <= 32 seq/rank"; 32: SGLang's two-batch-overlap ablation, where overlap loses
+/// at 32 tokens per GPU and gains at 256, serving-overheads.md §3).
+std::string regime_of(bool decode, long long seqs_per_rank);
 /// Groups `rows` by regime, in the order prefill, decode > 32, decode <= 32 (regimes without rows
 /// are left out). Skipped rows and rows without a regime are ignored.
 std::vector<RegimeError> regime_errors(const std::vector<Row>& rows);

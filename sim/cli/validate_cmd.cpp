@@ -10,7 +10,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -30,12 +29,7 @@ std::vector<Row> evaluate(const Case& c, bool quick) {
 }
 
 std::vector<std::string> case_files(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw CaseError(dir + ": not a folder of validation cases");
-  std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
+  auto files = json_files(dir);
   if (files.empty()) throw CaseError(dir + ": no case files (*.json)");
   return files;
 }

@@ -6,14 +6,23 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 
 namespace servesim::cli::validation {
 
-namespace fs = std::filesystem;
+namespace {
+// sequences per rank up to which a decode row counts as a small batch (SGLang's two-batch-overlap
+// ablation, serving-overheads.md §3: at 32 tokens per GPU overlap loses 27%, "small decode batch
+// sizes hinder kernel efficiency"; at 256 it gains 25.5%)
+constexpr long long kSmallDecodeBatch = 32;
+const char* const kRegimes[] = {"prefill", "decode > 32 seq/rank", "decode <= 32 seq/rank"};  // printed in this order
+}  // namespace
+
+std::string regime_of(bool decode, long long seqs_per_rank) {
+  return !decode ? kRegimes[0] : seqs_per_rank > kSmallDecodeBatch ? kRegimes[1] : kRegimes[2];
+}
 
 std::vector<RegimeError> regime_errors(const std::vector<Row>& rows) {
-  static const char* const order[] = {"prefill", "decode > 32 seq/rank", "decode <= 32 seq/rank"};
+  const auto& order = kRegimes;
   std::vector<RegimeError> out;
   for (const char* name : order) {
     RegimeError e;
@@ -32,14 +41,8 @@ std::vector<RegimeError> regime_errors(const std::vector<Row>& rows) {
 }
 
 std::vector<RegimeError> serving_regime_errors(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw CaseError(dir + ": not a folder of validation cases");
-  std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
   std::vector<Row> rows;
-  for (const auto& f : files) {
+  for (const auto& f : json_files(dir)) {
     const Case c = load_case(f);
     if (c.kind != "step_throughput") continue;
     auto r = eval_step_throughput(c, false);

@@ -27,11 +27,6 @@ namespace servesim::cli::validation {
 
 namespace {
 
-// sequences per rank up to which a decode row counts as a small batch (SGLang's two-batch-overlap
-// ablation, serving-overheads.md §3: at 32 tokens per GPU overlap loses 27%, "small decode batch
-// sizes hinder kernel efficiency"; at 256 it gains 25.5%)
-constexpr long long kSmallDecodeBatch = 32;
-
 namespace fs = std::filesystem;
 
 const DeploymentSpec& pick(const Scenario& s, const Case& c) {
@@ -104,7 +99,7 @@ std::vector<Row> eval_step_throughput(const Case& c, bool quick) {
       pool.step_overhead_s = h;
     }
     r.row.simulated = uniform_step(dr, cost, decode, seqs, tokens, context).tokens_per_s_per_node();
-    r.row.regime = !decode ? "prefill" : seqs > kSmallDecodeBatch ? "decode > 32 seq/rank" : "decode <= 32 seq/rank";
+    r.row.regime = regime_of(decode, seqs);
     out.push_back(r.row);
   }
   return out;
