@@ -83,8 +83,8 @@ int sm_count() {
 }  // namespace
 
 void v4_set_variants(int indexer_variant, int topk_variant) {
-  if (indexer_variant < 0 || indexer_variant > 1 || topk_variant < 0 || topk_variant > 6)
-    throw std::invalid_argument("v4_set_variants: indexer variant must be 0 or 1 and top-k variant 0..6 (got " +
+  if (indexer_variant < 0 || indexer_variant > 1 || topk_variant < 0 || topk_variant > 7)
+    throw std::invalid_argument("v4_set_variants: indexer variant must be 0 or 1 and top-k variant 0..7 (got " +
                                 std::to_string(indexer_variant) + ", " + std::to_string(topk_variant) + ")");
   g_indexer_variant = indexer_variant;
   g_topk_variant = topk_variant;
@@ -92,8 +92,8 @@ void v4_set_variants(int indexer_variant, int topk_variant) {
 const char* v4_indexer_variant_name() { return g_indexer_variant == 1 ? "mma_sync_v2" : "wgmma_fp8_tma"; }
 const char* v4_topk_variant_name() {
   static const char* names[] = {"threshold_filter_default", "radix_1cta", "radix_cluster_smem", "radix_1cta_or_cluster", "threshold_filter",
-                                "threshold_filter_default_s17", "radix_row_smem"};
-  return g_topk_variant >= 0 && g_topk_variant <= 6 ? names[g_topk_variant] : "?";
+                                "threshold_filter_default_s17", "radix_row_smem", "radix_row_lean"};
+  return g_topk_variant >= 0 && g_topk_variant <= 7 ? names[g_topk_variant] : "?";
 }
 
 int v4_indexer_chunk(int nq, int max_len) {
@@ -155,12 +155,13 @@ bool v4_topk_uses_filter(int nq, int max_len, int topk) {
   // batches >= 192 (1.0-5.4x; prefill chunks are >= 256 rows) and rows >= 49152 logits (ctx >= 192K: 1.0-5.4x). Below
   // both, one CTA per row of the filter is a chain of ~6 block-wide radix passes on <= 1 CTA per SM: 0.57-0.96x there.
   if (v4_topk_uses_row(nq, max_len, topk)) return false;
-  return (g_topk_variant == 0 || g_topk_variant == 5 || g_topk_variant == 6) && (nq >= 192 || max_len >= 49152);
+  return (g_topk_variant == 0 || g_topk_variant == 5 || g_topk_variant == 6 || g_topk_variant == 7) &&
+         (nq >= 192 || max_len >= 49152);
 }
 
 bool v4_topk_uses_row(int nq, int max_len, int topk) {
   if (topk > 2048 || max_len <= 0 || max_len > tkr::kMaxLen) return false;
-  if (g_topk_variant == 6) return true;  // opt-in: wherever the row fits in shared memory
+  if (g_topk_variant == 6 || g_topk_variant == 7) return true;  // opt-in: wherever the row fits in shared memory
   // Variant 0 (twenty-first session, helper tkm2): only where the linear-digit form (1866479) measured faster than the
   // seventeenth session's default (variant 5) in the same run (tkm2 calls 1-2, lead18 call 1): batches of 133 to
   // 2 x 132 rows with rows of 3072-12288 logits (ctx 12K-48K), 2048-12288 below 192 rows (133-191 x 2048: 1.32-1.50x,
@@ -175,8 +176,15 @@ bool v4_topk_uses_row(int nq, int max_len, int topk) {
          max_len >= (nq < kFilterMinNq ? kRowMinLenRadix : kRowMinLen) && max_len <= kRowMaxLen;
 }
 
+bool v4_topk_uses_row_lean(int nq, int max_len, int topk) {
+  // Variant 7 (twenty-second session, helper tk3, opt-in): the lean form (topk_row_lean_kernel) wherever variant 6
+  // runs the row select.
+  return g_topk_variant == 7 && v4_topk_uses_row(nq, max_len, topk);
+}
+
 const char* v4_topk_kernel_name(int nq, int max_len, int topk) {
-  return v4_topk_uses_row(nq, max_len, topk)      ? "radix_row_smem"
+  return v4_topk_uses_row_lean(nq, max_len, topk) ? "radix_row_lean"
+         : v4_topk_uses_row(nq, max_len, topk)      ? "radix_row_smem"
          : v4_topk_uses_filter(nq, max_len, topk) ? "threshold_filter"
          : v4_topk_uses_cluster(nq, max_len)   ? "radix_cluster_smem"
                                                : "radix_1cta";
@@ -212,6 +220,16 @@ void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int*
   if (nq > 65535 && (v4_topk_uses_filter(nq, max_len, topk) || v4_topk_uses_cluster(nq, max_len)))
     throw std::invalid_argument("v4_topk: the " + std::string(v4_topk_kernel_name(nq, max_len, topk)) +
                                 " kernel takes at most 65,535 rows per call (got " + std::to_string(nq) + "): split the call");
+  if (v4_topk_uses_row_lean(nq, max_len, topk)) {
+    static bool lattr = false;
+    if (!lattr) {
+      SS_CUDA(cudaFuncSetAttribute(topk_row_lean_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, tkr::kSmemMax));
+      lattr = true;
+    }
+    topk_row_lean_kernel<<<nq, tkr::T, tkr::smem_bytes(max_len), s>>>(logits, ld, len, topk, idx, max_len);
+    SS_LAUNCH_CHECK();
+    return;
+  }
   if (v4_topk_uses_row(nq, max_len, topk)) {
     static bool rattr = false;
     if (!rattr) {

@@ -92,7 +92,10 @@ bool v4_topk_uses_filter(int nq, int max_len, int topk);
 /// for topk <= 2048 and
 /// 0 < max_len <= 32768 logits per row (any nq); never under the others. Host-only (no CUDA call); throws nothing.
 bool v4_topk_uses_row(int nq, int max_len, int topk);
-/// The kernel v4_topk runs for a shape: "radix_row_smem", "threshold_filter", "radix_cluster_smem" or "radix_1cta".
+/// Whether that row select is the lean form (topk_row_lean_kernel, dsv4_topk_row_lean.cuh, twenty-second session):
+/// under variant 7 (opt-in) wherever v4_topk_uses_row; never under the others. Host-only; throws nothing.
+bool v4_topk_uses_row_lean(int nq, int max_len, int topk);
+/// The kernel v4_topk runs for a shape: "radix_row_lean", "radix_row_smem", "threshold_filter", "radix_cluster_smem" or "radix_1cta".
 const char* v4_topk_kernel_name(int nq, int max_len, int topk);
 
 /// Kernel choice (bench, tests): indexer 0 = wgmma (default), 1 = the issue-3 kernel; top-k 0 = the default (v4_topk:
@@ -101,8 +104,8 @@ const char* v4_topk_kernel_name(int nq, int max_len, int topk);
 /// (cluster kernel for batch <= 16 x rows >= 98304 and batch >= 256 x rows <= 12288, else one-CTA);
 /// 4 = the threshold filter at every shape with topk <= 2048; 5 = the seventeenth session's default (filter / one-CTA
 /// radix, never the row select; the comparison baseline of run_tkm.sh); 6 = the row select wherever topk <= 2048 and
-/// 0 < max_len <= 32768, else as 5.
-/// Throws std::invalid_argument outside indexer 0..1 / top-k 0..6.
+/// 0 < max_len <= 32768, else as 5; 7 = as 6 with the lean row select (topk_row_lean_kernel).
+/// Throws std::invalid_argument outside indexer 0..1 / top-k 0..7.
 void v4_set_variants(int indexer_variant, int topk_variant);
 const char* v4_indexer_variant_name();
 const char* v4_topk_variant_name();

@@ -291,3 +291,5 @@ __global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restri
 // The shared-memory row select for mid-size rows (eighteenth session), default of v4_topk for 133 <= nq <= 264 and rows
 // of 3072-12288 logits, 2048-12288 below 192 rows (twenty-first session; v4_topk_uses_row).
 #include "attention/dsv4_topk_row.cuh"
+// The lean row select (twenty-second session, helper tk3; opt-in: top-k variant 7).
+#include "attention/dsv4_topk_row_lean.cuh"

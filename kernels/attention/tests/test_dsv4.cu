@@ -4,6 +4,8 @@
 #include "attention/tests/test_util.cuh"
 
 #include <algorithm>
+#include <cstring>
+#include <string>
 #include <numeric>
 #include <set>
 
@@ -350,7 +352,8 @@ void topk_rows_case(const std::vector<int>& lens, int ld, int kind, int K, int v
     const int n = lens[i];
     for (int j = 0; j < ld; ++j)
       x[j] = kind == 1 ? static_cast<float>(di(r)) - 20.f : kind == 2 ? 1.0f + 1e-6f * di(r) : kind == 3 ? 1e-3f * j
-           : kind == 6 ? (d10(r) < 7 ? 40.f : u(r)) : kind == 7 ? 3.25f : kind == 9 && j % 7 == 0 ? -INFINITY : u(r);
+           : kind == 6 ? (d10(r) < 7 ? 40.f : u(r)) : kind == 7 ? 3.25f : kind == 9 && j % 7 == 0 ? -INFINITY
+           : kind == 10 && j % 11 == 0 ? NAN : u(r);
     if ((kind == 4 || kind == 5) && n >= 8) {
       const int ns = std::max(1, std::min(1024, n / 128));  // the filter's sample sectors (dsv4_topk_filter.cuh)
       std::vector<char> in(n, 0);
@@ -444,7 +447,7 @@ TEST(V4TopK, FilterSmallForSanitizers) {
 // without a GPU): a variant outside its range throws instead of running as another one, and the threshold
 // filter, whose rows are its grid's y dimension, refuses more than 65,535 rows per call before any launch.
 TEST(V4TopK, BadSettingsThrowBeforeAnyLaunch) {
-  EXPECT_THROW(v4_set_variants(0, 7), std::invalid_argument);
+  EXPECT_THROW(v4_set_variants(0, 8), std::invalid_argument);
   EXPECT_THROW(v4_set_variants(0, -1), std::invalid_argument);
   EXPECT_THROW(v4_set_variants(2, 0), std::invalid_argument);
   v4_set_variants(0, 0);
@@ -562,4 +565,167 @@ TEST(V4TopK, RowSelectRowsLongerThanMaxLen) {
 TEST(V4TopK, RowSelectSmallForSanitizers) {
   SKIP_WITHOUT_GPU();
   for (int kind : {0, 1, 6, 7, 8, 9}) topk_rows_case({6000, 4096, 5001, 700}, 6001, kind, 1024, 6, "row-small", 5000);
+}
+
+// The lean row select (topk_row_lean_kernel, twenty-second session, helper tk3; top-k variant 7). Host reference:
+// each row's selected logits, as order-preserving keys (NaN, -inf, -0 and ties exact by bit pattern), sorted, must
+// equal the K largest keys of the row (std::nth_element on the host); checked for every kind of topk_rows_case plus
+// kind 10 (every 11th logit NaN: keys above +inf, the bit-digit path), and against the one-CTA radix kernel
+// (variant 1) on the same rows.
+namespace {
+uint32_t host_ord_key(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+void gen_rows(std::vector<float>& lg, const std::vector<int>& lens, int ld, int kind) {
+  const int nq = static_cast<int>(lens.size());
+  lg.assign(static_cast<size_t>(nq) * ld, 0.f);
+  std::mt19937_64& r = rng();
+  std::uniform_real_distribution<float> u(-50.f, 50.f);
+  std::uniform_int_distribution<int> di(0, 40);
+  std::uniform_int_distribution<int> d10(0, 9);
+  for (int i = 0; i < nq; ++i) {
+    float* x = lg.data() + static_cast<size_t>(i) * ld;
+    const int n = lens[i];
+    for (int j = 0; j < ld; ++j)
+      x[j] = kind == 1 ? static_cast<float>(di(r)) - 20.f : kind == 2 ? 1.0f + 1e-6f * di(r) : kind == 3 ? 1e-3f * j
+           : kind == 6 ? (d10(r) < 7 ? 40.f : u(r)) : kind == 7 ? 3.25f : kind == 9 && j % 7 == 0 ? -INFINITY
+           : kind == 10 && j % 11 == 0 ? NAN : u(r);
+    if ((kind == 4 || kind == 5) && n >= 8) {
+      const int ns = std::max(1, std::min(1024, n / 128));
+      std::vector<char> in(n, 0);
+      for (int j = 0; j < ns; ++j)
+        for (int e = 0; e < 8; ++e) in[((static_cast<long>(j) * n / ns) & ~7L) + e] = 1;
+      for (int j = 0; j < n; ++j)
+        if ((in[j] != 0) == (kind == 4)) x[j] += 100.f;
+    }
+    if (kind == 8 && n > 0) {
+      const int S = std::min(n, 2048);
+      for (int j = 0; j < S; ++j) x[static_cast<long>(j) * n / S] += 100.f;
+    }
+  }
+}
+// Runs variant `variant` on the rows; returns idx [nq, K].
+std::vector<int> run_topk(const std::vector<float>& lg, const std::vector<int>& lens, int ld, int K, int variant, int max_len) {
+  const int nq = static_cast<int>(lens.size());
+  DevBuf<float> dl;
+  DevBuf<int> dlen, didx(static_cast<size_t>(nq) * K);
+  dl.upload(lg);
+  dlen.upload(lens);
+  SS_CUDA(cudaMemset(didx.p, 0x7F, didx.bytes()));
+  v4_set_variants(0, variant);
+  v4_topk(dl.p, ld, dlen.p, nq, K, didx.p, 0, max_len);
+  v4_set_variants(0, 0);
+  SS_CUDA(cudaDeviceSynchronize());
+  return didx.download();
+}
+// Sorted keys of a row's selection (distinct indices in range, -1 padding only for rows <= K), or {} on a bad row.
+bool sel_keys(const float* x, int n, int K, const int* got, std::vector<uint32_t>& keys) {
+  keys.clear();
+  std::vector<char> seen(n, 0);
+  int pad = 0;
+  for (int j = 0; j < K; ++j) {
+    const int v = got[j];
+    if (v == -1) { ++pad; continue; }
+    if (v < 0 || v >= n || seen[v]) return false;
+    seen[v] = 1;
+    keys.push_back(host_ord_key(x[v]));
+  }
+  if (pad != K - std::min(K, n)) return false;
+  std::sort(keys.begin(), keys.end());
+  return true;
+}
+void lean_case(const std::vector<int>& lens, int ld, int kind, int K, const char* what, int max_len = 0, bool vs_radix = true) {
+  const int nq = static_cast<int>(lens.size());
+  std::vector<float> lg;
+  gen_rows(lg, lens, ld, kind);
+  const int mx = max_len > 0 ? max_len : *std::max_element(lens.begin(), lens.end());
+  v4_set_variants(0, 7);
+  const std::string kernel = v4_topk_kernel_name(nq, mx, K);
+  v4_set_variants(0, 0);
+  const auto got = run_topk(lg, lens, ld, K, 7, mx);
+  std::vector<int> rad;
+  if (vs_radix) rad = run_topk(lg, lens, ld, K, 1, mx);
+  int bad = 0, diff = 0;
+  std::vector<uint32_t> a, b, want;
+  for (int i = 0; i < nq; ++i) {
+    const float* x = lg.data() + static_cast<size_t>(i) * ld;
+    const int n = lens[i];
+    if (!sel_keys(x, n, K, got.data() + static_cast<size_t>(i) * K, a)) { ++bad; continue; }
+    want.resize(n);
+    for (int j = 0; j < n; ++j) want[j] = host_ord_key(x[j]);
+    const int take = std::min(K, n);
+    std::nth_element(want.begin(), want.begin() + (n - take), want.end());
+    std::vector<uint32_t> top(want.begin() + (n - take), want.end());
+    std::sort(top.begin(), top.end());
+    if (a != top) ++bad;
+    if (vs_radix && (!sel_keys(x, n, K, rad.data() + static_cast<size_t>(i) * K, b) || a != b)) ++diff;
+    if (bad + diff > 0 && bad + diff <= 3) ADD_FAILURE() << what << " kind " << kind << " K " << K << " row " << i << " n " << n;
+  }
+  EXPECT_EQ(bad, 0) << what << " kind " << kind << " K " << K;
+  EXPECT_EQ(diff, 0) << what << " kind " << kind << " K " << K << " (vs radix)";
+  EXPECT_EQ(kernel, "radix_row_lean") << what;
+  std::printf("[attn-test] topk lean %s K=%d rows=%d max_len=%d kind=%d kernel %s: keys equal to the host%s\n", what, K, nq, mx,
+              kind, kernel.c_str(), vs_radix ? " and to radix_1cta" : "");
+}
+}  // namespace
+
+// Dispatch (host only): variant 7 runs the lean kernel wherever variant 6 runs the row select; the others never.
+TEST(V4TopK, LeanRowDispatch) {
+  for (int v : {0, 5, 6}) {
+    v4_set_variants(0, v);
+    for (int nq : {1, 133, 200, 264, 512})
+      for (int len : {2048, 8192, 32768}) EXPECT_FALSE(v4_topk_uses_row_lean(nq, len, 1024)) << v;
+  }
+  v4_set_variants(0, 0);
+  EXPECT_STREQ(v4_topk_kernel_name(200, 8192, 1024), "radix_row_smem");  // the default unchanged
+  v4_set_variants(0, 7);
+  EXPECT_STREQ(v4_topk_variant_name(), "radix_row_lean");
+  EXPECT_TRUE(v4_topk_uses_row_lean(1, 32768, 2048));
+  EXPECT_TRUE(v4_topk_uses_row_lean(512, 2048, 512));
+  EXPECT_STREQ(v4_topk_kernel_name(128, 8192, 1024), "radix_row_lean");
+  EXPECT_FALSE(v4_topk_uses_row_lean(128, 32769, 1024));
+  EXPECT_STREQ(v4_topk_kernel_name(128, 32769, 1024), "radix_1cta");
+  EXPECT_STREQ(v4_topk_kernel_name(512, 65536, 1024), "threshold_filter");
+  EXPECT_FALSE(v4_topk_uses_row_lean(128, 8192, 4096));
+  EXPECT_FALSE(v4_topk_uses_row_lean(128, 0, 1024));
+  EXPECT_FALSE(v4_topk_uses_filter(512, 8192, 1024));
+  v4_set_variants(0, 0);
+}
+// Every kind (0-10) at k 512 / 1024 / 2048 over rows of 2048-32768 (odd ld: unaligned rows; rows <= K, just above
+// K, not a multiple of 4), host reference and the radix kernel.
+TEST(V4TopK, LeanRowCases) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<int> lens = {32768, 2048, 2049, 1025, 1024, 100, 30000, 4097, 16383, 8192, 3};
+  for (int K : {512, 1024, 2048})
+    for (int kind = 0; kind <= 10; ++kind) lean_case(lens, 32771, kind, K, "lean");
+}
+// Batches 1 / 133 / 200 / 264 with rows of 2048-32768 (uniform and outliers), k 512 / 1024 / 2048.
+TEST(V4TopK, LeanRowBatches) {
+  SKIP_WITHOUT_GPU();
+  lean_case({32768}, 32768, 0, 1024, "lean-b1");
+  lean_case({32768}, 32768, 10, 2048, "lean-b1");
+  std::vector<int> b133(133), b200(200), b264(264);
+  for (int i = 0; i < 133; ++i) b133[i] = 32768 - 97 * i;
+  for (int i = 0; i < 200; ++i) b200[i] = 8192 - 20 * i;
+  for (int i = 0; i < 264; ++i) b264[i] = 2048 + 37 * i;  // 2048 .. 11779
+  for (int kind : {0, 8}) {
+    lean_case(b133, 32771, kind, 2048, "lean-b133");
+    lean_case(b200, 8195, kind, 1024, "lean-b200");
+    lean_case(b264, 11779, kind, 512, "lean-b264");
+  }
+  lean_case(b200, 8195, 9, 1024, "lean-b200");
+  lean_case(std::vector<int>(264, 12288), 12288, 1, 1024, "lean-b264x12K");
+}
+// Rows longer than the max_len passed (the device-memory instance of the body), all paths.
+TEST(V4TopK, LeanRowRowsLongerThanMaxLen) {
+  SKIP_WITHOUT_GPU();
+  for (int kind : {0, 1, 6, 8, 9, 10}) lean_case({20000, 8192, 9000, 5000}, 20003, kind, 1024, "lean-past-max-len", 8192);
+}
+// A few rows for memcheck / racecheck: every path (linear + warp list, linear + block list (kind 8), overflow
+// (kind 6), every key equal (kind 7), bit-digit (kinds 9, 10), device-memory rows past max_len).
+TEST(V4TopK, LeanRowSmallForSanitizers) {
+  SKIP_WITHOUT_GPU();
+  for (int kind : {0, 1, 6, 7, 8, 9, 10}) lean_case({6000, 4096, 5001, 700}, 6001, kind, 1024, "lean-small", 5000, false);
 }
