@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -207,6 +208,9 @@ int main(int argc, char** argv) {
   Ctx c;
   std::string only;
   bool probe = false, fp8_probe = false;
+  std::string probe_shapes;             // --probe-shapes MODEL:MATRIX:G:m,... (w4k: the decode probe at other shapes)
+  std::vector<int> probe_variants;      // --probe-variants: W4A16 variants the shape probe launches (default: --w4-variants)
+  int probe_reps = 1;                   // --probe-reps: launches per shape and variant (a fresh weight set each)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) c.out = argv[++i];
@@ -216,6 +220,9 @@ int main(int argc, char** argv) {
     else if (a == "--w4-min-m" && i + 1 < argc) c.w4_min_m = std::atoll(argv[++i]);
     else if (a == "--probe") probe = true;
     else if (a == "--fp8-probe") fp8_probe = true;
+    else if (a == "--probe-shapes" && i + 1 < argc) probe_shapes = argv[++i];
+    else if (a == "--probe-variants" && i + 1 < argc) probe_variants = int_list(argv[++i]);
+    else if (a == "--probe-reps" && i + 1 < argc) probe_reps = std::atoi(argv[++i]);
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "--w4-variants" && i + 1 < argc) c.w4_variants = int_list(argv[++i]);
     else if (a == "--w4-experts" && i + 1 < argc) c.w4_experts = int_list(argv[++i]);
@@ -284,6 +291,97 @@ int main(int argc, char** argv) {
         SS_CUDA(cudaStreamSynchronize(c.s));
       }
       std::printf("fp8 probe done\n");
+      return 0;
+    }
+    if (!probe_shapes.empty()) {
+      // w4k (NOTES.md §23): decode launches for ncu / the variant-24 timeline at MODEL:MATRIX:G:m points, each variant
+      // probe_reps launches, each on a fresh weight set (a rotating pool of >= 2x L2, as w4cmp), one stream sync apart.
+      // Variant 24 (kernel 20 with a per-CTA timeline) writes OUT/trace_<model>_<matrix>_G<G>_m<m>.csv (one row per CTA
+      // and launch) and prints a per-launch summary.
+      if (probe_variants.empty()) probe_variants = c.w4_variants.empty() ? std::vector<int>{20} : c.w4_variants;
+      std::filesystem::create_directories(c.out);
+      std::stringstream ps(probe_shapes);
+      for (std::string item; std::getline(ps, item, ',');) {
+        std::vector<std::string> f;
+        std::stringstream is(item);
+        for (std::string t; std::getline(is, t, ':');) f.push_back(t);
+        if (f.size() != 4) { std::fprintf(stderr, "--probe-shapes: MODEL:MATRIX:G:m\n"); return 2; }
+        Ctx all = c;
+        all.models.clear();
+        all.quick = false;
+        const GemmShape* sp = nullptr;
+        const auto shapes = gemm_shapes(all);
+        for (const auto& g : shapes) if (g.model == f[0] && g.matrix == f[1]) sp = &g;
+        if (!sp) { std::fprintf(stderr, "--probe-shapes: unknown %s %s\n", f[0].c_str(), f[1].c_str()); return 2; }
+        const GemmShape s = *sp;
+        const int G = std::atoi(f[2].c_str());
+        const long long m = std::atoll(f[3].c_str());
+        const size_t mb = w4a16_matrix_bytes(s.N, s.K);
+        const int sets = rotation_sets(double(G) * mb, c.gpu.l2_bytes, 16);
+        DevBuf<uint8_t> pool(mb * size_t(G) * sets);
+        fill_w4a16_pool(pool.p, G * sets, s.N, s.K, 11, 118, 124, c.s);
+        DevBuf<bf16> x(size_t(m) * G * s.K), y(size_t(m) * G * s.N);
+        fill_bf16(x.p, x.n, 3, 1.f, c.s);
+        const int bt = w4a16_pick_bt(double(m));
+        std::vector<int> roff(G + 1), toff(G + 1);
+        for (int g = 0; g <= G; ++g) { roff[g] = int(g * m); toff[g] = int(g * ((m + bt - 1) / bt)); }
+        DevBuf<int> droff(G + 1), dtoff(G + 1), deids(G * sets);
+        droff.upload(roff);
+        dtoff.upload(toff);
+        std::vector<int> eids(G * sets);
+        std::iota(eids.begin(), eids.end(), 0);
+        deids.upload(eids);
+        const int ctas = (s.N / 128) * toff[G];
+        DevBuf<unsigned long long> tr(size_t(ctas) * 10);
+        char fn[256];
+        std::snprintf(fn, sizeof fn, "%s/trace_%s_%s_G%d_m%lld.csv", c.out.c_str(), s.model.c_str(), s.matrix.c_str(), G, m);
+        FILE* tf = nullptr;
+        int launch = 0;
+        for (int v : probe_variants) {
+          w4a16_set_variant(v);
+          const int kern = w4a16_kernel_for(bt, s.K, (long long)G * m, s.N, toff[G]);
+          for (int r = 0; r < probe_reps; ++r, ++launch) {
+            if (kern == 24) {
+              SS_CUDA(cudaMemsetAsync(tr.p, 0, tr.n * sizeof(unsigned long long), c.s));
+              w4a16_set_trace(tr.p);
+            }
+            w4a16_grouped_gemm(x.p, pool.p, deids.p + (launch % sets) * G, droff.p, dtoff.p, G, s.N, s.K, bt, toff[G], y.p, c.s,
+                               (long long)G * m);
+            SS_CUDA(cudaStreamSynchronize(c.s));
+            if (kern != 24) continue;
+            std::vector<unsigned long long> h(tr.n);
+            SS_CUDA(cudaMemcpy(h.data(), tr.p, h.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+            if (!tf) {
+              tf = std::fopen(fn, "w");
+              std::fprintf(tf, "launch,smid,bx,by,g_start_ns,g_end_ns,c_start,c_first_full,c_first_issue,c_loop_end,c_end,stages\n");
+            }
+            unsigned long long g0 = ~0ull, g1 = 0;
+            std::map<int, int> per_sm;
+            double pro = 0, loop = 0, epi = 0, iss = 0;
+            for (int i = 0; i < ctas; ++i) {
+              const unsigned long long* t = &h[size_t(i) * 10];
+              std::fprintf(tf, "%d,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", r, t[0], t[1] & 65535, t[1] >> 16, t[2],
+                           t[3], t[4], t[5], t[6], t[7], t[8], t[9]);
+              g0 = std::min(g0, t[2]);
+              g1 = std::max(g1, t[3]);
+              per_sm[int(t[0])]++;
+              pro += double(t[5] - t[4]);
+              iss += double(t[6] - t[4]);
+              loop += double(t[7] - t[5]);
+              epi += double(t[8] - t[7]);
+            }
+            int mx = 0, mn = 1 << 30;
+            for (auto& kv : per_sm) { mx = std::max(mx, kv.second); mn = std::min(mn, kv.second); }
+            std::printf("trace %s %s G=%d m=%lld rep=%d: %d CTAs on %zu SMs (per SM %d-%d), span %.2f us; mean clocks: entry->first "
+                        "issue %.0f, entry->first full %.0f, loop %.0f, epilogue %.0f\n",
+                        s.model.c_str(), s.matrix.c_str(), G, m, r, ctas, per_sm.size(), mn, mx, (g1 - g0) * 1e-3, iss / ctas,
+                        pro / ctas, loop / ctas, epi / ctas);
+          }
+        }
+        if (tf) std::fclose(tf);
+        std::printf("probe %s %s G=%d m=%lld bt=%d: %d CTAs, %d launches\n", s.model.c_str(), s.matrix.c_str(), G, m, bt, ctas, launch);
+      }
+      w4a16_set_trace(nullptr);
       return 0;
     }
     if (probe) {  // a few launches for ncu: K3 w13, G=8, m=8 (bt 8) and m=1024 (bt 256), twice each

@@ -227,6 +227,12 @@ int choose_kernel(int v, int bt, int K, long long x_rows, int N = 0, int max_til
   // G = 8, in one wave of 528 slots instead of 396 + a second partial wave) at BT 8 under 22's grid rule; else as 20.
   // ptxas: 48 registers, C7512. Measured (w4j call 2): 1.05 / 1.07 x variant 20's event time at m 1-8 (K3 / DSV4-Flash w2
   // G 8): the one wave recovers most of kernel 22's DSV4-Flash loss but not the rest; opt-in only
+  // 24 (NOTES.md §23, w4k; diagnosis only) = kernel 24 (kernel 20 writing a per-CTA timeline, w4a16_set_trace) at every
+  // BT 8 grid with K % 256 == 0; else as 21
+  if (v == 24) {
+    if (bt == 8 && K % 256 == 0) return 24;
+    v = 21;
+  }
   if (v == 22 || v == 23) {
     if ((bt == 8 || (v == 22 && bt == 16)) && K % 256 == 0 && K >= 512 && N > 0 && max_tiles > 0 &&
         static_cast<long long>(N / kRowsPerCta) * max_tiles <= 2ll * sm_count())
@@ -280,6 +286,7 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
     case 20: if constexpr (BT == 8 || BT == 16 || BT == 32) { launch_decode3<BT>(p, max_tiles, stream); return; } break;
     case 22: if constexpr (BT == 8 || BT == 16) { launch_decode3<BT, 2>(p, max_tiles, stream); return; } break;
     case 23: if constexpr (BT == 8) { launch_decode3<BT, 2, 4>(p, max_tiles, stream); return; } break;
+    case 24: if constexpr (BT == 8) { launch_decode3<BT, 1, kD3MinBlocks<BT>, true>(p, max_tiles, stream); return; } break;
     default: break;
   }
   throw std::logic_error("w4a16: choose_kernel gave a kernel not built for this tile width");
@@ -288,10 +295,11 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
 }  // namespace
 
 void w4a16_set_variant(int v) {
-  if (v < 0 || v > 23 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
-    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..23");
+  if (v < 0 || v > 24 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
+    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..24");
   g_variant = v;
 }
+void w4a16_set_trace(unsigned long long* buf) { SS_CUDA(cudaMemcpyToSymbol(g_d3_trace, &buf, sizeof(buf))); }
 void w4a16_set_streamk_ctas(int ctas) { g_sk_ctas = ctas > 0 ? ctas : 0; }
 int w4a16_variant() { return g_variant; }
 

@@ -178,7 +178,13 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
 /// 23 = 20 with kernel 23 (kernel 22 built for 4 CTAs per SM) at BT 8 under the same rule. Both correct but SLOWER than 20
 /// there (1.05-1.20x, §22): opt-in only (tests, comparisons).
 /// Throws std::invalid_argument for any other value (9 / 10 were removed).
+/// 24 (NOTES.md §23, diagnosis only) = kernel 24 (kernel 20 writing a per-CTA timeline to the w4a16_set_trace buffer) at
+/// every BT 8 grid with K % 256 == 0; else as 21.
 void w4a16_set_variant(int v);
+/// Variant 24's timeline buffer (device, 10 x 64-bit words per CTA of the launched grid, N / 128 x max_tiles CTAs):
+/// smid, blockIdx.x + 65536 blockIdx.y, globaltimer at entry / exit (ns), SM clock64 at entry, at the first stage's full
+/// barrier, at the first bulk-copy issue, after the main loop, at exit, stages.
+void w4a16_set_trace(unsigned long long* buf);
 /// Test helper (NOTES.md §18): for each of n (word, 4 scale bytes) pairs (device arrays) writes the 4 bf16x2
 /// registers of the dequantisation of kernels 0-16 (out_old) and of kernels 17 / 18 (out_new), 4 x n
 /// each (out_new2, if given: kernel 19's dequant_word_q with the factor pair); even i use scale bytes 0 / 2, odd i

@@ -88,8 +88,25 @@ __device__ __forceinline__ void decode3_kblock(const uint8_t* wb, uint32_t xlo, 
     for (int k = 0; k < 4; ++k) fence_operand(acc[i][k]);
 }
 
+// Kernel 24 (NOTES.md §23, w4k; diagnosis only) = kernel 20 with TR = true: per CTA it writes a 10-word timeline to
+// g_d3_trace[blockIdx.y * gridDim.x + blockIdx.x] (set by w4a16_set_trace): smid, CTA, globaltimer at entry / exit,
+// and SM clock64 at entry, at the first stage's full barrier (consumer warp 0), at the producer's first bulk-copy
+// issue, after the main loop, at exit, and the stage count. TR = false (every other kernel) compiles none of it.
+__device__ unsigned long long* g_d3_trace = nullptr;
+
+__device__ __forceinline__ unsigned long long d3_gtime() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ unsigned d3_smid() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+  return r;
+}
+
 // MB: CTAs per SM built for (kernel 23 = kernel 22 at BT 8 built for 4 CTAs per SM: <= 56 registers, 5 stages; §22)
-template <int BT, int KS = 1, int MB = kD3MinBlocks<BT>>
+template <int BT, int KS = 1, int MB = kD3MinBlocks<BT>, bool TR = false>
 __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Params p) {
   static_assert(KS == 1 || KS == 2, "kernel 20 (KS 1) / 22, 23 (KS 2)");
   using C = D3Cfg<BT, MB>;
@@ -101,8 +118,21 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
   uint64_t* full = reinterpret_cast<uint64_t*>(ws + S * C::kW);
   uint64_t* empty = full + S;
 
+  [[maybe_unused]] unsigned long long tr_g0 = 0, tr_c0 = 0, tr_c1 = 0;
+  [[maybe_unused]] unsigned long long* tr = nullptr;
+  if constexpr (TR) {
+    tr_c0 = clock64();
+    tr_g0 = d3_gtime();
+    if (g_d3_trace) tr = g_d3_trace + 10ull * (blockIdx.y * gridDim.x + blockIdx.x);
+  }
   const int tile = blockIdx.y;
   const int total_tiles = p.tile_offsets[p.G];
+  if constexpr (TR) {
+    if (tr && threadIdx.x == 0 && tile >= total_tiles) {
+      tr[0] = d3_smid(); tr[1] = blockIdx.x + 65536ull * blockIdx.y; tr[2] = tr_g0; tr[3] = d3_gtime();
+      tr[4] = tr_c0; tr[5] = tr[6] = tr[7] = tr[8] = clock64(); tr[9] = 0;
+    }
+  }
   if (tile >= total_tiles) return;
   int lo = 0, hi = p.G;
   while (hi - lo > 1) {
@@ -139,6 +169,7 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
       if (lane == 0) {
         mbar_expect_tx(&full[slot], C::kW);
         bulk_g2s(ws + slot * C::kW, wmat + static_cast<size_t>(kb0 + kb) * C::kW, C::kW, &full[slot]);
+        if constexpr (TR) { if (kb == 0 && tr) tr[6] = clock64(); }
       }
       uint8_t* xd = xs + slot * C::kX;
 #pragma unroll
@@ -172,6 +203,7 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
   auto stage = [&](int kb, auto last) {
     const int slot = kb % S;
     mbar_wait(&full[slot], (kb / S) & 1);
+    if constexpr (TR) { if (kb == 0 && tid == 0) tr_c1 = clock64(); }
     const uint8_t* wst = ws + slot * C::kW;
     const uint32_t xlo = static_cast<uint32_t>(desc_sw128(smem_u32(xs + slot * C::kX)));
     decode3_kblock<BT>(wst, xlo, warp, lane, gq, a0, acc);
@@ -192,6 +224,8 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
   for (int i = 0; i < BT / 8; ++i)
 #pragma unroll
     for (int q = 0; q < 4; ++q) fence_operand(acc[i][q]);
+  [[maybe_unused]] unsigned long long tr_c2 = 0;
+  if constexpr (TR) tr_c2 = clock64();
 
   if constexpr (KS == 2) {
     // K-split reduction through distributed shared memory. Barrier 1: both CTAs' main loops are done (every
@@ -233,19 +267,26 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
   stage_acc_bf16<BT>(st, acc, warp * 16, gq, tq);
   named_bar(1, 256);
   store_staged_rows(st, p.y + static_cast<size_t>(row0) * p.N + static_cast<size_t>(blockIdx.x) * kRowsPerCta, p.N, rows, tid, 256);
+  if constexpr (TR) {
+    if (tr && tid == 0) {
+      tr[0] = d3_smid(); tr[1] = blockIdx.x + 65536ull * blockIdx.y; tr[2] = tr_g0; tr[4] = tr_c0; tr[5] = tr_c1;
+      tr[7] = tr_c2; tr[9] = KB;
+      tr[8] = clock64(); tr[3] = d3_gtime();
+    }
+  }
 }
 
-template <int BT, int KS = 1, int MB = kD3MinBlocks<BT>>
+template <int BT, int KS = 1, int MB = kD3MinBlocks<BT>, bool TR = false>
 void launch_decode3(const Params& p, int max_tiles, cudaStream_t stream) {
   using C = D3Cfg<BT, MB>;
   static bool configured = false;
   if (!configured) {
-    SS_CUDA(cudaFuncSetAttribute(w4a16_decode3_kernel<BT, KS, MB>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(w4a16_decode3_kernel<BT, KS, MB, TR>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
     configured = true;
   }
   if constexpr (KS == 1) {
     dim3 grid(p.N / kRowsPerCta, max_tiles);
-    w4a16_decode3_kernel<BT><<<grid, kDecThreads, D3Cfg<BT>::kSmem, stream>>>(p);
+    w4a16_decode3_kernel<BT, 1, MB, TR><<<grid, kDecThreads, C::kSmem, stream>>>(p);
   } else {  // kernel 22: the two K halves of a tile are the two CTAs of a (1, 1, 2) cluster
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(p.N / kRowsPerCta, max_tiles, 2);
