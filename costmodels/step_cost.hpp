@@ -113,6 +113,27 @@ struct StepParts {
   std::uint32_t extrapolated_ops = 0;
 };
 
+/// Decode steps whose busiest DP rank holds more than this many sequences are in the large-batch
+/// regime, the others in the small-batch one (`servesim validate`'s serving error by regime and
+/// StepScale use the same edge). Source: SGLang's two-batch-overlap ablation
+/// (../shared/reference/serving-overheads.md §3): at 32 tokens per GPU overlap loses 27%, at 256
+/// it gains 25.5%: the published decode rows fall on either side of 32.
+inline constexpr long long kSmallDecodeBatchSeqs = 32;
+
+/// Whole-step time multipliers (dimensionless, > 0; 1 = the engine's own price) by serving regime:
+/// a prefill step, a decode step of more than kSmallDecodeBatchSeqs sequences on its busiest DP
+/// rank, and a decode step of at most that many. `servesim capacity` runs its answer with
+/// 1 + the engine's error against published deployments in each regime (`servesim validate`), to
+/// say how many nodes the answer would need if real serving were that much slower (or faster)
+/// than the engine. Every part of StepTime is scaled alike. Not checked here (the capacity command
+/// passes factors from the validation rows).
+struct StepScale {
+  double prefill = 1, decode_large = 1, decode_small = 1;
+  bool identity() const { return prefill == 1 && decode_large == 1 && decode_small == 1; }
+  /// the factor of a step of `phase` whose busiest DP rank holds `seqs` sequences
+  double of(bool decode, double seqs) const { return !decode ? prefill : seqs > kSmallDecodeBatchSeqs ? decode_large : decode_small; }
+};
+
 class StepCostModel {
  public:
   /// step_overhead_s: fixed time per step outside the kernels (scheduling, sampling, launch).
@@ -128,6 +149,9 @@ class StepCostModel {
   StepTime step(const std::vector<std::vector<SeqWork>>& per_rank, Phase phase, int sample) const;
   StepParts attention_part(const std::vector<std::vector<SeqWork>>& per_rank, Phase phase) const;
   StepTime finish(const StepParts& parts, Phase phase, int sample) const;
+  /// Every later step's time times `s`'s factor of its regime (finish(); default: none). No errors.
+  void set_scale(const StepScale& s) { scale_ = s; }
+  const StepScale& scale() const { return scale_; }
   /// A uniform sample index for one step (0 when routing is balanced: no draw is taken).
   int draw_sample(Rng& rng) const;
   /// Busiest/mean routed load of MoE kind f for `tokens` tokens from `seqs` effective sequences
@@ -159,6 +183,7 @@ class StepCostModel {
   FabricParams fabric_;
   InstanceShape shape_;
   double step_overhead_s_;
+  StepScale scale_;
   std::vector<LayerPair> pairs_;
   std::vector<double> attn_proj_params_;  // per attention kind, whole layer (before TP split)
   // GEMM shapes on one GPU (after the attention-TP split) that the ops point to (Op::gemms)

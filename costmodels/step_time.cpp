@@ -285,6 +285,10 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
   st.host_s = host_seconds(kernels, st.total_s + logits, syncs);
   st.other_s = logits + st.host_s;
   st.total_s += st.other_s;
+  if (!scale_.identity()) {  // what-if: the step as much slower (faster) as real serving was in its regime
+    const double f = scale_.of(phase == Phase::decode, parts.Smax);
+    for (double* x : {&st.total_s, &st.attention_s, &st.ffn_s, &st.comm_s, &st.comm_total_s, &st.other_s, &st.host_s, &st.extrapolated_s}) *x *= f;
+  }
   return st;
 }
 

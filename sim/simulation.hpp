@@ -14,6 +14,7 @@
 #pragma once
 #include "costmodels/feasibility.hpp"
 #include "costmodels/cost_model.hpp"
+#include "costmodels/step_cost.hpp"
 #include "scenarios/deployment.hpp"
 #include "sim/events.hpp"
 #include "workloads/request.hpp"
@@ -54,6 +55,10 @@ struct RunOptions {
   /// honours; one event per decode step, and far slower) instead of bandwidth held on the NICs and
   /// uplinks (sim/engine/a2a_reservations.hpp; the default). `run --all-to-all-flows`.
   bool all_to_all_flows = false;
+  /// Every step's time times its regime's factor (costmodels/step_cost.hpp StepScale; default
+  /// none): `servesim capacity` runs its answer at the engine's error against published
+  /// deployments with it.
+  StepScale step_scale;
 };
 
 /// Totals the engine itself keeps (the metrics collector derives everything else from events).

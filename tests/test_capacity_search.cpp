@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -314,6 +316,70 @@ TEST(CapacityCommand, PrefillBoundAnswerIsTheStabilityBoundAtEverySeed) {
   // without a load, or with both, exit 2
   EXPECT_EQ(::test::sh("capacity " + servesim::test::data("scenarios/default.json") + " --quiet --out " + (dir / "x").string()).status, 2);
   EXPECT_EQ(::test::sh("capacity " + servesim::test::data("scenarios/default.json") + " --sessions 10 --quiet --out " + (dir / "x").string()).status, 2);
+  fs::remove_all(dir);
+}
+
+// The answer at the engine's error against published deployments (capacity_serving.hpp) against the
+// stability bound. The prefill-bound case above with near-constant arrivals (gamma, cv² 0.001, so
+// that a stable pool has no queue and an unstable one a growing one) at R = x0 / T: P instances
+// keep up iff P > x0 · f when every prefill step takes f times longer, so the answer's prefill pool
+// is floor(x0 · f) + 1 and its nodes that plus the one decode instance (decode steps of 2 output
+// tokens stay far inside TPOT p99 <= 1 s at any factor). f at each end is 1 + the least / largest
+// prefill error that `servesim validate` prints; x0 is chosen so that x0 · f lies at least 0.15 from
+// a whole number at both ends (the verdicts are then far from the edge).
+TEST(CapacityCommand, AnswerAtTheServingErrorIsTheStabilityBound) {
+  const fs::path dir = fs::temp_directory_path() / ("servesim-capserving-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto j = prefill_bound(42);
+  j["workload"]["arrival"] = "gamma", j["workload"]["burstiness"] = 0.001;
+  const fs::path sc = write_scenario(dir / "s", j);
+  const auto st = ::test::sh("step " + sc.string() + " --phase prefill --tokens 8192");
+  ASSERT_EQ(st.status, 0) << st.text;
+  const double step_s = std::stod(st.text.substr(st.text.find("step time") + 9)) / 1e3;
+  // the prefill row's range as validate prints it ("  prefill: +2.1% to +20.1% over 6 rows")
+  const auto v = ::test::sh("validate");
+  const auto at = v.text.find("\n  prefill: ");
+  ASSERT_NE(at, std::string::npos) << v.text;
+  double lo = 0, hi = 0;
+  ASSERT_EQ(std::sscanf(v.text.c_str() + at, "\n  prefill: %lf%% to %lf%%", &lo, &hi), 2) << v.text.substr(at, 80);
+  const double f_lo = 1 + lo / 100, f_hi = 1 + hi / 100;  // to 0.05 points: validate prints one decimal
+  auto far = [](double x) { return x - std::floor(x) >= 0.15 && x - std::floor(x) <= 0.85; };
+  double x0 = 0;
+  for (double x : {2.7, 2.6, 2.5, 2.8, 2.4, 2.3, 2.2})
+    if (far(x) && far(x * f_lo) && far(x * f_hi)) {
+      x0 = x;
+      break;
+    }
+  ASSERT_GT(x0, 0) << "no rate keeps both ends off the edge at f " << f_lo << ", " << f_hi;
+  const auto o = ::test::sh("capacity " + sc.string() + " --rate " + fmt::format("{:.6f}", x0 / step_s) +
+                            " --ttft-p99 2 --tpot-p99 1 --seeds 1 --quiet --out " + (dir / "cap").string());
+  ASSERT_EQ(o.status, 0) << o.text;
+  const auto c = nlohmann::json::parse(::test::slurp(dir / "cap" / "capacity.json"));
+  const int p0 = static_cast<int>(std::floor(x0)) + 1;
+  ASSERT_EQ(c["answer"]["prefill_instances"], p0) << c["answer"].dump();
+  ASSERT_EQ(c["answer"]["decode_instances"], 1);
+  const auto& n = c["nodes_at_serving_error"];
+  // the factors are 1 + the regimes' errors written beside them
+  for (const auto& e : c["serving_error_vs_published"])
+    if (e["regime"] == "prefill") {
+      EXPECT_NEAR(n["least"]["step_factors"]["prefill"].get<double>(), 1 + e["min_error"].get<double>(), 1e-12);
+      EXPECT_NEAR(n["largest"]["step_factors"]["prefill"].get<double>(), 1 + e["max_error"].get<double>(), 1e-12);
+    }
+  EXPECT_NEAR(n["largest"]["step_factors"]["prefill"].get<double>(), f_hi, 5e-4);
+  // the largest end: the stability bound at f_hi (one more prefill instance today: 2.7 x 1.201 = 3.24)
+  const int p_hi = static_cast<int>(std::floor(x0 * f_hi)) + 1;
+  EXPECT_EQ(n["largest"]["nodes"], p_hi + 1) << n.dump(2);
+  EXPECT_EQ(n["largest"]["nodes_delta"], p_hi - p0) << n.dump(2);
+  EXPECT_EQ(n["largest"]["meets_slo_at_answer"].get<bool>(), p_hi == p0) << n.dump(2);
+  // the least end: the same when its factor is >= 1 (the candidates scale down only by rounding)
+  if (f_lo >= 1) EXPECT_EQ(n["least"]["nodes"], static_cast<int>(std::floor(x0 * f_lo)) + 2) << n.dump(2);
+  else EXPECT_LE(n["least"]["nodes"].get<int>(), p0 + 1) << n.dump(2);
+  EXPECT_NE(o.text.find(fmt::format("at the largest errors (x{:.3f}", n["largest"]["step_factors"]["prefill"].get<double>())), std::string::npos) << o.text;
+  // every run is listed with its factors; the answer's own run has none
+  int scaled = 0;
+  for (const auto& r : c["runs"]) scaled += r["step_factors"]["prefill"].get<double>() != 1.0;
+  EXPECT_GE(scaled, 2);
+  EXPECT_EQ(c["answer"]["step_factors"]["prefill"], 1.0);
   fs::remove_all(dir);
 }
 #endif

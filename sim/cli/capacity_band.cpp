@@ -67,13 +67,13 @@ void prefetch(Runner& run, const Config& c, const Around& x, const Scenario& s, 
   for (int k = 0; k < std::max(1, a.seeds); ++k) {
     const std::uint64_t seed = s.seed + static_cast<std::uint64_t>(k);
     if (k > 0 && first_b && !near_edge(*first_b, a)) continue;  // b inferred: its neighbours follow from the first seed's
-    if (k > 0) pre.push_back({x.b, seed, 1});
+    if (k > 0) pre.push_back({x.b, seed, 1, {}});
     else
-      for (const Alloc& al : first_b && !first_b->ok ? std::vector<Alloc>{x.up_p, x.up_d} : x.down) pre.push_back({al, seed, 1});
+      for (const Alloc& al : first_b && !first_b->ok ? std::vector<Alloc>{x.up_p, x.up_d} : x.down) pre.push_back({al, seed, 1, {}});
   }
   if (x.f_hi != 1) {
-    pre.push_back({x.b, s.seed, x.f_hi});
-    if (!(x.scaled(x.f_lo) == x.b)) pre.push_back({x.scaled(x.f_lo), s.seed, x.f_lo});
+    pre.push_back({x.b, s.seed, x.f_hi, {}});
+    if (!(x.scaled(x.f_lo) == x.b)) pre.push_back({x.scaled(x.f_lo), s.seed, x.f_lo, {}});
   }
   run.run(c, pre);
 }

@@ -6,6 +6,7 @@
 #include "sim/cli/capacity_band.hpp"
 #include "sim/cli/capacity_runner.hpp"
 #include "sim/cli/capacity_search.hpp"
+#include "sim/cli/capacity_serving.hpp"
 #include "sim/cli/common.hpp"
 #include "sim/cli/validate_case.hpp"
 
@@ -145,10 +146,13 @@ json point_json(const Point& p) {
   return {{"attn_tp", p.cfg.attn_tp}, {"max_running", p.cfg.max_running}, {"prefill_instances", p.alloc.prefill},
           {"decode_instances", p.alloc.decode}, {"nodes", p.nodes}, {"gpus", p.gpus}, {"seed", p.seed}, {"meets_slo", p.ok}, {"missed", p.why},
           {"ttft_p99_s", std::isfinite(p.ttft_p99_s) ? json(p.ttft_p99_s) : json()}, {"tpot_p99_s", std::isfinite(p.tpot_p99_s) ? json(p.tpot_p99_s) : json()},
-          {"arrived", p.arrived}, {"rejected", p.rejected}, {"wall_s", std::round(p.wall_s * 100) / 100}};
+          {"arrived", p.arrived}, {"rejected", p.rejected}, {"wall_s", std::round(p.wall_s * 100) / 100},
+          {"kernel_factor", p.cost_factor},
+          {"step_factors", {{"prefill", p.serving.prefill}, {"decode_large", p.serving.decode_large}, {"decode_small", p.serving.decode_small}}}};
 }
 
-void print_answer(const DeploymentSpec& d, const Answer& ans, const json& est, const json& bd, const json& sum, const json& serving, const CapacityArgs& a) {
+void print_answer(const DeploymentSpec& d, const Answer& ans, const json& est, const json& bd, const json& sum, const json& serving,
+                  const json& serving_nodes_j, const CapacityArgs& a) {
   const Alloc& b = ans.r.best;
   fmt::print("\n== capacity of {} ({} on {}) ==\n", d.name, d.model.display_name, d.gpu.display_name);
   fmt::print("load: {}; SLO: TTFT p99 <= {} s, TPOT p99 <= {} ms, rejected <= {}%; window [{}, {}] s of simulated time\n",
@@ -178,6 +182,18 @@ void print_answer(const DeploymentSpec& d, const Answer& ans, const json& est, c
     for (const auto& e : serving)
       fmt::print("    {}: {:+.1f}% to {:+.1f}% ({} row{})\n", e["regime"].get<std::string>(), 100 * e["min_error"].get<double>(),
                  100 * e["max_error"].get<double>(), e["rows"].get<int>(), e["rows"].get<int>() == 1 ? "" : "s");
+  }
+  if (serving_nodes_j.is_object() && serving_nodes_j.contains("largest")) {
+    fmt::print("  nodes if every step took its regime's error longer (step times x (1 + error): prefill, decode > 32, decode <= 32 seq/rank):\n");
+    for (const char* end : {"least", "largest"}) {
+      const json& e = serving_nodes_j[end];
+      const json& f = e["step_factors"];
+      fmt::print("    at the {} errors (x{:.3f}, x{:.3f}, x{:.3f}): {} ({})\n", end, f["prefill"].get<double>(), f["decode_large"].get<double>(),
+                 f["decode_small"].get<double>(),
+                 e["nodes"].is_null() ? fmt::format("more than {} nodes", e["nodes_more_than"].get<int>())
+                                      : fmt::format("{} nodes ({:+d})", e["nodes"].get<int>(), e["nodes_delta"].get<int>()),
+                 e["text"].get<std::string>());
+    }
   }
   if (est.contains("nodes"))
     fmt::print("static estimate (plan, the article's derivation): {} nodes ({} decode + {} prefill) for {} resident requests = sessions x rho {} "
@@ -265,7 +281,7 @@ json asked(const CapacityArgs& a) {
 json fewer_nodes_met(const std::vector<Point>& done, const Answer& best, std::uint64_t seed) {
   json out = json::array();
   for (const Point& p : done)
-    if (p.ok && p.seed == seed && p.cost_factor == 1 && p.cfg.attn_tp == best.cfg.attn_tp && p.cfg.max_running == best.cfg.max_running &&
+    if (p.ok && p.seed == seed && p.cost_factor == 1 && p.serving.identity() && p.cfg.attn_tp == best.cfg.attn_tp && p.cfg.max_running == best.cfg.max_running &&
         p.nodes < best.point.nodes)
       out.push_back({{"prefill_instances", p.alloc.prefill}, {"decode_instances", p.alloc.decode}, {"nodes", p.nodes}});
   return out;
@@ -292,7 +308,17 @@ void finish(Runner& run, const Answer& best, const Scenario& s, const Deployment
     serving_note = std::string("the validation cases could not be evaluated: ") + e.what();
     fmt::print(stderr, "warning: {}; no serving error shown\n", serving_note.get<std::string>());
   }
-  print_answer(d, best, est, bd, best.point.summary, serving, a);
+  // the answer at those errors: every step as much slower (faster) as the engine was against the
+  // published deployments in its regime (capacity_serving.hpp; 2-4 more runs)
+  json serving_nodes_j;
+  if (serving.is_array() && !serving.empty()) {
+    try {
+      serving_nodes_j = serving_nodes(run, best, s, serving_ends(serving));
+    } catch (const std::invalid_argument& e) {
+      serving_nodes_j = {{"note", e.what()}};
+    }
+  }
+  print_answer(d, best, est, bd, best.point.summary, serving, serving_nodes_j, a);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const json fewer = fewer_nodes_met(run.done(), best, s.seed);
   for (const auto& f : fewer)
@@ -308,7 +334,8 @@ void finish(Runner& run, const Answer& best, const Scenario& s, const Deployment
                  : json{{"assumed", a.rho}};
   std::ofstream(out / "capacity.json")
       << json{{"found", true}, {"scenario", s.path}, {"deployment", base.name}, {"asked", asked(a)}, {"answer", point_json(best.point)},
-              {"fewer_nodes_met_in_band_runs", fewer}, {"band", bd}, {"serving_error_vs_published", serving}, {"serving_error_note", serving_note}, {"static_estimate", est}, {"rho", rho}, {"window", best.point.summary["window"]},
+              {"fewer_nodes_met_in_band_runs", fewer}, {"band", bd}, {"serving_error_vs_published", serving}, {"serving_error_note", serving_note},
+              {"nodes_at_serving_error", serving_nodes_j}, {"static_estimate", est}, {"rho", rho}, {"window", best.point.summary["window"]},
               {"configurations", searched}, {"runs", pts}}
              .dump(2)
       << "\n";

@@ -10,7 +10,7 @@
 namespace servesim::cli::cap {
 
 // The child: one run, its summary.json written to `file`.
-int simulate_to(const Scenario& s, const DeploymentSpec& d, std::uint64_t seed, double cost_factor, const fs::path& file) {
+int simulate_to(const Scenario& s, const DeploymentSpec& d, std::uint64_t seed, double cost_factor, const StepScale& serving, const fs::path& file) {
   try {
     std::shared_ptr<const CostModel> cost = make_cost_model(s.cost_model, d.gpu);
     if (cost_factor != 1) cost = std::make_shared<ScaledCostModel>(cost, cost_factor);
@@ -18,6 +18,7 @@ int simulate_to(const Scenario& s, const DeploymentSpec& d, std::uint64_t seed, 
     RunOptions opt;
     opt.horizon_s = s.horizon_s;
     opt.seed = seed;
+    opt.step_scale = serving;
     auto source = make_source(workload_for(s.workload, d.prefix_cache), seed);
     RunReport rep;
     rep.workload = source->describe();

@@ -39,6 +39,7 @@ struct Point {
   Alloc alloc;
   std::uint64_t seed = 0;
   double cost_factor = 1;  // every kernel latency of the cost model times this (the band's held-out error)
+  StepScale serving;       // every step's time times its regime's factor (the engine's error against published deployments)
   int nodes = 0, gpus = 0;
   bool ok = false;
   std::string why;  // the first bound missed
@@ -67,8 +68,13 @@ inline void judge(Point& p, const CapacityArgs& a) {
   p.ttft_p99_s = v.ttft_p99_s, p.tpot_p99_s = v.tpot_p99_s;
 }
 
-/// The child: one run of `d` (kernel times x cost_factor), its summary.json written to `file`; exit status.
-int simulate_to(const Scenario& s, const DeploymentSpec& d, std::uint64_t seed, double cost_factor, const std::filesystem::path& file);
+/// The child: one run of `d` (kernel times x cost_factor, step times x `serving`'s factor of their
+/// regime), its summary.json written to `file`; exit status.
+int simulate_to(const Scenario& s, const DeploymentSpec& d, std::uint64_t seed, double cost_factor, const StepScale& serving,
+                const std::filesystem::path& file);
+
+/// The text of step factors in keys, file names and progress lines ("p1.201-dl1.211-ds1.332").
+inline std::string scale_text(const StepScale& x) { return fmt::format("p{:.3f}-dl{:.3f}-ds{:.3f}", x.prefill, x.decode_large, x.decode_small); }
 
 class Runner {
  public:
@@ -77,15 +83,16 @@ class Runner {
 
   // Runs the points not run yet, `jobs` at a time, each in its own process; every point judged.
   // A point already run (same configuration, allocation and seed) is answered from memory.
-  std::vector<Point> run(const Config& c, const std::vector<Alloc>& allocs, std::uint64_t seed, double factor = 1) {
+  std::vector<Point> run(const Config& c, const std::vector<Alloc>& allocs, std::uint64_t seed, double factor = 1, const StepScale& serving = {}) {
     std::vector<Probe> ps;
-    for (const auto& al : allocs) ps.push_back({al, seed, factor});
+    for (const auto& al : allocs) ps.push_back({al, seed, factor, serving});
     return run(c, ps);
   }
   struct Probe {
     Alloc alloc;
     std::uint64_t seed = 0;
     double factor = 1;
+    StepScale serving;
   };
   // The same for probes of different seeds and kernel-time factors (one batch, `jobs` at a time).
   std::vector<Point> run(const Config& c, const std::vector<Probe>& probes) {
@@ -93,14 +100,15 @@ class Runner {
     std::vector<Probe> todo;
     std::set<std::string> queued;
     for (const auto& pr : probes)
-      if (!memo_.count(key(c, pr.alloc, pr.seed, pr.factor)) && queued.insert(key(c, pr.alloc, pr.seed, pr.factor)).second) todo.push_back(pr);
-    for (const Point& p : run_new(c, todo)) memo_[key(c, p.alloc, p.seed, p.cost_factor)] = p;
-    for (const auto& pr : probes) out.push_back(memo_.at(key(c, pr.alloc, pr.seed, pr.factor)));
+      if (!memo_.count(key(c, pr.alloc, pr.seed, pr.factor, pr.serving)) && queued.insert(key(c, pr.alloc, pr.seed, pr.factor, pr.serving)).second)
+        todo.push_back(pr);
+    for (const Point& p : run_new(c, todo)) memo_[key(c, p.alloc, p.seed, p.cost_factor, p.serving)] = p;
+    for (const auto& pr : probes) out.push_back(memo_.at(key(c, pr.alloc, pr.seed, pr.factor, pr.serving)));
     return out;
   }
   // A result already run, if any (nothing is run).
-  std::optional<Point> known(const Config& c, const Alloc& al, std::uint64_t seed, double factor = 1) const {
-    const auto it = memo_.find(key(c, al, seed, factor));
+  std::optional<Point> known(const Config& c, const Alloc& al, std::uint64_t seed, double factor = 1, const StepScale& serving = {}) const {
+    const auto it = memo_.find(key(c, al, seed, factor, serving));
     return it == memo_.end() ? std::nullopt : std::optional<Point>(it->second);
   }
 
@@ -108,8 +116,8 @@ class Runner {
   int nodes(const Config& c, const Alloc& al) const { return required_nodes(with(base_, c, al)); }
 
  private:
-  static std::string key(const Config& c, const Alloc& a, std::uint64_t seed, double factor) {
-    return fmt::format("{}/{}/{}/{}/{}/{:.6f}", c.attn_tp, c.max_running, a.prefill, a.decode, seed, factor);
+  static std::string key(const Config& c, const Alloc& a, std::uint64_t seed, double factor, const StepScale& serving) {
+    return fmt::format("{}/{}/{}/{}/{}/{:.6f}/{}", c.attn_tp, c.max_running, a.prefill, a.decode, seed, factor, scale_text(serving));
   }
   std::vector<Point> run_new(const Config& c, const std::vector<Probe>& probes) {
     std::vector<Point> pts;
@@ -129,13 +137,15 @@ class Runner {
       if (!a_.quiet)
         fmt::print(stderr, "  {} | P {:>3} D {:>3} | {:>4} nodes | seed {}{} | TTFT p99 {:>9.3f} s, TPOT p99 {:>7.1f} ms | {} ({:.1f} s)\n",
                    p.cfg.label(), p.alloc.prefill, p.alloc.decode, p.nodes, p.seed,
-                   p.cost_factor != 1 ? fmt::format(", kernel times x{:.3f}", p.cost_factor) : std::string(), p.ttft_p99_s, p.tpot_p99_s * 1e3,
+                   (p.cost_factor != 1 ? fmt::format(", kernel times x{:.3f}", p.cost_factor) : std::string()) +
+                       (p.serving.identity() ? std::string() : ", step times " + scale_text(p.serving)),
+                   p.ttft_p99_s, p.tpot_p99_s * 1e3,
                    p.ok ? "meets the SLO" : "misses: " + p.why, p.wall_s);
       done_.push_back(p);
     };
     for (const auto& pr : probes) {
       Point p;
-      p.cfg = c, p.alloc = pr.alloc, p.seed = pr.seed, p.cost_factor = pr.factor;
+      p.cfg = c, p.alloc = pr.alloc, p.seed = pr.seed, p.cost_factor = pr.factor, p.serving = pr.serving;
       const DeploymentSpec d = with(base_, c, pr.alloc);
       p.nodes = required_nodes(d), p.gpus = required_gpus(d);
       pts.push_back(p);
@@ -147,7 +157,7 @@ class Runner {
       const pid_t pid = fork();
       if (pid < 0) throw std::runtime_error("fork failed");
       if (pid == 0) {
-        const int code = simulate_to(s_, with(base_, c, pts[i].alloc), pts[i].seed, pts[i].cost_factor, file(pts[i]));
+        const int code = simulate_to(s_, with(base_, c, pts[i].alloc), pts[i].seed, pts[i].cost_factor, pts[i].serving, file(pts[i]));
         std::fflush(nullptr);
         _exit(code);
       }
@@ -158,7 +168,8 @@ class Runner {
   }
   fs::path file(const Point& p) const {
     return out_ / "runs" / fmt::format("tp{}-mr{}-p{}-d{}-seed{}{}.json", p.cfg.attn_tp, p.cfg.max_running, p.alloc.prefill, p.alloc.decode, p.seed,
-                                       p.cost_factor != 1 ? fmt::format("-kernels-x{:.3f}", p.cost_factor) : std::string());
+                                       (p.cost_factor != 1 ? fmt::format("-kernels-x{:.3f}", p.cost_factor) : std::string()) +
+                                           (p.serving.identity() ? std::string() : "-steps-" + scale_text(p.serving)));
   }
   const Scenario& s_;
   const DeploymentSpec& base_;

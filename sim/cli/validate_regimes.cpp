@@ -3,6 +3,8 @@
 // answer, so that a sized cluster is read with the error the engine shows where it can be checked.
 #include "sim/cli/validate_case.hpp"
 
+#include "costmodels/step_cost.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,10 +12,11 @@
 namespace servesim::cli::validation {
 
 namespace {
-// sequences per rank up to which a decode row counts as a small batch (SGLang's two-batch-overlap
-// ablation, serving-overheads.md §3: at 32 tokens per GPU overlap loses 27%, "small decode batch
-// sizes hinder kernel efficiency"; at 256 it gains 25.5%)
-constexpr long long kSmallDecodeBatch = 32;
+// sequences per rank up to which a decode row counts as a small batch: the engine's own edge
+// (costmodels/step_cost.hpp kSmallDecodeBatchSeqs, with its source), so that `capacity` can run a
+// step at its regime's error (StepScale)
+constexpr long long kSmallDecodeBatch = kSmallDecodeBatchSeqs;
+static_assert(kSmallDecodeBatch == 32, "the regime names below say 32");
 const char* const kRegimes[] = {"prefill", "decode > 32 seq/rank", "decode <= 32 seq/rank"};  // printed in this order
 }  // namespace
 

@@ -13,6 +13,7 @@ Engine::Engine(DeploymentSpec dd, std::unique_ptr<RequestSource> src, std::share
   const FabricParams fabric = fabric_params(d.cluster, d.gpu);
   pstep = std::make_unique<StepCostModel>(d.model, cost, fabric, instance_shape(d, d.prefill), d.prefill.step_overhead_s);
   dstep = std::make_unique<StepCostModel>(d.model, cost, fabric, instance_shape(d, d.decode), d.decode.step_overhead_s);
+  pstep->set_scale(opt.step_scale), dstep->set_scale(opt.step_scale);
   prefill_router = make_router(d.router);
   decode_router = make_router(d.decode_router);
   block_bytes = kv_footprint(d.model, d.prefill.attn_tp).per_token_bytes * d.prefix_cache.block_tokens;

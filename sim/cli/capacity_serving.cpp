@@ -1,0 +1,98 @@
+// servesim cli: the answer's nodes at the engine's error against published deployments
+// (capacity_serving.hpp).
+#include "sim/cli/capacity_serving.hpp"
+
+#include "sim/cli/validate_case.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace servesim::cli::cap {
+
+ServingEnds serving_ends(const json& regimes) {
+  ServingEnds e;
+  const std::string prefill = validation::regime_of(false, 0), large = validation::regime_of(true, kSmallDecodeBatchSeqs + 1),
+                    small = validation::regime_of(true, kSmallDecodeBatchSeqs);
+  for (const auto& r : regimes) {
+    const std::string name = r.at("regime").get<std::string>();
+    const double lo = r.at("min_error").get<double>(), hi = r.at("max_error").get<double>();
+    if (!(lo > -1) || !(hi > -1)) throw std::invalid_argument("serving error of regime \"" + name + "\" is -100% or less");
+    double* least = name == prefill ? &e.least.prefill : name == large ? &e.least.decode_large : name == small ? &e.least.decode_small : nullptr;
+    double* largest = name == prefill ? &e.largest.prefill : name == large ? &e.largest.decode_large : name == small ? &e.largest.decode_small : nullptr;
+    if (!least) continue;  // a regime the engine has no factor for
+    *least = 1 + lo, *largest = 1 + hi;
+  }
+  return e;
+}
+
+namespace {
+
+int up(int n, double f) { return std::max(1, static_cast<int>(std::ceil(n * f - 1e-9))); }
+
+json factors_json(const StepScale& f) { return {{"prefill", f.prefill}, {"decode_large", f.decode_large}, {"decode_small", f.decode_small}}; }
+
+}  // namespace
+
+json serving_nodes(Runner& run, const Answer& ans, const Scenario& s, const ServingEnds& ends) {
+  const Config& c = ans.cfg;
+  const Alloc b = ans.r.best;
+  const int nb = run.nodes(c, b);
+  struct End {
+    const char* name;
+    StepScale f;
+    double decode_f;  // the decode pool's factor
+  };
+  const End es[] = {{"least", ends.least, std::min(ends.least.decode_large, ends.least.decode_small)},
+                    {"largest", ends.largest, std::max(ends.largest.decode_large, ends.largest.decode_small)}};
+  // b at both ends in one batch, then each end's candidates in a second: b's prefill pool, its
+  // decode pool, and both, scaled (up when b misses, at least one instance more; down when it meets)
+  std::vector<Runner::Probe> first;
+  for (const End& e : es) first.push_back({b, s.seed, 1, e.f});
+  const std::vector<Point> at = run.run(c, first);
+  std::vector<Alloc> cands[2];
+  std::vector<Runner::Probe> second;
+  for (int i = 0; i < 2; ++i) {
+    const End& e = es[i];
+    const bool ok = at[static_cast<size_t>(i)].ok;
+    const int p = ok ? std::min(b.prefill, up(b.prefill, e.f.prefill)) : std::max(b.prefill + 1, up(b.prefill, e.f.prefill));
+    const int d = ok ? std::min(b.decode, up(b.decode, e.decode_f)) : std::max(b.decode + 1, up(b.decode, e.decode_f));
+    for (const Alloc& al : {Alloc{p, b.decode}, Alloc{b.prefill, d}, Alloc{p, d}})
+      if (!(al == b) && std::find(cands[i].begin(), cands[i].end(), al) == cands[i].end()) {
+        cands[i].push_back(al);
+        second.push_back({al, s.seed, 1, e.f});
+      }
+  }
+  run.run(c, second);
+  json out;
+  for (int i = 0; i < 2; ++i) {
+    const End& e = es[i];
+    const Point& p = at[static_cast<size_t>(i)];
+    json j = {{"step_factors", factors_json(e.f)}, {"meets_slo_at_answer", p.ok},
+              {"ttft_p99_s_at_answer", std::isfinite(p.ttft_p99_s) ? json(p.ttft_p99_s) : json()},
+              {"tpot_p99_s_at_answer", std::isfinite(p.tpot_p99_s) ? json(p.tpot_p99_s) : json()}, {"nodes_more_than", json()}};
+    // the fewest nodes among the candidates that meet the SLO (b itself when it meets)
+    std::optional<Point> best;
+    for (const Alloc& al : cands[static_cast<size_t>(i)]) {
+      const Point q = *run.known(c, al, s.seed, 1, e.f);
+      if (q.ok && (!best || q.nodes < best->nodes)) best = q;
+    }
+    const auto pools = [&](const Point& q) { return fmt::format("{} prefill + {} decode instances ({} nodes)", q.alloc.prefill, q.alloc.decode, q.nodes); };
+    std::string text;
+    int n = nb;
+    if (p.ok && best && best->nodes < nb) n = best->nodes, text = "the answer meets the SLO, and so do fewer instances: " + pools(*best);
+    else if (p.ok) text = cands[static_cast<size_t>(i)].empty() ? "the answer meets the SLO" : "the answer meets the SLO; its pools scaled down miss";
+    else if (best) n = best->nodes, text = "the answer misses (" + p.why + "); its pools scaled up meet it: " + pools(*best);
+    else {
+      const Alloc& both = cands[static_cast<size_t>(i)].back();
+      text = "the answer misses (" + p.why + "), and so do its pools scaled up to " + std::to_string(run.nodes(c, both)) + " nodes";
+      j["nodes_more_than"] = run.nodes(c, both);
+    }
+    if (j["nodes_more_than"].is_null()) j["nodes"] = n, j["nodes_delta"] = n - nb;
+    else j["nodes"] = json(), j["nodes_delta"] = json();
+    j["text"] = text;
+    out[e.name] = j;
+  }
+  return out;
+}
+
+}  // namespace servesim::cli::cap

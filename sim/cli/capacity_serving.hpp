@@ -1,0 +1,30 @@
+// servesim cli: the nodes `servesim capacity`'s answer would need if real serving were as much
+// slower (or faster) than the engine as on the published deployments that `servesim validate`
+// checks (README "servesim capacity").
+#pragma once
+#include "sim/cli/capacity_runner.hpp"
+
+namespace servesim::cli::cap {
+
+/// Step-time factors at the two ends of the engine's error by regime. `regimes`: validate's
+/// regime_json ([{"regime", "min_error", "max_error", ...}], errors as fractions, > 0: the engine's
+/// throughput higher than published). A step priced t by the engine would take t · (1 + error)
+/// where the engine is that optimistic: least = 1 + min_error, largest = 1 + max_error per regime
+/// (1 for a regime without rows). Throws std::invalid_argument for an error <= -1.
+struct ServingEnds {
+  StepScale least, largest;
+};
+ServingEnds serving_ends(const json& regimes);
+
+/// At each end, the answer b run with every step time times its regime's factor (StepScale), at
+/// the search seed; then three candidates: b's prefill pool scaled, its decode pool scaled, and
+/// both (prefill by the prefill factor, decode by the larger decode factor at the largest end and
+/// the smaller at the least end; rounded up): scaled up, at least one instance more, when b misses;
+/// scaled down, never above b, when it meets. The answer at that end is the fewest nodes among b
+/// (if it meets) and the candidates that meet; when none does, "nodes_more_than" the both-scaled
+/// candidate's. Returns {"least": {...}, "largest": {...}}, each with the factors, the verdict and
+/// p99s at b, "nodes" and "nodes_delta" (to b; null with nodes_more_than) and a sentence. Runs
+/// through `run` (memoised, `jobs` at a time): 2 to 8 runs.
+json serving_nodes(Runner& run, const Answer& ans, const Scenario& s, const ServingEnds& ends);
+
+}  // namespace servesim::cli::cap
