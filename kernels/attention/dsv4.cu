@@ -67,10 +67,12 @@ void v4_compress(const CompressorArgs& a, int ratio, int head_dim, cudaStream_t 
 
 namespace {
 int g_indexer_variant = 0, g_topk_variant = 0;
-// The default's row-select region (v4_topk_uses_row, variant 0): batch and max_len bounds, inclusive; below
-// kFilterMinNq rows (where the filter rule starts) the rows may be as short as kRowMinLenRadix.
-constexpr int kRowMinNq = 133, kRowMaxNq = 264, kRowMinLen = 3072, kRowMinLenRadix = 2048, kRowMaxLen = 12288,
-              kFilterMinNq = 192;
+// The default's row-select region (v4_topk_uses_row, variant 0; twenty-second session: the lean form), inclusive:
+// rows of kLeanMinLen..tkr::kMaxLen logits up to kLeanOneWaveNq rows (one CTA per SM at most, one wave on 132 SMs);
+// rows of kLeanMinLen..kLeanMaxLen2 (two CTAs per SM by shared memory) up to kLeanTwoPerSmNq rows; rows of
+// kLeanMinLenWide..kLeanMaxLen2 up to kLeanMaxNq rows.
+constexpr int kLeanMinLen = 2048, kLeanOneWaveNq = 132, kLeanTwoPerSmNq = 264, kLeanMaxLen2 = 12288,
+              kLeanMinLenWide = 4096, kLeanMaxNq = 512;
 int sm_count() {
   static int n = 0;
   if (!n) {
@@ -162,24 +164,23 @@ bool v4_topk_uses_filter(int nq, int max_len, int topk) {
 bool v4_topk_uses_row(int nq, int max_len, int topk) {
   if (topk > 2048 || max_len <= 0 || max_len > tkr::kMaxLen) return false;
   if (g_topk_variant == 6 || g_topk_variant == 7) return true;  // opt-in: wherever the row fits in shared memory
-  // Variant 0 (twenty-first session, helper tkm2): only where the linear-digit form (1866479) measured faster than the
-  // seventeenth session's default (variant 5) in the same run (tkm2 calls 1-2, lead18 call 1): batches of 133 to
-  // 2 x 132 rows with rows of 3072-12288 logits (ctx 12K-48K), 2048-12288 below 192 rows (133-191 x 2048: 1.32-1.50x,
-  // tkm2 call 2's row column; no table row has these batches). There it runs one wave at two CTAs per SM (57
-  // registers x 512 threads; shared memory 8 x max_len + 16 KB fits twice up to 12398 logits), while the one-CTA radix
-  // kernel (batches < 192) fits one CTA per SM (62 registers x 1024 threads: two waves above 132 rows; 160 rows:
-  // 1.27-1.40x) and the filter (batches >= 192) is slower at these lengths or equal within noise (192-264 rows:
-  // 0.99-1.04x at 3072 in call 2, 1.02-1.03x in call 1; 1.13-1.41x at 4096-12288). Elsewhere the old rule: batches
-  // <= 132 (0.94-1.07x of the radix kernel, noise), rows of 2048 at batches >= 192 (0.86-0.87x) or 16384 (one CTA per
-  // SM by shared memory: 0.84x), batches >= 288 (0.71-1.13x).
-  return g_topk_variant == 0 && nq >= kRowMinNq && nq <= kRowMaxNq &&
-         max_len >= (nq < kFilterMinNq ? kRowMinLenRadix : kRowMinLen) && max_len <= kRowMaxLen;
+  // Variant 0 (twenty-second session, helper tk3): the lean form (topk_row_lean_kernel) where it measured faster than
+  // the twenty-first session's default in the same run (tk3 call 1, results/tk3/call1: 56 points, median 1.109,
+  // 1.016-1.275): batches <= 132 with rows of 2048-32768 logits (vs the one-CTA radix kernel: 1.03-1.17x), 133-264
+  // rows of 2048-12288 (vs form 3 of the row select: 1.21-1.24x; vs the filter at 192 / 256 x 2048: 1.12-1.14x),
+  // 265-512 rows of 4096-12288 (vs the filter: 1.02-1.27x). Not: rows of 2048 at 512+ rows (0.88-0.90x: the filter),
+  // rows above 12288 at 133+ rows (one CTA per SM by shared memory: two waves, 0.57-0.93x), rows < 2048 (not measured).
+  // (The twenty-first session's region, form 3 (topk_row_kernel) at 133-264 x 3072 (2048 below 192) - 12288, lies
+  // inside; form 3 now runs only under variant 6.)
+  if (g_topk_variant != 0 || max_len < kLeanMinLen) return false;
+  return nq <= kLeanOneWaveNq || (nq <= kLeanTwoPerSmNq && max_len <= kLeanMaxLen2) ||
+         (nq <= kLeanMaxNq && max_len >= kLeanMinLenWide && max_len <= kLeanMaxLen2);
 }
 
 bool v4_topk_uses_row_lean(int nq, int max_len, int topk) {
-  // Variant 7 (twenty-second session, helper tk3, opt-in): the lean form (topk_row_lean_kernel) wherever variant 6
-  // runs the row select.
-  return g_topk_variant == 7 && v4_topk_uses_row(nq, max_len, topk);
+  // The lean form (topk_row_lean_kernel) wherever the row select runs under variant 0 (the default, twenty-second
+  // session) and variant 7 (opt-in: wherever variant 6 runs form 3).
+  return (g_topk_variant == 0 || g_topk_variant == 7) && v4_topk_uses_row(nq, max_len, topk);
 }
 
 const char* v4_topk_kernel_name(int nq, int max_len, int topk) {

@@ -67,10 +67,10 @@ int v4_indexer_chunk(int nq, int max_len);
 /// sample-chosen threshold, candidates in shared memory, exact select over them; falls back to an exact select over
 /// the row). Elsewhere, or variants 1-3: the one-CTA radix kernel (issue 3; or the radix cluster kernel). The
 /// shared-memory row select (topk_row_kernel, dsv4_topk_row.cuh: one CTA of 512 threads per row, the row read once
-/// into shared memory, a linear first digit, exact digits over that bin's keys): by default (twenty-first session)
-/// only for topk <= 2048, 133 <= nq <= 264 and 3072 <= max_len <= 12288 (2048 <= max_len below 192 rows; where it
-/// measured faster than the filter and the one-CTA radix kernel, or equal within noise: 0.99-1.04x at 3072);
-/// variant 6 runs it wherever topk <= 2048 and 0 < max_len <= 32768. max_len = 0 (unknown) runs the
+/// into shared memory, a linear first digit, exact digits over that bin's keys): by default (twenty-second session)
+/// its lean form (topk_row_lean_kernel, dsv4_topk_row_lean.cuh) for topk <= 2048 and 2048 <= max_len <= 32768 at
+/// nq <= 132, max_len <= 12288 at nq <= 264, 4096 <= max_len <= 12288 at nq <= 512 (where it measured faster);
+/// variant 6 runs form 3 (topk_row_kernel) and variant 7 the lean form wherever topk <= 2048 and 0 < max_len <= 32768. max_len = 0 (unknown) runs the
 /// filter with one CTA per row when nq >= 192, else the one-CTA radix kernel.
 /// max_len is in logits per row (0 = unknown); every len[i] should be <= max_len (not checked on the device). The
 /// threshold filter reads a longer row whole (the last CTA of its cluster scans up to len[i]; max_len only sets the
@@ -87,19 +87,19 @@ bool v4_topk_uses_cluster(int nq, int max_len);
 /// per row, 0 = unknown).
 int v4_topk_filter_cluster(int nq, int max_len);
 bool v4_topk_uses_filter(int nq, int max_len, int topk);
-/// Whether v4_topk runs the shared-memory row select (topk_row_kernel) for this shape: under variant 0 (the default)
-/// for topk <= 2048, 133 <= nq <= 264 and 3072 <= max_len <= 12288 (2048 <= max_len for nq < 192); under variant 6
-/// for topk <= 2048 and
+/// Whether v4_topk runs the shared-memory row select for this shape: under variant 0 (the default, lean form) for
+/// topk <= 2048 and 2048 <= max_len <= 32768 with nq <= 132, or max_len <= 12288 with nq <= 264, or
+/// 4096 <= max_len <= 12288 with nq <= 512; under variants 6 (form 3) and 7 (lean form) for topk <= 2048 and
 /// 0 < max_len <= 32768 logits per row (any nq); never under the others. Host-only (no CUDA call); throws nothing.
 bool v4_topk_uses_row(int nq, int max_len, int topk);
 /// Whether that row select is the lean form (topk_row_lean_kernel, dsv4_topk_row_lean.cuh, twenty-second session):
-/// under variant 7 (opt-in) wherever v4_topk_uses_row; never under the others. Host-only; throws nothing.
+/// under variants 0 (the default) and 7 (opt-in) wherever v4_topk_uses_row; never under the others. Host-only.
 bool v4_topk_uses_row_lean(int nq, int max_len, int topk);
 /// The kernel v4_topk runs for a shape: "radix_row_lean", "radix_row_smem", "threshold_filter", "radix_cluster_smem" or "radix_1cta".
 const char* v4_topk_kernel_name(int nq, int max_len, int topk);
 
 /// Kernel choice (bench, tests): indexer 0 = wgmma (default), 1 = the issue-3 kernel; top-k 0 = the default (v4_topk:
-/// threshold filter / one-CTA radix / row select in its region); 1 = always the one-CTA radix kernel;
+/// threshold filter / one-CTA radix / the lean row select in its region); 1 = always the one-CTA radix kernel;
 /// 2 = always the radix cluster kernel (where max_len allows); 3 = the default before the seventeenth session
 /// (cluster kernel for batch <= 16 x rows >= 98304 and batch >= 256 x rows <= 12288, else one-CTA);
 /// 4 = the threshold filter at every shape with topk <= 2048; 5 = the seventeenth session's default (filter / one-CTA

@@ -288,8 +288,9 @@ __global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restri
 
 // The one-read threshold filter (seventeenth session), default of v4_topk for topk <= 2048.
 #include "attention/dsv4_topk_filter.cuh"
-// The shared-memory row select for mid-size rows (eighteenth session), default of v4_topk for 133 <= nq <= 264 and rows
-// of 3072-12288 logits, 2048-12288 below 192 rows (twenty-first session; v4_topk_uses_row).
+// The shared-memory row select for mid-size rows (eighteenth session; form 3, variant 6; its lean form below is the
+// default's row select since the twenty-second session).
 #include "attention/dsv4_topk_row.cuh"
-// The lean row select (twenty-second session, helper tk3; opt-in: top-k variant 7).
+// The lean row select (twenty-second session, helper tk3): the default's row select (v4_topk_uses_row; variant 7 runs it
+// wherever the row fits).
 #include "attention/dsv4_topk_row_lean.cuh"

@@ -1,6 +1,6 @@
 // servesim attention kernels: DeepSeek V4 per-row top-k for mid-size rows, the shared-memory row select (issue 12,
-// eighteenth session, helper tkm; `topk_row_kernel`; default of v4_topk since the twenty-first session only for
-// 133 <= nq <= 264 and 3072 (nq < 192: 2048) <= max_len <= 12288: v4_topk_uses_row in dsv4.cu, with the measurements).
+// eighteenth session, helper tkm; `topk_row_kernel`; the default's row select in the twenty-first session; since the
+// twenty-second session only variant 6: the default runs its lean form, dsv4_topk_row_lean.cuh).
 // Part of dsv4.cu's translation unit (included by dsv4_topk.cuh after ord_key); not a standalone header.
 //
 // One CTA of 512 threads per row. The row is read once from device memory (16-B loads, 8 in flight per thread) into

@@ -428,9 +428,10 @@ TEST(V4TopK, FilterIsTheDefault) {
   SKIP_WITHOUT_GPU();
   EXPECT_TRUE(v4_topk_uses_filter(512, 262144, 2048));
   EXPECT_FALSE(v4_topk_uses_filter(512, 262144, 4096));
-  EXPECT_STREQ(v4_topk_kernel_name(512, 8192, 1024), "threshold_filter");
+  EXPECT_STREQ(v4_topk_kernel_name(1024, 8192, 1024), "threshold_filter");
   EXPECT_STREQ(v4_topk_kernel_name(128, 65536, 1024), "threshold_filter");
-  EXPECT_STREQ(v4_topk_kernel_name(128, 8192, 1024), "radix_1cta");
+  EXPECT_STREQ(v4_topk_kernel_name(128, 1024, 1024), "radix_1cta");
+  EXPECT_STREQ(v4_topk_kernel_name(128, 8192, 1024), "radix_row_lean");  // twenty-second session
   // topk 4096 and short rows at small batches run the radix kernel
   topk_rows_case({70000, 5000, 4097}, 70001, 0, 4096, 0, "default-k4096");
   topk_rows_case({70000, 20000, 100}, 70003, 0, 1024, 0, "default");
@@ -465,8 +466,10 @@ TEST(V4TopK, BadSettingsThrowBeforeAnyLaunch) {
 // <= 12288; variant 5
 // never; where it does not run, the seventeenth session's filter / radix rule applies.
 TEST(V4TopK, RowSelectDispatch) {
-  for (int v : {0, 5}) {
-    v4_set_variants(0, v);
+  // variant 5 (the seventeenth session's default) never runs the row select; the default (variant 0) runs the lean
+  // form since the twenty-second session (LeanRowDefaultDispatch)
+  {
+    v4_set_variants(0, 5);
     EXPECT_FALSE(v4_topk_uses_row(128, 8192, 1024));
     EXPECT_FALSE(v4_topk_uses_row(1, 32768, 1024));
     EXPECT_STREQ(v4_topk_kernel_name(128, 8192, 1024), "radix_1cta");
@@ -481,28 +484,10 @@ TEST(V4TopK, RowSelectDispatch) {
     EXPECT_STREQ(v4_topk_kernel_name(256, 8192, 4096), "radix_1cta");  // topk > 2048
     EXPECT_STREQ(v4_topk_kernel_name(256, 0, 1024), "threshold_filter");  // max_len unknown
   }
-  // the default's region: batches 133..264 (one wave at 2 CTAs per SM) x rows 3072..12288 logits (ctx 12K-48K)
-  v4_set_variants(0, 0);
-  for (int nq : {133, 160, 191, 192, 200, 256, 264})
-    for (int len : {3072, 4096, 6144, 8192, 12288})
-      for (int k : {512, 1024, 2048}) {
-        EXPECT_TRUE(v4_topk_uses_row(nq, len, k)) << nq << " " << len << " " << k;
-        EXPECT_FALSE(v4_topk_uses_filter(nq, len, k));
-        EXPECT_STREQ(v4_topk_kernel_name(nq, len, k), "radix_row_smem");
-      }
   v4_set_variants(0, 5);
   for (int nq : {192, 264})
     for (int len : {3072, 12288}) EXPECT_STREQ(v4_topk_kernel_name(nq, len, 1024), "threshold_filter");
   for (int len : {3072, 12288}) EXPECT_STREQ(v4_topk_kernel_name(133, len, 1024), "radix_1cta");
-  // below the filter's batches the region starts at rows of 2048 (the one-CTA radix kernel runs two waves there)
-  v4_set_variants(0, 0);
-  for (int nq : {133, 191}) {
-    EXPECT_STREQ(v4_topk_kernel_name(nq, 2048, 1024), "radix_row_smem");
-    EXPECT_STREQ(v4_topk_kernel_name(nq, 2047, 1024), "radix_1cta");
-  }
-  EXPECT_STREQ(v4_topk_kernel_name(192, 2048, 1024), "threshold_filter");
-  EXPECT_STREQ(v4_topk_kernel_name(192, 3071, 1024), "threshold_filter");
-  EXPECT_STREQ(v4_topk_kernel_name(132, 2048, 1024), "radix_1cta");
   v4_set_variants(0, 6);
   EXPECT_TRUE(v4_topk_uses_row(1, 32768, 1024));
   EXPECT_TRUE(v4_topk_uses_row(191, 32768, 2048));
@@ -516,16 +501,16 @@ TEST(V4TopK, RowSelectDispatch) {
   EXPECT_STREQ(v4_topk_kernel_name(128, 32768, 1024), "radix_row_smem");
   v4_set_variants(0, 0);
 }
-// The default (variant 0) in its row-select region (twenty-first session): 200 rows of 4212..8192 logits (max_len
-// 8192, odd ld), 256 rows of 4096 and 140 rows of 12288 (the longest rows at two CTAs per SM) -- the dispatch picks
-// topk_row_kernel and the rows are exact.
+// The default (variant 0) in its row-select region (twenty-first session; since the twenty-second the lean form):
+// 200 rows of 4212..8192 logits (max_len 8192, odd ld), 256 rows of 4096 and 140 rows of 12288 (the longest rows at
+// two CTAs per SM), 150 rows of 1305..2048 -- the dispatch picks topk_row_lean_kernel and the rows are exact.
 TEST(V4TopK, RowSelectIsTheDefaultInItsRegion) {
   SKIP_WITHOUT_GPU();
   v4_set_variants(0, 0);
-  ASSERT_STREQ(v4_topk_kernel_name(200, 8192, 1024), "radix_row_smem");
-  ASSERT_STREQ(v4_topk_kernel_name(256, 4096, 512), "radix_row_smem");
-  ASSERT_STREQ(v4_topk_kernel_name(140, 12288, 2048), "radix_row_smem");
-  ASSERT_STREQ(v4_topk_kernel_name(150, 2048, 1024), "radix_row_smem");  // below 192 rows the region starts at 2048
+  ASSERT_STREQ(v4_topk_kernel_name(200, 8192, 1024), "radix_row_lean");
+  ASSERT_STREQ(v4_topk_kernel_name(256, 4096, 512), "radix_row_lean");
+  ASSERT_STREQ(v4_topk_kernel_name(140, 12288, 2048), "radix_row_lean");
+  ASSERT_STREQ(v4_topk_kernel_name(150, 2048, 1024), "radix_row_lean");
   std::vector<int> lens(200);
   for (int i = 0; i < 200; ++i) lens[i] = 8192 - 20 * i;
   for (int kind : {0, 1, 9}) topk_rows_case(lens, 8195, kind, 1024, 0, "default-row");
@@ -673,13 +658,13 @@ void lean_case(const std::vector<int>& lens, int ld, int kind, int K, const char
 
 // Dispatch (host only): variant 7 runs the lean kernel wherever variant 6 runs the row select; the others never.
 TEST(V4TopK, LeanRowDispatch) {
-  for (int v : {0, 5, 6}) {
+  for (int v : {1, 2, 3, 4, 5, 6}) {
     v4_set_variants(0, v);
     for (int nq : {1, 133, 200, 264, 512})
       for (int len : {2048, 8192, 32768}) EXPECT_FALSE(v4_topk_uses_row_lean(nq, len, 1024)) << v;
   }
-  v4_set_variants(0, 0);
-  EXPECT_STREQ(v4_topk_kernel_name(200, 8192, 1024), "radix_row_smem");  // the default unchanged
+  v4_set_variants(0, 6);
+  EXPECT_STREQ(v4_topk_kernel_name(200, 8192, 1024), "radix_row_smem");  // form 3 under variant 6
   v4_set_variants(0, 7);
   EXPECT_STREQ(v4_topk_variant_name(), "radix_row_lean");
   EXPECT_TRUE(v4_topk_uses_row_lean(1, 32768, 2048));
@@ -728,4 +713,53 @@ TEST(V4TopK, LeanRowRowsLongerThanMaxLen) {
 TEST(V4TopK, LeanRowSmallForSanitizers) {
   SKIP_WITHOUT_GPU();
   for (int kind : {0, 1, 6, 7, 8, 9, 10}) lean_case({6000, 4096, 5001, 700}, 6001, kind, 1024, "lean-small", 5000, false);
+}
+
+// The default's lean region (twenty-second session, host only): topk <= 2048 and rows of 2048..32768 logits at <= 132
+// rows, 2048..12288 at <= 264 rows, 4096..12288 at <= 512 rows; elsewhere the seventeenth session's rule.
+TEST(V4TopK, LeanRowDefaultDispatch) {
+  v4_set_variants(0, 0);
+  struct P { int nq, len; };
+  for (const P p : {P{1, 2048}, P{1, 32768}, P{32, 8192}, P{132, 32768}, P{64, 16384}, P{133, 2048}, P{133, 12288},
+                    P{191, 2048}, P{192, 2048}, P{200, 8192}, P{264, 12288}, P{265, 4096}, P{384, 8192}, P{512, 4096},
+                    P{512, 12288}})
+    for (int k : {512, 1024, 2048}) {
+      EXPECT_TRUE(v4_topk_uses_row(p.nq, p.len, k)) << p.nq << " " << p.len << " " << k;
+      EXPECT_TRUE(v4_topk_uses_row_lean(p.nq, p.len, k)) << p.nq << " " << p.len << " " << k;
+      EXPECT_FALSE(v4_topk_uses_filter(p.nq, p.len, k));
+      EXPECT_STREQ(v4_topk_kernel_name(p.nq, p.len, k), "radix_row_lean") << p.nq << " " << p.len << " " << k;
+    }
+  EXPECT_STREQ(v4_topk_kernel_name(1, 2047, 1024), "radix_1cta");         // rows < 2048: not measured
+  EXPECT_STREQ(v4_topk_kernel_name(132, 1024, 1024), "radix_1cta");
+  EXPECT_STREQ(v4_topk_kernel_name(132, 32769, 1024), "radix_1cta");      // past the shared-memory rows
+  EXPECT_STREQ(v4_topk_kernel_name(128, 49152, 1024), "threshold_filter");
+  EXPECT_STREQ(v4_topk_kernel_name(133, 12289, 1024), "radix_1cta");      // one CTA per SM above 12288: two waves
+  EXPECT_STREQ(v4_topk_kernel_name(191, 16384, 1024), "radix_1cta");
+  EXPECT_STREQ(v4_topk_kernel_name(192, 12289, 1024), "threshold_filter");
+  EXPECT_STREQ(v4_topk_kernel_name(192, 16384, 1024), "threshold_filter");
+  EXPECT_STREQ(v4_topk_kernel_name(265, 4095, 1024), "threshold_filter");  // 2048 rows at 512+: the filter
+  EXPECT_STREQ(v4_topk_kernel_name(512, 2048, 1024), "threshold_filter");
+  EXPECT_STREQ(v4_topk_kernel_name(513, 8192, 1024), "threshold_filter");
+  EXPECT_STREQ(v4_topk_kernel_name(512, 12289, 1024), "threshold_filter");
+  EXPECT_STREQ(v4_topk_kernel_name(128, 8192, 4096), "radix_1cta");        // topk > 2048
+  EXPECT_STREQ(v4_topk_kernel_name(128, 0, 1024), "radix_1cta");           // max_len unknown
+  EXPECT_STREQ(v4_topk_kernel_name(256, 0, 1024), "threshold_filter");
+  v4_set_variants(0, 0);
+}
+// The default on rows of its lean region (device): 64 rows of 32768 (k 2048), 100 rows of 16383 down, 384 rows of
+// 8192 (k 1024), 512 rows of 4096 (k 512), uniform / ties / -inf.
+TEST(V4TopK, LeanRowIsTheDefault) {
+  SKIP_WITHOUT_GPU();
+  v4_set_variants(0, 0);
+  ASSERT_STREQ(v4_topk_kernel_name(64, 32768, 2048), "radix_row_lean");
+  ASSERT_STREQ(v4_topk_kernel_name(384, 8192, 1024), "radix_row_lean");
+  ASSERT_STREQ(v4_topk_kernel_name(512, 4096, 512), "radix_row_lean");
+  std::vector<int> d100(100);
+  for (int i = 0; i < 100; ++i) d100[i] = 16383 - 111 * i;
+  for (int kind : {0, 1, 9}) {
+    topk_rows_case(std::vector<int>(64, 32768), 32771, kind, 2048, 0, "default-lean-64");
+    topk_rows_case(d100, 16383, kind, 1024, 0, "default-lean-100");
+  }
+  topk_rows_case(std::vector<int>(384, 8192), 8195, 0, 1024, 0, "default-lean-384");
+  topk_rows_case(std::vector<int>(512, 4096), 4096, 8, 512, 0, "default-lean-512");
 }
