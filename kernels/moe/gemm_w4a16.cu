@@ -227,6 +227,20 @@ int choose_kernel(int v, int bt, int K, long long x_rows, int N = 0, int max_til
   // G = 8, in one wave of 528 slots instead of 396 + a second partial wave) at BT 8 under 22's grid rule; else as 20.
   // ptxas: 48 registers, C7512. Measured (w4j call 2): 1.05 / 1.07 x variant 20's event time at m 1-8 (K3 / DSV4-Flash w2
   // G 8): the one wave recovers most of kernel 22's DSV4-Flash loss but not the rest; opt-in only
+  // 25 (NOTES.md §23, w4k) = 20 with the early prologue (EP: the tile's group from one round of loads, the first
+  // min(stages, K stages) weight copies issued by the producer before the CTA barrier) on the grids that fit in ONE wave,
+  // where every CTA's prologue is exposed (kernel-24 timelines: ~1.7 us from entry to the first bulk copy, ~3 us to the
+  // first full stage, of a 14-20 us kernel): kernel 25 (= kernel 17 + EP) at BT 8 on grids of <= 2 CTAs per SM,
+  // kernel 26 (= kernel 20 + EP) at BT 8 on grids of 2-3 CTAs per SM and at BT 16 on grids of <= 3 CTAs per SM
+  // (N and max_tiles known, K % 256 == 0); else exactly 20
+  if (v == 25) {
+    const long long ctas = static_cast<long long>(N / kRowsPerCta) * max_tiles;
+    if (N > 0 && max_tiles > 0 && K % 256 == 0) {
+      if (bt == 8 && ctas <= 2ll * sm_count()) return 25;
+      if ((bt == 8 || bt == 16) && ctas <= 3ll * sm_count()) return 26;
+    }
+    v = 20;
+  }
   // 24 (NOTES.md §23, w4k; diagnosis only) = kernel 24 (kernel 20 writing a per-CTA timeline, w4a16_set_trace) at every
   // BT 8 grid with K % 256 == 0; else as 21
   if (v == 24) {
@@ -287,6 +301,8 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
     case 22: if constexpr (BT == 8 || BT == 16) { launch_decode3<BT, 2>(p, max_tiles, stream); return; } break;
     case 23: if constexpr (BT == 8) { launch_decode3<BT, 2, 4>(p, max_tiles, stream); return; } break;
     case 24: if constexpr (BT == 8) { launch_decode3<BT, 1, kD3MinBlocks<BT>, true>(p, max_tiles, stream); return; } break;
+    case 25: if constexpr (BT == 8) { launch_decode<BT, 2, 1, true>(p, max_tiles, stream); return; } break;
+    case 26: if constexpr (BT == 8 || BT == 16) { launch_decode3<BT, 1, kD3MinBlocks<BT>, false, true>(p, max_tiles, stream); return; } break;
     default: break;
   }
   throw std::logic_error("w4a16: choose_kernel gave a kernel not built for this tile width");
@@ -295,8 +311,8 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
 }  // namespace
 
 void w4a16_set_variant(int v) {
-  if (v < 0 || v > 24 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
-    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..24");
+  if (v < 0 || v > 25 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
+    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..25");
   g_variant = v;
 }
 void w4a16_set_trace(unsigned long long* buf) { SS_CUDA(cudaMemcpyToSymbol(g_d3_trace, &buf, sizeof(buf))); }

@@ -180,6 +180,10 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
 /// Throws std::invalid_argument for any other value (9 / 10 were removed).
 /// 24 (NOTES.md §23, diagnosis only) = kernel 24 (kernel 20 writing a per-CTA timeline to the w4a16_set_trace buffer) at
 /// every BT 8 grid with K % 256 == 0; else as 21.
+/// 25 (NOTES.md §23) = 20 with the early prologue (the group from one round of loads, the first weight copies issued
+/// before the CTA barrier) on grids that fit in one wave: kernel 25 (kernel 17 + it) at BT 8 on grids of <= 2 CTAs per
+/// SM, kernel 26 (kernel 20 + it) at BT 8 on grids of 2-3 CTAs per SM and at BT 16 on grids of <= 3 CTAs per SM (N and
+/// max_tiles known, K % 256 == 0); else as 20.
 void w4a16_set_variant(int v);
 /// Variant 24's timeline buffer (device, 10 x 64-bit words per CTA of the launched grid, N / 128 x max_tiles CTAs):
 /// smid, blockIdx.x + 65536 blockIdx.y, globaltimer at entry / exit (ns), SM clock64 at entry, at the first stage's full

@@ -10,7 +10,15 @@
 #  3. ncu (--set full + per-SM min / max metrics, --clock-control none, one launch each) of kernel 17 (variant 17) and
 #     kernel 20 (variant 21) at K3 w2 G 8 m 8, DSV4-Flash w2 G 8 m 8 and K3 w13 G 8 m 8: details, raw csv, SASS source
 #     counters (stall samples per instruction).
-# Reproduce: OUT=/tmp/out BIN=<dir with test_moe, bench_moe (or .gz)> CALL=1 bash kernels/moe/run_w4k.sh
+# CALL=2 (variant 25 = 20 with the early prologue, kernels 25 / 26, on one-wave grids):
+#  1. test_moe MoeHost, W4A16Decode17 / 20 / 25, PermuteTest 17 / 20 / 25 (4 shards; double-precision CPU references),
+#     compute-sanitizer memcheck of W4A16Decode25.* and PermuteTest 25;
+#  2. w4cmp 20,25 (K3 / DSV4-Flash decode shapes, m 1-16, event + graph, 2 repetitions with the order alternating);
+#  3. gate (w4k_gate.py): over the points where 25 runs kernel 25 / 26 (K3 w2, DSV4-Flash w2, K3 w13 G 8, m 1-16), per
+#     repetition the median of event t25/t20 < 1 and at every such point min-over-reps t25/t20 <= 1/0.97; tests pass;
+#  4. only after a passed gate: the whole-layer tables under 25 and the G-8 decode keys (m 1-16) of
+#     moe_grouped_gemm_w4a16 under 25 then 20 (same-run reference).
+# Reproduce: OUT=/tmp/out BIN=<dir with test_moe, bench_moe (or .gz)> CALL=1|2 bash kernels/moe/run_w4k.sh
 set -u
 BIN=${BIN:-build-carry/w4k}; OUT=${OUT:-/tmp/w4k-out}; GUARD_S=${GUARD_S:-220}; CALL=${CALL:-1}
 T0=$(date +%s)
@@ -56,9 +64,62 @@ HERE=$(cd "$(dirname "$0")" && pwd)
       fi
     fi
   fi
+  if [ "$CALL" = 2 ]; then
+    TESTS_OK=1
+    # PermuteTest index: Values(0..8, 11..23, 25) -> 15 = v17, 18 = v20, 22 = v25
+    F1=${F1:-'MoeHost.*:W4A16Decode17.*:W4A16Decode20.*:W4A16Decode25.*:Variants/W4A16PermuteTest.K3ShapeAfterDevicePermute/15:Variants/W4A16PermuteTest.K3ShapeAfterDevicePermute/18:Variants/W4A16PermuteTest.K3ShapeAfterDevicePermute/22'}
+    echo "== tests (4 shards) $F1 $(el)"
+    pids=()
+    for i in 0 1 2 3; do
+      GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout $(tmo ${TEST1_S:-60}) "$BIN/test_moe" --gtest_filter="$F1" > "$OUT/test_$i.txt" 2>&1 &
+      pids+=($!)
+    done
+    for i in 0 1 2 3; do wait "${pids[$i]}" || { echo "test shard $i exit $?"; TESTS_OK=0; }; done
+    cat "$OUT"/test_?.txt > "$OUT/test.txt"; rm -f "$OUT"/test_?.txt
+    echo "tests done, ok=$TESTS_OK $(el)"
+    grep -E "^\[  (PASSED|FAILED)|Failure" "$OUT/test.txt" | cut -c1-200 | head -16
+    echo "max rel L2 per variant (bt):"; awk '/w4a16 v=/{v="";b="";for(i=1;i<=NF;i++){if($i~/^v=/){split($i,a,"=");v=a[2]} if($i~/^bt=/){split($i,a,"=");b=a[2]; sub(/:$/,"",b)}}; k="v" v " bt " b; e=$NF+0; if (e>m[k]) m[k]=e; n[k]++} END{for (k in m) print "  " k ": " n[k] " checks, max " m[k]}' "$OUT/test.txt" | sort -V
+    if [ $TESTS_OK = 1 ] && left; then
+      F2=${F2:-'W4A16Decode25.*:Variants/W4A16PermuteTest.K3ShapeAfterDevicePermute/22'}
+      echo "== memcheck $F2 $(el)"
+      timeout $(tmo ${MEMCHECK_S:-45}) compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_moe" --gtest_filter="$F2" > "$OUT/memcheck.txt" 2>&1 || TESTS_OK=0
+      echo "memcheck done, ok=$TESTS_OK $(el)"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.txt" | head -4
+      echo "memcheck checks: $(grep -cE 'w4a16 v=' "$OUT/memcheck.txt")"
+    fi
+    GATE=0
+    if left; then
+      echo "== w4cmp 20,25 (K3, DSV4-Flash; m 1-16) $(el)"
+      B=$(tmo ${CMP_S:-60})
+      timeout $B "$BIN/bench_moe" --out /tmp/w4k_cmp --only w4cmp --w4-max-m 16 --deadline-s $((B > 20 ? B - 6 : 10)) \
+        --w4-variants 20,25 --models K3,DSV4-Flash > "$OUT/bench_cmp.txt" 2>&1
+      echo "bench w4cmp exit: $? $(el)"
+      GATE=$(python3 "$HERE/w4k_gate.py" "$OUT/bench_cmp.txt" 25 20)
+      echo "gate t(25)/t(20): $GATE"; GATE=${GATE%% *}; [ $TESTS_OK = 1 ] || GATE=0
+      echo "GATE=$GATE"
+    fi
+    if [ "$GATE" = 1 ] || [ "${FORCE_TABLES:-0}" = 1 ]; then
+      if left; then
+        echo "== whole-layer tables, variant 25 $(el)"
+        TS=$(tmo ${LAYER_S:-70})
+        timeout $TS "$BIN/bench_moe" --out "$OUT/tables_layers" --only moe_layer_k3,moe_layer_dsv4 --w4-variants 25 \
+          --deadline-s $((TS > 15 ? TS - 5 : 10)) > "$OUT/bench_layers.txt" 2>&1
+        echo "layers exit: $? $(el)"; grep -E "section|SKIPPED" "$OUT/bench_layers.txt" | head -5
+      fi
+      for tv in 25 20; do
+        left || continue
+        echo "== table sweep v$tv G-8 decode keys (m 1-16) $(el)"
+        TS=$(tmo ${TABLE_DEC_S:-25})
+        timeout $TS "$BIN/bench_moe" --out "$OUT/tables_dec_v$tv" --only moe_grouped_gemm_w4a16 --deadline-s $((TS > 15 ? TS - 4 : 10)) \
+          --w4-variants "$tv" --w4-min-m 1 --w4-max-m 16 --w4-experts 8 --w4-max-rows 98304 > "$OUT/bench_table_dec_v$tv.txt" 2>&1
+        echo "table sweep dec v$tv exit: $? $(el)"; grep -cE '"variant"' "$OUT/tables_dec_v$tv/moe_grouped_gemm_w4a16.json" 2>/dev/null
+      done
+    fi
+  fi
   nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
   echo "== done $(el)"
 } 2>&1 | tee "$LOG"
 (cd "$OUT" && ls trace/*.csv >/dev/null 2>&1 && tar -czf trace.tar.gz trace && rm -rf trace)
 (cd "$OUT" && ls ncu_g8_* >/dev/null 2>&1 && gzip -f ncu_g8_raw.csv ncu_g8_src.csv ncu_g8_details.txt 2>/dev/null)
+(cd "$OUT" && ls -d tables_* >/dev/null 2>&1 && tar -czf tables.tar.gz tables_* bench_table_*.txt bench_layers.txt 2>/dev/null && rm -rf tables_* bench_table_*.txt)
+[ -f "$OUT/memcheck.txt" ] && gzip -f "$OUT/memcheck.txt"
 ls -la "$OUT"

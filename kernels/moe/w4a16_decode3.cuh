@@ -106,9 +106,12 @@ __device__ __forceinline__ unsigned d3_smid() {
 }
 
 // MB: CTAs per SM built for (kernel 23 = kernel 22 at BT 8 built for 4 CTAs per SM: <= 56 registers, 5 stages; §22)
-template <int BT, int KS = 1, int MB = kD3MinBlocks<BT>, bool TR = false>
+// EP (kernel 26 = kernel 20 with EP; NOTES.md §23, w4k): the early prologue of kernel 25 (w4a16_rega.cuh: ep_group, the
+// mbarriers initialised by the producer's lane 0 and the first min(S, KB) weight copies issued before the CTA barrier)
+template <int BT, int KS = 1, int MB = kD3MinBlocks<BT>, bool TR = false, bool EP = false>
 __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Params p) {
   static_assert(KS == 1 || KS == 2, "kernel 20 (KS 1) / 22, 23 (KS 2)");
+  static_assert(!EP || KS == 1, "EP: kernel 20's form only");
   using C = D3Cfg<BT, MB>;
   constexpr int S = C::kStages;
   extern __shared__ uint8_t smem_raw[];
@@ -126,7 +129,9 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
     if (g_d3_trace) tr = g_d3_trace + 10ull * (blockIdx.y * gridDim.x + blockIdx.x);
   }
   const int tile = blockIdx.y;
-  const int total_tiles = p.tile_offsets[p.G];
+  const int total_tiles = EP ? __ldg(p.tile_offsets + p.G) : p.tile_offsets[p.G];
+  [[maybe_unused]] int gep = 0;
+  if constexpr (EP) gep = ep_group(p.tile_offsets, p.G, tile);  // the same round of loads as total_tiles
   if constexpr (TR) {
     if (tr && threadIdx.x == 0 && tile >= total_tiles) {
       tr[0] = d3_smid(); tr[1] = blockIdx.x + 65536ull * blockIdx.y; tr[2] = tr_g0; tr[3] = d3_gtime();
@@ -134,10 +139,15 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
     }
   }
   if (tile >= total_tiles) return;
-  int lo = 0, hi = p.G;
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) >> 1;
-    if (p.tile_offsets[mid] <= tile) lo = mid; else hi = mid;
+  int lo = 0;
+  if constexpr (EP) {
+    lo = gep;
+  } else {
+    int hi = p.G;
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) >> 1;
+      if (p.tile_offsets[mid] <= tile) lo = mid; else hi = mid;
+    }
   }
   const int g = lo;
   const int row0 = p.row_offsets[g] + (tile - p.tile_offsets[g]) * BT;
@@ -153,23 +163,30 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
   const bf16* xrow0 = p.x + static_cast<size_t>(row0) * p.K;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
 
-  if (tid == 0) {
+  const int pre = EP ? min(S, KB) : 0;  // EP: weight stages issued before the CTA barrier
+  if (tid == (EP ? 256 : 0)) {
     for (int s = 0; s < S; ++s) {
       mbar_init(&full[s], 1 + 32);  // expect_tx arrival of lane 0 + 32 cp.async arrivals
       mbar_init(&empty[s], 8);      // lane 0 of each consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    for (int kb = 0; kb < pre; ++kb) {  // EP: slots 0..pre-1 are free (first use)
+      mbar_expect_tx(&full[kb], C::kW);
+      bulk_g2s(ws + kb * C::kW, wmat + static_cast<size_t>(kb0 + kb) * C::kW, C::kW, &full[kb]);
+    }
   }
   __syncthreads();
 
   if (warp == 8) {  // ---- producer warp (as kernel 17's) ----
     for (int kb = 0; kb < KB; ++kb) {
       const int slot = kb % S;
-      mbar_wait(&empty[slot], ((kb / S) & 1) ^ 1);
-      if (lane == 0) {
-        mbar_expect_tx(&full[slot], C::kW);
-        bulk_g2s(ws + slot * C::kW, wmat + static_cast<size_t>(kb0 + kb) * C::kW, C::kW, &full[slot]);
-        if constexpr (TR) { if (kb == 0 && tr) tr[6] = clock64(); }
+      if (kb >= pre) {
+        mbar_wait(&empty[slot], ((kb / S) & 1) ^ 1);
+        if (lane == 0) {
+          mbar_expect_tx(&full[slot], C::kW);
+          bulk_g2s(ws + slot * C::kW, wmat + static_cast<size_t>(kb0 + kb) * C::kW, C::kW, &full[slot]);
+          if constexpr (TR) { if (kb == 0 && tr) tr[6] = clock64(); }
+        }
       }
       uint8_t* xd = xs + slot * C::kX;
 #pragma unroll
@@ -276,17 +293,17 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
   }
 }
 
-template <int BT, int KS = 1, int MB = kD3MinBlocks<BT>, bool TR = false>
+template <int BT, int KS = 1, int MB = kD3MinBlocks<BT>, bool TR = false, bool EP = false>
 void launch_decode3(const Params& p, int max_tiles, cudaStream_t stream) {
   using C = D3Cfg<BT, MB>;
   static bool configured = false;
   if (!configured) {
-    SS_CUDA(cudaFuncSetAttribute(w4a16_decode3_kernel<BT, KS, MB, TR>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(w4a16_decode3_kernel<BT, KS, MB, TR, EP>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
     configured = true;
   }
   if constexpr (KS == 1) {
     dim3 grid(p.N / kRowsPerCta, max_tiles);
-    w4a16_decode3_kernel<BT, 1, MB, TR><<<grid, kDecThreads, C::kSmem, stream>>>(p);
+    w4a16_decode3_kernel<BT, 1, MB, TR, EP><<<grid, kDecThreads, C::kSmem, stream>>>(p);
   } else {  // kernel 22: the two K halves of a tile are the two CTAs of a (1, 1, 2) cluster
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(p.N / kRowsPerCta, max_tiles, 2);

@@ -259,9 +259,27 @@ __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t by
       : "memory");
 }
 
+/// EP (NOTES.md §23, w4k): the tile's group from one round of independent loads (a warp ballot over
+/// tile_offsets[1..G-1]: the number of them <= tile is the binary search's answer, offsets non-decreasing) instead of the
+/// binary search's chain of 1 + log2(G) dependent loads.
+__device__ __forceinline__ int ep_group(const int* toff, int G, int tile) {
+  const int lane = threadIdx.x & 31;
+  int g = 0;
+#pragma unroll 4
+  for (int i0 = 1; i0 < G; i0 += 32) {
+    const int i = i0 + lane;
+    const bool le = i < G && __ldg(toff + i) <= tile;
+    g += __popc(__ballot_sync(0xffffffffu, le));
+  }
+  return g;
+}
+
 /// DQ: the dequantisation (0 = dequant_word, variants 5 / 6; 1 = dequant_word_p, kernel 17; 2 = dequant_word_q with
 /// one factor register per scale pair, kernel 19).
-template <int BT, int KS_, int DQ = 0>
+/// EP (kernel 25 = kernel 17 with EP; NOTES.md §23, w4k): the early prologue: the group from ep_group (the total-tile
+/// load in the same round), the mbarriers initialised by the producer's lane 0, which then issues the first min(S, KB)
+/// weight bulk copies BEFORE the CTA barrier (the token copies and their arrivals follow in the producer loop as before).
+template <int BT, int KS_, int DQ = 0, bool EP = false>
 __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_decode_kernel(const Params p) {
   using C = DCfg<BT, KS_>;
   constexpr int S = C::kStages, KS = KS_;
@@ -273,14 +291,21 @@ __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_
   uint64_t* empty = full + S;
 
   const int tile = blockIdx.y;
-  const int total_tiles = p.tile_offsets[p.G];
-  if (tile >= total_tiles) return;
-  int lo = 0, hi = p.G;
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) >> 1;
-    if (p.tile_offsets[mid] <= tile) lo = mid; else hi = mid;
+  int g;
+  if constexpr (EP) {
+    const int total_tiles = __ldg(p.tile_offsets + p.G);
+    g = ep_group(p.tile_offsets, p.G, tile);
+    if (tile >= total_tiles) return;
+  } else {
+    const int total_tiles = p.tile_offsets[p.G];
+    if (tile >= total_tiles) return;
+    int lo = 0, hi = p.G;
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) >> 1;
+      if (p.tile_offsets[mid] <= tile) lo = mid; else hi = mid;
+    }
+    g = lo;
   }
-  const int g = lo;
   const int row0 = p.row_offsets[g] + (tile - p.tile_offsets[g]) * BT;
   const int rows = min(BT, p.row_offsets[g + 1] - row0);
   const int e = p.expert_ids ? p.expert_ids[g] : g;
@@ -290,22 +315,29 @@ __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_
   const bf16* xrow0 = p.x + static_cast<size_t>(row0) * p.K;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
 
-  if (tid == 0) {
+  const int pre = EP ? min(S, KB) : 0;  // EP: weight stages issued before the CTA barrier
+  if (tid == (EP ? 256 : 0)) {
     for (int s = 0; s < S; ++s) {
       mbar_init(&full[s], 1 + 32);  // expect_tx arrival of lane 0 + 32 cp.async arrivals
       mbar_init(&empty[s], 8);      // lane 0 of each consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    for (int kb = 0; kb < pre; ++kb) {  // EP: slots 0..pre-1 are free (first use)
+      mbar_expect_tx(&full[kb], C::kW);
+      bulk_g2s(ws + kb * C::kW, wmat + static_cast<size_t>(kb) * C::kW, C::kW, &full[kb]);
+    }
   }
   __syncthreads();
 
   if (warp == 8) {  // ---- producer warp ----
     for (int kb = 0; kb < KB; ++kb) {
       const int slot = kb % S;
-      mbar_wait(&empty[slot], ((kb / S) & 1) ^ 1);
-      if (lane == 0) {
-        mbar_expect_tx(&full[slot], C::kW);
-        bulk_g2s(ws + slot * C::kW, wmat + static_cast<size_t>(kb) * C::kW, C::kW, &full[slot]);
+      if (kb >= pre) {
+        mbar_wait(&empty[slot], ((kb / S) & 1) ^ 1);
+        if (lane == 0) {
+          mbar_expect_tx(&full[slot], C::kW);
+          bulk_g2s(ws + slot * C::kW, wmat + static_cast<size_t>(kb) * C::kW, C::kW, &full[slot]);
+        }
       }
       uint8_t* xd = xs + slot * C::kX;
 #pragma unroll
@@ -360,16 +392,16 @@ __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_
   store_staged_rows(st, p.y + static_cast<size_t>(row0) * p.N + static_cast<size_t>(blockIdx.x) * kRowsPerCta, p.N, rows, tid, 256);
 }
 
-template <int BT, int KS = 2, int DQ = 0>
+template <int BT, int KS = 2, int DQ = 0, bool EP = false>
 void launch_decode(const Params& p, int max_tiles, cudaStream_t stream) {
   static bool configured = false;
   if (!configured) {
-    SS_CUDA(cudaFuncSetAttribute(w4a16_decode_kernel<BT, KS, DQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    SS_CUDA(cudaFuncSetAttribute(w4a16_decode_kernel<BT, KS, DQ, EP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  DCfg<BT, KS>::kSmem));
     configured = true;
   }
   dim3 grid(p.N / kRowsPerCta, max_tiles);
-  w4a16_decode_kernel<BT, KS, DQ><<<grid, kDecThreads, DCfg<BT, KS>::kSmem, stream>>>(p);
+  w4a16_decode_kernel<BT, KS, DQ, EP><<<grid, kDecThreads, DCfg<BT, KS>::kSmem, stream>>>(p);
   SS_LAUNCH_CHECK();
 }
 
