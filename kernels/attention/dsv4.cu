@@ -72,7 +72,7 @@ int g_indexer_variant = 0, g_topk_variant = 0;
 // rows of kLeanMinLen..kLeanMaxLen2 (two CTAs per SM by shared memory) up to kLeanTwoPerSmNq rows; rows of
 // kLeanMinLenWide..kLeanMaxLen2 up to kLeanMaxNq rows.
 constexpr int kLeanMinLen = 2048, kLeanOneWaveNq = 132, kLeanTwoPerSmNq = 264, kLeanMaxLen2 = 12288,
-              kLeanMinLenWide = 4096, kLeanMaxNq = 512;
+              kLeanMinLenWide = 6144, kLeanMaxNq = 512;
 int sm_count() {
   static int n = 0;
   if (!n) {
@@ -168,7 +168,9 @@ bool v4_topk_uses_row(int nq, int max_len, int topk) {
   // the twenty-first session's default in the same run (tk3 call 1, results/tk3/call1: 56 points, median 1.109,
   // 1.016-1.275): batches <= 132 with rows of 2048-32768 logits (vs the one-CTA radix kernel: 1.03-1.17x), 133-264
   // rows of 2048-12288 (vs form 3 of the row select: 1.21-1.24x; vs the filter at 192 / 256 x 2048: 1.12-1.14x),
-  // 265-512 rows of 4096-12288 (vs the filter: 1.02-1.27x). Not: rows of 2048 at 512+ rows (0.88-0.90x: the filter),
+  // 265-512 rows of 6144-12288 (vs the filter: 1.06-1.26x in tk3 call 2's table sweep). Not: 265-512 rows of
+  // 4096-6143 (marginal: decode 384 x 4096 1.02-1.03x, prefill chunk 384 after 16K (rows <= ~4.2K) 0.94x in call 2's
+  // sweep), rows of 2048 at 512+ rows (0.88-0.90x: the filter),
   // rows above 12288 at 133+ rows (one CTA per SM by shared memory: two waves, 0.57-0.93x), rows < 2048 (not measured).
   // (The twenty-first session's region, form 3 (topk_row_kernel) at 133-264 x 3072 (2048 below 192) - 12288, lies
   // inside; form 3 now runs only under variant 6.)

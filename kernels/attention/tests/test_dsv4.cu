@@ -716,12 +716,12 @@ TEST(V4TopK, LeanRowSmallForSanitizers) {
 }
 
 // The default's lean region (twenty-second session, host only): topk <= 2048 and rows of 2048..32768 logits at <= 132
-// rows, 2048..12288 at <= 264 rows, 4096..12288 at <= 512 rows; elsewhere the seventeenth session's rule.
+// rows, 2048..12288 at <= 264 rows, 6144..12288 at <= 512 rows; elsewhere the seventeenth session's rule.
 TEST(V4TopK, LeanRowDefaultDispatch) {
   v4_set_variants(0, 0);
   struct P { int nq, len; };
   for (const P p : {P{1, 2048}, P{1, 32768}, P{32, 8192}, P{132, 32768}, P{64, 16384}, P{133, 2048}, P{133, 12288},
-                    P{191, 2048}, P{192, 2048}, P{200, 8192}, P{264, 12288}, P{265, 4096}, P{384, 8192}, P{512, 4096},
+                    P{191, 2048}, P{192, 2048}, P{200, 8192}, P{264, 12288}, P{265, 6144}, P{384, 8192}, P{512, 6144},
                     P{512, 12288}})
     for (int k : {512, 1024, 2048}) {
       EXPECT_TRUE(v4_topk_uses_row(p.nq, p.len, k)) << p.nq << " " << p.len << " " << k;
@@ -737,7 +737,9 @@ TEST(V4TopK, LeanRowDefaultDispatch) {
   EXPECT_STREQ(v4_topk_kernel_name(191, 16384, 1024), "radix_1cta");
   EXPECT_STREQ(v4_topk_kernel_name(192, 12289, 1024), "threshold_filter");
   EXPECT_STREQ(v4_topk_kernel_name(192, 16384, 1024), "threshold_filter");
-  EXPECT_STREQ(v4_topk_kernel_name(265, 4095, 1024), "threshold_filter");  // 2048 rows at 512+: the filter
+  EXPECT_STREQ(v4_topk_kernel_name(265, 6143, 1024), "threshold_filter");  // 265-512 rows below 6144: the filter
+  EXPECT_STREQ(v4_topk_kernel_name(384, 4096, 1024), "threshold_filter");
+  EXPECT_STREQ(v4_topk_kernel_name(512, 4192, 1024), "threshold_filter");
   EXPECT_STREQ(v4_topk_kernel_name(512, 2048, 1024), "threshold_filter");
   EXPECT_STREQ(v4_topk_kernel_name(513, 8192, 1024), "threshold_filter");
   EXPECT_STREQ(v4_topk_kernel_name(512, 12289, 1024), "threshold_filter");
@@ -747,13 +749,14 @@ TEST(V4TopK, LeanRowDefaultDispatch) {
   v4_set_variants(0, 0);
 }
 // The default on rows of its lean region (device): 64 rows of 32768 (k 2048), 100 rows of 16383 down, 384 rows of
-// 8192 (k 1024), 512 rows of 4096 (k 512), uniform / ties / -inf.
+// 8192 (k 1024), 512 rows of 6144 (k 512; 4096 in tk3 call 2, before the region's 265-512 rows started at 6144),
+// uniform / ties / -inf / outliers.
 TEST(V4TopK, LeanRowIsTheDefault) {
   SKIP_WITHOUT_GPU();
   v4_set_variants(0, 0);
   ASSERT_STREQ(v4_topk_kernel_name(64, 32768, 2048), "radix_row_lean");
   ASSERT_STREQ(v4_topk_kernel_name(384, 8192, 1024), "radix_row_lean");
-  ASSERT_STREQ(v4_topk_kernel_name(512, 4096, 512), "radix_row_lean");
+  ASSERT_STREQ(v4_topk_kernel_name(512, 6144, 512), "radix_row_lean");
   std::vector<int> d100(100);
   for (int i = 0; i < 100; ++i) d100[i] = 16383 - 111 * i;
   for (int kind : {0, 1, 9}) {
@@ -761,5 +764,5 @@ TEST(V4TopK, LeanRowIsTheDefault) {
     topk_rows_case(d100, 16383, kind, 1024, 0, "default-lean-100");
   }
   topk_rows_case(std::vector<int>(384, 8192), 8195, 0, 1024, 0, "default-lean-384");
-  topk_rows_case(std::vector<int>(512, 4096), 4096, 8, 512, 0, "default-lean-512");
+  topk_rows_case(std::vector<int>(512, 6144), 6144, 8, 512, 0, "default-lean-512");
 }
