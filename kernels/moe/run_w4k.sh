@@ -79,13 +79,15 @@ HERE=$(cd "$(dirname "$0")" && pwd)
     echo "tests done, ok=$TESTS_OK $(el)"
     grep -E "^\[  (PASSED|FAILED)|Failure" "$OUT/test.txt" | cut -c1-200 | head -16
     echo "max rel L2 per variant (bt):"; awk '/w4a16 v=/{v="";b="";for(i=1;i<=NF;i++){if($i~/^v=/){split($i,a,"=");v=a[2]} if($i~/^bt=/){split($i,a,"=");b=a[2]; sub(/:$/,"",b)}}; k="v" v " bt " b; e=$NF+0; if (e>m[k]) m[k]=e; n[k]++} END{for (k in m) print "  " k ": " n[k] " checks, max " m[k]}' "$OUT/test.txt" | sort -V
-    if [ $TESTS_OK = 1 ] && left; then
+    memcheck() {
       F2=${F2:-'W4A16Decode25.*:Variants/W4A16PermuteTest.K3ShapeAfterDevicePermute/22'}
       echo "== memcheck $F2 $(el)"
-      timeout $(tmo ${MEMCHECK_S:-45}) compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_moe" --gtest_filter="$F2" > "$OUT/memcheck.txt" 2>&1 || TESTS_OK=0
-      echo "memcheck done, ok=$TESTS_OK $(el)"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.txt" | head -4
+      timeout $(tmo ${MEMCHECK_S:-45}) compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_moe" --gtest_filter="$F2" > "$OUT/memcheck.txt" 2>&1
+      echo "memcheck exit $? $(el)"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.txt" | head -4
       echo "memcheck checks: $(grep -cE 'w4a16 v=' "$OUT/memcheck.txt")"
-    fi
+    }
+    # MEMCHECK_LAST=1: after the timings and tables (a short device call: correctness first, then the measurements)
+    [ "${MEMCHECK_LAST:-0}" = 1 ] || { [ $TESTS_OK = 1 ] && left && memcheck; }
     GATE=0
     if left; then
       echo "== w4cmp 20,25 (K3, DSV4-Flash; m 1-16) $(el)"
@@ -114,6 +116,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
         echo "table sweep dec v$tv exit: $? $(el)"; grep -cE '"variant"' "$OUT/tables_dec_v$tv/moe_grouped_gemm_w4a16.json" 2>/dev/null
       done
     fi
+    [ "${MEMCHECK_LAST:-0}" = 1 ] && [ $TESTS_OK = 1 ] && left && memcheck
   fi
   nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
   echo "== done $(el)"
