@@ -2,6 +2,7 @@
 // syntax error, or the field path ("deployments[1].decode.ep"), what was found and what was
 // expected. Internal to the scenario and data-file parsers (scenario.cpp, data_files.cpp).
 #pragma once
+#include "scenarios/json_unique.hpp"
 #include "scenarios/scenario.hpp"
 
 #include <nlohmann/json.hpp>
@@ -43,10 +44,13 @@ inline std::string line_col(const std::string& text, size_t byte) {
   return std::to_string(line) + ":" + std::to_string(col);
 }
 
-// Parses JSON text; a syntax error names the line and column.
+// Parses JSON text; a syntax error names the line and column, a key given twice in one object its
+// object's path (json_unique.hpp).
 inline json parse_json(const std::string& text, const std::string& origin) {
   try {
-    return json::parse(text);
+    return parse_unique_keys<json>(text);
+  } catch (const DuplicateKeyError& e) {
+    throw ScenarioError(origin + ": " + (e.where.empty() ? "" : e.where + ": ") + e.what());
   } catch (const json::parse_error& e) {
     std::string msg = e.what();
     const auto p = msg.find("parse error");

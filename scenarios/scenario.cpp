@@ -69,7 +69,7 @@ WorkloadSpec read_workload(Obj o, const std::string& base_dir) {
   } else {
     // agent sessions; defaults and their sources: README.md "Agent sessions"
     w.loop = o.choice<WorkloadSpec::Loop>("loop", WorkloadSpec::Loop::closed, {{"open", WorkloadSpec::Loop::open}, {"closed", WorkloadSpec::Loop::closed}});
-    w.concurrency = o.integer("concurrency", 100, 1, 100000000);
+    w.concurrency = o.integer("concurrency", 100, 1, kMaxSessions);
     w.rate_per_s = o.num("rate_per_s", 1.0, 1e-12, 1e12);
     w.ramp_s = o.num("ramp_s", 0.0, 0, kMaxSeconds);
     w.start = o.choice<WorkloadSpec::Start>("start", WorkloadSpec::Start::ramp,
@@ -138,10 +138,14 @@ DeploymentSpec read_deployment(Obj o, const std::string& base_dir) {
   d.prefill = o.has("prefill") ? read_pool(o.child("prefill"), pdef) : pdef;
   d.decode = o.has("decode") ? read_pool(o.child("decode"), ddef) : ddef;
   d.decode.max_batch_tokens = std::max<long long>(d.decode.max_batch_tokens, d.decode.max_running);
+  const long long gpus = static_cast<long long>(d.prefill.instances) * d.prefill.ep + static_cast<long long>(d.decode.instances) * d.decode.ep;
+  if (gpus > kMaxClusterGpus)
+    o.fail(o.has("decode") ? "decode" : "prefill", "prefill.instances x prefill.ep + decode.instances x decode.ep = " + std::to_string(gpus) +
+                                                       " GPUs; at most " + std::to_string(kMaxClusterGpus) + " (README \"Input rules\")");
   d.cluster.nodes = 0;  // 0 = as many as the pools need
   if (o.has("cluster")) {
     Obj c = o.child("cluster");
-    d.cluster.nodes = c.int32("nodes", 0, 0);
+    d.cluster.nodes = c.int32("nodes", 0, 0, kMaxClusterNodes);
     d.cluster.fabric = c.choice<FabricKind>("fabric", FabricKind::rail_optimized,
                                             {{"rail_optimized", FabricKind::rail_optimized}, {"fat_tree", FabricKind::fat_tree}});
     d.cluster.oversubscription = c.num("oversubscription", 1.0, 1.0, 1e6);

@@ -42,6 +42,13 @@ struct Scenario {
 /// arrival offsets, waits, horizons, SLOs) are finite and at most 1e9 s (~32 years).
 inline constexpr long long kMaxTokens = 1LL << 40;
 inline constexpr double kMaxSeconds = 1e9;
+/// Cluster sizes: at most 262,144 GPUs (both pools together) and 32,768 nodes per deployment, and
+/// 10,000,000 concurrent agent sessions: ~3x the largest cluster (10,000 nodes, bench/RESULTS.md)
+/// and 100x the most sessions (100,000) the project has run. Larger values are refused (exit 2,
+/// naming the field) instead of exhausting memory while the platform or the sessions are built.
+inline constexpr long long kMaxClusterGpus = 262144;
+inline constexpr long long kMaxClusterNodes = 32768;
+inline constexpr long long kMaxSessions = 10000000;
 
 /// A name that becomes a file or folder name (a deployment's output folder, out/<scenario name>):
 /// non-empty, only letters, digits and . _ - +, and not "." or "..", so it cannot leave the output

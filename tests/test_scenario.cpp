@@ -223,6 +223,39 @@ TEST(InputRules, HostileScenarioNumbersAreRefusedWithTheirField) {
   EXPECT_NE(error_of(t).find("deployments[0].slo.ttft_s: must be in [1e-09, 1e+09]"), std::string::npos) << error_of(t);
 }
 
+// A key given twice in one object is refused with the object's path (review, twenty-second
+// session: "seed": 42, "seed": 7 ran with seed 7; a second "deployments" dropped the first), and
+// cluster sizes beyond the input bounds are refused naming the field instead of exhausting memory
+// (2^31 - 1 decode instances aborted with bad_alloc, exit 134).
+TEST(InputRules, DuplicateKeysAndClusterSizesBeyondTheBoundsAreRefused) {
+  std::string t = scenario_with("");
+  t.insert(1, R"("seed":42,"seed":7,)");
+  EXPECT_NE(error_of(t).find("s.json: key \"seed\" appears twice in the top-level object"), std::string::npos) << error_of(t);
+  t = scenario_with("");
+  t.replace(t.find(R"("prefill":{"ep":8})"), 18, R"("prefill":{"ep":8,"ep":4})");
+  EXPECT_NE(error_of(t).find("s.json: deployments[].prefill: key \"ep\" appears twice in \"deployments[].prefill\""), std::string::npos) << error_of(t);
+  t = scenario_with(R"(,"slo":{"ttft_s":1},"slo":{"ttft_s":2})");
+  EXPECT_NE(error_of(t).find("key \"slo\" appears twice in \"deployments[]\""), std::string::npos) << error_of(t);
+  // the same key in two different objects is fine
+  EXPECT_EQ(error_of(scenario_with("")), "");
+  // 2^31 - 1 decode instances of EP 8: refused by the GPU bound, naming the pool
+  t = scenario_with("");
+  t.replace(t.find(R"("decode":{"ep":8})"), 17, R"("decode":{"ep":8,"instances":2147483647})");
+  EXPECT_NE(error_of(t).find("s.json: deployments[0].decode: prefill.instances x prefill.ep + decode.instances x decode.ep = 17179869184 GPUs; at most 262144"),
+            std::string::npos) << error_of(t);
+  // 32,768 instances of EP 8 is exactly 262,144 GPUs with one prefill instance more: 262,152
+  t = scenario_with("");
+  t.replace(t.find(R"("decode":{"ep":8})"), 17, R"("decode":{"ep":8,"instances":32767})");
+  EXPECT_EQ(error_of(t), "");  // 8 + 32,767 x 8 = 262,144 GPUs: at the bound
+  t = scenario_with("");
+  t.replace(t.find(R"("decode":{"ep":8})"), 17, R"("decode":{"ep":8,"instances":32768})");
+  EXPECT_NE(error_of(t).find("= 262152 GPUs; at most 262144"), std::string::npos) << error_of(t);
+  t = scenario_with(R"(,"cluster":{"nodes":2147483647})");
+  EXPECT_NE(error_of(t).find("deployments[0].cluster.nodes: must be ≤ 32768"), std::string::npos) << error_of(t);
+  const std::string w = R"({"kind":"agent","concurrency":100000000})";
+  EXPECT_NE(error_of(scenario_with("", w)).find("workload.concurrency: must be ≤ 10000000"), std::string::npos) << error_of(scenario_with("", w));
+}
+
 // Item 9: a deployment name is its output folder: only letters, digits and . _ - +, not "." or
 // "..", so it cannot leave --out.
 TEST(InputRules, DeploymentNamesThatWouldLeaveTheOutputFolderAreRefused) {

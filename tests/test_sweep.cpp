@@ -60,6 +60,36 @@ TEST(Sweep, BadFieldExits2NamingGridAndField) {
   fs::remove_all(d);
 }
 
+// Review, twenty-second session: a grid of 10^12 points aborted with bad_alloc (exit 134), an
+// "only" naming no deployment failed every point (exit 1), a key twice in the grid file kept the
+// last. Each is refused up front: exit 2 naming the grid file.
+TEST(Sweep, HugeGridsUnknownOnlyAndDuplicateKeysExit2) {
+  const fs::path d = scratch("refused");
+  // 1,000 x 1,000 x 1,000 points: over the 100,000 bound
+  std::string axis = "[";
+  for (int i = 1; i <= 1000; ++i) {
+    if (i > 1) axis.push_back(',');
+    axis.append(std::to_string(i));
+  }
+  axis += "]";
+  const fs::path g = write_grid(d, "{\"seed\": " + axis + ", \"deployments.0.decode.ep\": " + axis + ", \"deployments.0.decode.max_running\": " + axis + "}");
+  Out o = sh("sweep " + g.string() + " --out " + (d / "out").string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find(g.string() + ": the grid has more than 100000 points"), std::string::npos) << o.text;
+  EXPECT_FALSE(fs::exists(d / "out" / "points")) << "a point was started";
+  const fs::path g2 = d / "only.json";
+  std::ofstream(g2) << "{\"scenario\": \"" << SERVESIM_SOURCE_DIR << "/scenarios/default.json\", \"only\": \"nosuch\", \"grid\": {\"seed\": [1, 2]}}\n";
+  o = sh("sweep " + g2.string() + " --out " + (d / "out2").string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("\"only\": no deployment \"nosuch\""), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("(it has: k3-h200, v4pro-h200)"), std::string::npos) << o.text;
+  const fs::path g3 = write_grid(d, R"({"seed": [1, 2], "seed": [3]})");
+  o = sh("sweep " + g3.string() + " --out " + (d / "out3").string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("key \"seed\" appears twice in \"grid\""), std::string::npos) << o.text;
+  fs::remove_all(d);
+}
+
 TEST(Sweep, TableHasOneRowPerPointInGridOrderAndResumes) {
   const fs::path d = scratch("run");
   const fs::path g = write_grid(d, R"({"deployments.0.decode.max_running": [32, 64], "workload.rate_per_s": [2.0, 3.4], "workload.requests": [12]})");

@@ -139,6 +139,18 @@ TEST(InputRules, HostileTraceNumbersAreRefusedWithFileAndLine) {
             std::string::npos);
 }
 
+// A JSONL row with a key twice is refused with file:line (review, twenty-second session: the last
+// "input_length" silently won).
+TEST(InputRules, ATraceRowWithAKeyTwiceIsRefusedWithFileAndLine) {
+  auto mc = [](const std::string& rows) { return error_of<MooncakeReader>(write_tmp("d.jsonl", rows), 1.0, 0.0, 512, 0LL, std::uint64_t{1}); };
+  const std::string dup = "{\"timestamp\":5,\"input_length\":512,\"input_length\":200,\"output_length\":4,\"hash_ids\":[1]}\n";
+  EXPECT_NE(mc(mooncake_row("0") + dup).find("d.jsonl:2: key \"input_length\" appears twice"), std::string::npos) << mc(mooncake_row("0") + dup);
+  auto rj = [](const std::string& rows) { return error_of<TraceLabRoundsReader>(write_tmp("dr.jsonl", rows), 1.0, 0LL, 512, false); };
+  std::string r = round_row("a", "2026-01-01T00:00:00Z");
+  r.insert(1, "\"output_tokens\":3,");
+  EXPECT_NE(rj(r).find("dr.jsonl:1: key \"output_tokens\" appears twice"), std::string::npos) << rj(r);
+}
+
 // Item 10: an empty trace (no rows, or blank lines only; a CSV without even a header) yields no
 // request and no error from the reader; `servesim run` refuses it (test_cli).
 TEST(InputRules, AnEmptyTraceYieldsNoRequests) {

@@ -125,7 +125,7 @@ CLI::App* add_costmodel(CLI::App& app, CostModelArgs& cm, CLI::App*& cm_fit) {
 CLI::App* add_capacity(CLI::App& app, CapacityArgs& c) {
   auto* cap = app.add_subcommand("capacity", "the fewest nodes that serve a load within the SLO in steady state: a search over simulated runs");
   cap->add_option("scenario", c.scenario, "scenario JSON file (its workload, and the deployment to start from)")->required();
-  auto* ses = cap->add_option("--sessions", c.sessions, "concurrent closed-loop agent sessions")->check(integer_in(1, 100000000));
+  auto* ses = cap->add_option("--sessions", c.sessions, "concurrent closed-loop agent sessions")->check(integer_in(1, kMaxSessions));
   cap->add_option("--rate", c.rate, "arrivals per second (synthetic requests or open-loop agent sessions)")->check(number_in(1e-9, 1e9))->excludes(ses);
   cap->add_option("--only", c.only, "the deployment to size (default: the first)");
   cap->add_option("--out", c.out, "output folder (default out/capacity/<scenario>-<deployment>)");

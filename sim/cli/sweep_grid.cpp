@@ -1,6 +1,8 @@
 // servesim sweep: grid expansion (dotted JSON paths into the base scenario) and the results table.
 #include "sim/cli/sweep_grid.hpp"
 
+#include "scenarios/json_unique.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -18,7 +20,9 @@ ojson read_json(const std::string& path, const std::string& who) {
   std::ifstream in(path);
   if (!in) fail(who, "cannot read " + path);
   try {
-    return ojson::parse(in);
+    std::stringstream text;
+    text << in.rdbuf();
+    return parse_unique_keys<ojson>(text.str());
   } catch (const std::exception& e) {
     fail(path, std::string("not valid JSON: ") + e.what());
   }
@@ -89,9 +93,17 @@ void read_axes(Grid& g, const ojson& grid, const ojson& base) {
   }
 }
 
+// At most this many points: each is a whole simulation (at ~1 s each, a day of runs); more is
+// refused before the points are built (review: a grid of 10^12 points aborted with bad_alloc).
+constexpr size_t kMaxGridPoints = 100000;
+
 void expand(Grid& g, const ojson& base) {
   size_t total = 1;
-  for (const auto& a : g.axes) total *= a.values.size();
+  for (const auto& a : g.axes) {
+    if (a.values.size() > kMaxGridPoints / total)
+      fail(g.file, "the grid has more than " + std::to_string(kMaxGridPoints) + " points (the product of the axes' lengths; each point is a run)");
+    total *= a.values.size();
+  }
   for (size_t n = 0; n < total; ++n) {
     SweepPoint p;
     char id[32];
@@ -160,8 +172,22 @@ Grid load_grid(const std::string& path) {
   const fs::path grid_dir = fs::path(path).parent_path();
   const fs::path sc = doc["scenario"].get<std::string>();
   g.scenario_file = (sc.is_absolute() ? sc : (grid_dir / sc)).lexically_normal().string();
-  if (doc.contains("only")) g.only = doc["only"].get<std::string>();
+  if (doc.contains("only")) {
+    if (!doc["only"].is_string()) fail(path, "\"only\" must be a deployment's name (a string), got " + doc["only"].dump());
+    g.only = doc["only"].get<std::string>();
+  }
   ojson base = read_json(g.scenario_file, path);
+  if (!g.only.empty()) {  // a name no deployment has would fail every point (review): refused here
+    std::string names;
+    bool found = false;
+    if (base.contains("deployments") && base["deployments"].is_array())
+      for (const auto& d : base["deployments"])
+        if (d.is_object() && d.contains("name") && d["name"].is_string()) {
+          names += (names.empty() ? "" : ", ") + d["name"].get<std::string>();
+          found = found || d["name"].get<std::string>() == g.only;
+        }
+    if (!found) fail(path, "\"only\": no deployment \"" + g.only + "\" in " + g.scenario_file + " (it has: " + names + ")");
+  }
   absolutize(base, fs::absolute(g.scenario_file).parent_path());
   read_axes(g, doc.contains("grid") ? doc["grid"] : ojson(), base);
   expand(g, base);

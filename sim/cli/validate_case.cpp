@@ -1,6 +1,8 @@
 // servesim validate: reading the case files and printing the table (validate_case.hpp).
 #include "sim/cli/validate_case.hpp"
 
+#include "scenarios/json_unique.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -73,8 +75,10 @@ Case load_case(const std::string& path) {
   c.file = path;
   c.dir = fs::path(path).parent_path().string();
   try {
-    c.j = json::parse(o.str());
-  } catch (const json::parse_error& e) {
+    c.j = parse_unique_keys<json>(o.str());
+  } catch (const DuplicateKeyError& e) {
+    throw CaseError(path + ": " + e.what());
+  } catch (const json::exception& e) {  // parse_error, and out_of_range 406 (a number beyond double range)
     throw CaseError(path + ": not valid JSON: " + e.what());
   }
   c.name = str(c.j, "name", path);

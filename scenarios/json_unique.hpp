@@ -1,0 +1,68 @@
+// servesim scenarios: JSON parsing that refuses an object with the same key twice. RFC 8259 §4
+// leaves what such an object means to the parser ("the names within an object SHOULD be unique");
+// nlohmann::json keeps the last value, so `"seed": 42, "seed": 7` ran with seed 7 without a word
+// (review, twenty-second session). Used by every reader of user input: scenario, model and hardware
+// files (json_reader.hpp), JSONL trace rows (workloads/json_row.hpp), sweep grids and validation
+// cases.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace servesim {
+
+/// A key given twice in one JSON object. `key`: the key; `where`: the path of the object that holds
+/// it ("deployments[].prefill"; empty for the top level).
+struct DuplicateKeyError : std::runtime_error {
+  DuplicateKeyError(std::string k, std::string w) : std::runtime_error(message(k, w)), key(std::move(k)), where(std::move(w)) {}
+  std::string key, where;
+
+ private:
+  static std::string message(const std::string& k, const std::string& w) {
+    std::string m = "key \"";
+    m.append(k).append("\" appears twice in ");
+    if (w.empty()) m.append("the top-level object");
+    else m.append("\"").append(w).append("\"");
+    return m.append(" (which one counts is undefined in JSON: remove one)");
+  }
+};
+
+/// J::parse(text) (J: nlohmann::json or ordered_json), throwing DuplicateKeyError for a key that
+/// appears twice in one object; syntax and range errors are J's own exceptions, as J::parse throws.
+template <class J>
+J parse_unique_keys(const std::string& text) {
+  struct Open {
+    bool array;
+    std::string name;  // the path element of this container ("key", or "[]" for an array's element)
+    std::set<std::string> keys;
+  };
+  std::vector<Open> open;
+  std::string key;  // the last key read in the innermost object
+  auto path = [&open] {
+    std::string p;
+    for (size_t i = 1; i < open.size(); ++i) {
+      if (open[i].name != "[]" && !p.empty()) p.push_back('.');
+      p.append(open[i].name);
+    }
+    return p;
+  };
+  typename J::parser_callback_t cb = [&](int, typename J::parse_event_t ev, J& parsed) {
+    using E = typename J::parse_event_t;
+    if (ev == E::object_start || ev == E::array_start) {
+      const std::string name = open.empty() ? std::string() : open.back().array ? std::string("[]") : key;
+      open.push_back({ev == E::array_start, name, {}});
+    } else if (ev == E::object_end || ev == E::array_end) {
+      if (!open.empty()) open.pop_back();
+    } else if (ev == E::key) {
+      key = parsed.template get<std::string>();
+      if (!open.empty() && !open.back().keys.insert(key).second) throw DuplicateKeyError(key, path());
+    }
+    return true;
+  };
+  return J::parse(text, cb);
+}
+
+}  // namespace servesim
