@@ -239,15 +239,6 @@ Scenario parse_scenario(const std::string& text, const std::string& origin, cons
   return s;
 }
 
-bool is_safe_file_name(const std::string& name) {
-  if (name.empty() || name == "." || name == "..") return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-' || c == '+';
-  });
-}
-
-std::string safe_file_name_rule() { return "use letters, digits and . _ - + only (not \".\" or \"..\" alone), so it stays inside the output folder"; }
-
 Scenario load_scenario(const std::string& path) {
   return parse_scenario(read_file(path), path, fs::path(path).parent_path().string());
 }

@@ -3,6 +3,7 @@
 // cost models, engine, exporters) receives structs, never JSON. The format is documented in
 // README.md ("Scenario format").
 #pragma once
+#include "scenarios/file_names.hpp"
 #include "scenarios/gpu_spec.hpp"
 #include "scenarios/model_spec.hpp"
 #include "scenarios/deployment.hpp"
@@ -50,12 +51,8 @@ inline constexpr long long kMaxClusterGpus = 262144;
 inline constexpr long long kMaxClusterNodes = 32768;
 inline constexpr long long kMaxSessions = 10000000;
 
-/// A name that becomes a file or folder name (a deployment's output folder, out/<scenario name>):
-/// non-empty, only letters, digits and . _ - +, and not "." or "..", so it cannot leave the output
-/// folder.
-bool is_safe_file_name(const std::string& name);
-/// Why `name` is refused, for messages ("letters, digits and ._-+ only ...").
-std::string safe_file_name_rule();
+// is_safe_file_name / safe_file_name_rule: scenarios/file_names.hpp (a deployment's name is its
+// output folder, the scenario's name out/<name>).
 
 /// Folder holding models/ and hardware/: $SERVESIM_DATA_DIR if set, else the source tree's
 /// scenarios/ (compiled in).

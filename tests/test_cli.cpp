@@ -176,6 +176,22 @@ TEST(Cli, StepDefaultsFollowThePhaseAndWrongNamesListTheDeployments) {
   o = sh("step --ops");
   ASSERT_EQ(o.status, 0) << o.text;
   for (const char* s : {"kda_decode", "mla_decode", "moe_experts", "fitted"}) EXPECT_NE(o.text.find(s), std::string::npos) << s;
+  // a batch no rank can hold is priced with a warning (review: 300 x 32K on K3 printed a throughput
+  // silently): the edge is `servesim plan`'s decode rank capacity at 32K (76 sequences at attn TP 8)
+  o = sh("plan");
+  const auto at = o.text.find("decode rank capacity (sequences of one context length, attn TP 8):");
+  ASSERT_NE(at, std::string::npos) << o.text;
+  const int fit = std::stoi(o.text.substr(o.text.find("32K: ", at) + 5));
+  ASSERT_GT(fit, 1);
+  const std::string kv_warning = "of KV per GPU, the decode pool's GPUs hold";
+  o = sh("step --context 32767 --seqs-per-rank " + std::to_string(fit));  // 32,767 cached + 1 new = 32K each
+  ASSERT_EQ(o.status, 0) << o.text;
+  EXPECT_EQ(o.text.find(kv_warning), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("above the decode pool's max_running 64"), std::string::npos) << o.text;  // 76 > 64
+  o = sh("step --context 32767 --seqs-per-rank " + std::to_string(fit + 1));
+  ASSERT_EQ(o.status, 0) << o.text;
+  EXPECT_NE(o.text.find("warning: " + std::to_string(fit + 1) + " sequences of 32768 tokens need"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find(kv_warning), std::string::npos) << o.text;
 }
 
 // One CommandLine parses many argvs (fuzz/fuzz_cli.cpp builds CLI11's table once per campaign):

@@ -219,6 +219,27 @@ TEST(Report, NotAnOutputFolderExits2) {
   const auto o2 = test::sh("report " + d.string());
   EXPECT_EQ(o2.status, 2) << o2.text;
   EXPECT_NE(o2.text.find((d / "summary.json").string() + ": not valid JSON"), std::string::npos) << o2.text;
+  // a deployment name that would leave the folder is refused as the scenario reader refuses it
+  // (review: "../default/k3-h200" read another run's files and exited 0)
+  write(d / "summary.json", R"({"deployments": [{"deployment": "../default/k3-h200"}]})");
+  const auto o3 = test::sh("report " + d.string());
+  EXPECT_EQ(o3.status, 2) << o3.text;
+  EXPECT_NE(o3.text.find("deployment \"../default/k3-h200\": use letters, digits"), std::string::npos) << o3.text;
+  fs::remove_all(d);
+}
+
+// A deployment whose requests.csv cannot be read loses its CDF lines: that is listed among the
+// charts left out (review: "9 charts, 0 left out" while K3's lines were missing).
+TEST(Report, AnUnreadableRequestsFileIsListedAsLeftOut) {
+  const fs::path d = scratch("cut");
+  write(d / "summary.json", R"({"deployments": [{"deployment": "a"}, {"deployment": "b"}]})");
+  write(d / "a" / "requests.csv", "id,status,arrival_s,ttft_ms,tpot_ms,e2e_ms\n0,completed,1.0,900,20,3000\n");
+  write(d / "b" / "requests.csv", "id,status,arrival_s,ttft_ms,tpot_ms,e2e_ms\n0,completed,1.0\n");  // cut short
+  const auto r = rp::build_report(d.string());
+  ASSERT_NE(chart(r, "cdf-ttft"), nullptr);
+  EXPECT_EQ(chart(r, "cdf-ttft")->config["data"]["datasets"].size(), 1u);
+  EXPECT_TRUE(omitted(r, "TTFT / TPOT / end-to-end CDF lines of b"));
+  EXPECT_FALSE(omitted(r, "TTFT / TPOT / end-to-end CDF lines of a"));
   fs::remove_all(d);
 }
 

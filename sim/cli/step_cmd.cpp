@@ -3,6 +3,8 @@
 #include "sim/cli/common.hpp"
 
 #include "costmodels/factory.hpp"
+#include "costmodels/feasibility.hpp"
+#include "costmodels/memory.hpp"
 #include "costmodels/step_cost.hpp"
 
 namespace servesim::cli {
@@ -87,6 +89,19 @@ int step(const StepArgs& a) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 2;
   }
+  // a batch the deployment could not hold is still priced (what-if), with a warning naming the limit
+  // (review: `step --seqs-per-rank 300 --context 32768` on K3 printed a throughput no rank reaches)
+  const double kv_need = static_cast<double>(a.seqs_per_rank) * kv_bytes(d->model, context + tokens, pool.attn_tp);
+  const GpuMemoryPlan mem = plan_gpu_memory(*d, pool);
+  if (kv_need > mem.kv_budget)
+    fmt::print(stderr, "warning: {} sequences of {} tokens need {} of KV per GPU, the {} pool's GPUs hold {} (servesim plan): "
+               "no rank of this deployment runs this batch; priced anyway\n",
+               a.seqs_per_rank, context + tokens, gb(kv_need), a.phase, gb(mem.kv_budget));
+  if (decode && a.seqs_per_rank > pool.max_running)
+    fmt::print(stderr, "warning: {} sequences per rank is above the decode pool's max_running {}: priced anyway\n", a.seqs_per_rank, pool.max_running);
+  if (!decode && a.seqs_per_rank * tokens > pool.max_batch_tokens)
+    fmt::print(stderr, "warning: {} new tokens per rank is above the prefill pool's max_batch_tokens {}: priced anyway\n", a.seqs_per_rank * tokens,
+               pool.max_batch_tokens);
   const UniformStep u = uniform_step(*d, cost, decode, a.seqs_per_rank, tokens, context);
   const StepTime& t = u.time;
   const double all_tokens = u.tokens;

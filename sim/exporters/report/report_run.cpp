@@ -2,6 +2,8 @@
 // occupancy over time and transfer volume per link class (timeline.json, summary.json), unit cost.
 #include "sim/exporters/report/report.hpp"
 
+#include "scenarios/file_names.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -43,6 +45,8 @@ void latency_cdfs(Report& r, const std::vector<Dep>& deps) {
       lat.emplace_back(read_latencies(f->string(), w.is_number() ? w.get<double>() : 0.0));
     } catch (const ReportError& e) {
       lat.emplace_back(), missing.push_back(d.name + " (" + e.what() + ")");
+      // its lines are missing from every CDF: listed among the charts left out, not only in a caption
+      r.omitted.emplace_back("TTFT / TPOT / end-to-end CDF lines of " + d.name, e.what());
     }
   }
   for (const auto& m : metrics) {
@@ -243,6 +247,9 @@ Report build_run_report(const std::string& dir, const ojson& summary) {
   if (!list.is_array() || list.empty()) throw ReportError(dir + "/summary.json: no \"deployments\" (not a servesim run's summary)");
   for (const auto& d : list) {
     const std::string name = d.contains("deployment") && d["deployment"].is_string() ? d["deployment"].get<std::string>() : "?";
+    // the name becomes a folder under `dir`: one that could leave it ("../x", "/abs") is refused,
+    // as the scenario reader refuses it (review: a hand-edited summary.json read files outside)
+    if (!is_safe_file_name(name)) throw ReportError(dir + "/summary.json: deployment \"" + name + "\": " + safe_file_name_rule());
     deps.push_back({name, d, (fs::path(dir) / name).string()});
   }
   return build_run_report("servesim run: " + (summary.contains("scenario") && summary["scenario"].is_string() ? summary["scenario"].get<std::string>() : dir),

@@ -2,6 +2,8 @@
 // nodes needed per model x GPU, HBM per GPU, KV tiers, transfer volume and unit cost from the
 // points' summary.json.
 #include "sim/exporters/report/report.hpp"
+
+#include "scenarios/file_names.hpp"
 #include "sim/exporters/report/slo.hpp"
 
 #include <fmt/format.h>
@@ -67,6 +69,7 @@ Sweep read_rows(const std::string& dir, const ojson& results) {
     for (const auto& v : varying) r.series += (r.series.empty() ? "" : ", ") + last_segment(v) + "=" + text(row.value(v, ojson()));
     if (deployments.size() > 1 || r.series.empty()) r.series += (r.series.empty() ? "" : ", ") + text(row.value("deployment", ojson()));
     const std::string id = row.value("point", "");
+    if (!is_safe_file_name(id)) throw ReportError(dir + "/results.json: point \"" + id + "\": " + safe_file_name_rule());
     if (!summaries.count(id)) {
       const fs::path f = fs::path(dir) / "points" / id / "summary.json";
       try {
