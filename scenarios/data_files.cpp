@@ -276,15 +276,20 @@ std::string resolve_data_file(const std::string& ref, const std::string& kind, c
   }
   for (const auto& p : tries)
     if (std::string f = existing_form(p); !f.empty()) return f;
-  std::string known;
+  // the names available, once each and sorted (base_dir and the data folder are often the same:
+  // review, "available: h100, b300, h200, h800, h100, b300, h200, h800")
+  std::set<std::string> names;
   for (const auto& dir : {fs::path(base_dir) / kind, fs::path(data_dir()) / kind}) {
     std::error_code ec;
     if (fs::is_directory(dir, ec))
       for (const auto& f : fs::directory_iterator(dir, ec))
-        if (f.path().extension() == ".json") known += (known.empty() ? "" : ", ") + f.path().stem().string();
+        if (f.path().extension() == ".json") names.insert(f.path().stem().string());
   }
-  throw ScenarioError("no " + kind + " file for \"" + ref + "\" (looked for " + tries.front().string() +
-                      (tries.size() > 1 ? " and " + tries.back().string() : std::string()) + "; available: " + (known.empty() ? "none" : known) + ")");
+  std::string known;
+  for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+  const bool two = tries.size() > 1 && tries.back().lexically_normal() != tries.front().lexically_normal();
+  throw ScenarioError("no " + kind + " file for \"" + ref + "\" (looked for " + tries.front().string() + (two ? " and " + tries.back().string() : std::string()) +
+                      "; available: " + (known.empty() ? "none" : known) + ")");
 }
 
 ModelSpec load_model(const std::string& path) { return parse_model(parse_json(read_file(path), path), path); }

@@ -307,6 +307,13 @@ TEST(Cli, HostileNumericOptionsExitWithStatus2AndNameTheOption) {
       // 2^40 tokens × 2 sequences = 2^41 tokens in one rank's batch
       {"step --phase prefill --tokens 1099511627776 --seqs-per-rank 2", "a rank's batch must be at most 2^40 tokens"},
       {"costmodel report --worst -1", "--worst: must be an integer"},
+      // refused before any fitting, naming the option (review: exit 1, or minutes of fitting for an unknown --family)
+      {"costmodel report --data /nonexistent-servesim", "--data /nonexistent-servesim: no such folder"},
+      {"costmodel report --hardware nosuch", "--hardware nosuch: no hardware file for \"nosuch\""},
+      {"costmodel report --hardware nosuch", "available: b300, h100, h200, h800)"},  // once each
+      {"costmodel report --params /nonexistent-servesim.json", "--params /nonexistent-servesim.json: no such parameter file"},
+      {"costmodel report --family nosuch", "--family nosuch: no such kernel family (families: gemm_bf16,"},
+      {"costmodel fit --family nosuch", "--family nosuch: no such kernel family"},
   };
   for (const auto& [args, want] : cases) {
     const Out o = sh(args + (args.rfind("run", 0) == 0 ? out : ""));

@@ -86,6 +86,22 @@ json serving_nodes(Runner& run, const Answer& ans, const Scenario& s, const Serv
       const Alloc& both = cands[static_cast<size_t>(i)].back();
       text = "the answer misses (" + p.why + "), and so do its pools scaled up to " + std::to_string(run.nodes(c, both)) + " nodes";
       j["nodes_more_than"] = run.nodes(c, both);
+      // more decode instances that miss TPOT with TPOT p99 no lower (within 2%) than b's: the bound
+      // is one step's time (a rank's batch is set by the KV it holds, not by the instance count)
+      bool per_step = true, any = false;
+      double worst = p.tpot_p99_s;
+      for (const Alloc& al : cands[static_cast<size_t>(i)]) {
+        if (al.decode <= b.decode) continue;
+        const Point q = *run.known(c, al, s.seed, 1, e.f);
+        any = true;
+        per_step = per_step && q.why == "TPOT" && q.tpot_p99_s >= 0.98 * p.tpot_p99_s;
+        worst = std::min(worst, q.tpot_p99_s);
+      }
+      j["tpot_bound_per_step"] = any && per_step;
+      if (any && per_step)
+        text += fmt::format("; TPOT p99 stays at {:.1f} ms or more with more decode instances: at these step times the TPOT bound is one "
+                            "step's time, which no instance count lowers",
+                            worst * 1e3);
     }
     if (j["nodes_more_than"].is_null()) j["nodes"] = n, j["nodes_delta"] = n - nb;
     else j["nodes"] = json(), j["nodes_delta"] = json();

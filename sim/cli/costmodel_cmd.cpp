@@ -22,13 +22,42 @@ namespace {
 
 GpuSpec hardware(const std::string& name) { return load_hardware(resolve_data_file(name, "hardware", data_dir())); }
 
+// Bad command-line input (exit 2, README "Input rules"): an unknown hardware name, a --data folder
+// or a --params file (report) that does not exist, a --family no kernel family has; checked before
+// any fitting (review: these exited 1, and an unknown --family printed nothing after minutes).
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // --data default: the folder of the parameters the measured GPU's hardware file names.
-void resolve_paths(const GpuSpec& gpu, std::string& data, std::string& params) {
+void resolve_paths(const GpuSpec& gpu, std::string& data, std::string& params, bool params_must_exist) {
   if (params.empty()) {
-    if (gpu.fitted_models_path.empty()) throw std::runtime_error("hardware " + gpu.name + " names no fitted_models file; pass --params");
+    if (gpu.fitted_models_path.empty()) throw InputError("hardware " + gpu.name + " names no fitted_models file; pass --params");
     params = gpu.fitted_models_path;
+  } else if (params_must_exist && !path_exists(params)) {
+    throw InputError("--params " + params + ": no such parameter file");
   }
   if (data.empty()) data = fs::path(params).parent_path().string();
+  else if (std::error_code ec; !fs::is_directory(data, ec)) throw InputError("--data " + data + ": no such folder");
+}
+
+void check_family(const std::string& family) {
+  if (family.empty()) return;
+  std::string names;
+  for (int i = 0; i < kFamilyCount; ++i) {
+    const FamilyInfo& f = family_info(static_cast<Family>(i));
+    if (f.name == family) return;
+    names += (names.empty() ? "" : ", ") + std::string(f.name);
+  }
+  throw InputError("--family " + family + ": no such kernel family (families: " + names + ")");
+}
+
+GpuSpec input_hardware(const std::string& name) {
+  try {
+    return hardware(name);
+  } catch (const ScenarioError& e) {
+    throw InputError(std::string("--hardware ") + name + ": " + e.what());
+  }
 }
 
 std::string pct(double x) { return fmt::format("{:.1f}", 100 * x); }
@@ -135,9 +164,10 @@ std::map<std::string, ModelSpec> bench_models() {
 
 int costmodel_fit(const CostModelArgs& a) {
   try {
-    const GpuSpec gpu = hardware(a.hardware), h800 = hardware("h800");
+    check_family(a.family);
+    const GpuSpec gpu = input_hardware(a.hardware), h800 = hardware("h800");
     std::string data = a.data, params = a.params;
-    resolve_paths(gpu, data, params);
+    resolve_paths(gpu, data, params, false);
     const auto t0 = std::chrono::steady_clock::now();
     const auto tables = load_kernel_tables(data);
     FitOptions opt;
@@ -156,6 +186,9 @@ int costmodel_fit(const CostModelArgs& a) {
                "nvlink_call_overhead_s, nic_call_overhead_s);\n"
                "tests/test_costmodel_fit.cpp checks that they equal this calibration.\n");
     return 0;
+  } catch (const InputError& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;
@@ -164,9 +197,10 @@ int costmodel_fit(const CostModelArgs& a) {
 
 int costmodel_report(const CostModelArgs& a) {
   try {
-    const GpuSpec gpu = hardware(a.hardware), h800 = hardware("h800");
+    check_family(a.family);
+    const GpuSpec gpu = input_hardware(a.hardware), h800 = hardware("h800");
     std::string data = a.data, params = a.params;
-    resolve_paths(gpu, data, params);
+    resolve_paths(gpu, data, params, true);
     const auto tables = load_kernel_tables(data);
     const auto loaded = load_fit_cached(params);
     fmt::print("kernel-fitted cost model: parameters {} (FNV-1a {}), fitted to {} tables of {} measured on {} (commits {})\n", params,
@@ -195,6 +229,9 @@ int costmodel_report(const CostModelArgs& a) {
                  published_h800_checks(loaded, h800));
     print_comm(loaded->comm);
     return 0;
+  } catch (const InputError& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;
