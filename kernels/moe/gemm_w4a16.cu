@@ -232,7 +232,9 @@ int choose_kernel(int v, int bt, int K, long long x_rows, int N = 0, int max_til
   // where every CTA's prologue is exposed (kernel-24 timelines: ~1.7 us from entry to the first bulk copy, ~3 us to the
   // first full stage, of a 14-20 us kernel): kernel 25 (= kernel 17 + EP) at BT 8 on grids of <= 2 CTAs per SM,
   // kernel 26 (= kernel 20 + EP) at BT 8 on grids of 2-3 CTAs per SM and at BT 16 on grids of <= 3 CTAs per SM
-  // (N and max_tiles known, K % 256 == 0); else exactly 20
+  // (N and max_tiles known, K % 256 == 0); else exactly 20. MEASURED SLOWER (w4k call 2, NOTES.md §23): t25/t20 1.03-1.14
+  // event, median 1.067, at every point where it runs (K3 w2 / DSV4-Flash w2 / K3 w13 G 8, m 1-16), most likely because the
+  // stage-0 token copies now queue behind the whole ring's weight copies; opt-in only (tests, comparisons)
   if (v == 25) {
     const long long ctas = static_cast<long long>(N / kRowsPerCta) * max_tiles;
     if (N > 0 && max_tiles > 0 && K % 256 == 0) {

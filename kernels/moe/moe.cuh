@@ -183,7 +183,7 @@ __host__ __device__ __forceinline__ uint32_t w4a16_reg_bits(uint32_t w, int j) {
 /// 25 (NOTES.md §23) = 20 with the early prologue (the group from one round of loads, the first weight copies issued
 /// before the CTA barrier) on grids that fit in one wave: kernel 25 (kernel 17 + it) at BT 8 on grids of <= 2 CTAs per
 /// SM, kernel 26 (kernel 20 + it) at BT 8 on grids of 2-3 CTAs per SM and at BT 16 on grids of <= 3 CTAs per SM (N and
-/// max_tiles known, K % 256 == 0); else as 20.
+/// max_tiles known, K % 256 == 0); else as 20. Measured SLOWER (1.03-1.14x variant 20's time, §23): opt-in only.
 void w4a16_set_variant(int v);
 /// Variant 24's timeline buffer (device, 10 x 64-bit words per CTA of the launched grid, N / 128 x max_tiles CTAs):
 /// smid, blockIdx.x + 65536 blockIdx.y, globaltimer at entry / exit (ns), SM clock64 at entry, at the first stage's full

@@ -18,6 +18,8 @@
 #     repetition the median of event t25/t20 < 1 and at every such point min-over-reps t25/t20 <= 1/0.97; tests pass;
 #  4. only after a passed gate: the whole-layer tables under 25 and the G-8 decode keys (m 1-16) of
 #     moe_grouped_gemm_w4a16 under 25 then 20 (same-run reference).
+# Ran: call 1 (6a164d1, GUARD 220; NOTES.md §23), call 2 (9af83fc, GUARD 88 MEMCHECK_LAST=1 TEST1_S=30 CMP_S=25: the shards
+# holding W4A16Decode17 / 25 hit the 30 s shard timeout; variant 25 1.03-1.14x variant 20: gate FAILED, no tables, no memcheck).
 # Reproduce: OUT=/tmp/out BIN=<dir with test_moe, bench_moe (or .gz)> CALL=1|2 bash kernels/moe/run_w4k.sh
 set -u
 BIN=${BIN:-build-carry/w4k}; OUT=${OUT:-/tmp/w4k-out}; GUARD_S=${GUARD_S:-220}; CALL=${CALL:-1}

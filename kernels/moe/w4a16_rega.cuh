@@ -279,6 +279,8 @@ __device__ __forceinline__ int ep_group(const int* toff, int G, int tile) {
 /// EP (kernel 25 = kernel 17 with EP; NOTES.md §23, w4k): the early prologue: the group from ep_group (the total-tile
 /// load in the same round), the mbarriers initialised by the producer's lane 0, which then issues the first min(S, KB)
 /// weight bulk copies BEFORE the CTA barrier (the token copies and their arrivals follow in the producer loop as before).
+/// Correct (PermuteTest 25) but SLOWER (w4k call 2: 1.03-1.14x; likely the stage-0 token copies queued behind the whole
+/// ring's weight copies, so the first full barrier completes later), opt-in only (variant 25).
 template <int BT, int KS_, int DQ = 0, bool EP = false>
 __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_decode_kernel(const Params p) {
   using C = DCfg<BT, KS_>;
