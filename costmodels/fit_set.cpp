@@ -1,4 +1,5 @@
 #include "costmodels/fit_set.hpp"
+#include "scenarios/file_names.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -42,6 +43,7 @@ Ceilings datasheet_ceilings(const GpuSpec& g) {
 
 FitSet read_fit_json(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
+  if (is_folder(path)) throw std::runtime_error(path + ": is a folder, not a file (\"fitted_models\" must name the parameter file)");
   if (!in) throw std::runtime_error(path + ": cannot open the fitted cost-model parameters (run `servesim costmodel fit`)");
   std::ostringstream ss;
   ss << in.rdbuf();

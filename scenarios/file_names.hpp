@@ -4,7 +4,9 @@
 // reader, without linking it.
 #pragma once
 #include <algorithm>
+#include <filesystem>
 #include <string>
+#include <system_error>
 
 namespace servesim {
 
@@ -15,6 +17,13 @@ inline bool is_safe_file_name(const std::string& name) {
   return std::all_of(name.begin(), name.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-' || c == '+';
   });
+}
+
+/// `path` names a folder: the readers of input files say so instead of "malformed JSON" or "the
+/// trace is empty" (std::ifstream opens a folder on Linux and reads nothing; review). No errors.
+inline bool is_folder(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec) && !ec;
 }
 
 /// Why a name is refused, for messages.

@@ -26,6 +26,7 @@ using nlohmann::json;
 // The file's text; a UTF-8 byte-order mark at its start is dropped (README "Input rules").
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
+  if (is_folder(path)) throw ScenarioError(path + ": is a folder, not a file");
   if (!in) throw ScenarioError(path + ": cannot open the file (check the path)");
   std::ostringstream o;
   o << in.rdbuf();

@@ -133,6 +133,19 @@ TEST(Faults, NoCompletionGivesNullPercentilesAndGoodputIsOverFinishedRequests) {
     EXPECT_NE(table.find("warning: tiny: no request completed"), std::string::npos) << table;
   }
   {
+    // a warm-up past the run's end (horizon 0: run until done, here 73 s): the window is empty and
+    // the warning names warmup_s, not the horizon (review)
+    MetricsCollector m(slo, 1, 1, 1000.0);
+    m.on_end(73.0);
+    DeploymentSpec d = test::tiny(512);
+    RunReport rep;
+    rep.deployment = &d, rep.summary = m.summary();
+    const std::string table = summary_table({summary_json(rep)});
+    EXPECT_NE(table.find("warning: tiny: the measurement window [1000.0, 73.0] s is empty: warmup_s is at or past the run's end"), std::string::npos)
+        << table;
+    EXPECT_EQ(table.find("a longer --horizon"), std::string::npos) << table;
+  }
+  {
     // completed within both bounds; completed with TTFT 3 s (miss); rejected (miss); in flight
     MetricsCollector m(slo, 1, 1);
     auto done = [](std::uint64_t id, double ttft) {

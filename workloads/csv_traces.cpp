@@ -1,4 +1,5 @@
 #include "workloads/csv_traces.hpp"
+#include "scenarios/file_names.hpp"
 
 #include "workloads/csv.hpp"
 #include "workloads/text_input.hpp"
@@ -12,6 +13,7 @@ const char* kBurstHeader = "Timestamp,Model,Request tokens,Response tokens,Total
 
 CsvRequestReader::CsvRequestReader(Format format, std::string path, double time_scale, long long max_requests, bool skip_bad_rows)
     : format_(format), path_(std::move(path)), in_(path_), time_scale_(time_scale), max_requests_(max_requests), skip_(skip_bad_rows) {
+  if (is_folder(path_)) throw std::runtime_error("trace " + path_ + " is a folder, not a file");
   if (!in_) throw std::runtime_error("cannot open trace " + path_ + kTraceHint);
   skip_bom(in_);
   // the header is the first line that is not blank; a file of blank lines only is an empty trace

@@ -1,4 +1,5 @@
 #include "workloads/mooncake.hpp"
+#include "scenarios/file_names.hpp"
 
 #include "workloads/json_row.hpp"
 #include "workloads/text_input.hpp"
@@ -14,6 +15,7 @@ MooncakeReader::MooncakeReader(std::string path, double time_scale, double jitte
                                long long max_requests, std::uint64_t seed, bool skip_bad_rows)
     : path_(std::move(path)), in_(path_), time_scale_(time_scale), jitter_s_(jitter_s), block_tokens_(block_tokens),
       max_requests_(max_requests), rng_(seed), skip_(skip_bad_rows) {
+  if (is_folder(path_)) throw std::runtime_error("trace " + path_ + " is a folder, not a file");
   if (!in_) throw std::runtime_error("cannot open trace " + path_ + kTraceHint);
   skip_bom(in_);
 }

@@ -1,4 +1,5 @@
 #include "workloads/tracelab.hpp"
+#include "scenarios/file_names.hpp"
 
 #include "workloads/csv.hpp"
 #include "workloads/json_row.hpp"
@@ -20,6 +21,7 @@ const char* kReplayHeader = "session_id,arrival_time,round_idx,prefix_len,input_
 
 TraceLabReplayReader::TraceLabReplayReader(std::string path, double time_scale, long long max_sessions, int block_tokens, bool skip_bad_rows)
     : path_(std::move(path)), in_(path_), time_scale_(time_scale), max_sessions_(max_sessions), block_tokens_(block_tokens), skip_(skip_bad_rows) {
+  if (is_folder(path_)) throw std::runtime_error("trace " + path_ + " is a folder, not a file");
   if (!in_) throw std::runtime_error("cannot open trace " + path_ + kTraceHint);
   skip_bom(in_);
   // the header is the first line that is not blank; a file of blank lines only is an empty trace
@@ -164,6 +166,7 @@ double iso_time(const nlohmann::json& v, const std::string& file, long line, con
 
 TraceLabRoundsReader::TraceLabRoundsReader(std::string path, double time_scale, long long max_sessions, int block_tokens, bool skip_bad_rows)
     : path_(std::move(path)), in_(path_), time_scale_(time_scale), block_tokens_(block_tokens) {
+  if (is_folder(path_)) throw std::runtime_error("trace " + path_ + " is a folder, not a file");
   if (!in_) throw std::runtime_error("cannot open trace " + path_ + kTraceHint);
   skip_bom(in_);
   std::map<std::string, size_t> by_name;

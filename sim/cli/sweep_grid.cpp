@@ -1,5 +1,6 @@
 // servesim sweep: grid expansion (dotted JSON paths into the base scenario) and the results table.
 #include "sim/cli/sweep_grid.hpp"
+#include "scenarios/file_names.hpp"
 
 #include "scenarios/json_unique.hpp"
 
@@ -18,6 +19,7 @@ namespace {
 
 ojson read_json(const std::string& path, const std::string& who) {
   std::ifstream in(path);
+  if (is_folder(path)) fail(who, std::string(path).append(" is a folder, not a file"));
   if (!in) fail(who, "cannot read " + path);
   try {
     std::stringstream text;
@@ -101,7 +103,7 @@ void expand(Grid& g, const ojson& base) {
   size_t total = 1;
   for (const auto& a : g.axes) {
     if (a.values.size() > kMaxGridPoints / total)
-      fail(g.file, "the grid has more than " + std::to_string(kMaxGridPoints) + " points (the product of the axes' lengths; each point is a run)");
+      fail(g.file, std::string("the grid has more than ").append(std::to_string(kMaxGridPoints)).append(" points (the product of the axes' lengths; each point is a run)"));
     total *= a.values.size();
   }
   for (size_t n = 0; n < total; ++n) {
@@ -173,7 +175,7 @@ Grid load_grid(const std::string& path) {
   const fs::path sc = doc["scenario"].get<std::string>();
   g.scenario_file = (sc.is_absolute() ? sc : (grid_dir / sc)).lexically_normal().string();
   if (doc.contains("only")) {
-    if (!doc["only"].is_string()) fail(path, "\"only\" must be a deployment's name (a string), got " + doc["only"].dump());
+    if (!doc["only"].is_string()) fail(path, std::string("\"only\" must be a deployment's name (a string), got ").append(doc["only"].dump()));
     g.only = doc["only"].get<std::string>();
   }
   ojson base = read_json(g.scenario_file, path);
@@ -186,7 +188,7 @@ Grid load_grid(const std::string& path) {
           names += (names.empty() ? "" : ", ") + d["name"].get<std::string>();
           found = found || d["name"].get<std::string>() == g.only;
         }
-    if (!found) fail(path, "\"only\": no deployment \"" + g.only + "\" in " + g.scenario_file + " (it has: " + names + ")");
+    if (!found) fail(path, std::string("\"only\": no deployment \"").append(g.only).append("\" in ").append(g.scenario_file).append(" (it has: ").append(names).append(")"));
   }
   absolutize(base, fs::absolute(g.scenario_file).parent_path());
   read_axes(g, doc.contains("grid") ? doc["grid"] : ojson(), base);
@@ -215,9 +217,9 @@ ojson point_rows(const Grid& g, const SweepPoint& p, const ojson& summary, bool 
 
 std::string rows_csv(const Grid& g, const ojson& rows) {
   std::string out = "point";
-  for (const auto& a : g.axes) out += "," + csv_cell(a.path);
+  for (const auto& a : g.axes) out.append(",").append(csv_cell(a.path));
   out += ",status,deployment";
-  for (const auto& [name, keys] : metric_keys()) out += "," + name;
+  for (const auto& [name, keys] : metric_keys()) out.append(",").append(name);
   out += "\n";
   for (const auto& r : rows) {
     bool first = true;

@@ -1,5 +1,6 @@
 // servesim validate: reading the case files and printing the table (validate_case.hpp).
 #include "sim/cli/validate_case.hpp"
+#include "scenarios/file_names.hpp"
 
 #include "scenarios/json_unique.hpp"
 
@@ -68,6 +69,7 @@ std::string str(const json& j, const std::string& key, const std::string& where)
 
 Case load_case(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
+  if (is_folder(path)) throw CaseError(path + ": is a folder, not a file");
   if (!in) throw CaseError(path + ": cannot open the file");
   std::ostringstream o;
   o << in.rdbuf();

@@ -54,10 +54,18 @@ std::string summary_table(const std::vector<nlohmann::json>& runs) {
   row("prefix cache token hit rate", [&](const nlohmann::json& j) { return num(100 * j["prefix_cache"]["token_hit_rate"].get<double>()) + "%"; });
   row("simulated time (s)", [&](const nlohmann::json& j) { return num(j["throughput"]["duration_s"].get<double>()); });
   row("cost model", [](const nlohmann::json& j) { return j["cost_model"]["name"].get<std::string>(); });
-  for (const auto& j : runs)
-    if (j["requests"]["completed"].get<long long>() == 0)
+  for (const auto& j : runs) {
+    // an empty measurement window (warmup_s at or past the run's end, possible with horizon_s 0:
+    // run until done) is said as such, naming warmup_s (review: the warning blamed the horizon)
+    const auto& w = j.contains("window") ? j["window"] : nlohmann::json();
+    if (w.is_object() && w.contains("start_s") && w.contains("end_s") && w["start_s"].is_number() && w["end_s"].is_number() &&
+        w["start_s"].get<double>() >= w["end_s"].get<double>())
+      o += fmt::format("warning: {}: the measurement window [{}, {}] s is empty: warmup_s is at or past the run's end; lower warmup_s\n",
+                       j["deployment"].get<std::string>(), num(w["start_s"].get<double>()), num(w["end_s"].get<double>()));
+    else if (j["requests"]["completed"].get<long long>() == 0)
       o += fmt::format("warning: {}: no request completed (latency percentiles and goodput are n/a); a longer --horizon or a lighter load?\n",
                        j["deployment"].get<std::string>());
+  }
   return o;
 }
 
