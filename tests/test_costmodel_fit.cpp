@@ -232,6 +232,27 @@ TEST(Fit, EngineOpsSumToTheMeasuredWholeLayersInsideTheMeasuredRange) {
   EXPECT_LE(s.max, 0.15);
 }
 
+// The whole MoE layer on one GPU (moe_layer_* tables: router through combine, 1-8,192 tokens), every
+// row, inside the measured range or not: per model the median |engine op sum / measured - 1| within
+// issue 13's 10% for whole-layer composites and the p95 within 20% (README "Whole-layer checks"
+// states the figures; the review found them drifted from 4.8% / 10.0% to 8.8% / 16.1% for V4-Pro
+// with no test noticing: the in-range test above sees 2-3 of each model's 26 rows).
+TEST(Fit, WholeMoeLayersOverEveryMeasuredTokenCount) {
+  std::map<std::string, ModelSpec> models{{"K3", test::model("kimi-k3")}, {"DSV4-Pro", test::model("deepseek-v4-pro")},
+                                          {"DSV4-Flash", test::model("deepseek-v4-flash")}};
+  std::map<std::string, std::vector<double>> by_group;
+  for (const auto& r : composite_checks(committed(), test::gpu("h200"), tables(), models))
+    if (r.group.find("moe_layer") != std::string::npos) by_group[r.group].push_back(std::abs(r.ratio() - 1));
+  ASSERT_EQ(by_group.size(), 3u);
+  for (const auto& [g, e] : by_group) {
+    const ErrorStats s = error_stats(e);
+    EXPECT_GE(s.n, 20) << g;
+    EXPECT_LE(s.median, 0.10) << g;
+    EXPECT_LE(s.p95, 0.20) << g;
+    std::printf("%s: %d rows, median %.1f%%, p95 %.1f%%\n", g.c_str(), s.n, 100 * s.median, 100 * s.p95);
+  }
+}
+
 // ----------------------------------------------------------------------------- sanity
 
 namespace {
