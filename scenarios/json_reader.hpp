@@ -104,7 +104,7 @@ class Obj {
     return j_.contains(k);
   }
   const json& raw(const std::string& k) {
-    used_.insert(k);
+    used_.insert(k), asked_.insert(k);  // a key read as a whole (child objects, arrays) is accepted too
     if (!j_.contains(k)) fail(k, "missing (required)");  // not json::at's out_of_range (issue 16)
     return j_.at(k);
   }

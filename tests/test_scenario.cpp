@@ -90,6 +90,15 @@ TEST(Scenario, UnknownKeyIsNamedWithItsPath) {
   // the hint lists the keys the reader accepts, also those the file does not use
   const std::string e3 = error_of(scenario_with(R"(,"kv_tier":{"enabled":true})"));
   EXPECT_NE(e3.find("did you mean \"kv_tiers\""), std::string::npos) << e3;
+  // keys read as a whole (an object or array child) are listed too (review: the top-level list
+  // lacked "workload" and "deployments", the workload's "input_tokens" and "output_tokens")
+  std::string top = scenario_with("");
+  top.insert(1, R"("workloads":1,)");
+  EXPECT_NE(error_of(top).find("workloads: unknown key (did you mean \"workload\"?)"), std::string::npos) << error_of(top);
+  EXPECT_NE(error_of(top).find("deployments"), std::string::npos) << error_of(top);
+  const std::string w = R"({"kind":"synthetic","requests":3,"rate_per_s":1,"input_tokens":{"dist":"constant","value":1000},
+    "output_tokens":{"dist":"constant","value":10},"output_token":1})";
+  EXPECT_NE(error_of(scenario_with("", w)).find("did you mean \"output_tokens\""), std::string::npos) << error_of(scenario_with("", w));
   EXPECT_NE(e3.find("prefix_cache"), std::string::npos) << e3;
   EXPECT_NE(e3.find("batch_scheduler"), std::string::npos) << e3;
 }
