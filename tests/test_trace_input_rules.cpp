@@ -151,6 +151,22 @@ TEST(InputRules, ATraceRowWithAKeyTwiceIsRefusedWithFileAndLine) {
   EXPECT_NE(rj(r).find("dr.jsonl:1: key \"output_tokens\" appears twice"), std::string::npos) << rj(r);
 }
 
+// A TraceLab replay session's rows must agree with each other: the same arrival_time (the reader
+// takes round 0's), each round's prefix_len the history so far (round before's prefix + input +
+// output; the shipped trace holds both for all 255 later rounds), and a started session's rows
+// contiguous (review: the first two were simulated silently, the third blamed a session "not
+// started").
+TEST(InputRules, TraceLabReplaySessionsMustAgreeWithThemselves) {
+  auto tl = [](const std::string& rows) { return error_of<TraceLabReplayReader>(write_tmp("s.csv", kReplayHead + rows), 1.0, 0LL, 512, false); };
+  const std::string r0 = "0,117,0,0,2318,200,300\n", r1 = "0,117,1,2518,348,131,154\n";
+  EXPECT_EQ(tl(r0 + r1 + "0,117,2,2997,812,104,0\n"), "");  // 2,518 = 0 + 2,318 + 200; 2,997 = 2,518 + 348 + 131
+  EXPECT_NE(tl(r0 + r1 + "0,117,2,5,812,104,0\n").find("s.csv:4: prefix_len 5 of round 2: the session's history is 2997 tokens"), std::string::npos)
+      << tl(r0 + r1 + "0,117,2,5,812,104,0\n");
+  EXPECT_NE(tl(r0 + "0,999,1,2518,348,131,154\n").find("s.csv:3: arrival_time 999 differs from the session's (117)"), std::string::npos)
+      << tl(r0 + "0,999,1,2518,348,131,154\n");
+  EXPECT_NE(tl(r0 + "1,200,0,0,10,1,0\n" + r1).find("s.csv:4: session 0 starts again"), std::string::npos) << tl(r0 + "1,200,0,0,10,1,0\n" + r1);
+}
+
 // Item 10: an empty trace (no rows, or blank lines only; a CSV without even a header) yields no
 // request and no error from the reader; `servesim run` refuses it (test_cli).
 TEST(InputRules, AnEmptyTraceYieldsNoRequests) {

@@ -2,6 +2,8 @@
 #include "scenarios/file_names.hpp"
 
 #include "workloads/csv.hpp"
+
+#include <cstdio>
 #include "workloads/json_row.hpp"
 #include "workloads/text_input.hpp"
 
@@ -35,6 +37,14 @@ TraceLabReplayReader::TraceLabReplayReader(std::string path, double time_scale, 
   if (header != kReplayHeader) throw TraceError(path_, line_, "header \"" + header + "\" is not \"" + kReplayHeader + "\"");
 }
 
+namespace {
+std::string fmt_ms(double ms) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", ms);
+  return buf;
+}
+}  // namespace
+
 bool TraceLabReplayReader::read_row(Row& r) {
   std::string line;
   while (std::getline(in_, line)) {
@@ -59,23 +69,36 @@ bool TraceLabReplayReader::read_row(Row& r) {
       x.wait_s = csv_double(f[6], path_, line_, "tool_wait_after_ms", 0, kMaxSeconds * 1000) / 1000.0 * time_scale_;
       if (x.wait_s > kMaxSeconds) throw TraceError(path_, line_, "tool_wait_after_ms × time_scale is more than 1e9 s");
       if (x.session != last_session_) {
+        if (seen_.count(x.session))  // before the round check: a later round of a started session is this case (review)
+          throw TraceError(path_, line_, "session " + std::to_string(x.session) + " starts again (a session's rows must be contiguous)");
         if (x.round != 0)
           throw TraceError(path_, line_, "round " + std::to_string(x.round) + " of session " + std::to_string(x.session) +
                                              " refers to a session that has not started (its round 0 must come first)");
-        if (seen_.count(x.session))
-          throw TraceError(path_, line_, "session " + std::to_string(x.session) + " starts again (a session's rows must be contiguous)");
         if (x.arrival_s < last_arrival_) throw TraceError(path_, line_, "arrival_time goes backwards (sessions must be in arrival order)");
-      } else if (x.round != expect_round_) {
-        throw TraceError(path_, line_, "round_idx " + std::to_string(x.round) + " of session " + std::to_string(x.session) + ": expected " +
-                                           std::to_string(expect_round_));
+      } else {
+        if (x.round != expect_round_)
+          throw TraceError(path_, line_, "round_idx " + std::to_string(x.round) + " of session " + std::to_string(x.session) + ": expected " +
+                                             std::to_string(expect_round_));
+        // a session's rows repeat its arrival_time, and each round's prefix is the history so far
+        // (the round before's prefix + input + output): the reader takes the arrival from round 0 and
+        // the cached tokens from prefix_len, so a row that disagrees would be simulated silently
+        // otherwise (review; the shipped trace holds both for all 255 later rounds)
+        if (ms != session_ms_)
+          throw TraceError(path_, line_, "arrival_time " + std::string(f[1]) + " differs from the session's (" + fmt_ms(session_ms_) +
+                                             "): every row of a session repeats its start");
+        if (x.prefix != expect_prefix_)
+          throw TraceError(path_, line_, "prefix_len " + std::to_string(x.prefix) + " of round " + std::to_string(x.round) + ": the session's history is " +
+                                             std::to_string(expect_prefix_) + " tokens (the round before's prefix_len + input_len + output_len)");
       }
       if (!have_t0_) t0_ms_ = ms, have_t0_ = true;
       if (x.session != last_session_) {
         seen_[x.session] = true;
         last_session_ = x.session;
         last_arrival_ = x.arrival_s;
+        session_ms_ = ms;
       }
       expect_round_ = x.round + 1;
+      expect_prefix_ = x.prefix + x.input + x.output;  // each ≤ 2^40: no overflow
       r = x;
       return true;
     } catch (const TraceError&) {

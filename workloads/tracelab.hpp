@@ -65,6 +65,8 @@ class TraceLabReplayReader final : public RequestSource {
   std::optional<Row> lookahead_;
   long long last_session_ = -1, expect_round_ = 0;
   double last_arrival_ = 0;
+  double session_ms_ = 0;          // the current session's arrival_time (every row of a session repeats it)
+  long long expect_prefix_ = 0;    // the current session's history after the row before: its prefix + input + output
   bool have_t0_ = false;
   double t0_ms_ = 0;  ///< the first session's arrival_time: time 0
   std::unordered_map<long long, bool> seen_;
