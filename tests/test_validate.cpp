@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -69,11 +71,15 @@ fs::path tmp(const std::string& name) {
 
 // A DeepEP case with one low-latency EP8 dispatch row (simulated 76.82 µs, see below) and the
 // given published value and expected_fail field.
+// `extra` (", \"key\": value, ...") replaces or adds keys of the row: a key given twice is refused
+// by every reader (scenarios/json_unique.hpp), so the row is merged here, not appended to
 void write_deepep_case(const fs::path& dir, double published, const std::string& extra) {
+  nlohmann::json r = {{"metric", "ll dispatch EP8"}, {"unit", "µs"}, {"published", published}, {"mode", "low_latency"},
+                        {"op", "dispatch"}, {"ep", 8}, {"tokens", 128}};
+  if (!extra.empty()) r.update(nlohmann::json::parse("{" + extra.substr(extra.find(',') + 1) + "}"));
   std::ofstream(dir / "one.json") << R"({"name": "one", "kind": "deepep_alltoall", "source": "test", "deployment": "test",
     "hardware": ")" << test::data("scenarios/hardware/h800.json") << R"(", "layer": {"hidden": 7168, "experts": 256, "top_k": 8},
-    "bound": {"relative": 0.15}, "rows": [{"metric": "ll dispatch EP8", "unit": "µs", "published": )" << published
-                                  << R"(, "mode": "low_latency", "op": "dispatch", "ep": 8, "tokens": 128)" << extra << "}]}";
+    "bound": {"relative": 0.15}, "rows": [)" << r.dump() << "]}";
 }
 
 // A step_throughput case on the SGLang DeepSeek-V3 scenario with one row (its JSON object).
