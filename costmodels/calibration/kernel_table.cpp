@@ -1,4 +1,5 @@
 #include "costmodels/calibration/kernel_table.hpp"
+#include "scenarios/json_unique.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -78,7 +79,9 @@ KernelTable load_kernel_table(const std::string& path) {
   const std::string text = read_all(path);
   json j;
   try {
-    j = json::parse(text);
+    j = parse_unique_keys<json>(text);  // a key twice in a row is refused, as in every input file
+  } catch (const DuplicateKeyError& e) {
+    throw std::runtime_error(path + ": " + e.what());
   } catch (const json::parse_error& e) {
     throw std::runtime_error(path + ": malformed JSON (" + std::string(e.what()) + ")");
   }
@@ -98,7 +101,9 @@ std::map<std::string, KernelTable> load_kernel_tables(const std::string& dir) {
     const std::string text = read_all(p.string());
     json j;
     try {
-      j = json::parse(text);
+      j = parse_unique_keys<json>(text);
+    } catch (const DuplicateKeyError& e) {  // a key twice in one object: refused (which value counts is undefined)
+      throw std::runtime_error(p.string() + ": " + e.what());
     } catch (const json::parse_error&) {
       continue;
     }
