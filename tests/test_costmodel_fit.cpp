@@ -12,6 +12,9 @@
 #include "helpers.hpp"
 
 #include <gtest/gtest.h>
+#include <filesystem>
+#include <unistd.h>
+#include <fstream>
 
 #include <cmath>
 #include <map>
@@ -71,6 +74,17 @@ TEST(KernelTables, LoaderReadsOnlyKernelTables) {
   EXPECT_FALSE(t.count("fitted_models.json"));
   EXPECT_THROW(load_kernel_table(test::data("costmodels/data/h200/fitted_models.json")), std::runtime_error);
   EXPECT_EQ(t.at("mla_decode.json").content_hash.size(), 16u);
+  // a kernel table with a key twice in one object is refused, naming the file and the key
+  const auto dir = std::filesystem::temp_directory_path() / ("servesim-ktdup-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "t.json") << R"({"schema": "servesim.kernel-table/1", "schema": "servesim.kernel-table/1", "rows": []})";
+  try {
+    (void)load_kernel_tables(dir.string());
+    ADD_FAILURE() << "a duplicate key was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("t.json: key \"schema\" appears twice"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(KernelFamilies, WorkFormulasAreTheTablesOwn) {
