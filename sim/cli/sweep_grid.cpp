@@ -224,7 +224,8 @@ std::string rows_csv(const Grid& g, const ojson& rows) {
   for (const auto& r : rows) {
     bool first = true;
     for (const auto& [k, v] : r.items()) {
-      out += (first ? "" : ",") + csv_cell(v);
+      if (!first) out.push_back(',');
+      out.append(csv_cell(v));
       first = false;
     }
     out += "\n";
