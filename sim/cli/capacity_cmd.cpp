@@ -313,7 +313,7 @@ void finish(Runner& run, const Answer& best, const Scenario& s, const Deployment
   json serving_nodes_j;
   if (serving.is_array() && !serving.empty()) {
     try {
-      serving_nodes_j = serving_nodes(run, best, s, serving_ends(serving));
+      serving_nodes_j = serving_nodes(run, best, s, serving_ends(serving), a.tpot_p99_s);
     } catch (const std::invalid_argument& e) {
       serving_nodes_j = {{"note", e.what()}};
     }

@@ -23,9 +23,10 @@ ServingEnds serving_ends(const json& regimes);
 /// scaled down, never above b, when it meets. The answer at that end is the fewest nodes among b
 /// (if it meets) and the candidates that meet; when none does, "nodes_more_than" the both-scaled
 /// candidate's, and "tpot_bound_per_step" true when every candidate with more decode instances
-/// misses TPOT with a TPOT p99 within 2% of b's or above (no instance count lowers it). Returns {"least": {...}, "largest": {...}}, each with the factors, the verdict and
+/// has a TPOT p99 above `tpot_p99_bound_s` (seconds, the SLO's) and within 2% of b's or above (no
+/// instance count lowers it). Returns {"least": {...}, "largest": {...}}, each with the factors, the verdict and
 /// p99s at b, "nodes" and "nodes_delta" (to b; null with nodes_more_than) and a sentence. Runs
 /// through `run` (memoised, `jobs` at a time): 2 to 8 runs.
-json serving_nodes(Runner& run, const Answer& ans, const Scenario& s, const ServingEnds& ends);
+json serving_nodes(Runner& run, const Answer& ans, const Scenario& s, const ServingEnds& ends, double tpot_p99_bound_s);
 
 }  // namespace servesim::cli::cap
