@@ -57,6 +57,10 @@ TEST(Sweep, BadFieldExits2NamingGridAndField) {
   const Out o2 = sh("sweep " + g2.string() + " --out " + (d / "out").string());
   EXPECT_EQ(o2.status, 2) << o2.text;
   EXPECT_NE(o2.text.find("deployments.0.decode.max_running"), std::string::npos) << o2.text;
+  const fs::path g3 = write_grid(d, R"({"deployments.0.decode.max_running": [2.5]})");
+  const Out o3 = sh("sweep " + g3.string() + " --out " + (d / "out").string());
+  EXPECT_EQ(o3.status, 2) << o3.text;
+  EXPECT_NE(o3.text.find("value 2.5 is a number, the scenario's is an integer (64)"), std::string::npos) << o3.text;
   fs::remove_all(d);
 }
 

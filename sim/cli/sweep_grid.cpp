@@ -87,10 +87,12 @@ void read_axes(Grid& g, const ojson& grid, const ojson& base) {
     const ojson* field = find_field(probe, path);
     if (!field) fail(g.file, "grid field \"" + path + "\": no such field in the scenario " + g.scenario_file);
     if (!values.is_array() || values.empty()) fail(g.file, "grid field \"" + path + "\": values must be a non-empty array");
+    // an integer field given a fraction says so (review: "2.5 is a number, the scenario's is a number (64)")
+    auto kind = [](const ojson& x) { return x.is_number_integer() ? std::string("an integer") : std::string("a ").append(x.type_name()); };
     for (const auto& v : values)
       if (!same_kind(*field, v))
-        fail(g.file, "grid field \"" + path + "\": value " + v.dump() + " is a " + v.type_name() + ", the scenario's is a " +
-                         field->type_name() + " (" + field->dump() + ")");
+        fail(g.file, std::string("grid field \"").append(path).append("\": value ").append(v.dump()).append(" is ").append(kind(v)).append(", the scenario's is ")
+                         .append(kind(*field)).append(" (").append(field->dump()).append(")"));
     g.axes.push_back({path, std::vector<ojson>(values.begin(), values.end())});
   }
 }
