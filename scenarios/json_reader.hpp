@@ -51,7 +51,7 @@ inline json parse_json(const std::string& text, const std::string& origin) {
   try {
     return parse_unique_keys<json>(text);
   } catch (const DuplicateKeyError& e) {
-    throw ScenarioError(origin + ": " + (e.where.empty() ? "" : e.where + ": ") + e.what());
+    throw ScenarioError(origin + ": " + e.what());  // the message names the object's path
   } catch (const json::parse_error& e) {
     std::string msg = e.what();
     const auto p = msg.find("parse error");

@@ -15,7 +15,7 @@
 namespace servesim {
 
 /// A key given twice in one JSON object. `key`: the key; `where`: the path of the object that holds
-/// it ("deployments[].prefill"; empty for the top level).
+/// it ("deployments[0].prefill"; empty for the top level).
 struct DuplicateKeyError : std::runtime_error {
   DuplicateKeyError(std::string k, std::string w) : std::runtime_error(message(k, w)), key(std::move(k)), where(std::move(w)) {}
   std::string key, where;
@@ -36,15 +36,16 @@ template <class J>
 J parse_unique_keys(const std::string& text) {
   struct Open {
     bool array;
-    std::string name;  // the path element of this container ("key", or "[]" for an array's element)
+    std::string name;  // the path element of this container ("key", or "[i]" for an array's element)
     std::set<std::string> keys;
+    long long next = 0;  // an array's next element index
   };
   std::vector<Open> open;
   std::string key;  // the last key read in the innermost object
   auto path = [&open] {
     std::string p;
     for (size_t i = 1; i < open.size(); ++i) {
-      if (open[i].name != "[]" && !p.empty()) p.push_back('.');
+      if (open[i].name.empty() || (open[i].name[0] != '[' && !p.empty())) p.push_back('.');
       p.append(open[i].name);
     }
     return p;
@@ -52,10 +53,14 @@ J parse_unique_keys(const std::string& text) {
   typename J::parser_callback_t cb = [&](int, typename J::parse_event_t ev, J& parsed) {
     using E = typename J::parse_event_t;
     if (ev == E::object_start || ev == E::array_start) {
-      const std::string name = open.empty() ? std::string() : open.back().array ? std::string("[]") : key;
-      open.push_back({ev == E::array_start, name, {}});
+      std::string name = key;
+      if (open.empty()) name.clear();
+      else if (open.back().array) name = std::string(1, '[').append(std::to_string(open.back().next++)).append(1, ']');
+      open.push_back({ev == E::array_start, name, {}, 0});
     } else if (ev == E::object_end || ev == E::array_end) {
       if (!open.empty()) open.pop_back();
+    } else if (ev == E::value) {
+      if (!open.empty() && open.back().array) ++open.back().next;  // a scalar element
     } else if (ev == E::key) {
       key = parsed.template get<std::string>();
       if (!open.empty() && !open.back().keys.insert(key).second) throw DuplicateKeyError(key, path());

@@ -4,6 +4,7 @@
 #include "sim/simulation.hpp"
 
 #include "cli_run.hpp"
+#include "sim/cli/capacity_serving.hpp"
 #include "sim/cli/args.hpp"
 
 #include <gtest/gtest.h>
@@ -426,4 +427,22 @@ TEST(Cli, TheEnginesContextCheckCannotOverflow) {
   EXPECT_EQ(rec.by_id.at(0).status, RequestStatus::rejected);
   EXPECT_EQ(rec.by_id.at(0).reason, "context exceeds the model's 4096 tokens: 9223372036854775807 tokens");
   EXPECT_EQ(rec.by_id.at(1).status, RequestStatus::completed) << rec.by_id.at(1).reason;
+}
+
+// The step factors capacity runs its answer at (capacity_serving.hpp): 1 + the least and the largest
+// error of each regime, by hand from a regime list like validate's; a regime without rows keeps 1;
+// an error of -100% or less is refused.
+TEST(Cli, ServingEndsAreOnePlusEachRegimesErrors) {
+  using servesim::cli::cap::serving_ends;
+  const nlohmann::json regimes = nlohmann::json::parse(R"([
+    {"regime": "prefill", "rows": 6, "min_error": 0.021, "max_error": 0.201, "cases": []},
+    {"regime": "decode <= 32 seq/rank", "rows": 4, "min_error": 0.129, "max_error": 0.332, "cases": []}])");
+  const auto e = serving_ends(regimes);
+  EXPECT_DOUBLE_EQ(e.least.prefill, 1.021);
+  EXPECT_DOUBLE_EQ(e.largest.prefill, 1.201);
+  EXPECT_DOUBLE_EQ(e.least.decode_small, 1.129);
+  EXPECT_DOUBLE_EQ(e.largest.decode_small, 1.332);
+  EXPECT_EQ(e.least.decode_large, 1.0);  // no "decode > 32 seq/rank" rows: the engine's own price
+  EXPECT_EQ(e.largest.decode_large, 1.0);
+  EXPECT_THROW(serving_ends(nlohmann::json::parse(R"([{"regime": "prefill", "min_error": -1.0, "max_error": 0.1}])")), std::invalid_argument);
 }

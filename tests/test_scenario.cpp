@@ -1,5 +1,6 @@
 // Scenario loading: the shipped scenarios load; every kind of bad input is refused with a message
 // naming the file, the line/column or the field, and what was expected.
+#include "scenarios/json_unique.hpp"
 #include "helpers.hpp"
 #include "costmodels/factory.hpp"
 #include "sim/validate.hpp"
@@ -242,11 +243,19 @@ TEST(InputRules, DuplicateKeysAndClusterSizesBeyondTheBoundsAreRefused) {
   EXPECT_NE(error_of(t).find("s.json: key \"seed\" appears twice in the top-level object"), std::string::npos) << error_of(t);
   t = scenario_with("");
   t.replace(t.find(R"("prefill":{"ep":8})"), 18, R"("prefill":{"ep":8,"ep":4})");
-  EXPECT_NE(error_of(t).find("s.json: deployments[].prefill: key \"ep\" appears twice in \"deployments[].prefill\""), std::string::npos) << error_of(t);
+  EXPECT_NE(error_of(t).find("s.json: key \"ep\" appears twice in \"deployments[0].prefill\""), std::string::npos) << error_of(t);
   t = scenario_with(R"(,"slo":{"ttft_s":1},"slo":{"ttft_s":2})");
-  EXPECT_NE(error_of(t).find("key \"slo\" appears twice in \"deployments[]\""), std::string::npos) << error_of(t);
+  EXPECT_NE(error_of(t).find("key \"slo\" appears twice in \"deployments[0]\""), std::string::npos) << error_of(t);
   // the same key in two different objects is fine
   EXPECT_EQ(error_of(scenario_with("")), "");
+  // the path counts array elements, scalars included: the third element of the second object's "b"
+  try {
+    (void)parse_unique_keys<nlohmann::json>(R"([{"a": 1}, {"a": 2, "b": [1, "x", {"c": 1, "d": [], "c": 2}]}])");
+    ADD_FAILURE() << "a duplicate key was accepted";
+  } catch (const DuplicateKeyError& e) {
+    EXPECT_EQ(e.where, "[1].b[2]");
+    EXPECT_EQ(e.key, "c");
+  }
   // 2^31 - 1 decode instances of EP 8: refused by the GPU bound, naming the pool
   t = scenario_with("");
   t.replace(t.find(R"("decode":{"ep":8})"), 17, R"("decode":{"ep":8,"instances":2147483647})");

@@ -101,13 +101,16 @@ std::map<std::string, KernelTable> load_kernel_tables(const std::string& dir) {
     const std::string text = read_all(p.string());
     json j;
     try {
-      j = parse_unique_keys<json>(text);
-    } catch (const DuplicateKeyError& e) {  // a key twice in one object: refused (which value counts is undefined)
-      throw std::runtime_error(p.string() + ": " + e.what());
+      j = json::parse(text);
     } catch (const json::parse_error&) {
       continue;
     }
-    if (!j.is_object() || j.value("schema", std::string()) != "servesim.kernel-table/1") continue;
+    if (!j.is_object() || j.value("schema", std::string()) != "servesim.kernel-table/1") continue;  // not a kernel table: skipped
+    try {  // a kernel table with a key twice in one object is refused (which value counts is undefined)
+      j = parse_unique_keys<json>(text);
+    } catch (const DuplicateKeyError& e) {
+      throw std::runtime_error(p.string() + ": " + e.what());
+    }
     KernelTable t = parse_table(p.string(), text, j);
     out.emplace(t.file, std::move(t));
   }

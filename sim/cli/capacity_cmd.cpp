@@ -190,7 +190,7 @@ void print_answer(const DeploymentSpec& d, const Answer& ans, const json& est, c
       const json& f = e["step_factors"];
       fmt::print("    at the {} errors (x{:.3f}, x{:.3f}, x{:.3f}): {} ({})\n", end, f["prefill"].get<double>(), f["decode_large"].get<double>(),
                  f["decode_small"].get<double>(),
-                 e["nodes"].is_null() ? fmt::format("more than {} nodes", e["nodes_more_than"].get<int>())
+                 e["nodes"].is_null() ? fmt::format("none met up to {} nodes", e["candidates_missed_up_to"].get<int>())
                                       : fmt::format("{} nodes ({:+d})", e["nodes"].get<int>(), e["nodes_delta"].get<int>()),
                  e["text"].get<std::string>());
     }
@@ -309,7 +309,7 @@ void finish(Runner& run, const Answer& best, const Scenario& s, const Deployment
     fmt::print(stderr, "warning: {}; no serving error shown\n", serving_note.get<std::string>());
   }
   // the answer at those errors: every step as much slower (faster) as the engine was against the
-  // published deployments in its regime (capacity_serving.hpp; 2-4 more runs)
+  // published deployments in its regime (capacity_serving.hpp; 2-8 more runs)
   json serving_nodes_j;
   if (serving.is_array() && !serving.empty()) {
     try {

@@ -117,7 +117,8 @@ class Runner {
 
  private:
   static std::string key(const Config& c, const Alloc& a, std::uint64_t seed, double factor, const StepScale& serving) {
-    return fmt::format("{}/{}/{}/{}/{}/{:.6f}/{}", c.attn_tp, c.max_running, a.prefill, a.decode, seed, factor, scale_text(serving));
+    return fmt::format("{}/{}/{}/{}/{}/{:.6f}/{:.6f}/{:.6f}/{:.6f}", c.attn_tp, c.max_running, a.prefill, a.decode, seed, factor, serving.prefill,
+                       serving.decode_large, serving.decode_small);
   }
   std::vector<Point> run_new(const Config& c, const std::vector<Probe>& probes) {
     std::vector<Point> pts;

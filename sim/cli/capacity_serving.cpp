@@ -42,7 +42,10 @@ json serving_nodes(Runner& run, const Answer& ans, const Scenario& s, const Serv
     StepScale f;
     double decode_f;  // the decode pool's factor
   };
-  const End es[] = {{"least", ends.least, std::min(ends.least.decode_large, ends.least.decode_small)},
+  // the decode pool is scaled by the larger decode factor at both ends: its steps may run in either
+  // regime (V4-Pro's few 500K-token sessions per rank run in the small one, whose least factor is
+  // the larger), and the larger one shrinks less / grows more (review)
+  const End es[] = {{"least", ends.least, std::max(ends.least.decode_large, ends.least.decode_small)},
                     {"largest", ends.largest, std::max(ends.largest.decode_large, ends.largest.decode_small)}};
   // b at both ends in one batch, then each end's candidates in a second: b's prefill pool, its
   // decode pool, and both, scaled (up when b misses, at least one instance more; down when it meets)
@@ -69,7 +72,7 @@ json serving_nodes(Runner& run, const Answer& ans, const Scenario& s, const Serv
     const Point& p = at[static_cast<size_t>(i)];
     json j = {{"step_factors", factors_json(e.f)}, {"meets_slo_at_answer", p.ok},
               {"ttft_p99_s_at_answer", std::isfinite(p.ttft_p99_s) ? json(p.ttft_p99_s) : json()},
-              {"tpot_p99_s_at_answer", std::isfinite(p.tpot_p99_s) ? json(p.tpot_p99_s) : json()}, {"nodes_more_than", json()}};
+              {"tpot_p99_s_at_answer", std::isfinite(p.tpot_p99_s) ? json(p.tpot_p99_s) : json()}, {"candidates_missed_up_to", json()}};
     // the fewest nodes among the candidates that meet the SLO (b itself when it meets)
     std::optional<Point> best;
     for (const Alloc& al : cands[static_cast<size_t>(i)]) {
@@ -80,30 +83,34 @@ json serving_nodes(Runner& run, const Answer& ans, const Scenario& s, const Serv
     std::string text;
     int n = nb;
     if (p.ok && best && best->nodes < nb) n = best->nodes, text = "the answer meets the SLO, and so do fewer instances: " + pools(*best);
+    else if (p.ok && best) text = "the answer meets the SLO; its pools scaled down meet it too, with no fewer nodes";
     else if (p.ok) text = cands[static_cast<size_t>(i)].empty() ? "the answer meets the SLO" : "the answer meets the SLO; its pools scaled down miss";
-    else if (best) n = best->nodes, text = "the answer misses (" + p.why + "); its pools scaled up meet it: " + pools(*best);
+    else if (best) n = best->nodes, text = "the answer misses (" + p.why + "); the fewest nodes among its scaled pools that meet it: " + pools(*best);
     else {
       const Alloc& both = cands[static_cast<size_t>(i)].back();
-      text = "the answer misses (" + p.why + "), and so do its pools scaled up to " + std::to_string(run.nodes(c, both)) + " nodes";
-      j["nodes_more_than"] = run.nodes(c, both);
+      text = "the answer misses (" + p.why + "), and so do its pools scaled up, to at most " + std::to_string(run.nodes(c, both)) +
+             " nodes (only those splits were tried, at one seed)";
+      j["candidates_missed_up_to"] = run.nodes(c, both);
       // more decode instances that miss TPOT with TPOT p99 no lower (within 2%) than b's: the bound
       // is one step's time (a rank's batch is set by the KV it holds, not by the instance count)
       bool per_step = true, any = false;
       double worst = p.tpot_p99_s;
+      std::string counts = std::to_string(b.decode);
       for (const Alloc& al : cands[static_cast<size_t>(i)]) {
         if (al.decode <= b.decode) continue;
         const Point q = *run.known(c, al, s.seed, 1, e.f);
         any = true;
         per_step = per_step && q.tpot_p99_s > tpot_p99_bound_s && q.tpot_p99_s >= 0.98 * p.tpot_p99_s;
         worst = std::min(worst, q.tpot_p99_s);
+        if (counts.find(std::to_string(al.decode)) == std::string::npos) counts.append(", ").append(std::to_string(al.decode));
       }
       j["tpot_bound_per_step"] = any && per_step;
       if (any && per_step)
-        text += fmt::format("; TPOT p99 stays at {:.1f} ms or more with more decode instances: at these step times the TPOT bound is one "
-                            "step's time, which no instance count lowers",
-                            worst * 1e3);
+        text += fmt::format("; TPOT p99 stays at {:.1f} ms or more at the decode instance counts tried ({}): the TPOT bound looks like one "
+                            "step's time there, which more instances do not lower",
+                            worst * 1e3, counts);
     }
-    if (j["nodes_more_than"].is_null()) j["nodes"] = n, j["nodes_delta"] = n - nb;
+    if (j["candidates_missed_up_to"].is_null()) j["nodes"] = n, j["nodes_delta"] = n - nb;
     else j["nodes"] = json(), j["nodes_delta"] = json();
     j["text"] = text;
     out[e.name] = j;
