@@ -31,6 +31,30 @@ int up(int n, double f) { return std::max(1, static_cast<int>(std::ceil(n * f - 
 
 json factors_json(const StepScale& f) { return {{"prefill", f.prefill}, {"decode_large", f.decode_large}, {"decode_small", f.decode_small}}; }
 
+// When no candidate met: whether every candidate with more decode instances than b has a TPOT p99
+// above the bound and no lower (within 2%) than b's, i.e. the bound is one step's time (a rank's
+// batch is set by the KV it holds, not by the instance count). Sets j["tpot_bound_per_step"];
+// returns the sentence to append ("" when not).
+std::string per_step_note(Runner& run, const Config& c, const Alloc& b, const Point& p, const std::vector<Alloc>& cands, std::uint64_t seed,
+                          const StepScale& f, double tpot_p99_bound_s, json& j) {
+  bool per_step = true, any = false;
+  double worst = p.tpot_p99_s;
+  std::string counts = std::to_string(b.decode);
+  for (const Alloc& al : cands) {
+    if (al.decode <= b.decode) continue;
+    const Point q = *run.known(c, al, seed, 1, f);
+    any = true;
+    per_step = per_step && q.tpot_p99_s > tpot_p99_bound_s && q.tpot_p99_s >= 0.98 * p.tpot_p99_s;
+    worst = std::min(worst, q.tpot_p99_s);
+    if (counts.find(std::to_string(al.decode)) == std::string::npos) counts.append(", ").append(std::to_string(al.decode));
+  }
+  j["tpot_bound_per_step"] = any && per_step;
+  if (!(any && per_step)) return "";
+  return fmt::format("; TPOT p99 stays at {:.1f} ms or more at the decode instance counts tried ({}): the TPOT bound looks like one "
+                     "step's time there, which more instances do not lower",
+                     worst * 1e3, counts);
+}
+
 }  // namespace
 
 json serving_nodes(Runner& run, const Answer& ans, const Scenario& s, const ServingEnds& ends, double tpot_p99_bound_s) {
@@ -91,24 +115,7 @@ json serving_nodes(Runner& run, const Answer& ans, const Scenario& s, const Serv
       text = "the answer misses (" + p.why + "), and so do its pools scaled up, to at most " + std::to_string(run.nodes(c, both)) +
              " nodes (only those splits were tried, at one seed)";
       j["candidates_missed_up_to"] = run.nodes(c, both);
-      // more decode instances that miss TPOT with TPOT p99 no lower (within 2%) than b's: the bound
-      // is one step's time (a rank's batch is set by the KV it holds, not by the instance count)
-      bool per_step = true, any = false;
-      double worst = p.tpot_p99_s;
-      std::string counts = std::to_string(b.decode);
-      for (const Alloc& al : cands[static_cast<size_t>(i)]) {
-        if (al.decode <= b.decode) continue;
-        const Point q = *run.known(c, al, s.seed, 1, e.f);
-        any = true;
-        per_step = per_step && q.tpot_p99_s > tpot_p99_bound_s && q.tpot_p99_s >= 0.98 * p.tpot_p99_s;
-        worst = std::min(worst, q.tpot_p99_s);
-        if (counts.find(std::to_string(al.decode)) == std::string::npos) counts.append(", ").append(std::to_string(al.decode));
-      }
-      j["tpot_bound_per_step"] = any && per_step;
-      if (any && per_step)
-        text += fmt::format("; TPOT p99 stays at {:.1f} ms or more at the decode instance counts tried ({}): the TPOT bound looks like one "
-                            "step's time there, which more instances do not lower",
-                            worst * 1e3, counts);
+      text += per_step_note(run, c, b, p, cands[static_cast<size_t>(i)], s.seed, e.f, tpot_p99_bound_s, j);
     }
     if (j["candidates_missed_up_to"].is_null()) j["nodes"] = n, j["nodes_delta"] = n - nb;
     else j["nodes"] = json(), j["nodes_delta"] = json();
