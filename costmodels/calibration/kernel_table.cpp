@@ -101,16 +101,19 @@ std::map<std::string, KernelTable> load_kernel_tables(const std::string& dir) {
     const std::string text = read_all(p.string());
     json j;
     try {
-      j = json::parse(text);
+      j = parse_unique_keys<json>(text);  // one parse; a file that is not a kernel table may repeat keys
+    } catch (const DuplicateKeyError& e) {
+      // refused only in a kernel table (which value counts is undefined); other files are skipped
+      try {
+        const json other = json::parse(text);
+        if (other.is_object() && other.value("schema", std::string()) == "servesim.kernel-table/1") throw std::runtime_error(p.string() + ": " + e.what());
+      } catch (const json::parse_error&) {
+      }
+      continue;
     } catch (const json::parse_error&) {
       continue;
     }
     if (!j.is_object() || j.value("schema", std::string()) != "servesim.kernel-table/1") continue;  // not a kernel table: skipped
-    try {  // a kernel table with a key twice in one object is refused (which value counts is undefined)
-      j = parse_unique_keys<json>(text);
-    } catch (const DuplicateKeyError& e) {
-      throw std::runtime_error(p.string() + ": " + e.what());
-    }
     KernelTable t = parse_table(p.string(), text, j);
     out.emplace(t.file, std::move(t));
   }

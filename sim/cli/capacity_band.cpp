@@ -46,7 +46,7 @@ struct Around {
   std::vector<Alloc> down;
   double f_hi = 1, f_lo = 1;
   Alloc scaled(double f) const {
-    return {std::max(1, static_cast<int>(std::ceil(b.prefill * f - 1e-9))), std::max(1, static_cast<int>(std::ceil(b.decode * f - 1e-9)))};
+    return {scaled_instances(b.prefill, f), scaled_instances(b.decode, f)};
   }
 };
 

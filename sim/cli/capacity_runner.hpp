@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -47,6 +48,10 @@ struct Point {
   long long arrived = 0, rejected = 0, waiting = 0;  // waiting: in flight at the end without a first token
   json summary;
 };
+
+/// n instances scaled by f (> 0), rounded up (a product within 1e-9 of a whole number stays it), at
+/// least 1: the band's and the serving error's scaled pools.
+inline int scaled_instances(int n, double f) { return std::max(1, static_cast<int>(std::ceil(n * f - 1e-9))); }
 
 inline DeploymentSpec with(DeploymentSpec d, const Config& c, const Alloc& a) {
   d.prefill.attn_tp = d.decode.attn_tp = c.attn_tp;

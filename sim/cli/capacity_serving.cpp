@@ -27,8 +27,6 @@ ServingEnds serving_ends(const json& regimes) {
 
 namespace {
 
-int up(int n, double f) { return std::max(1, static_cast<int>(std::ceil(n * f - 1e-9))); }
-
 json factors_json(const StepScale& f) { return {{"prefill", f.prefill}, {"decode_large", f.decode_large}, {"decode_small", f.decode_small}}; }
 
 // When no candidate met: whether every candidate with more decode instances than b has a TPOT p99
@@ -81,8 +79,8 @@ json serving_nodes(Runner& run, const Answer& ans, const Scenario& s, const Serv
   for (int i = 0; i < 2; ++i) {
     const End& e = es[i];
     const bool ok = at[static_cast<size_t>(i)].ok;
-    const int p = ok ? std::min(b.prefill, up(b.prefill, e.f.prefill)) : std::max(b.prefill + 1, up(b.prefill, e.f.prefill));
-    const int d = ok ? std::min(b.decode, up(b.decode, e.decode_f)) : std::max(b.decode + 1, up(b.decode, e.decode_f));
+    const int p = ok ? std::min(b.prefill, scaled_instances(b.prefill, e.f.prefill)) : std::max(b.prefill + 1, scaled_instances(b.prefill, e.f.prefill));
+    const int d = ok ? std::min(b.decode, scaled_instances(b.decode, e.decode_f)) : std::max(b.decode + 1, scaled_instances(b.decode, e.decode_f));
     for (const Alloc& al : {Alloc{p, b.decode}, Alloc{b.prefill, d}, Alloc{p, d}})
       if (!(al == b) && std::find(cands[i].begin(), cands[i].end(), al) == cands[i].end()) {
         cands[i].push_back(al);
