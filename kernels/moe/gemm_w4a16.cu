@@ -243,6 +243,25 @@ int choose_kernel(int v, int bt, int K, long long x_rows, int N = 0, int max_til
     }
     v = 20;
   }
+  // 27 (NOTES.md §24, w4l) = 25 with the tokens-first early prologue (EP 2: the producer warp issues stage 0's token rows,
+  // then the ring's weight copies, then the other ring stages' token rows, all before the CTA barrier, so the first full
+  // stage does not wait behind the whole ring's weights): kernel 27 (= kernel 17 + EP 2) at BT 8 on grids of <= 2 CTAs
+  // per SM, kernel 28 (= kernel 20 + EP 2) at BT 8 on grids of 2-3 CTAs per SM and at BT 16 on grids of <= 3 CTAs per SM
+  // (N and max_tiles known, K % 256 == 0); else exactly 20
+  if (v == 27) {
+    const long long ctas = static_cast<long long>(N / kRowsPerCta) * max_tiles;
+    if (N > 0 && max_tiles > 0 && K % 256 == 0) {
+      if (bt == 8 && ctas <= 2ll * sm_count()) return 27;
+      if ((bt == 8 || bt == 16) && ctas <= 3ll * sm_count()) return 28;
+    }
+    v = 20;
+  }
+  // 29 (NOTES.md §24, w4l; diagnosis only) = kernel 29 (kernel 28 writing the kernel-24 timeline) at every BT 8 grid with
+  // K % 256 == 0; else as 21
+  if (v == 29) {
+    if (bt == 8 && K % 256 == 0) return 29;
+    v = 21;
+  }
   // 24 (NOTES.md §23, w4k; diagnosis only) = kernel 24 (kernel 20 writing a per-CTA timeline, w4a16_set_trace) at every
   // BT 8 grid with K % 256 == 0; else as 21
   if (v == 24) {
@@ -303,8 +322,11 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
     case 22: if constexpr (BT == 8 || BT == 16) { launch_decode3<BT, 2>(p, max_tiles, stream); return; } break;
     case 23: if constexpr (BT == 8) { launch_decode3<BT, 2, 4>(p, max_tiles, stream); return; } break;
     case 24: if constexpr (BT == 8) { launch_decode3<BT, 1, kD3MinBlocks<BT>, true>(p, max_tiles, stream); return; } break;
-    case 25: if constexpr (BT == 8) { launch_decode<BT, 2, 1, true>(p, max_tiles, stream); return; } break;
-    case 26: if constexpr (BT == 8 || BT == 16) { launch_decode3<BT, 1, kD3MinBlocks<BT>, false, true>(p, max_tiles, stream); return; } break;
+    case 25: if constexpr (BT == 8) { launch_decode<BT, 2, 1, 1>(p, max_tiles, stream); return; } break;
+    case 26: if constexpr (BT == 8 || BT == 16) { launch_decode3<BT, 1, kD3MinBlocks<BT>, false, 1>(p, max_tiles, stream); return; } break;
+    case 27: if constexpr (BT == 8) { launch_decode<BT, 2, 1, 2>(p, max_tiles, stream); return; } break;
+    case 28: if constexpr (BT == 8 || BT == 16) { launch_decode3<BT, 1, kD3MinBlocks<BT>, false, 2>(p, max_tiles, stream); return; } break;
+    case 29: if constexpr (BT == 8) { launch_decode3<BT, 1, kD3MinBlocks<BT>, true, 2>(p, max_tiles, stream); return; } break;
     default: break;
   }
   throw std::logic_error("w4a16: choose_kernel gave a kernel not built for this tile width");
@@ -313,8 +335,8 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
 }  // namespace
 
 void w4a16_set_variant(int v) {
-  if (v < 0 || v > 25 || v == 9 || v == 10)  // 9 / 10 removed (73471e7)
-    throw std::invalid_argument("w4a16_set_variant: 0..8 or 11..25");
+  if (v < 0 || v > 29 || v == 9 || v == 10 || v == 26 || v == 28)  // 9 / 10 removed (73471e7); 26 / 28 are kernels only
+    throw std::invalid_argument("w4a16_set_variant: 0..8, 11..25, 27 or 29");
   g_variant = v;
 }
 void w4a16_set_trace(unsigned long long* buf) { SS_CUDA(cudaMemcpyToSymbol(g_d3_trace, &buf, sizeof(buf))); }

@@ -315,27 +315,35 @@ TEST(W4A16Decode22, KSplitClusterSkewed) {
 // of 2-3 CTAs per SM at bt 8 (kernel 26: 384 and 320 CTAs), K 256 / 512 (2 / 4 stages: fewer than the ring's slots, so every
 // stage is issued before the CTA barrier) and 40 / 70 groups (the ballot loop runs 2 / 3 rounds; most groups empty).
 // Each launch's kernel is asserted with its own N / max_tiles; then the rule at its edges.
-TEST(W4A16Decode25, EarlyPrologueSkewed) {
-  SKIP_NO_GPU();
+namespace {
+// The early-prologue cases of variants 25 / 27 (kernels kA at bt 8 on <= 2 CTAs per SM, kB on 2-3 CTAs per SM or bt 16 on
+// <= 3): part 0 the production-K w2 / w13 / DSV4-Pro shapes, part 1 the short-K and many-group cases, part -1 all
+void early_prologue_cases(int variant, int kA, int kB, int part) {
   struct Case { int bt; std::vector<int> counts; int N, K; };
   std::vector<int> g40(40, 0), g70(70, 0);
   for (int i = 0; i < 40; i += 3) g40[i] = 1 + i % 8;
   for (int i = 1; i < 70; i += 5) g70[i] = 1 + (i * 7) % 16;
-  const std::vector<Case> cases = {
-      {8, {1, 0, 8, 3, 7, 1}, 3584, 3072},             // K3 w2: 28 x 9 (max_tiles) = 252 CTAs: kernel 25
+  const std::vector<Case> big = {
+      {8, {1, 0, 8, 3, 7, 1}, 3584, 3072},             // K3 w2: 28 x 9 (max_tiles) = 252 CTAs: kernel kA
       {8, {8, 8, 0, 5, 8}, 3584, 3072},                // K3 w2, full tiles: 252 CTAs
-      {16, {16, 1, 0, 13, 3}, 3584, 3072},             // K3 w2 at bt 16: 224 CTAs: kernel 26
-      {8, {1, 0, 9, 3}, 4096, 2048},                   // DSV4-Flash w2: 32 x 6 = 192 CTAs: kernel 25 (a 2-tile group)
-      {8, {1, 0, 8, 3, 17, 1, 2, 0}, 4096, 2048},      // DSV4-Flash w2: 32 x 12 = 384 CTAs: kernel 26 (a 3-tile group)
-      {16, {16, 9, 0, 1, 33}, 4096, 2048},             // 288 CTAs at bt 16: kernel 26
+      {16, {16, 1, 0, 13, 3}, 3584, 3072},             // K3 w2 at bt 16: 224 CTAs: kernel kB
+      {8, {1, 0, 9, 3}, 4096, 2048},                   // DSV4-Flash w2: 32 x 6 = 192 CTAs: kernel kA (a 2-tile group)
+      {8, {1, 0, 8, 3, 17, 1, 2, 0}, 4096, 2048},      // DSV4-Flash w2: 32 x 12 = 384 CTAs: kernel kB (a 3-tile group)
+      {16, {16, 9, 0, 1, 33}, 4096, 2048},             // 288 CTAs at bt 16: kernel kB
       {8, {1, 0, 8, 3, 17, 1, 2, 0}, 768, 3584},       // K3 w13 K
       {16, {9, 16, 1}, 256, 7168},                     // DSV4-Pro K (the rings wrap)
-      {8, {1, 8, 3, 8, 2, 7}, 4096, 7168},             // 32 x 10 = 320 CTAs at bt 8: kernel 26 at DSV4-Pro's K
+      {8, {1, 8, 3, 8, 2, 7}, 4096, 7168},             // 32 x 10 = 320 CTAs at bt 8: kernel kB at DSV4-Pro's K
+  };
+  const std::vector<Case> small = {
       {8, {3, 0, 8, 1}, 256, 256},                     // 2 stages
-      {16, {16, 3, 0, 9}, 256, 512},                   // 2 stages (kernel 26: 4)
+      {16, {16, 3, 0, 9}, 256, 512},                   // 2 stages (kernel kB: 4)
       {8, g40, 256, 512},                              // 40 groups
       {16, g70, 256, 512},                             // 70 groups
+      {8, {1, 2, 0, 5}, 512, 1024},                    // 4 stages, 1-5-row groups
   };
+  std::vector<Case> cases;
+  if (part != 1) cases.insert(cases.end(), big.begin(), big.end());
+  if (part != 0) cases.insert(cases.end(), small.begin(), small.end());
   int sms = 0, dev = 0;
   SS_CUDA(cudaGetDevice(&dev));
   SS_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -344,30 +352,60 @@ TEST(W4A16Decode25, EarlyPrologueSkewed) {
     int rows = 0;
     for (int c : cs.counts) rows += c;
     const int mt = w4a16_max_tiles(rows, G, cs.bt);
-    check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, 25);
+    check_w4a16(cs.bt, cs.counts, cs.N, cs.K, true, variant);
     const int dv = w4a16_variant();
-    w4a16_set_variant(25);
+    w4a16_set_variant(variant);
     const long long ctas = static_cast<long long>(cs.N / 128) * mt;
-    const int want = cs.bt == 8 && ctas <= 2ll * sms ? 25 : ctas <= 3ll * sms ? 26 : cs.bt == 16 ? 20 : 20;
+    const int want = cs.bt == 8 && ctas <= 2ll * sms ? kA : ctas <= 3ll * sms ? kB : 20;
     EXPECT_EQ(w4a16_kernel_for(cs.bt, cs.K, rows, cs.N, mt), want) << cs.N << " " << cs.K << " " << mt;
     w4a16_set_variant(dv);
   }
-  // the rule (an H200: 132 SMs): bt 8 <= 264 CTAs -> 25, 265-396 -> 26; bt 16 <= 396 -> 26; else, bt 32, grid unknown -> as 20
+  if (part == 0) return;
+  // the rule (an H200: 132 SMs): bt 8 <= 264 CTAs -> kA, 265-396 -> kB; bt 16 <= 396 -> kB; else, bt 32, grid unknown -> as 20
   const int dv = w4a16_variant();
-  w4a16_set_variant(25);
+  w4a16_set_variant(variant);
   const int cols = 2 * sms / 8;  // 8 tiles x cols = exactly 2 CTAs per SM
-  EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, cols * 128, 8), 25);
-  EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, cols * 128, 9), 26);
-  EXPECT_EQ(w4a16_kernel_for(16, 3072, 64, cols * 128, 8), 26);
-  EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, 3 * sms * 128 / 4, 4), 26);   // exactly 3 per SM
+  EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, cols * 128, 8), kA);
+  EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, cols * 128, 9), kB);
+  EXPECT_EQ(w4a16_kernel_for(16, 3072, 64, cols * 128, 8), kB);
+  EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, 3 * sms * 128 / 4, 4), kB);   // exactly 3 per SM
   EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, 3 * sms * 128 / 4, 5), 20);   // more: as 20 (kernel 20)
   EXPECT_EQ(w4a16_kernel_for(16, 3072, 64, 3 * sms * 128 / 4, 5), 20);
   EXPECT_EQ(w4a16_kernel_for(32, 3072, 64, cols * 128, 8), 17);         // bt 32: as 20
   EXPECT_EQ(w4a16_kernel_for(8, 3072, 64), 20);                         // grid not given: as 20
-  EXPECT_EQ(w4a16_kernel_for(8, 3584, 64, 3584, 8), sms >= 112 ? 25 : 26);  // K3 w2 G 8 (224 CTAs)
-  EXPECT_EQ(w4a16_kernel_for(8, 3584, 64, 6144, 8), 26);                // K3 w13 G 8 (384 CTAs)
+  EXPECT_EQ(w4a16_kernel_for(8, 3584, 64, 3584, 8), sms >= 112 ? kA : kB);  // K3 w2 G 8 (224 CTAs)
+  EXPECT_EQ(w4a16_kernel_for(8, 3584, 64, 6144, 8), kB);                // K3 w13 G 8 (384 CTAs)
   EXPECT_EQ(w4a16_kernel_for(8, 3584, 256, 6144, 32), 20);              // K3 w13 G 32 (1536 CTAs)
   EXPECT_EQ(w4a16_kernel_for(256, 3072, 2048), 15);
+  w4a16_set_variant(dv);
+}
+}  // namespace
+
+TEST(W4A16Decode25, EarlyPrologueSkewed) {
+  SKIP_NO_GPU();
+  early_prologue_cases(25, 25, 26, -1);
+}
+
+// Kernels 27 / 28 (NOTES.md §24, w4l; variant 27): kernels 17 / 20 with the tokens-first early prologue (EP 2: stage 0's
+// token rows, then the ring's weight copies, then the other ring stages' token rows, before the CTA barrier): the cases
+// and rule of variant 25, in two tests (the production-K shapes' CPU references are the long part)
+TEST(W4A16Decode27, TokensFirstProductionK) {
+  SKIP_NO_GPU();
+  early_prologue_cases(27, 27, 28, 0);
+}
+TEST(W4A16Decode27, TokensFirstShortKAndRule) {
+  SKIP_NO_GPU();
+  early_prologue_cases(27, 27, 28, 1);
+}
+// Kernel 29 (variant 29: kernel 28 writing the kernel-24 timeline) computes the same values
+TEST(W4A16Decode27, TracedKernel29) {
+  SKIP_NO_GPU();
+  check_w4a16(8, {1, 0, 8, 3, 7, 1}, 768, 3072, true, 29);
+  check_w4a16(8, {3, 0, 8, 1}, 256, 256, true, 29);
+  const int dv = w4a16_variant();
+  w4a16_set_variant(29);
+  EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, 3584, 8), 29);
+  EXPECT_EQ(w4a16_kernel_for(16, 3072, 64, 3584, 8), 20);
   w4a16_set_variant(dv);
 }
 
@@ -502,6 +540,8 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
       EXPECT_EQ(w4a16_kernel_for(bt, K, xr, N, w4a16_max_tiles(T * k, E, bt)), 23);
     if (variant == 25 && bt <= 32)  // 3 x 44 CTAs: kernel 25 at bt 8, 26 at bt 16 (§23, w4k), 17 at bt 32
       EXPECT_EQ(w4a16_kernel_for(bt, K, xr, N, w4a16_max_tiles(T * k, E, bt)), bt == 8 ? 25 : bt == 16 ? 26 : 17);
+    if (variant == 27 && bt <= 32)  // kernel 27 at bt 8, 28 at bt 16 (§24, w4l), 17 at bt 32
+      EXPECT_EQ(w4a16_kernel_for(bt, K, xr, N, w4a16_max_tiles(T * k, E, bt)), bt == 8 ? 27 : bt == 16 ? 28 : 17);
     if (variant == 22 && bt <= 16)  // 3 x 34 / 3 x 44 CTAs: kernel 22 ran (§22); idle CTA pairs exit before the cluster barriers
       EXPECT_EQ(w4a16_kernel_for(bt, K, xr, N, w4a16_max_tiles(T * k, E, bt)), 22);
     w4a16_set_variant(default_variant);
@@ -526,6 +566,6 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
 }
 // (9 / 10 were removed in 73471e7, where w4a16_set_variant started to throw for them; these two
 // instances had stayed and would fail on a GPU)
-INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 25));
+INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 25, 27));
 
 }  // namespace

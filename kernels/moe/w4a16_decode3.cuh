@@ -108,7 +108,10 @@ __device__ __forceinline__ unsigned d3_smid() {
 // MB: CTAs per SM built for (kernel 23 = kernel 22 at BT 8 built for 4 CTAs per SM: <= 56 registers, 5 stages; §22)
 // EP (kernel 26 = kernel 20 with EP; NOTES.md §23, w4k): the early prologue of kernel 25 (w4a16_rega.cuh: ep_group, the
 // mbarriers initialised by the producer's lane 0 and the first min(S, KB) weight copies issued before the CTA barrier)
-template <int BT, int KS = 1, int MB = kD3MinBlocks<BT>, bool TR = false, bool EP = false>
+// EP 2 (kernel 28 = kernel 20 with the tokens-first early prologue, kernel 29 = 28 with the TR timeline; NOTES.md §24,
+// w4l): the producer warp issues stage 0's token rows, then the ring's weight copies, then the other ring stages' token
+// rows, all before the CTA barrier (w4a16_rega.cuh, EP 2)
+template <int BT, int KS = 1, int MB = kD3MinBlocks<BT>, bool TR = false, int EP = 0>
 __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Params p) {
   static_assert(KS == 1 || KS == 2, "kernel 20 (KS 1) / 22, 23 (KS 2)");
   static_assert(!EP || KS == 1, "EP: kernel 20's form only");
@@ -164,21 +167,51 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
 
   const int pre = EP ? min(S, KB) : 0;  // EP: weight stages issued before the CTA barrier
+  // the token rows of stage kb into its slot, and the slot's 32 cp.async arrivals (producer warp, every lane)
+  auto tokens = [&](int kb) {
+    const int slot = kb % S;
+    uint8_t* xd = xs + slot * C::kX;
+#pragma unroll
+    for (int c = lane; c < BT * 8 * 2; c += 32) {
+      const int ks = c / (BT * 8), cc = c % (BT * 8), r = cc >> 3, ch = cc & 7;
+      const bool ok = r < rows;
+      const bf16* src = ok ? xrow0 + static_cast<size_t>(r) * p.K + ((kb0 + kb) * 2 + ks) * kKBlock + ch * 8 : p.x;
+      cp_async16(xd + ks * C::kXSub + r * 128 + ((ch ^ (r & 7)) << 4), src, ok ? 16 : 0);
+    }
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(&full[slot])) : "memory");
+  };
   if (tid == (EP ? 256 : 0)) {
     for (int s = 0; s < S; ++s) {
       mbar_init(&full[s], 1 + 32);  // expect_tx arrival of lane 0 + 32 cp.async arrivals
       mbar_init(&empty[s], 8);      // lane 0 of each consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    for (int kb = 0; kb < pre; ++kb) {  // EP: slots 0..pre-1 are free (first use)
-      mbar_expect_tx(&full[kb], C::kW);
-      bulk_g2s(ws + kb * C::kW, wmat + static_cast<size_t>(kb0 + kb) * C::kW, C::kW, &full[kb]);
+    if constexpr (EP == 1) {
+      for (int kb = 0; kb < pre; ++kb) {  // EP: slots 0..pre-1 are free (first use)
+        mbar_expect_tx(&full[kb], C::kW);
+        bulk_g2s(ws + kb * C::kW, wmat + static_cast<size_t>(kb0 + kb) * C::kW, C::kW, &full[kb]);
+      }
+    }
+  }
+  if constexpr (EP == 2) {  // tokens first: stage 0's tokens, the ring's weights, the other ring stages' tokens
+    if (warp == 8) {
+      __syncwarp();  // the barriers initialised (lane 0's fence) before any lane's cp.async arrival
+      tokens(0);
+      if (lane == 0) {
+        for (int kb = 0; kb < pre; ++kb) {  // slots 0..pre-1 are free (first use)
+          mbar_expect_tx(&full[kb], C::kW);
+          bulk_g2s(ws + kb * C::kW, wmat + static_cast<size_t>(kb0 + kb) * C::kW, C::kW, &full[kb]);
+          if constexpr (TR) { if (kb == 0 && tr) tr[6] = clock64(); }
+        }
+      }
+      __syncwarp();
+      for (int kb = 1; kb < pre; ++kb) tokens(kb);
     }
   }
   __syncthreads();
 
   if (warp == 8) {  // ---- producer warp (as kernel 17's) ----
-    for (int kb = 0; kb < KB; ++kb) {
+    for (int kb = (EP == 2 ? pre : 0); kb < KB; ++kb) {
       const int slot = kb % S;
       if (kb >= pre) {
         mbar_wait(&empty[slot], ((kb / S) & 1) ^ 1);
@@ -188,15 +221,7 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
           if constexpr (TR) { if (kb == 0 && tr) tr[6] = clock64(); }
         }
       }
-      uint8_t* xd = xs + slot * C::kX;
-#pragma unroll
-      for (int c = lane; c < BT * 8 * 2; c += 32) {
-        const int ks = c / (BT * 8), cc = c % (BT * 8), r = cc >> 3, ch = cc & 7;
-        const bool ok = r < rows;
-        const bf16* src = ok ? xrow0 + static_cast<size_t>(r) * p.K + ((kb0 + kb) * 2 + ks) * kKBlock + ch * 8 : p.x;
-        cp_async16(xd + ks * C::kXSub + r * 128 + ((ch ^ (r & 7)) << 4), src, ok ? 16 : 0);
-      }
-      asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(&full[slot])) : "memory");
+      tokens(kb);
     }
     cp_async_wait<0>();
     if constexpr (KS == 2) {  // the consumers' two cluster barriers (every thread of both CTAs arrives)
@@ -293,7 +318,7 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
   }
 }
 
-template <int BT, int KS = 1, int MB = kD3MinBlocks<BT>, bool TR = false, bool EP = false>
+template <int BT, int KS = 1, int MB = kD3MinBlocks<BT>, bool TR = false, int EP = 0>
 void launch_decode3(const Params& p, int max_tiles, cudaStream_t stream) {
   using C = D3Cfg<BT, MB>;
   static bool configured = false;

@@ -281,7 +281,11 @@ __device__ __forceinline__ int ep_group(const int* toff, int G, int tile) {
 /// weight bulk copies BEFORE the CTA barrier (the token copies and their arrivals follow in the producer loop as before).
 /// Correct (PermuteTest 25) but SLOWER (w4k call 2: 1.03-1.14x; likely the stage-0 token copies queued behind the whole
 /// ring's weight copies, so the first full barrier completes later), opt-in only (variant 25).
-template <int BT, int KS_, int DQ = 0, bool EP = false>
+/// EP 2 (kernel 27 = kernel 17 with the tokens-first early prologue; NOTES.md §24, w4l): as EP 1, but the whole
+/// producer warp issues the prologue before the CTA barrier in the order stage 0's token rows, then the ring's weight
+/// copies, then the other ring stages' token rows (so the first full barrier does not wait behind the ring's weights);
+/// the producer loop then starts at the first stage not issued. Opt-in only (variant 27).
+template <int BT, int KS_, int DQ = 0, int EP = 0>
 __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_decode_kernel(const Params p) {
   using C = DCfg<BT, KS_>;
   constexpr int S = C::kStages, KS = KS_;
@@ -318,21 +322,49 @@ __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
 
   const int pre = EP ? min(S, KB) : 0;  // EP: weight stages issued before the CTA barrier
+  // the token rows of stage kb into its slot, and the slot's 32 cp.async arrivals (producer warp, every lane)
+  auto tokens = [&](int kb) {
+    const int slot = kb % S;
+    uint8_t* xd = xs + slot * C::kX;
+#pragma unroll
+    for (int c = lane; c < BT * 8 * KS; c += 32) {
+      const int ks = c / (BT * 8), cc = c % (BT * 8), r = cc >> 3, ch = cc & 7;
+      const bool ok = r < rows;
+      const bf16* src = ok ? xrow0 + static_cast<size_t>(r) * p.K + (kb * KS + ks) * kKBlock + ch * 8 : p.x;
+      cp_async16(xd + ks * C::kXSub + r * 128 + ((ch ^ (r & 7)) << 4), src, ok ? 16 : 0);
+    }
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(&full[slot])) : "memory");
+  };
   if (tid == (EP ? 256 : 0)) {
     for (int s = 0; s < S; ++s) {
       mbar_init(&full[s], 1 + 32);  // expect_tx arrival of lane 0 + 32 cp.async arrivals
       mbar_init(&empty[s], 8);      // lane 0 of each consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    for (int kb = 0; kb < pre; ++kb) {  // EP: slots 0..pre-1 are free (first use)
-      mbar_expect_tx(&full[kb], C::kW);
-      bulk_g2s(ws + kb * C::kW, wmat + static_cast<size_t>(kb) * C::kW, C::kW, &full[kb]);
+    if constexpr (EP == 1) {
+      for (int kb = 0; kb < pre; ++kb) {  // EP: slots 0..pre-1 are free (first use)
+        mbar_expect_tx(&full[kb], C::kW);
+        bulk_g2s(ws + kb * C::kW, wmat + static_cast<size_t>(kb) * C::kW, C::kW, &full[kb]);
+      }
+    }
+  }
+  if constexpr (EP == 2) {  // tokens first: stage 0's tokens, the ring's weights, the other ring stages' tokens
+    if (warp == 8) {
+      __syncwarp();  // the barriers initialised (lane 0's fence) before any lane's cp.async arrival
+      tokens(0);
+      if (lane == 0)
+        for (int kb = 0; kb < pre; ++kb) {  // slots 0..pre-1 are free (first use)
+          mbar_expect_tx(&full[kb], C::kW);
+          bulk_g2s(ws + kb * C::kW, wmat + static_cast<size_t>(kb) * C::kW, C::kW, &full[kb]);
+        }
+      __syncwarp();
+      for (int kb = 1; kb < pre; ++kb) tokens(kb);
     }
   }
   __syncthreads();
 
   if (warp == 8) {  // ---- producer warp ----
-    for (int kb = 0; kb < KB; ++kb) {
+    for (int kb = (EP == 2 ? pre : 0); kb < KB; ++kb) {
       const int slot = kb % S;
       if (kb >= pre) {
         mbar_wait(&empty[slot], ((kb / S) & 1) ^ 1);
@@ -341,15 +373,7 @@ __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_
           bulk_g2s(ws + slot * C::kW, wmat + static_cast<size_t>(kb) * C::kW, C::kW, &full[slot]);
         }
       }
-      uint8_t* xd = xs + slot * C::kX;
-#pragma unroll
-      for (int c = lane; c < BT * 8 * KS; c += 32) {
-        const int ks = c / (BT * 8), cc = c % (BT * 8), r = cc >> 3, ch = cc & 7;
-        const bool ok = r < rows;
-        const bf16* src = ok ? xrow0 + static_cast<size_t>(r) * p.K + (kb * KS + ks) * kKBlock + ch * 8 : p.x;
-        cp_async16(xd + ks * C::kXSub + r * 128 + ((ch ^ (r & 7)) << 4), src, ok ? 16 : 0);
-      }
-      asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(&full[slot])) : "memory");
+      tokens(kb);
     }
     cp_async_wait<0>();
     return;
@@ -394,7 +418,7 @@ __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_
   store_staged_rows(st, p.y + static_cast<size_t>(row0) * p.N + static_cast<size_t>(blockIdx.x) * kRowsPerCta, p.N, rows, tid, 256);
 }
 
-template <int BT, int KS = 2, int DQ = 0, bool EP = false>
+template <int BT, int KS = 2, int DQ = 0, int EP = 0>
 void launch_decode(const Params& p, int max_tiles, cudaStream_t stream) {
   static bool configured = false;
   if (!configured) {
