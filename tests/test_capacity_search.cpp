@@ -380,6 +380,66 @@ TEST(CapacityCommand, AnswerAtTheServingErrorIsTheStabilityBound) {
   for (const auto& r : c["runs"]) scaled += r["step_factors"]["prefill"].get<double>() != 1.0;
   EXPECT_GE(scaled, 2);
   EXPECT_EQ(c["answer"]["step_factors"]["prefill"], 1.0);
+
+  // The "none met" branch: a TTFT bound halfway between the answer's TTFT p99 t1 (no queue: one
+  // prefill step of its own prompt plus what follows it) and t1 + (f_hi - 1) · step, the same
+  // request with the step f_hi times longer. No pool size lowers a request's own step, so at the
+  // largest end the answer and all three scaled-up candidates miss (margin 0.08 steps at today's
+  // f_hi 1.20), and "nodes" is null with the both-scaled candidate's nodes in
+  // candidates_missed_up_to. TTFT, not TPOT, is the bound,
+  // so tpot_bound_per_step is false.
+  ASSERT_GT(f_hi - 1, 2 * std::max(0.0, f_lo - 1) + 0.05) << "the two ends are too close for this check";
+  const double t1 = c["answer"]["ttft_p99_s"].get<double>();
+  const double bound = t1 + 0.5 * (f_hi - 1) * step_s;
+  const auto o2 = ::test::sh("capacity " + sc.string() + " --rate " + fmt::format("{:.6f}", x0 / step_s) + " --ttft-p99 " +
+                             fmt::format("{:.6f}", bound) + " --tpot-p99 1 --seeds 1 --quiet --out " + (dir / "cap2").string());
+  ASSERT_EQ(o2.status, 0) << o2.text;
+  const auto c2 = nlohmann::json::parse(::test::slurp(dir / "cap2" / "capacity.json"));
+  ASSERT_EQ(c2["answer"]["prefill_instances"], p0) << c2["answer"].dump();
+  ASSERT_EQ(c2["answer"]["decode_instances"], 1);
+  const auto& hi2 = c2["nodes_at_serving_error"]["largest"];
+  EXPECT_FALSE(hi2["meets_slo_at_answer"].get<bool>()) << hi2.dump(2);
+  EXPECT_TRUE(hi2["nodes"].is_null()) << hi2.dump(2);
+  EXPECT_TRUE(hi2["nodes_delta"].is_null()) << hi2.dump(2);
+  // both pools scaled up: prefill ceil(p0 · f_hi), at least p0 + 1; decode by the larger decode factor, at least 2
+  const double fd = std::max(hi2["step_factors"]["decode_large"].get<double>(), hi2["step_factors"]["decode_small"].get<double>());
+  const int up_p = std::max(p0 + 1, static_cast<int>(std::ceil(p0 * f_hi - 1e-9))), up_d = std::max(2, static_cast<int>(std::ceil(fd - 1e-9)));
+  EXPECT_EQ(hi2["candidates_missed_up_to"], up_p + up_d) << hi2.dump(2);
+  EXPECT_FALSE(hi2["tpot_bound_per_step"].get<bool>()) << hi2.dump(2);
+  EXPECT_NE(o2.text.find(fmt::format("none met up to {} nodes", up_p + up_d)), std::string::npos) << o2.text;
+  EXPECT_EQ(hi2["text"].get<std::string>().find("TPOT p99 stays"), std::string::npos) << hi2.dump(2);
+  // every TTFT p99 at the largest end is at least the answer's plus (f_hi - 1) steps, less 2% of a step
+  for (const auto& r : c2["runs"])
+    if (r["step_factors"]["prefill"].get<double>() > 1.1 && r["ttft_p99_s"].is_number())
+      EXPECT_GE(r["ttft_p99_s"].get<double>(), t1 + (f_hi - 1 - 0.02) * step_s) << r.dump();
+  // the least end (f_lo 1.02): a request's own step still fits under the bound, so some split
+  // meets it, with at most one prefill instance more (the answer's pool runs at utilisation
+  // x0 · f_lo / p0 = 0.92 there, and queues)
+  const auto& lo2 = c2["nodes_at_serving_error"]["least"];
+  ASSERT_TRUE(lo2["nodes"].is_number_integer()) << lo2.dump(2);
+  EXPECT_LE(lo2["nodes"].get<int>(), p0 + 2) << lo2.dump(2);
+
+  // The per-step TPOT note: the same with TPOT as the bound. Each request decodes one step in a
+  // batch of a few sequences (the <= 32 regime), so TPOT is one decode step, which more decode
+  // instances do not shorten: a TPOT bound halfway between the answer's TPOT p99 and that times
+  // the largest end's small-batch factor is missed at the largest end by every candidate, those
+  // with more decode instances included, and the note says so (tpot_bound_per_step true).
+  const double fs_hi = hi2["step_factors"]["decode_small"].get<double>();
+  ASSERT_GT(fs_hi, 1.1) << "the largest small-batch decode error is too small for this check";
+  const double tp1 = c["answer"]["tpot_p99_s"].get<double>(), tbound = tp1 * (1 + 0.5 * (fs_hi - 1));
+  const auto o3 = ::test::sh("capacity " + sc.string() + " --rate " + fmt::format("{:.6f}", x0 / step_s) + " --ttft-p99 2 --tpot-p99 " +
+                             fmt::format("{:.6f}", tbound) + " --seeds 1 --quiet --out " + (dir / "cap3").string());
+  ASSERT_EQ(o3.status, 0) << o3.text;
+  const auto c3 = nlohmann::json::parse(::test::slurp(dir / "cap3" / "capacity.json"));
+  ASSERT_EQ(c3["answer"]["decode_instances"], 1) << c3["answer"].dump();
+  const auto& hi3 = c3["nodes_at_serving_error"]["largest"];
+  EXPECT_TRUE(hi3["nodes"].is_null()) << hi3.dump(2);
+  EXPECT_TRUE(hi3["tpot_bound_per_step"].get<bool>()) << hi3.dump(2);
+  EXPECT_NE(hi3["text"].get<std::string>().find("the TPOT bound looks like one step's time there"), std::string::npos) << hi3.dump(2);
+  EXPECT_GE(hi3["tpot_p99_s_at_answer"].get<double>(), tp1 * (1 + 0.9 * (fs_hi - 1))) << hi3.dump(2);
+  // the decode instance counts tried are named: the answer's 1 and the scaled-up count
+  const int d3 = std::max(2, static_cast<int>(std::ceil(std::max(hi3["step_factors"]["decode_large"].get<double>(), fs_hi) - 1e-9)));
+  EXPECT_NE(hi3["text"].get<std::string>().find(fmt::format("instance counts tried (1, {})", d3)), std::string::npos) << hi3.dump(2);
   fs::remove_all(dir);
 }
 #endif
