@@ -154,6 +154,7 @@ void bench_topk() {
   }
   std::stable_sort(pts.begin(), pts.end(), [](const Pt& a, const Pt& b) { return 1.0 * a.rows * a.L < 1.0 * b.rows * b.L; });
   if (const char* v = std::getenv("TOPK_VARIANT")) v4_set_variants(0, std::atoi(v));  // comparisons (v4_set_variants)
+  if (const char* v = std::getenv("TOPK_SPARSE_MAX")) v4_topk_set_sparse_max(std::atoi(v));  // variant 8's loop bound
   if (const char* only = std::getenv("TOPK_POINTS")) {  // "B:L:K,..." decode points only (ncu, comparisons)
     std::vector<Pt> keep;
     std::stringstream ss(only);

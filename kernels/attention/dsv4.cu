@@ -67,6 +67,7 @@ void v4_compress(const CompressorArgs& a, int ratio, int head_dim, cudaStream_t 
 
 namespace {
 int g_indexer_variant = 0, g_topk_variant = 0;
+int g_topk_sparse_max = 4;  // variant 8: sparse_place's loop bound (v4_topk_set_sparse_max)
 // The default's row-select region (v4_topk_uses_row, variant 0; twenty-second session: the lean form), inclusive:
 // rows of kLeanMinLen..tkr::kMaxLen logits up to kLeanOneWaveNq rows (one CTA per SM at most, one wave on 132 SMs);
 // rows of kLeanMinLen..kLeanMaxLen2 (two CTAs per SM by shared memory) up to kLeanTwoPerSmNq rows; rows of
@@ -85,8 +86,8 @@ int sm_count() {
 }  // namespace
 
 void v4_set_variants(int indexer_variant, int topk_variant) {
-  if (indexer_variant < 0 || indexer_variant > 1 || topk_variant < 0 || topk_variant > 7)
-    throw std::invalid_argument("v4_set_variants: indexer variant must be 0 or 1 and top-k variant 0..7 (got " +
+  if (indexer_variant < 0 || indexer_variant > 1 || topk_variant < 0 || topk_variant > 8)
+    throw std::invalid_argument("v4_set_variants: indexer variant must be 0 or 1 and top-k variant 0..8 (got " +
                                 std::to_string(indexer_variant) + ", " + std::to_string(topk_variant) + ")");
   g_indexer_variant = indexer_variant;
   g_topk_variant = topk_variant;
@@ -94,8 +95,12 @@ void v4_set_variants(int indexer_variant, int topk_variant) {
 const char* v4_indexer_variant_name() { return g_indexer_variant == 1 ? "mma_sync_v2" : "wgmma_fp8_tma"; }
 const char* v4_topk_variant_name() {
   static const char* names[] = {"threshold_filter_default", "radix_1cta", "radix_cluster_smem", "radix_1cta_or_cluster", "threshold_filter",
-                                "threshold_filter_default_s17", "radix_row_smem", "radix_row_lean"};
-  return g_topk_variant >= 0 && g_topk_variant <= 7 ? names[g_topk_variant] : "?";
+                                "threshold_filter_default_s17", "radix_row_smem", "radix_row_lean", "radix_row_sparse"};
+  return g_topk_variant >= 0 && g_topk_variant <= 8 ? names[g_topk_variant] : "?";
+}
+void v4_topk_set_sparse_max(int smax) {
+  if (smax < 0) throw std::invalid_argument("v4_topk_set_sparse_max: must be >= 0");
+  g_topk_sparse_max = smax;
 }
 
 int v4_indexer_chunk(int nq, int max_len) {
@@ -157,13 +162,14 @@ bool v4_topk_uses_filter(int nq, int max_len, int topk) {
   // batches >= 192 (1.0-5.4x; prefill chunks are >= 256 rows) and rows >= 49152 logits (ctx >= 192K: 1.0-5.4x). Below
   // both, one CTA per row of the filter is a chain of ~6 block-wide radix passes on <= 1 CTA per SM: 0.57-0.96x there.
   if (v4_topk_uses_row(nq, max_len, topk)) return false;
-  return (g_topk_variant == 0 || g_topk_variant == 5 || g_topk_variant == 6 || g_topk_variant == 7) &&
+  return (g_topk_variant == 0 || g_topk_variant == 5 || g_topk_variant == 6 || g_topk_variant == 7 ||
+          g_topk_variant == 8) &&
          (nq >= 192 || max_len >= 49152);
 }
 
 bool v4_topk_uses_row(int nq, int max_len, int topk) {
   if (topk > 2048 || max_len <= 0 || max_len > tkr::kMaxLen) return false;
-  if (g_topk_variant == 6 || g_topk_variant == 7) return true;  // opt-in: wherever the row fits in shared memory
+  if (g_topk_variant == 6 || g_topk_variant == 7 || g_topk_variant == 8) return true;  // opt-in: wherever the row fits
   // Variant 0 (twenty-second session, helper tk3): the lean form (topk_row_lean_kernel) where it measured faster than
   // the twenty-first session's default in the same run (tk3 call 1, results/tk3/call1: 56 points, median 1.109,
   // 1.016-1.275): batches <= 132 with rows of 2048-32768 logits (vs the one-CTA radix kernel: 1.03-1.17x), 133-264
@@ -185,8 +191,14 @@ bool v4_topk_uses_row_lean(int nq, int max_len, int topk) {
   return (g_topk_variant == 0 || g_topk_variant == 7) && v4_topk_uses_row(nq, max_len, topk);
 }
 
+bool v4_topk_uses_row_sparse(int nq, int max_len, int topk) {
+  // The sparse form (topk_row_sparse_kernel, twenty-third session): opt-in, variant 8, wherever variant 6 / 7 run theirs.
+  return g_topk_variant == 8 && v4_topk_uses_row(nq, max_len, topk);
+}
+
 const char* v4_topk_kernel_name(int nq, int max_len, int topk) {
-  return v4_topk_uses_row_lean(nq, max_len, topk) ? "radix_row_lean"
+  return v4_topk_uses_row_sparse(nq, max_len, topk) ? "radix_row_sparse"
+         : v4_topk_uses_row_lean(nq, max_len, topk) ? "radix_row_lean"
          : v4_topk_uses_row(nq, max_len, topk)      ? "radix_row_smem"
          : v4_topk_uses_filter(nq, max_len, topk) ? "threshold_filter"
          : v4_topk_uses_cluster(nq, max_len)   ? "radix_cluster_smem"
@@ -223,6 +235,17 @@ void v4_topk(const float* logits, int ld, const int* len, int nq, int topk, int*
   if (nq > 65535 && (v4_topk_uses_filter(nq, max_len, topk) || v4_topk_uses_cluster(nq, max_len)))
     throw std::invalid_argument("v4_topk: the " + std::string(v4_topk_kernel_name(nq, max_len, topk)) +
                                 " kernel takes at most 65,535 rows per call (got " + std::to_string(nq) + "): split the call");
+  if (v4_topk_uses_row_sparse(nq, max_len, topk)) {
+    static bool sattr = false;
+    if (!sattr) {
+      SS_CUDA(cudaFuncSetAttribute(topk_row_sparse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, tkr::kSmemMax));
+      sattr = true;
+    }
+    topk_row_sparse_kernel<<<nq, tkr::T, tkr::smem_bytes(max_len), s>>>(logits, ld, len, topk, idx, max_len,
+                                                                         g_topk_sparse_max);
+    SS_LAUNCH_CHECK();
+    return;
+  }
   if (v4_topk_uses_row_lean(nq, max_len, topk)) {
     static bool lattr = false;
     if (!lattr) {

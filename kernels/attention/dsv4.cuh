@@ -95,7 +95,13 @@ bool v4_topk_uses_row(int nq, int max_len, int topk);
 /// Whether that row select is the lean form (topk_row_lean_kernel, dsv4_topk_row_lean.cuh, twenty-second session):
 /// under variants 0 (the default) and 7 (opt-in) wherever v4_topk_uses_row; never under the others. Host-only.
 bool v4_topk_uses_row_lean(int nq, int max_len, int topk);
-/// The kernel v4_topk runs for a shape: "radix_row_lean", "radix_row_smem", "threshold_filter", "radix_cluster_smem" or "radix_1cta".
+/// Whether v4_topk runs the sparse form of the lean row select (topk_row_sparse_kernel, twenty-third session): opt-in,
+/// variant 8, wherever variants 6 / 7 run theirs (topk <= 2048, 0 < max_len <= 32768).
+bool v4_topk_uses_row_sparse(int nq, int max_len, int topk);
+/// Variant 8's placement bound: per warp and 128 keys, up to smax flagged keys of a kind are placed by a warp-uniform
+/// loop, more by ballot ranks (default 4; 0 = always ranks).
+void v4_topk_set_sparse_max(int smax);
+/// The kernel v4_topk runs for a shape: "radix_row_sparse", "radix_row_lean", "radix_row_smem", "threshold_filter", "radix_cluster_smem" or "radix_1cta".
 const char* v4_topk_kernel_name(int nq, int max_len, int topk);
 
 /// Kernel choice (bench, tests): indexer 0 = wgmma (default), 1 = the issue-3 kernel; top-k 0 = the default (v4_topk:
@@ -104,8 +110,9 @@ const char* v4_topk_kernel_name(int nq, int max_len, int topk);
 /// (cluster kernel for batch <= 16 x rows >= 98304 and batch >= 256 x rows <= 12288, else one-CTA);
 /// 4 = the threshold filter at every shape with topk <= 2048; 5 = the seventeenth session's default (filter / one-CTA
 /// radix, never the row select; the comparison baseline of run_tkm.sh); 6 = the row select wherever topk <= 2048 and
-/// 0 < max_len <= 32768, else as 5; 7 = as 6 with the lean row select (topk_row_lean_kernel).
-/// Throws std::invalid_argument outside indexer 0..1 / top-k 0..7.
+/// 0 < max_len <= 32768, else as 5; 7 = as 6 with the lean row select (topk_row_lean_kernel); 8 = as 7 with its
+/// sparse form (topk_row_sparse_kernel, twenty-third session).
+/// Throws std::invalid_argument outside indexer 0..1 / top-k 0..8.
 void v4_set_variants(int indexer_variant, int topk_variant);
 const char* v4_indexer_variant_name();
 const char* v4_topk_variant_name();

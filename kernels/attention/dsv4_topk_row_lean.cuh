@@ -91,11 +91,41 @@ __device__ __forceinline__ void warp_finish(F key_of, const int* list, int m, in
   }
 }
 
-// The row body; GM: the row is read from device memory on every pass (len > the launch's max_len).
-template <bool GM>
+// The sparse form's placement (SP, twenty-third session): the keys of one kind (out or list) flagged in a warp's 128
+// keys (key wb + 4 lane + e flagged iff bit lane of m[e]), cnt of them, placed from dst[o] on. cnt <= smax: a
+// warp-uniform loop over the set bits (ffs), one store per key by lane 0, index from the bit; otherwise each flagged
+// lane stores at o + its rank among the warp's flags (popc of the ballots below it): no scan, no per-lane counters.
+__device__ __forceinline__ void sparse_place(const unsigned (&m)[4], int cnt, int o, int* dst, int wb, int smax) {
+  const int lane = threadIdx.x & 31;
+  if (cnt <= smax) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      unsigned mm = m[e];
+      while (mm) {  // warp-uniform
+        const int l = __ffs(mm) - 1;
+        mm &= mm - 1u;
+        if (lane == 0) dst[o] = wb + 4 * l + e;
+        ++o;
+      }
+    }
+  } else {
+    const unsigned lt = (1u << lane) - 1u;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if ((m[e] >> lane) & 1u) dst[o + __popc(m[e] & lt)] = wb + 4 * lane + e;
+      o += __popc(m[e]);
+    }
+  }
+}
+
+// The row body; GM: the row is read from device memory on every pass (len > the launch's max_len). SP (variant 8,
+// twenty-third session): the sparse compaction (ballots of the flags, one atomic per warp and 128 keys, sparse_place)
+// and the histogram's bin as one FFMA.RZ (sbin: floor((v - vmin) scale) read off the bits of 2^23 + that product,
+// exact and monotone; no F2I) with no per-key bounds test on whole LDS.128 groups; smax: sparse_place's loop bound.
+template <bool GM, bool SP = false>
 __device__ __forceinline__ void row_body(const float* __restrict__ x, int n, int K, int* __restrict__ out, int cc,
                                          uint32_t* keys, int* hist, int* list, tkr::Shared& sh, uint32_t* thr,
-                                         typename tkr::Scan::TempStorage& scan_tmp) {
+                                         typename tkr::Scan::TempStorage& scan_tmp, int smax = 0) {
   using namespace tkr;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   if (tid == 0) { sh.cnt = 0; sh.cnt2 = 0; sh.cgt = 0; sh.ceq = 0; sh.kmin = 0xFFFFFFFFu; sh.kmax = 0u; sh.lmin = 0xFFFFFFFFu; sh.lmax = 0u; }
@@ -214,6 +244,30 @@ __device__ __forceinline__ void row_body(const float* __restrict__ x, int n, int
   // Keys >= t_out go out, keys in [t_list, t_out) to the list: one pass, 4 consecutive keys per thread and step, one
   // warp scan of the packed counts per 128 keys (only in warps with a key to place).
   auto compact = [&](uint32_t t_list, uint32_t t_out, int* lctr) {
+    if constexpr (SP) {
+      for (int b0 = 0; b0 < n; b0 += 4 * T) {
+        const int i = b0 + 4 * tid;
+        uint32_t u[4];
+        keys4(i, u);  // slots past n: 0 < t_list, never flagged
+        unsigned mg[4], mf[4];
+        int ng = 0, nf = 0;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const bool g = u[e] >= t_out;
+          mg[e] = __ballot_sync(0xFFFFFFFFu, g);
+          mf[e] = __ballot_sync(0xFFFFFFFFu, !g && u[e] >= t_list);
+          ng += __popc(mg[e]);
+          nf += __popc(mf[e]);
+        }
+        if (ng + nf == 0) continue;  // warp-uniform
+        int base = 0;
+        if (lane < 2) base = atomicAdd(lane ? lctr : &sh.cgt, lane ? nf : ng);  // one ATOMS: lane 0 out, lane 1 list
+        const int og = __shfl_sync(0xFFFFFFFFu, base, 0), of = __shfl_sync(0xFFFFFFFFu, base, 1);
+        const int wb = i - 4 * lane;
+        if (ng) sparse_place(mg, ng, og, out, wb, smax);
+        if (nf) sparse_place(mf, nf, of, list, wb, smax);
+      }
+    } else {  // variant 7 (and the default): the scan form
     for (int b0 = 0; b0 < n; b0 += 4 * T) {
       const int i = b0 + 4 * tid;
       uint32_t u[4];
@@ -246,6 +300,7 @@ __device__ __forceinline__ void row_body(const float* __restrict__ x, int n, int
         if (f[e]) list[of++] = i + e;
       }
     }
+    }
   };
   // 0. the linear first digit (topk_row_kernel's lbin), for rows with a finite, positive range
   {
@@ -253,14 +308,36 @@ __device__ __forceinline__ void row_body(const float* __restrict__ x, int n, int
     const float range = __fsub_rn(vmax, vmin);
     const float scale = __fdiv_rn(static_cast<float>(NB), range);
     if (isfinite(vmin) && isfinite(vmax) && isfinite(range) && range > 0.f && isfinite(scale) && scale > 0.f) {
-      auto lbin = [&](uint32_t u) { return min(NB - 1, __float2int_rz(__fmul_rn(__fsub_rn(tkr::ord_val(u), vmin), scale))); };
+      // SP: floor(RN(v - vmin) * scale) exactly (the sum 2^23 + p rounded toward zero keeps p's integer part; 0 <= p
+      // <= ~2048.001), monotone in the key (RN(v - vmin) and the rounded FFMA are non-decreasing in v): not lbin's bins
+      // (one rounding fewer), but the histogram, the thresholds and the list all use the same function
+      auto lbin = [&](uint32_t u) {
+        if constexpr (SP) {
+          const uint32_t t = __float_as_uint(__fmaf_rz(__fsub_rn(tkr::ord_val(u), vmin), scale, 8388608.f));
+          return min(NB - 1, static_cast<int>(t - 0x4B000000u));
+        } else {
+          return min(NB - 1, __float2int_rz(__fmul_rn(__fsub_rn(tkr::ord_val(u), vmin), scale)));
+        }
+      };
       // histogram of lbin over the row into h0 (4 keys per step)
-      for (int i = 4 * tid; i < n; i += 4 * T) {
-        uint32_t u[4];
-        keys4(i, u);
+      if constexpr (SP && !GM) {  // whole LDS.128 groups without a per-key test, then the < 4 keys past them
+        const int n4 = n & ~3;
+        for (int i = 4 * tid; i < n4; i += 4 * T) {
+          const uint4 v = *reinterpret_cast<const uint4*>(keys + i);
+          atomicAdd(&h0[lbin(v.x)], 1);
+          atomicAdd(&h0[lbin(v.y)], 1);
+          atomicAdd(&h0[lbin(v.z)], 1);
+          atomicAdd(&h0[lbin(v.w)], 1);
+        }
+        if (n4 + tid < n) atomicAdd(&h0[lbin(keys[n4 + tid])], 1);
+      } else {
+        for (int i = 4 * tid; i < n; i += 4 * T) {
+          uint32_t u[4];
+          keys4(i, u);
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (i + e < n) atomicAdd(&h0[lbin(u[e])], 1);
+          for (int e = 0; e < 4; ++e)
+            if (i + e < n) atomicAdd(&h0[lbin(u[e])], 1);
+        }
       }
       __syncthreads();
       int c[BPT], local = 0;
@@ -400,6 +477,33 @@ __global__ void __launch_bounds__(tkr::T, 2) topk_row_lean_kernel(const float* _
   }
   if (n > nmax) tkl::row_body<true>(x, n, K, out, cc, keys, hist, list, sh, thr, scan_tmp);
   else tkl::row_body<false>(x, n, K, out, cc, keys, hist, list, sh, thr, scan_tmp);
+}
+
+// The sparse form (variant 8, twenty-third session, helper tk4): the lean kernel with row_body's SP instance (sparse
+// compaction, FFMA.RZ bins); the same launch (grid nq, tkr::T threads, tkr::smem_bytes(nmax)); smax: sparse_place's
+// warp-uniform loop bound (keys of one kind per warp and 128 keys).
+__global__ void __launch_bounds__(tkr::T, 2) topk_row_sparse_kernel(const float* __restrict__ logits, int ld,
+                                                                     const int* __restrict__ lens, int K, int* __restrict__ idx, int nmax,
+                                                                     int smax) {
+  using namespace tkr;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  __shared__ Shared sh;
+  __shared__ uint32_t thr[2];
+  extern __shared__ __align__(16) uint32_t tkr_smem[];
+  const int nmax4 = (nmax + 3) & ~3, cc = list_cap(nmax);
+  uint32_t* keys = tkr_smem;
+  int* hist = reinterpret_cast<int*>(tkr_smem + nmax4);
+  int* list = reinterpret_cast<int*>(tkr_smem + nmax4 + 2 * NB);
+  const int qi = blockIdx.x, tid = threadIdx.x;
+  const int n = lens[qi];
+  const float* x = logits + static_cast<size_t>(qi) * ld;
+  int* out = idx + static_cast<size_t>(qi) * K;
+  if (n <= K) {
+    for (int i = tid; i < K; i += T) out[i] = i < n ? i : -1;
+    return;
+  }
+  if (n > nmax) tkl::row_body<true, true>(x, n, K, out, cc, keys, hist, list, sh, thr, scan_tmp, smax);
+  else tkl::row_body<false, true>(x, n, K, out, cc, keys, hist, list, sh, thr, scan_tmp, smax);
 }
 
 }  // namespace

@@ -448,7 +448,7 @@ TEST(V4TopK, FilterSmallForSanitizers) {
 // without a GPU): a variant outside its range throws instead of running as another one, and the threshold
 // filter, whose rows are its grid's y dimension, refuses more than 65,535 rows per call before any launch.
 TEST(V4TopK, BadSettingsThrowBeforeAnyLaunch) {
-  EXPECT_THROW(v4_set_variants(0, 8), std::invalid_argument);
+  EXPECT_THROW(v4_set_variants(0, 9), std::invalid_argument);
   EXPECT_THROW(v4_set_variants(0, -1), std::invalid_argument);
   EXPECT_THROW(v4_set_variants(2, 0), std::invalid_argument);
   v4_set_variants(0, 0);
@@ -621,15 +621,19 @@ bool sel_keys(const float* x, int n, int K, const int* got, std::vector<uint32_t
   std::sort(keys.begin(), keys.end());
   return true;
 }
-void lean_case(const std::vector<int>& lens, int ld, int kind, int K, const char* what, int max_len = 0, bool vs_radix = true) {
+// variant 7 (the lean form) or 8 (its sparse form, twenty-third session; smax: v4_topk_set_sparse_max, -1 = default)
+void lean_case(const std::vector<int>& lens, int ld, int kind, int K, const char* what, int max_len = 0, bool vs_radix = true,
+               int variant = 7, int smax = -1) {
   const int nq = static_cast<int>(lens.size());
   std::vector<float> lg;
   gen_rows(lg, lens, ld, kind);
   const int mx = max_len > 0 ? max_len : *std::max_element(lens.begin(), lens.end());
-  v4_set_variants(0, 7);
+  v4_set_variants(0, variant);
   const std::string kernel = v4_topk_kernel_name(nq, mx, K);
   v4_set_variants(0, 0);
-  const auto got = run_topk(lg, lens, ld, K, 7, mx);
+  if (smax >= 0) v4_topk_set_sparse_max(smax);
+  const auto got = run_topk(lg, lens, ld, K, variant, mx);
+  v4_topk_set_sparse_max(4);
   std::vector<int> rad;
   if (vs_radix) rad = run_topk(lg, lens, ld, K, 1, mx);
   int bad = 0, diff = 0;
@@ -650,9 +654,9 @@ void lean_case(const std::vector<int>& lens, int ld, int kind, int K, const char
   }
   EXPECT_EQ(bad, 0) << what << " kind " << kind << " K " << K;
   EXPECT_EQ(diff, 0) << what << " kind " << kind << " K " << K << " (vs radix)";
-  EXPECT_EQ(kernel, "radix_row_lean") << what;
-  std::printf("[attn-test] topk lean %s K=%d rows=%d max_len=%d kind=%d kernel %s: keys equal to the host%s\n", what, K, nq, mx,
-              kind, kernel.c_str(), vs_radix ? " and to radix_1cta" : "");
+  EXPECT_EQ(kernel, variant == 8 ? "radix_row_sparse" : "radix_row_lean") << what;
+  std::printf("[attn-test] topk lean %s K=%d rows=%d max_len=%d kind=%d smax=%d kernel %s: keys equal to the host%s\n", what, K, nq,
+              mx, kind, smax, kernel.c_str(), vs_radix ? " and to radix_1cta" : "");
 }
 }  // namespace
 
@@ -713,6 +717,74 @@ TEST(V4TopK, LeanRowRowsLongerThanMaxLen) {
 TEST(V4TopK, LeanRowSmallForSanitizers) {
   SKIP_WITHOUT_GPU();
   for (int kind : {0, 1, 6, 7, 8, 9, 10}) lean_case({6000, 4096, 5001, 700}, 6001, kind, 1024, "lean-small", 5000, false);
+}
+
+// The sparse form (variant 8, twenty-third session, helper tk4): sparse compaction + FFMA.RZ bins. Dispatch (host):
+// variant 8 runs it wherever variants 6 / 7 run theirs; the others never; the default is unchanged by it.
+TEST(V4TopK, SparseRowDispatch) {
+  for (int v : {0, 1, 2, 3, 4, 5, 6, 7}) {
+    v4_set_variants(0, v);
+    for (int nq : {1, 133, 200, 264, 512})
+      for (int len : {2048, 8192, 32768}) EXPECT_FALSE(v4_topk_uses_row_sparse(nq, len, 1024)) << v;
+  }
+  v4_set_variants(0, 8);
+  EXPECT_STREQ(v4_topk_variant_name(), "radix_row_sparse");
+  EXPECT_TRUE(v4_topk_uses_row_sparse(1, 32768, 2048));
+  EXPECT_TRUE(v4_topk_uses_row_sparse(512, 2048, 512));
+  EXPECT_FALSE(v4_topk_uses_row_lean(512, 2048, 512));
+  EXPECT_STREQ(v4_topk_kernel_name(192, 8192, 1024), "radix_row_sparse");
+  EXPECT_STREQ(v4_topk_kernel_name(128, 32769, 1024), "radix_1cta");
+  EXPECT_STREQ(v4_topk_kernel_name(512, 65536, 1024), "threshold_filter");
+  EXPECT_FALSE(v4_topk_uses_row_sparse(128, 8192, 4096));
+  EXPECT_FALSE(v4_topk_uses_row_sparse(128, 0, 1024));
+  v4_set_variants(0, 0);
+  EXPECT_THROW(v4_set_variants(0, 9), std::invalid_argument);
+  EXPECT_THROW(v4_topk_set_sparse_max(-1), std::invalid_argument);
+}
+// Every kind (0-10) at k 512 / 1024 / 2048 over rows of 2048-32768 (as LeanRowCases), host reference and the radix
+// kernel; the default loop bound (4), and both placements alone (0: ballot ranks only; 128: the loop only) on kinds
+// 0 / 1 / 8 / 9 / 10.
+TEST(V4TopK, SparseRowCases) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<int> lens = {32768, 2048, 2049, 1025, 1024, 100, 30000, 4097, 16383, 8192, 3};
+  for (int K : {512, 1024, 2048})
+    for (int kind = 0; kind <= 10; ++kind) lean_case(lens, 32771, kind, K, "sparse", 0, true, 8);
+  for (int smax : {0, 128})
+    for (int K : {512, 2048})
+      for (int kind : {0, 1, 8, 9, 10}) lean_case(lens, 32771, kind, K, "sparse-smax", 0, true, 8, smax);
+}
+// Batches 1 / 133 / 200 / 264 / 512 with rows of 2048-32768, k 512 / 1024 / 2048.
+TEST(V4TopK, SparseRowBatches) {
+  SKIP_WITHOUT_GPU();
+  lean_case({32768}, 32768, 0, 1024, "sparse-b1", 0, true, 8);
+  lean_case({32768}, 32768, 10, 2048, "sparse-b1", 0, true, 8);
+  std::vector<int> b133(133), b200(200), b264(264), b512(512);
+  for (int i = 0; i < 133; ++i) b133[i] = 32768 - 97 * i;
+  for (int i = 0; i < 200; ++i) b200[i] = 8192 - 20 * i;
+  for (int i = 0; i < 264; ++i) b264[i] = 2048 + 37 * i;  // 2048 .. 11779
+  for (int i = 0; i < 512; ++i) b512[i] = 12288 - 12 * i;  // 12288 .. 6156
+  for (int kind : {0, 8}) {
+    lean_case(b133, 32771, kind, 2048, "sparse-b133", 0, true, 8);
+    lean_case(b200, 8195, kind, 1024, "sparse-b200", 0, true, 8);
+    lean_case(b264, 11779, kind, 512, "sparse-b264", 0, true, 8);
+    lean_case(b512, 12288, kind, 1024, "sparse-b512", 0, true, 8);
+  }
+  lean_case(b200, 8195, 9, 1024, "sparse-b200", 0, true, 8);
+  lean_case(std::vector<int>(264, 12288), 12288, 1, 1024, "sparse-b264x12K", 0, true, 8);
+  lean_case(std::vector<int>(512, 2048), 2048, 0, 1024, "sparse-b512x2K", 0, true, 8);
+}
+// Rows longer than the max_len passed (the device-memory instance of the body), all paths.
+TEST(V4TopK, SparseRowRowsLongerThanMaxLen) {
+  SKIP_WITHOUT_GPU();
+  for (int kind : {0, 1, 6, 8, 9, 10})
+    lean_case({20000, 8192, 9000, 5000}, 20003, kind, 1024, "sparse-past-max-len", 8192, true, 8);
+}
+// A few rows for memcheck / racecheck: every path, both placements.
+TEST(V4TopK, SparseRowSmallForSanitizers) {
+  SKIP_WITHOUT_GPU();
+  for (int smax : {0, 4, 128})
+    for (int kind : {0, 1, 6, 7, 8, 9, 10})
+      lean_case({6000, 4096, 5001, 700}, 6001, kind, 1024, "sparse-small", 5000, false, 8, smax);
 }
 
 // The default's lean region (twenty-second session, host only): topk <= 2048 and rows of 2048..32768 logits at <= 132
