@@ -262,6 +262,12 @@ int choose_kernel(int v, int bt, int K, long long x_rows, int N = 0, int max_til
     if (bt == 8 && K % 256 == 0) return 29;
     v = 21;
   }
+  // 30 / 31 (NOTES.md §24, w4l; diagnosis only) = kernel 30 / 31 (kernel 20 traced, with only the one-round lookup of EP /
+  // only the tokens-first pre-issue of EP 2) at every BT 8 grid with K % 256 == 0; else as 21
+  if (v == 30 || v == 31) {
+    if (bt == 8 && K % 256 == 0) return v;
+    v = 21;
+  }
   // 24 (NOTES.md §23, w4k; diagnosis only) = kernel 24 (kernel 20 writing a per-CTA timeline, w4a16_set_trace) at every
   // BT 8 grid with K % 256 == 0; else as 21
   if (v == 24) {
@@ -327,6 +333,8 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
     case 27: if constexpr (BT == 8) { launch_decode<BT, 2, 1, 2>(p, max_tiles, stream); return; } break;
     case 28: if constexpr (BT == 8 || BT == 16) { launch_decode3<BT, 1, kD3MinBlocks<BT>, false, 2>(p, max_tiles, stream); return; } break;
     case 29: if constexpr (BT == 8) { launch_decode3<BT, 1, kD3MinBlocks<BT>, true, 2>(p, max_tiles, stream); return; } break;
+    case 30: if constexpr (BT == 8) { launch_decode3<BT, 1, kD3MinBlocks<BT>, true, 3>(p, max_tiles, stream); return; } break;
+    case 31: if constexpr (BT == 8) { launch_decode3<BT, 1, kD3MinBlocks<BT>, true, 4>(p, max_tiles, stream); return; } break;
     default: break;
   }
   throw std::logic_error("w4a16: choose_kernel gave a kernel not built for this tile width");
@@ -335,8 +343,8 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
 }  // namespace
 
 void w4a16_set_variant(int v) {
-  if (v < 0 || v > 29 || v == 9 || v == 10 || v == 26 || v == 28)  // 9 / 10 removed (73471e7); 26 / 28 are kernels only
-    throw std::invalid_argument("w4a16_set_variant: 0..8, 11..25, 27 or 29");
+  if (v < 0 || v > 31 || v == 9 || v == 10 || v == 26 || v == 28)  // 9 / 10 removed (73471e7); 26 / 28 are kernels only
+    throw std::invalid_argument("w4a16_set_variant: 0..8, 11..25, 27, 29, 30 or 31");
   g_variant = v;
 }
 void w4a16_set_trace(unsigned long long* buf) { SS_CUDA(cudaMemcpyToSymbol(g_d3_trace, &buf, sizeof(buf))); }

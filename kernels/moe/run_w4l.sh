@@ -13,8 +13,13 @@
 #  5. compute-sanitizer memcheck of W4A16Decode27.TokensFirstShortKAndRule + PermuteTest 27;
 #  6. only after a passed gate: the whole-layer tables under 27 and the G-8 decode keys (m 1-16) of moe_grouped_gemm_w4a16
 #     under 27 then 20 (same-run reference).
-# Reproduce: OUT=/tmp/out BIN=<dir with test_moe, bench_moe (or .gz)> bash kernels/moe/run_w4l.sh
+# CALL=2 (diagnosis after the failed gate: which part of the early prologue costs the time): test W4A16Decode27.TracedKernel29
+# (kernels 29 / 30 / 31), w4cmp 21,24,29,30,31 (K3 / DSV4-Flash, m 1-8; 21 = kernel 20 untraced, 24 = 20 traced, 29 = EP 2
+# traced, 30 = only EP's one-round lookup, 31 = only the tokens-first pre-issue; all kernel-20 form at bt 8) and the
+# timelines of 24 / 29 / 30 / 31 at the G 8 points.
+# Reproduce: OUT=/tmp/out BIN=<dir with test_moe, bench_moe (or .gz)> [CALL=2] bash kernels/moe/run_w4l.sh
 set -u
+CALL=${CALL:-1}
 BIN=${BIN:-build-carry/w4l}; OUT=${OUT:-/tmp/w4l-out}; GUARD_S=${GUARD_S:-300}
 T0=$(date +%s)
 LOG=$OUT/log.txt
@@ -28,6 +33,25 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 {
   echo "== run_w4l.sh commit=${SERVESIM_COMMIT:-unknown} $(date -u +%FT%TZ) guard ${GUARD_S} s"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
+  if [ "$CALL" = 2 ]; then
+    timeout $(tmo 60) "$BIN/test_moe" --gtest_filter='W4A16Decode27.TracedKernel29' > "$OUT/test.txt" 2>&1; echo "test exit $? $(el)"
+    grep -E "^\[  (PASSED|FAILED)|Failure|w4a16 v=" "$OUT/test.txt" | cut -c1-200 | head -12
+    B=$(tmo 60)
+    timeout $B "$BIN/bench_moe" --out /tmp/w4l_cmp --only w4cmp --w4-max-m 8 --deadline-s $((B > 20 ? B - 6 : 10)) \
+      --w4-variants 21,24,29,30,31 --models K3,DSV4-Flash > "$OUT/bench_cmp.txt" 2>&1
+    echo "bench w4cmp exit: $? $(el)"
+    for nv in 29 30 31; do echo "t($nv)/t(24): $(python3 "$HERE/w4k_gate.py" "$OUT/bench_cmp.txt" $nv 24 | cut -c1-420)"; done
+    echo "t(24)/t(21): $(python3 "$HERE/w4k_gate.py" "$OUT/bench_cmp.txt" 24 21 | cut -c1-420)"
+    for tv in 24 29 30 31; do
+      left || continue
+      echo "== trace (kernel $tv) $(el)"
+      timeout $(tmo 30) "$BIN/bench_moe" --out "$OUT/trace$tv" --w4-variants 20 --probe-variants $tv --probe-reps 5 \
+        --probe-shapes K3:w2:8:8,DSV4-Flash:w2:8:8,K3:w13:8:8,K3:w2:8:1 > "$OUT/trace$tv.txt" 2>&1
+      echo "trace exit: $? $(el)"
+      python3 "$HERE/w4k_trace.py" "$OUT"/trace$tv/trace_*.csv 2>&1 | head -40
+    done
+    echo "== done $(el)"
+  else
   TESTS_OK=1
   # PermuteTest index: Values(0..8, 11..23, 25, 27) -> 15 = v17, 18 = v20, 22 = v25, 23 = v27
   P=Variants/W4A16PermuteTest.K3ShapeAfterDevicePermute
@@ -89,8 +113,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
   fi
   nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
   echo "== done $(el)"
+  fi
 } 2>&1 | tee "$LOG"
-(cd "$OUT" && ls trace2?/*.csv >/dev/null 2>&1 && tar -czf trace.tar.gz trace2? && rm -rf trace2?)
+(cd "$OUT" && ls trace[23]?/*.csv >/dev/null 2>&1 && tar -czf trace.tar.gz trace[23]? && rm -rf trace[23]?)
 (cd "$OUT" && ls -d tables_* >/dev/null 2>&1 && tar -czf tables.tar.gz tables_* bench_table_*.txt bench_layers.txt 2>/dev/null && rm -rf tables_* bench_table_*.txt)
 [ -f "$OUT/memcheck.txt" ] && gzip -f "$OUT/memcheck.txt"
 ls -la "$OUT"

@@ -407,6 +407,13 @@ TEST(W4A16Decode27, TracedKernel29) {
   EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, 3584, 8), 29);
   EXPECT_EQ(w4a16_kernel_for(16, 3072, 64, 3584, 8), 20);
   w4a16_set_variant(dv);
+  // kernels 30 / 31 (EP's lookup alone / the tokens-first pre-issue alone; traced; diagnosis)
+  for (int v : {30, 31}) {
+    check_w4a16(8, {1, 0, 8, 3, 7, 1}, 768, 3072, true, v);
+    w4a16_set_variant(v);
+    EXPECT_EQ(w4a16_kernel_for(8, 3072, 64, 3584, 8), v);
+    w4a16_set_variant(dv);
+  }
 }
 
 // Variant 8 (prefill kernel at BT 256; BT 128 falls back to variant 0): K3 expert shapes (K3 w2 3584 x 3072; K3 w13's K = 3584 with

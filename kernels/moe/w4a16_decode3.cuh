@@ -115,6 +115,12 @@ template <int BT, int KS = 1, int MB = kD3MinBlocks<BT>, bool TR = false, int EP
 __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Params p) {
   static_assert(KS == 1 || KS == 2, "kernel 20 (KS 1) / 22, 23 (KS 2)");
   static_assert(!EP || KS == 1, "EP: kernel 20's form only");
+  // EP 3 / 4 (kernels 30 / 31, traced; NOTES.md §24, w4l; diagnosis only): EP's two parts apart: 3 = only the one-round
+  // lookup (ep_group; the mbarriers by tid 0, nothing issued before the CTA barrier), 4 = only the tokens-first pre-issue
+  // of EP 2 (the binary-search lookup of kernel 20)
+  constexpr bool kBallot = EP == 1 || EP == 2 || EP == 3;
+  constexpr bool kPre = EP == 1 || EP == 2 || EP == 4;
+  constexpr bool kTokFirst = EP == 2 || EP == 4;
   using C = D3Cfg<BT, MB>;
   constexpr int S = C::kStages;
   extern __shared__ uint8_t smem_raw[];
@@ -132,9 +138,9 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
     if (g_d3_trace) tr = g_d3_trace + 10ull * (blockIdx.y * gridDim.x + blockIdx.x);
   }
   const int tile = blockIdx.y;
-  const int total_tiles = EP ? __ldg(p.tile_offsets + p.G) : p.tile_offsets[p.G];
+  const int total_tiles = kBallot ? __ldg(p.tile_offsets + p.G) : p.tile_offsets[p.G];
   [[maybe_unused]] int gep = 0;
-  if constexpr (EP) gep = ep_group(p.tile_offsets, p.G, tile);  // the same round of loads as total_tiles
+  if constexpr (kBallot) gep = ep_group(p.tile_offsets, p.G, tile);  // the same round of loads as total_tiles
   if constexpr (TR) {
     if (tr && threadIdx.x == 0 && tile >= total_tiles) {
       tr[0] = d3_smid(); tr[1] = blockIdx.x + 65536ull * blockIdx.y; tr[2] = tr_g0; tr[3] = d3_gtime();
@@ -143,7 +149,7 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
   }
   if (tile >= total_tiles) return;
   int lo = 0;
-  if constexpr (EP) {
+  if constexpr (kBallot) {
     lo = gep;
   } else {
     int hi = p.G;
@@ -166,7 +172,7 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
   const bf16* xrow0 = p.x + static_cast<size_t>(row0) * p.K;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
 
-  const int pre = EP ? min(S, KB) : 0;  // EP: weight stages issued before the CTA barrier
+  const int pre = kPre ? min(S, KB) : 0;  // EP: weight stages issued before the CTA barrier
   // the token rows of stage kb into its slot, and the slot's 32 cp.async arrivals (producer warp, every lane)
   auto tokens = [&](int kb) {
     const int slot = kb % S;
@@ -180,7 +186,7 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
     }
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(&full[slot])) : "memory");
   };
-  if (tid == (EP ? 256 : 0)) {
+  if (tid == (kPre ? 256 : 0)) {
     for (int s = 0; s < S; ++s) {
       mbar_init(&full[s], 1 + 32);  // expect_tx arrival of lane 0 + 32 cp.async arrivals
       mbar_init(&empty[s], 8);      // lane 0 of each consumer warp
@@ -193,7 +199,7 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
       }
     }
   }
-  if constexpr (EP == 2) {  // tokens first: stage 0's tokens, the ring's weights, the other ring stages' tokens
+  if constexpr (kTokFirst) {  // tokens first: stage 0's tokens, the ring's weights, the other ring stages' tokens
     if (warp == 8) {
       __syncwarp();  // the barriers initialised (lane 0's fence) before any lane's cp.async arrival
       tokens(0);
@@ -211,7 +217,7 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
   __syncthreads();
 
   if (warp == 8) {  // ---- producer warp (as kernel 17's) ----
-    for (int kb = (EP == 2 ? pre : 0); kb < KB; ++kb) {
+    for (int kb = (kTokFirst ? pre : 0); kb < KB; ++kb) {
       const int slot = kb % S;
       if (kb >= pre) {
         mbar_wait(&empty[slot], ((kb / S) & 1) ^ 1);
