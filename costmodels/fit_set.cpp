@@ -1,5 +1,6 @@
 #include "costmodels/fit_set.hpp"
 #include "scenarios/file_names.hpp"
+#include "scenarios/json_unique.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -50,6 +51,7 @@ FitSet read_fit_json(const std::string& path) {
   const std::string text = ss.str();
   ojson j;
   try {
+    refuse_nul_bytes(text);  // json::parse would stop at one (json_unique.hpp)
     j = ojson::parse(text);
   } catch (const std::exception& e) {
     throw std::runtime_error(path + ": malformed JSON (" + std::string(e.what()) + ")");

@@ -50,8 +50,8 @@ inline std::string line_col(const std::string& text, size_t byte) {
 inline json parse_json(const std::string& text, const std::string& origin) {
   try {
     return parse_unique_keys<json>(text);
-  } catch (const DuplicateKeyError& e) {
-    throw ScenarioError(origin + ": " + e.what());  // the message names the object's path
+  } catch (const JsonTextError& e) {
+    throw ScenarioError(origin + ": " + e.what());  // names the object's path, or the NUL byte's line and column
   } catch (const json::parse_error& e) {
     std::string msg = e.what();
     const auto p = msg.find("parse error");

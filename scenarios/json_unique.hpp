@@ -3,7 +3,9 @@
 // nlohmann::json keeps the last value, so `"seed": 42, "seed": 7` ran with seed 7 without a word
 // (review, twenty-second session). Used by every reader of user input: scenario, model and hardware
 // files (json_reader.hpp), JSONL trace rows (workloads/json_row.hpp), sweep grids and validation
-// cases.
+// cases. It also refuses NUL bytes: nlohmann::json's lexer reads a NUL as the end of its input, so
+// `{"timestamp": 0, ...}` followed by NUL bytes and anything else parsed as the row alone (review,
+// twenty-second session).
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -14,10 +16,41 @@
 
 namespace servesim {
 
+/// What parse_unique_keys refuses beyond J::parse's own errors (the readers catch this one type).
+struct JsonTextError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// A NUL byte (U+0000) in JSON text: JSON has none outside escapes (RFC 8259 §7 requires control
+/// characters in strings to be escaped), and nlohmann::json would stop reading at it. `byte`: its
+/// 0-based offset; the message names the line and column (1-based; the column alone on line 1).
+struct NulByteError : JsonTextError {
+  NulByteError(const std::string& text, size_t at) : JsonTextError(message(text, at)), byte(at) {}
+  size_t byte;
+
+ private:
+  static std::string message(const std::string& text, size_t at) {
+    long line = 1, col = 1;
+    for (size_t i = 0; i < at && i < text.size(); ++i) {
+      if (text[i] == '\n') ++line, col = 1;
+      else ++col;
+    }
+    std::string m = "a NUL byte (U+0000) at ";
+    if (line > 1) m.append("line ").append(std::to_string(line)).append(", ");
+    return m.append("column ").append(std::to_string(col)).append(": JSON text has none (a damaged or binary file?)");
+  }
+};
+
+/// Throws NulByteError if `text` holds a NUL byte; call before J::parse on any input text.
+inline void refuse_nul_bytes(const std::string& text) {
+  const size_t at = text.find('\0');
+  if (at != std::string::npos) throw NulByteError(text, at);
+}
+
 /// A key given twice in one JSON object. `key`: the key; `where`: the path of the object that holds
 /// it ("deployments[0].prefill"; empty for the top level).
-struct DuplicateKeyError : std::runtime_error {
-  DuplicateKeyError(std::string k, std::string w) : std::runtime_error(message(k, w)), key(std::move(k)), where(std::move(w)) {}
+struct DuplicateKeyError : JsonTextError {
+  DuplicateKeyError(std::string k, std::string w) : JsonTextError(message(k, w)), key(std::move(k)), where(std::move(w)) {}
   std::string key, where;
 
  private:
@@ -31,9 +64,11 @@ struct DuplicateKeyError : std::runtime_error {
 };
 
 /// J::parse(text) (J: nlohmann::json or ordered_json), throwing DuplicateKeyError for a key that
-/// appears twice in one object; syntax and range errors are J's own exceptions, as J::parse throws.
+/// appears twice in one object and NulByteError for a NUL byte anywhere in `text` (both
+/// JsonTextError); syntax and range errors are J's own exceptions, as J::parse throws.
 template <class J>
 J parse_unique_keys(const std::string& text) {
+  refuse_nul_bytes(text);
   struct Open {
     bool array;
     std::string name;  // the path element of this container ("key", or "[i]" for an array's element)

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -272,6 +274,26 @@ TEST(InputRules, DuplicateKeysAndClusterSizesBeyondTheBoundsAreRefused) {
   EXPECT_NE(error_of(t).find("deployments[0].cluster.nodes: must be ≤ 32768"), std::string::npos) << error_of(t);
   const std::string w = R"({"kind":"agent","concurrency":100000000})";
   EXPECT_NE(error_of(scenario_with("", w)).find("workload.concurrency: must be ≤ 10000000"), std::string::npos) << error_of(scenario_with("", w));
+}
+
+// A NUL byte ends nlohmann::json's input: a scenario followed by NUL bytes and anything else
+// parsed as the scenario alone (review, twenty-second session, on trace rows; the same reader
+// serves every JSON input file). Refused with the byte's line and column (1-based).
+TEST(InputRules, ANulByteInAJsonFileIsRefusedWithLineAndColumn) {
+  std::string t = scenario_with("") + "\n";
+  const long line = 1 + std::count(t.begin(), t.end(), '\n');  // the line after the scenario's last
+  t += std::string("\0\0{\"anything\": 1}", 17);
+  EXPECT_NE(error_of(t).find("s.json: a NUL byte (U+0000) at line " + std::to_string(line) + ", column 1:"), std::string::npos) << error_of(t);
+  t = scenario_with("");
+  t.insert(3, std::string(1, '\0'));  // inside the first key's name, on line 1: the column only
+  EXPECT_NE(error_of(t).find("s.json: a NUL byte (U+0000) at column 4:"), std::string::npos) << error_of(t);
+  try {
+    (void)parse_unique_keys<nlohmann::json>(std::string("[1]\n\n  \0", 8));
+    ADD_FAILURE() << "a NUL byte was accepted";
+  } catch (const NulByteError& e) {
+    EXPECT_EQ(e.byte, 7u);
+    EXPECT_NE(std::string(e.what()).find("at line 3, column 3"), std::string::npos) << e.what();
+  }
 }
 
 // Item 9: a deployment name is its output folder: only letters, digits and . _ - +, not "." or

@@ -151,6 +151,28 @@ TEST(InputRules, ATraceRowWithAKeyTwiceIsRefusedWithFileAndLine) {
   EXPECT_NE(rj(r).find("dr.jsonl:1: key \"output_tokens\" appears twice"), std::string::npos) << rj(r);
 }
 
+// A row followed by NUL bytes is refused with file:line in every trace reader (review,
+// twenty-second session: the JSON readers stopped at the first NUL and took the row; the CSV
+// readers refuse it in the field that holds it).
+TEST(InputRules, ATraceRowWithNulBytesIsRefusedWithFileAndLine) {
+  const std::string nul("\0\0zz", 4);
+  auto mc = [](const std::string& rows) { return error_of<MooncakeReader>(write_tmp("n.jsonl", rows), 1.0, 0.0, 512, 0LL, std::uint64_t{1}); };
+  std::string row = mooncake_row("5");
+  row.insert(row.size() - 1, nul);
+  EXPECT_NE(mc(mooncake_row("0") + row).find("n.jsonl:2: a NUL byte (U+0000) at column 68"), std::string::npos) << mc(mooncake_row("0") + row);
+  EXPECT_NE(mc(mooncake_row("0") + nul + "\n").find("n.jsonl:2: a NUL byte (U+0000) at column 1"), std::string::npos);
+  auto rj = [](const std::string& rows) { return error_of<TraceLabRoundsReader>(write_tmp("nr.jsonl", rows), 1.0, 0LL, 512, false); };
+  std::string r = round_row("a", "2026-01-01T00:00:00Z");
+  r.insert(r.size() - 1, nul);
+  EXPECT_NE(rj(r).find("nr.jsonl:1: a NUL byte (U+0000)"), std::string::npos) << rj(r);
+  auto az = [](const std::string& row) { return error_of<CsvRequestReader>(CsvRequestReader::Format::azure, write_tmp("n.csv", kAzureHead + row), 1.0, 0LL, false); };
+  EXPECT_NE(az("2023-11-16 18:17:03.9,4808,10" + nul + "\n").find("n.csv:2: column GeneratedTokens"), std::string::npos)
+      << az("2023-11-16 18:17:03.9,4808,10" + nul + "\n");
+  EXPECT_NE(az(nul + "\n").find("n.csv:2:"), std::string::npos) << az(nul + "\n");
+  auto tl = [](const std::string& row) { return error_of<TraceLabReplayReader>(write_tmp("nt.csv", kReplayHead + row), 1.0, 0LL, 512, false); };
+  EXPECT_NE(tl("0,117,0,0,2318,200,300" + nul + "\n").find("nt.csv:2: column tool_wait_after_ms"), std::string::npos) << tl("0,117,0,0,2318,200,300" + nul + "\n");
+}
+
 // A TraceLab replay session's rows must agree with each other: the same arrival_time (the reader
 // takes round 0's), each round's prefix_len the history so far (round before's prefix + input +
 // output; the shipped trace holds both for all 255 later rounds), and a started session's rows

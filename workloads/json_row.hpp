@@ -25,12 +25,12 @@ inline long long json_int(const nlohmann::json& j, const char* k, long long min,
   return x;
 }
 
-/// Parses one JSONL row; a syntax error, a number beyond double range or a key given twice throws
-/// TraceError(file, line).
+/// Parses one JSONL row; a syntax error, a number beyond double range, a key given twice or a NUL
+/// byte throws TraceError(file, line).
 inline nlohmann::json json_row(const std::string& text, const std::string& file, long line, const std::string& expected = "") {
   try {
     return parse_unique_keys<nlohmann::json>(text);
-  } catch (const DuplicateKeyError& e) {
+  } catch (const JsonTextError& e) {  // a key twice, a NUL byte
     throw TraceError(file, line, e.what());
   } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range 406 (number overflow, e.g. 1e400)
     throw TraceError(file, line, std::string("not valid JSON (") + e.what() + ")" + expected);

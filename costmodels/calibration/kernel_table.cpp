@@ -80,7 +80,7 @@ KernelTable load_kernel_table(const std::string& path) {
   json j;
   try {
     j = parse_unique_keys<json>(text);  // a key twice in a row is refused, as in every input file
-  } catch (const DuplicateKeyError& e) {
+  } catch (const JsonTextError& e) {
     throw std::runtime_error(path + ": " + e.what());
   } catch (const json::parse_error& e) {
     throw std::runtime_error(path + ": malformed JSON (" + std::string(e.what()) + ")");
@@ -102,8 +102,9 @@ std::map<std::string, KernelTable> load_kernel_tables(const std::string& dir) {
     json j;
     try {
       j = parse_unique_keys<json>(text);  // one parse; a file that is not a kernel table may repeat keys
-    } catch (const DuplicateKeyError& e) {
-      // refused only in a kernel table (which value counts is undefined); other files are skipped
+    } catch (const JsonTextError& e) {
+      // refused only in a kernel table (a key twice: which value counts is undefined; a NUL byte:
+      // json::parse reads up to it); other files are skipped
       try {
         const json other = json::parse(text);
         if (other.is_object() && other.value("schema", std::string()) == "servesim.kernel-table/1") throw std::runtime_error(p.string() + ": " + e.what());

@@ -78,7 +78,7 @@ Case load_case(const std::string& path) {
   c.dir = fs::path(path).parent_path().string();
   try {
     c.j = parse_unique_keys<json>(o.str());
-  } catch (const DuplicateKeyError& e) {
+  } catch (const JsonTextError& e) {  // a key twice, a NUL byte
     throw CaseError(path + ": " + e.what());
   } catch (const json::exception& e) {  // parse_error, and out_of_range 406 (a number beyond double range)
     throw CaseError(path + ": not valid JSON: " + e.what());

@@ -2,6 +2,8 @@
 // the charts draw.
 #include "sim/exporters/report/report.hpp"
 
+#include "scenarios/json_unique.hpp"
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -16,7 +18,10 @@ ojson read_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ReportError(path + ": cannot be read");
   try {
-    return ojson::parse(in);
+    std::ostringstream text;
+    text << in.rdbuf();
+    refuse_nul_bytes(text.str());  // json::parse would stop at one (json_unique.hpp)
+    return ojson::parse(text.str());
   } catch (const std::exception& e) {
     throw ReportError(path + ": not valid JSON: " + e.what());
   }
@@ -227,6 +232,7 @@ TimelineSeries read_timeline(const std::string& path, size_t samples) {
   };
   ojson doc;
   try {
+    refuse_nul_bytes(text);  // json::parse would stop at one (json_unique.hpp)
     doc = ojson::parse(text, cb);
   } catch (const std::exception& e) {
     throw ReportError(path + ": not valid JSON: " + e.what());
