@@ -67,7 +67,7 @@ void v4_compress(const CompressorArgs& a, int ratio, int head_dim, cudaStream_t 
 
 namespace {
 int g_indexer_variant = 0, g_topk_variant = 0;
-int g_topk_sparse_max = 4;  // variant 8: sparse_place's loop bound (v4_topk_set_sparse_max)
+int g_topk_sparse_max = 0;  // the sparse form's loop bound (v4_topk_set_sparse_max; 0: ballot ranks only, tk4 call 1)
 // The default's row-select region (v4_topk_uses_row, variant 0; twenty-second session: the lean form), inclusive:
 // rows of kLeanMinLen..tkr::kMaxLen logits up to kLeanOneWaveNq rows (one CTA per SM at most, one wave on 132 SMs);
 // rows of kLeanMinLen..kLeanMaxLen2 (two CTAs per SM by shared memory) up to kLeanTwoPerSmNq rows; rows of
@@ -170,7 +170,8 @@ bool v4_topk_uses_filter(int nq, int max_len, int topk) {
 bool v4_topk_uses_row(int nq, int max_len, int topk) {
   if (topk > 2048 || max_len <= 0 || max_len > tkr::kMaxLen) return false;
   if (g_topk_variant == 6 || g_topk_variant == 7 || g_topk_variant == 8) return true;  // opt-in: wherever the row fits
-  // Variant 0 (twenty-second session, helper tk3): the lean form (topk_row_lean_kernel) where it measured faster than
+  // Variant 0 (twenty-second session, helper tk3; since the twenty-third its sparse form, topk_row_sparse_kernel, same
+  // region): the lean form (topk_row_lean_kernel) where it measured faster than
   // the twenty-first session's default in the same run (tk3 call 1, results/tk3/call1: 56 points, median 1.109,
   // 1.016-1.275): batches <= 132 with rows of 2048-32768 logits (vs the one-CTA radix kernel: 1.03-1.17x), 133-264
   // rows of 2048-12288 (vs form 3 of the row select: 1.21-1.24x; vs the filter at 192 / 256 x 2048: 1.12-1.14x),
@@ -186,14 +187,16 @@ bool v4_topk_uses_row(int nq, int max_len, int topk) {
 }
 
 bool v4_topk_uses_row_lean(int nq, int max_len, int topk) {
-  // The lean form (topk_row_lean_kernel) wherever the row select runs under variant 0 (the default, twenty-second
-  // session) and variant 7 (opt-in: wherever variant 6 runs form 3).
-  return (g_topk_variant == 0 || g_topk_variant == 7) && v4_topk_uses_row(nq, max_len, topk);
+  // The lean form (topk_row_lean_kernel): opt-in, variant 7 (wherever variant 6 runs form 3). It was the default's row
+  // select in the twenty-second session; since the twenty-third the default runs its sparse form there.
+  return g_topk_variant == 7 && v4_topk_uses_row(nq, max_len, topk);
 }
 
 bool v4_topk_uses_row_sparse(int nq, int max_len, int topk) {
-  // The sparse form (topk_row_sparse_kernel, twenty-third session): opt-in, variant 8, wherever variant 6 / 7 run theirs.
-  return g_topk_variant == 8 && v4_topk_uses_row(nq, max_len, topk);
+  // The sparse form (topk_row_sparse_kernel, twenty-third session, helper tk4): the default's row select (variant 0,
+  // the lean region of v4_topk_uses_row: same run, tk4 call 1, results/tk4/call1, 54 points of the region, old (lean) /
+  // sparse median 1.079, 1.019-1.194, ballot ranks only) and variant 8 (opt-in: wherever variants 6 / 7 run theirs).
+  return (g_topk_variant == 0 || g_topk_variant == 8) && v4_topk_uses_row(nq, max_len, topk);
 }
 
 const char* v4_topk_kernel_name(int nq, int max_len, int topk) {

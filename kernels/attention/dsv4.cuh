@@ -93,19 +93,20 @@ bool v4_topk_uses_filter(int nq, int max_len, int topk);
 /// 0 < max_len <= 32768 logits per row (any nq); never under the others. Host-only (no CUDA call); throws nothing.
 bool v4_topk_uses_row(int nq, int max_len, int topk);
 /// Whether that row select is the lean form (topk_row_lean_kernel, dsv4_topk_row_lean.cuh, twenty-second session):
-/// under variants 0 (the default) and 7 (opt-in) wherever v4_topk_uses_row; never under the others. Host-only.
+/// under variant 7 (opt-in) wherever v4_topk_uses_row; never under the others (the default runs the sparse form). Host-only.
 bool v4_topk_uses_row_lean(int nq, int max_len, int topk);
-/// Whether v4_topk runs the sparse form of the lean row select (topk_row_sparse_kernel, twenty-third session): opt-in,
-/// variant 8, wherever variants 6 / 7 run theirs (topk <= 2048, 0 < max_len <= 32768).
+/// Whether v4_topk runs the sparse form of the lean row select (topk_row_sparse_kernel, twenty-third session): under
+/// variant 0 (the default) wherever v4_topk_uses_row, and variant 8 wherever variants 6 / 7 run theirs (topk <= 2048,
+/// 0 < max_len <= 32768).
 bool v4_topk_uses_row_sparse(int nq, int max_len, int topk);
 /// Variant 8's placement bound: per warp and 128 keys, up to smax flagged keys of a kind are placed by a warp-uniform
-/// loop, more by ballot ranks (default 4; 0 = always ranks).
+/// loop, more by ballot ranks (default 0 = always ranks: the loop measured slower, tk4 call 1).
 void v4_topk_set_sparse_max(int smax);
 /// The kernel v4_topk runs for a shape: "radix_row_sparse", "radix_row_lean", "radix_row_smem", "threshold_filter", "radix_cluster_smem" or "radix_1cta".
 const char* v4_topk_kernel_name(int nq, int max_len, int topk);
 
 /// Kernel choice (bench, tests): indexer 0 = wgmma (default), 1 = the issue-3 kernel; top-k 0 = the default (v4_topk:
-/// threshold filter / one-CTA radix / the lean row select in its region); 1 = always the one-CTA radix kernel;
+/// threshold filter / one-CTA radix / the sparse form of the lean row select in its region); 1 = always the one-CTA radix kernel;
 /// 2 = always the radix cluster kernel (where max_len allows); 3 = the default before the seventeenth session
 /// (cluster kernel for batch <= 16 x rows >= 98304 and batch >= 256 x rows <= 12288, else one-CTA);
 /// 4 = the threshold filter at every shape with topk <= 2048; 5 = the seventeenth session's default (filter / one-CTA

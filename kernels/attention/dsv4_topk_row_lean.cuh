@@ -479,7 +479,8 @@ __global__ void __launch_bounds__(tkr::T, 2) topk_row_lean_kernel(const float* _
   else tkl::row_body<false>(x, n, K, out, cc, keys, hist, list, sh, thr, scan_tmp);
 }
 
-// The sparse form (variant 8, twenty-third session, helper tk4): the lean kernel with row_body's SP instance (sparse
+// The sparse form (the default's row select since the twenty-third session, helper tk4; variant 8 wherever the row
+// fits): the lean kernel with row_body's SP instance (sparse
 // compaction, FFMA.RZ bins); the same launch (grid nq, tkr::T threads, tkr::smem_bytes(nmax)); smax: sparse_place's
 // warp-uniform loop bound (keys of one kind per warp and 128 keys).
 __global__ void __launch_bounds__(tkr::T, 2) topk_row_sparse_kernel(const float* __restrict__ logits, int ld,

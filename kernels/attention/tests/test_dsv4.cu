@@ -431,7 +431,7 @@ TEST(V4TopK, FilterIsTheDefault) {
   EXPECT_STREQ(v4_topk_kernel_name(1024, 8192, 1024), "threshold_filter");
   EXPECT_STREQ(v4_topk_kernel_name(128, 65536, 1024), "threshold_filter");
   EXPECT_STREQ(v4_topk_kernel_name(128, 1024, 1024), "radix_1cta");
-  EXPECT_STREQ(v4_topk_kernel_name(128, 8192, 1024), "radix_row_lean");  // twenty-second session
+  EXPECT_STREQ(v4_topk_kernel_name(128, 8192, 1024), "radix_row_sparse");  // twenty-second session (lean), twenty-third (sparse)
   // topk 4096 and short rows at small batches run the radix kernel
   topk_rows_case({70000, 5000, 4097}, 70001, 0, 4096, 0, "default-k4096");
   topk_rows_case({70000, 20000, 100}, 70003, 0, 1024, 0, "default");
@@ -507,10 +507,10 @@ TEST(V4TopK, RowSelectDispatch) {
 TEST(V4TopK, RowSelectIsTheDefaultInItsRegion) {
   SKIP_WITHOUT_GPU();
   v4_set_variants(0, 0);
-  ASSERT_STREQ(v4_topk_kernel_name(200, 8192, 1024), "radix_row_lean");
-  ASSERT_STREQ(v4_topk_kernel_name(256, 4096, 512), "radix_row_lean");
-  ASSERT_STREQ(v4_topk_kernel_name(140, 12288, 2048), "radix_row_lean");
-  ASSERT_STREQ(v4_topk_kernel_name(150, 2048, 1024), "radix_row_lean");
+  ASSERT_STREQ(v4_topk_kernel_name(200, 8192, 1024), "radix_row_sparse");
+  ASSERT_STREQ(v4_topk_kernel_name(256, 4096, 512), "radix_row_sparse");
+  ASSERT_STREQ(v4_topk_kernel_name(140, 12288, 2048), "radix_row_sparse");
+  ASSERT_STREQ(v4_topk_kernel_name(150, 2048, 1024), "radix_row_sparse");
   std::vector<int> lens(200);
   for (int i = 0; i < 200; ++i) lens[i] = 8192 - 20 * i;
   for (int kind : {0, 1, 9}) topk_rows_case(lens, 8195, kind, 1024, 0, "default-row");
@@ -633,7 +633,7 @@ void lean_case(const std::vector<int>& lens, int ld, int kind, int K, const char
   v4_set_variants(0, 0);
   if (smax >= 0) v4_topk_set_sparse_max(smax);
   const auto got = run_topk(lg, lens, ld, K, variant, mx);
-  v4_topk_set_sparse_max(4);
+  v4_topk_set_sparse_max(0);  // the default
   std::vector<int> rad;
   if (vs_radix) rad = run_topk(lg, lens, ld, K, 1, mx);
   int bad = 0, diff = 0;
@@ -720,9 +720,10 @@ TEST(V4TopK, LeanRowSmallForSanitizers) {
 }
 
 // The sparse form (variant 8, twenty-third session, helper tk4): sparse compaction + FFMA.RZ bins. Dispatch (host):
-// variant 8 runs it wherever variants 6 / 7 run theirs; the others never; the default is unchanged by it.
+// variant 8 runs it wherever variants 6 / 7 run theirs; variants 1-7 never; variant 0 (the default since this
+// session) in the lean region (LeanRowDefaultDispatch).
 TEST(V4TopK, SparseRowDispatch) {
-  for (int v : {0, 1, 2, 3, 4, 5, 6, 7}) {
+  for (int v : {1, 2, 3, 4, 5, 6, 7}) {
     v4_set_variants(0, v);
     for (int nq : {1, 133, 200, 264, 512})
       for (int len : {2048, 8192, 32768}) EXPECT_FALSE(v4_topk_uses_row_sparse(nq, len, 1024)) << v;
@@ -738,18 +739,21 @@ TEST(V4TopK, SparseRowDispatch) {
   EXPECT_FALSE(v4_topk_uses_row_sparse(128, 8192, 4096));
   EXPECT_FALSE(v4_topk_uses_row_sparse(128, 0, 1024));
   v4_set_variants(0, 0);
+  EXPECT_TRUE(v4_topk_uses_row_sparse(132, 32768, 1024));
+  EXPECT_FALSE(v4_topk_uses_row_lean(132, 32768, 1024));
+  EXPECT_FALSE(v4_topk_uses_row_sparse(133, 16384, 1024));
   EXPECT_THROW(v4_set_variants(0, 9), std::invalid_argument);
   EXPECT_THROW(v4_topk_set_sparse_max(-1), std::invalid_argument);
 }
 // Every kind (0-10) at k 512 / 1024 / 2048 over rows of 2048-32768 (as LeanRowCases), host reference and the radix
-// kernel; the default loop bound (4), and both placements alone (0: ballot ranks only; 128: the loop only) on kinds
-// 0 / 1 / 8 / 9 / 10.
+// kernel; the default (0: ballot ranks only), and the warp-uniform loop (bound 4: both placements; 128: the loop
+// only) on kinds 0 / 1 / 8 / 9 / 10.
 TEST(V4TopK, SparseRowCases) {
   SKIP_WITHOUT_GPU();
   const std::vector<int> lens = {32768, 2048, 2049, 1025, 1024, 100, 30000, 4097, 16383, 8192, 3};
   for (int K : {512, 1024, 2048})
     for (int kind = 0; kind <= 10; ++kind) lean_case(lens, 32771, kind, K, "sparse", 0, true, 8);
-  for (int smax : {0, 128})
+  for (int smax : {4, 128})
     for (int K : {512, 2048})
       for (int kind : {0, 1, 8, 9, 10}) lean_case(lens, 32771, kind, K, "sparse-smax", 0, true, 8, smax);
 }
@@ -797,9 +801,9 @@ TEST(V4TopK, LeanRowDefaultDispatch) {
                     P{512, 12288}})
     for (int k : {512, 1024, 2048}) {
       EXPECT_TRUE(v4_topk_uses_row(p.nq, p.len, k)) << p.nq << " " << p.len << " " << k;
-      EXPECT_TRUE(v4_topk_uses_row_lean(p.nq, p.len, k)) << p.nq << " " << p.len << " " << k;
+      EXPECT_TRUE(v4_topk_uses_row_sparse(p.nq, p.len, k)) << p.nq << " " << p.len << " " << k;
       EXPECT_FALSE(v4_topk_uses_filter(p.nq, p.len, k));
-      EXPECT_STREQ(v4_topk_kernel_name(p.nq, p.len, k), "radix_row_lean") << p.nq << " " << p.len << " " << k;
+      EXPECT_STREQ(v4_topk_kernel_name(p.nq, p.len, k), "radix_row_sparse") << p.nq << " " << p.len << " " << k;
     }
   EXPECT_STREQ(v4_topk_kernel_name(1, 2047, 1024), "radix_1cta");         // rows < 2048: not measured
   EXPECT_STREQ(v4_topk_kernel_name(132, 1024, 1024), "radix_1cta");
@@ -826,9 +830,9 @@ TEST(V4TopK, LeanRowDefaultDispatch) {
 TEST(V4TopK, LeanRowIsTheDefault) {
   SKIP_WITHOUT_GPU();
   v4_set_variants(0, 0);
-  ASSERT_STREQ(v4_topk_kernel_name(64, 32768, 2048), "radix_row_lean");
-  ASSERT_STREQ(v4_topk_kernel_name(384, 8192, 1024), "radix_row_lean");
-  ASSERT_STREQ(v4_topk_kernel_name(512, 6144, 512), "radix_row_lean");
+  ASSERT_STREQ(v4_topk_kernel_name(64, 32768, 2048), "radix_row_sparse");
+  ASSERT_STREQ(v4_topk_kernel_name(384, 8192, 1024), "radix_row_sparse");
+  ASSERT_STREQ(v4_topk_kernel_name(512, 6144, 512), "radix_row_sparse");
   std::vector<int> d100(100);
   for (int i = 0; i < 100; ++i) d100[i] = 16383 - 111 * i;
   for (int kind : {0, 1, 9}) {
