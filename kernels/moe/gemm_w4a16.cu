@@ -247,7 +247,9 @@ int choose_kernel(int v, int bt, int K, long long x_rows, int N = 0, int max_til
   // then the ring's weight copies, then the other ring stages' token rows, all before the CTA barrier, so the first full
   // stage does not wait behind the whole ring's weights): kernel 27 (= kernel 17 + EP 2) at BT 8 on grids of <= 2 CTAs
   // per SM, kernel 28 (= kernel 20 + EP 2) at BT 8 on grids of 2-3 CTAs per SM and at BT 16 on grids of <= 3 CTAs per SM
-  // (N and max_tiles known, K % 256 == 0); else exactly 20
+  // (N and max_tiles known, K % 256 == 0); else exactly 20. MEASURED SLOWER (w4l call 1, NOTES.md §24): t27/t20 1.04-1.10
+  // event, median 1.07, and t27/t25 0.997: the token order changes nothing; the split kernels 30 / 31 (call 2) put the whole
+  // loss on the weight copies issued before the CTA barrier; opt-in only (tests, comparisons)
   if (v == 27) {
     const long long ctas = static_cast<long long>(N / kRowsPerCta) * max_tiles;
     if (N > 0 && max_tiles > 0 && K % 256 == 0) {
@@ -263,7 +265,8 @@ int choose_kernel(int v, int bt, int K, long long x_rows, int N = 0, int max_til
     v = 21;
   }
   // 30 / 31 (NOTES.md §24, w4l; diagnosis only) = kernel 30 / 31 (kernel 20 traced, with only the one-round lookup of EP /
-  // only the tokens-first pre-issue of EP 2) at every BT 8 grid with K % 256 == 0; else as 21
+  // only the tokens-first pre-issue of EP 2) at every BT 8 grid with K % 256 == 0; else as 21. Measured (w4l call 2): t/t24
+  // 0.983 (30) and 1.067 (31) at the K3 w2 / DSV4-Flash w2 / K3 w13 G 8 points, m 1-8
   if (v == 30 || v == 31) {
     if (bt == 8 && K % 256 == 0) return v;
     v = 21;

@@ -284,7 +284,8 @@ __device__ __forceinline__ int ep_group(const int* toff, int G, int tile) {
 /// EP 2 (kernel 27 = kernel 17 with the tokens-first early prologue; NOTES.md §24, w4l): as EP 1, but the whole
 /// producer warp issues the prologue before the CTA barrier in the order stage 0's token rows, then the ring's weight
 /// copies, then the other ring stages' token rows (so the first full barrier does not wait behind the ring's weights);
-/// the producer loop then starts at the first stage not issued. Opt-in only (variant 27).
+/// the producer loop then starts at the first stage not issued. Correct (W4A16Decode27, PermuteTest 27) but as SLOW as EP 1
+/// (w4l: t27/t20 1.07, t27/t25 0.997; the pre-issue itself is the loss, kernels 30 / 31), opt-in only (variant 27).
 template <int BT, int KS_, int DQ = 0, int EP = 0>
 __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_decode_kernel(const Params p) {
   using C = DCfg<BT, KS_>;
