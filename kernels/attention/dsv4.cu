@@ -71,7 +71,9 @@ int g_topk_sparse_max = 0;  // the sparse form's loop bound (v4_topk_set_sparse_
 // The default's row-select region (v4_topk_uses_row, variant 0; twenty-second session: the lean form), inclusive:
 // rows of kLeanMinLen..tkr::kMaxLen logits up to kLeanOneWaveNq rows (one CTA per SM at most, one wave on 132 SMs);
 // rows of kLeanMinLen..kLeanMaxLen2 (two CTAs per SM by shared memory) up to kLeanTwoPerSmNq rows; rows of
-// kLeanMinLenWide..kLeanMaxLen2 up to kLeanMaxNq rows.
+// kLeanMinLenWide..kLeanMaxLen2 up to kLeanMaxNq rows. Twenty-third session: rows of kSparseMinLen1..kLeanMinLen - 1
+// up to kLeanOneWaveNq rows too (the sparse form).
+constexpr int kSparseMinLen1 = 1024;
 constexpr int kLeanMinLen = 2048, kLeanOneWaveNq = 132, kLeanTwoPerSmNq = 264, kLeanMaxLen2 = 12288,
               kLeanMinLenWide = 6144, kLeanMaxNq = 512;
 int sm_count() {
@@ -181,7 +183,11 @@ bool v4_topk_uses_row(int nq, int max_len, int topk) {
   // rows above 12288 at 133+ rows (one CTA per SM by shared memory: two waves, 0.57-0.93x), rows < 2048 (not measured).
   // (The twenty-first session's region, form 3 (topk_row_kernel) at 133-264 x 3072 (2048 below 192) - 12288, lies
   // inside; form 3 now runs only under variant 6.)
-  if (g_topk_variant != 0 || max_len < kLeanMinLen) return false;
+  // Twenty-third session (helper tk4): the sparse form also at <= 132 rows of 1024-2047 logits (decode ctx 4096 /
+  // 6144: vs the one-CTA radix kernel 1.01-1.36x, tk4 call 1's sweep against the committed table; same run: call 2).
+  if (g_topk_variant != 0) return false;
+  if (nq <= kLeanOneWaveNq && max_len >= kSparseMinLen1) return true;
+  if (max_len < kLeanMinLen) return false;
   return nq <= kLeanOneWaveNq || (nq <= kLeanTwoPerSmNq && max_len <= kLeanMaxLen2) ||
          (nq <= kLeanMaxNq && max_len >= kLeanMinLenWide && max_len <= kLeanMaxLen2);
 }

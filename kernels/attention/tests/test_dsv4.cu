@@ -430,7 +430,7 @@ TEST(V4TopK, FilterIsTheDefault) {
   EXPECT_FALSE(v4_topk_uses_filter(512, 262144, 4096));
   EXPECT_STREQ(v4_topk_kernel_name(1024, 8192, 1024), "threshold_filter");
   EXPECT_STREQ(v4_topk_kernel_name(128, 65536, 1024), "threshold_filter");
-  EXPECT_STREQ(v4_topk_kernel_name(128, 1024, 1024), "radix_1cta");
+  EXPECT_STREQ(v4_topk_kernel_name(128, 1023, 1024), "radix_1cta");
   EXPECT_STREQ(v4_topk_kernel_name(128, 8192, 1024), "radix_row_sparse");  // twenty-second session (lean), twenty-third (sparse)
   // topk 4096 and short rows at small batches run the radix kernel
   topk_rows_case({70000, 5000, 4097}, 70001, 0, 4096, 0, "default-k4096");
@@ -805,8 +805,12 @@ TEST(V4TopK, LeanRowDefaultDispatch) {
       EXPECT_FALSE(v4_topk_uses_filter(p.nq, p.len, k));
       EXPECT_STREQ(v4_topk_kernel_name(p.nq, p.len, k), "radix_row_sparse") << p.nq << " " << p.len << " " << k;
     }
-  EXPECT_STREQ(v4_topk_kernel_name(1, 2047, 1024), "radix_1cta");         // rows < 2048: not measured
-  EXPECT_STREQ(v4_topk_kernel_name(132, 1024, 1024), "radix_1cta");
+  EXPECT_STREQ(v4_topk_kernel_name(1, 2047, 1024), "radix_row_sparse");   // twenty-third session: <= 132 rows from 1024
+  EXPECT_STREQ(v4_topk_kernel_name(132, 1024, 512), "radix_row_sparse");
+  EXPECT_STREQ(v4_topk_kernel_name(132, 1023, 512), "radix_1cta");
+  EXPECT_STREQ(v4_topk_kernel_name(1, 1023, 512), "radix_1cta");
+  EXPECT_STREQ(v4_topk_kernel_name(133, 2047, 1024), "radix_1cta");
+  EXPECT_STREQ(v4_topk_kernel_name(192, 2047, 1024), "threshold_filter");
   EXPECT_STREQ(v4_topk_kernel_name(132, 32769, 1024), "radix_1cta");      // past the shared-memory rows
   EXPECT_STREQ(v4_topk_kernel_name(128, 49152, 1024), "threshold_filter");
   EXPECT_STREQ(v4_topk_kernel_name(133, 12289, 1024), "radix_1cta");      // one CTA per SM above 12288: two waves
@@ -841,4 +845,10 @@ TEST(V4TopK, LeanRowIsTheDefault) {
   }
   topk_rows_case(std::vector<int>(384, 8192), 8195, 0, 1024, 0, "default-lean-384");
   topk_rows_case(std::vector<int>(512, 6144), 6144, 8, 512, 0, "default-lean-512");
+  // twenty-third session: <= 132 rows of 1024-2047 logits (decode ctx 4096 / 6144)
+  ASSERT_STREQ(v4_topk_kernel_name(128, 1536, 512), "radix_row_sparse");
+  std::vector<int> d128(128);
+  for (int i = 0; i < 128; ++i) d128[i] = 1536 - 4 * i;  // 1536 .. 1028
+  for (int kind : {0, 1, 8, 9}) topk_rows_case(d128, 1537, kind, 512, 0, "default-sparse-128x1536");
+  topk_rows_case(std::vector<int>(132, 1024), 1024, 0, 1024, 0, "default-sparse-132x1024");
 }
