@@ -294,3 +294,27 @@ TEST(RunOutputs, AllToAllReservationsMatchTheFlows) {
   EXPECT_LT(held["decode_step_events"].get<long long>(), held["decode_steps"].get<long long>() / 2);
   EXPECT_EQ(flows["decode_step_events"].get<long long>(), flows["decode_steps"].get<long long>());
 }
+
+// Per-node throughput divides by the nodes the pools take, not by a larger declared cluster.nodes
+// (review, twenty-third session: 100 declared nodes for 8 used made every _per_node figure 12.5x
+// too small). k3-h200 of the default scenario: 1 x EP32 prefill + 1 x EP32 decode = 4 + 4 nodes,
+// 64 GPUs; per node = per GPU x 64 / 8 whatever cluster.nodes says.
+TEST(RunOutputs, PerNodeFiguresCountTheNodesThePoolsTake) {
+  Dir d;
+  auto j = nlohmann::json::parse(::test::slurp(servesim::test::data("scenarios/default.json")));
+  for (auto& dep : j["deployments"]) dep["cluster"] = {{"nodes", 100}};
+  fs::create_directories(d.p);
+  std::ofstream(d.p / "s.json") << j.dump();
+  const auto o = ::test::sh("run " + (d.p / "s.json").string() + " --only k3-h200 --horizon 60 --no-timeline --quiet --out " + (d.p / "o").string());
+  ASSERT_EQ(o.status, 0) << o.text;
+  const auto s = nlohmann::json::parse(::test::slurp(d.p / "o" / "k3-h200" / "summary.json"));
+  EXPECT_EQ(s["cluster"]["nodes"], 100);
+  EXPECT_EQ(s["cluster"]["nodes_used"], 8);
+  EXPECT_EQ(s["cluster"]["gpus_used"], 64);
+  const auto& t = s["throughput"];
+  const double dur = t["duration_s"].get<double>();
+  ASSERT_GT(t["output_tokens"].get<double>(), 0) << t.dump();
+  EXPECT_NEAR(t["input_tokens_per_s_per_node"].get<double>(), t["input_tokens"].get<double>() / dur / 8, 1e-3);
+  EXPECT_NEAR(t["output_tokens_per_s_per_node"].get<double>(), t["output_tokens"].get<double>() / dur / 8, 1e-3);
+  EXPECT_NEAR(t["output_tokens_per_s_per_node"].get<double>(), 8 * t["output_tokens_per_s_per_gpu"].get<double>(), 0.01);
+}

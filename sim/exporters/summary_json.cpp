@@ -86,9 +86,11 @@ void header_json(const RunReport& r, nlohmann::json& j) {
 void load_json(const RunReport& r, nlohmann::json& j) {
   const DeploymentSpec& d = *r.deployment;
   const Summary& s = r.summary;
-  const int gpus = required_gpus(d), nodes = d.cluster.nodes;
+  // per-node figures divide by the nodes the pools take, not cluster.nodes, which may declare spare
+  // nodes (review, twenty-third session: 100 declared nodes for 8 used gave 12.5x too little per node)
+  const int gpus = required_gpus(d), nodes = required_nodes(d);
   const double dur = s.end_s - s.warmup_s > 0 ? s.end_s - s.warmup_s : 1.0;  // the measurement window
-  j["cluster"] = {{"nodes", nodes}, {"gpus_used", gpus}, {"fabric", d.cluster.fabric == FabricKind::fat_tree ? "fat_tree" : "rail_optimized"},
+  j["cluster"] = {{"nodes", d.cluster.nodes}, {"nodes_used", nodes}, {"gpus_used", gpus}, {"fabric", d.cluster.fabric == FabricKind::fat_tree ? "fat_tree" : "rail_optimized"},
                   {"oversubscription", d.cluster.oversubscription}};
   j["prefill_pool"] = pool_json(d.prefill);
   j["decode_pool"] = pool_json(d.decode);
@@ -126,8 +128,8 @@ void load_json(const RunReport& r, nlohmann::json& j) {
                      {"output_tokens_per_s_per_node", r3(s.output_tokens / dur / nodes)},
                      {"input_tokens_per_s_per_prefill_gpu", r3(s.input_tokens / dur / (d.prefill.instances * d.prefill.ep))},
                      {"output_tokens_per_s_per_decode_gpu", r3(s.output_tokens / dur / (d.decode.instances * d.decode.ep))},
-                     {"per_gpu_note", "_per_gpu and _per_node divide by every GPU and node the pools take (cluster.gpus_used, cluster.nodes: "
-                                      "both pools, each rounded up to whole nodes); _per_prefill_gpu by the prefill pool's GPUs (instances x ep), "
+                     {"per_gpu_note", "_per_gpu and _per_node divide by every GPU and node the pools take (cluster.gpus_used, cluster.nodes_used: "
+                                      "both pools, each rounded up to whole nodes; cluster.nodes may declare more); _per_prefill_gpu by the prefill pool's GPUs (instances x ep), "
                                       "_per_decode_gpu by the decode pool's"}};
   j["goodput"] = {{"slo_ttft_s", d.slo.ttft_s},
                   {"slo_tpot_s", d.slo.tpot_s},

@@ -221,7 +221,7 @@ void unit_cost(Report& r, const std::vector<Dep>& deps) {
 }
 
 void key_table(Report& r, const std::vector<Dep>& deps) {
-  Table t{"Deployments (summary.json)", {{"deployment", "model", "hardware", "nodes", "completed", "TTFT p99 (ms)", "TPOT p99 (ms)",
+  Table t{"Deployments (summary.json)", {{"deployment", "model", "hardware", "nodes used", "completed", "TTFT p99 (ms)", "TPOT p99 (ms)",
                                            "goodput (% of finished)", "output tok/s per GPU"}}};
   auto f = [](const ojson& s, std::initializer_list<const char*> k, const char* spec) {
     const ojson& v = at(s, k);
@@ -229,7 +229,7 @@ void key_table(Report& r, const std::vector<Dep>& deps) {
   };
   for (const auto& d : deps)
     t.rows.push_back({d.name, at(d.summary, {"model"}).is_string() ? d.summary["model"].get<std::string>() : "-",
-                      at(d.summary, {"hardware"}).is_string() ? d.summary["hardware"].get<std::string>() : "-", f(d.summary, {"cluster", "nodes"}, "{:.0f}"),
+                      at(d.summary, {"hardware"}).is_string() ? d.summary["hardware"].get<std::string>() : "-", f(d.summary, {"cluster", at(d.summary, {"cluster", "nodes_used"}).is_number() ? "nodes_used" : "nodes"}, "{:.0f}"),
                       f(d.summary, {"requests", "completed"}, "{:.0f}"), f(d.summary, {"latency", "ttft", "p99_ms"}, "{:.1f}"),
                       f(d.summary, {"latency", "tpot", "p99_ms"}, "{:.1f}"),
                       at(d.summary, {"goodput", "fraction_of_finished"}).is_number()

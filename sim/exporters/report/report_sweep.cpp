@@ -157,7 +157,8 @@ void nodes_needed(Report& r, const Sweep& s) {
     if (row.model.empty() || row.model == "null" || row.hardware == "null") continue;
     const std::string k = row.model + " on " + row.hardware;
     if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
-    const double nodes = num(row.dep, {"cluster", "nodes"}, -1);
+    // the nodes the pools take (older summaries: cluster.nodes, which then was the same unless declared)
+    const double nodes = num(row.dep, {"cluster", "nodes_used"}, num(row.dep, {"cluster", "nodes"}, -1));
     const double ttft = num(row.dep, {"goodput", "slo_ttft_s"}, -1), tpot = num(row.dep, {"goodput", "slo_tpot_s"}, -1);
     if (nodes > 0 && ttft > 0 && tpot > 0 && judge_slo(row.dep, ttft, tpot, kMaxRejected).ok) {
       auto& b = best[k];
@@ -183,7 +184,7 @@ void nodes_needed(Report& r, const Sweep& s) {
     ds.push_back(d);
   }
   r.charts.push_back({"nodes-needed", title,
-                      fmt::format("The fewest nodes (summary.json cluster.nodes, both pools) among the sweep's points of each model x hardware that "
+                      fmt::format("The fewest nodes (summary.json cluster.nodes_used, both pools) among the sweep's points of each model x hardware that "
                                   "met the SLO at each load, as servesim capacity judges a run: {}; a missing point: none of that pair did",
                                   kSloText),
                       xy_chart(ds, s.load, "nodes")});
