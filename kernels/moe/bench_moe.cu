@@ -424,6 +424,7 @@ int main(int argc, char** argv) {
     section("ceilings", {"moe_ref_ceilings"}, bench_ceilings);
     section("w4a16", {"moe_grouped_gemm_w4a16"}, bench_w4a16);
     section("w4cmp", {"w4cmp"}, bench_w4cmp);
+    section("w4pdl", {"w4pdl"}, bench_w4pdl);
     section("w4pf", {"w4pf"}, bench_w4pf);
     section("bf16", {"moe_grouped_gemm_bf16"}, bench_bf16_grouped);
     section("layers", {"moe_layer_k3", "moe_layer_dsv4"}, bench_layers);

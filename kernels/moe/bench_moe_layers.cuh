@@ -15,6 +15,99 @@ struct LayerCfg {
   float scale;
 };
 
+/// --only w4pdl (NOTES.md §25, w4m): the W4A16 decode GEMMs with and without programmatic dependent launch (--w4-variants,
+/// e.g. 20,32,34; 32 / 34 = 20's kernels in their PDL forms), twice with the order alternating, at K3 / DSV4-Flash w13 and
+/// w2, G 8 and 32, m 1-16 (--w4-max-m, --models restrict): per call over 20 back-to-back calls (rotating weight sets of
+/// >= 2x L2, one routing) timed with stream events around the 20 ("stream") and in a CUDA graph of them ("graph"):
+/// (i) repeated w13 calls, (ii) repeated w2 calls, (iii) the chain w13 -> w2 (w2 reads w13's output buffer; per pair).
+/// Printed lines "w4pdl ..." (the log is the record; no table rows).
+void bench_w4pdl(Ctx& c) {
+  struct Md { std::string model; int D, I; };
+  const std::vector<Md> mds = {{"K3", kK3Latent, kK3Inter}, {"DSV4-Flash", kV4FlashHidden, kV4FlashInter}};
+  const std::vector<int> Gs = {8, 32};
+  const std::vector<long long> ms = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  std::vector<int> vs = c.w4_variants;
+  if (vs.empty()) vs = {20, 32};
+  const int n = 20;
+  auto stream_us = [&](const std::function<void(int)>& f) {
+    cudaEvent_t a, b;
+    SS_CUDA(cudaEventCreate(&a));
+    SS_CUDA(cudaEventCreate(&b));
+    for (int i = 0; i < n; ++i) f(i);  // warm
+    std::vector<double> v;
+    for (int r = 0; r < 7; ++r) {
+      SS_CUDA(cudaEventRecord(a, c.s));
+      for (int i = 0; i < n; ++i) f(i);
+      SS_CUDA(cudaEventRecord(b, c.s));
+      SS_CUDA(cudaEventSynchronize(b));
+      float ms_ = 0;
+      SS_CUDA(cudaEventElapsedTime(&ms_, a, b));
+      if (r >= 2) v.push_back(1000.0 * ms_ / n);
+    }
+    SS_CUDA(cudaEventDestroy(a));
+    SS_CUDA(cudaEventDestroy(b));
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::mt19937_64 rng(7);
+  for (int rep = 0; rep < 2; ++rep)
+    for (const auto& md : mds) {
+      if (!want_model(c, md.model)) continue;
+      for (int G : Gs) {
+        if (!time_left(c)) break;
+        const int N1 = 2 * md.I, K1 = md.D, N2 = md.D, K2 = md.I;
+        const size_t mb1 = w4a16_matrix_bytes(N1, K1), mb2 = w4a16_matrix_bytes(N2, K2);
+        const int sets = rotation_sets(double(G) * (mb1 + mb2), c.gpu.l2_bytes, 16);
+        const int P = G * sets;
+        DevBuf<uint8_t> pool1(mb1 * P), pool2(mb2 * P);
+        fill_w4a16_pool(pool1.p, P, N1, K1, 11, 118, 124, c.s);
+        fill_w4a16_pool(pool2.p, P, N2, K2, 12, 118, 124, c.s);
+        std::vector<int> eids(P);
+        std::iota(eids.begin(), eids.end(), 0);
+        std::shuffle(eids.begin(), eids.end(), rng);
+        DevBuf<int> deids(P);
+        deids.upload(eids);
+        const long long xrows = ms.back() * G;
+        DevBuf<bf16> x(size_t(xrows) * K1), h(size_t(xrows) * N1), y(size_t(xrows) * N2);
+        fill_bf16(x.p, x.n, 3, 1.f, c.s);
+        fill_bf16(h.p, h.n, 4, 1.f, c.s);
+        DevBuf<int> droff(G + 1), dtoff(G + 1);
+        for (long long m : ms) {
+          if (m > c.w4_max_m || m < c.w4_min_m) continue;
+          const int bt = w4a16_pick_bt(double(m));
+          std::vector<int> roff(G + 1), toff(G + 1);
+          for (int g = 0; g <= G; ++g) { roff[g] = int(g * m); toff[g] = int(g * ((m + bt - 1) / bt)); }
+          droff.upload(roff);
+          dtoff.upload(toff);
+          SS_CUDA(cudaDeviceSynchronize());
+          const int mt = toff[G];
+          for (int vi = 0; vi < int(vs.size()); ++vi) {
+            const int v = vs[(vi + rep) % vs.size()];
+            w4a16_set_variant(v);
+            auto f13 = [&](int i) {
+              w4a16_grouped_gemm(x.p, pool1.p, deids.p + (i % sets) * G, droff.p, dtoff.p, G, N1, K1, bt, mt, h.p, c.s, xrows);
+            };
+            auto f2 = [&](int i) {
+              w4a16_grouped_gemm(h.p, pool2.p, deids.p + (i % sets) * G, droff.p, dtoff.p, G, N2, K2, bt, mt, y.p, c.s, xrows);
+            };
+            auto fc = [&](int i) { f13(i); f2(i); };
+            const double s13 = stream_us(f13), g13 = graph_us(c, f13, n);
+            const double s2 = stream_us(f2), g2 = graph_us(c, f2, n);
+            const double sc = stream_us(fc), gc = graph_us(c, fc, n);
+            const double tb13 = double(G) * mb1 / 1e6, tb2 = double(G) * mb2 / 1e6;
+            std::printf("w4pdl rep=%d %s G=%d m=%lld bt=%d v=%d k13=%d k2=%d: w13 stream %.2f us (%.3f TB/s) graph %.2f (%.3f) | "
+                        "w2 stream %.2f (%.3f) graph %.2f (%.3f) | chain stream %.2f graph %.2f\n",
+                        rep, md.model.c_str(), G, m, bt, v, w4a16_kernel_for(bt, K1, xrows, N1, mt),
+                        w4a16_kernel_for(bt, K2, xrows, N2, mt), s13, tb13 / s13, g13, tb13 / g13, s2, tb2 / s2, g2,
+                        tb2 / g2, sc, gc);
+          }
+        }
+        std::fflush(stdout);
+      }
+    }
+  w4a16_set_variant(vs[0]);
+}
+
 /// --only w4cmp: W4A16 kernel variants (--w4-variants, e.g. 5,7) interleaved, twice, at the decode
 /// shapes of NOTES.md §8 (K3 w13/w2 G 8/32, DSV4-Pro w13 G 32, DSV4-Flash w2 G 8/32), m = 1..16 (9-11, 13-15 since
 /// §20), 17, 20, 24, 28, 32 (17 / 20 / 28 since §21), 48, 64 and 256, 2048 tokens per expert (--models, --w4-min-m and --w4-max-m restrict shapes and m): event-timed median and

@@ -235,6 +235,17 @@ int choose_kernel(int v, int bt, int K, long long x_rows, int N = 0, int max_til
   // (N and max_tiles known, K % 256 == 0); else exactly 20. MEASURED SLOWER (w4k call 2, NOTES.md §23): t25/t20 1.03-1.14
   // event, median 1.067, at every point where it runs (K3 w2 / DSV4-Flash w2 / K3 w13 G 8, m 1-16), most likely because the
   // stage-0 token copies now queue behind the whole ring's weight copies; opt-in only (tests, comparisons)
+  // 32 / 34 (NOTES.md §25, w4m) = 20 with every kernel-17 / kernel-20 launch in its programmatic-dependent-launch form
+  // (launched with cudaLaunchAttributeProgrammaticStreamSerialization): 32 = PD 2 (kernel 32 = 17 + PD 2, kernel 33 =
+  // 20 + PD 2: trigger at the start, the routing and the first ring's weight copies before griddepcontrol.wait, the tokens
+  // after it; contract: w and the routing not written by a kernel that may still run), 34 = PD 1 (kernel 34 = 17 + PD 1,
+  // 35 = 20 + PD 1: trigger + wait before the first global read); the prefill kernel and variant 0 launch as in 20
+  if (v == 32 || v == 34) {
+    const int k = choose_kernel(20, bt, K, x_rows, N, max_tiles);
+    if (k == 17) return v;
+    if (k == 20) return v + 1;
+    return k;
+  }
   if (v == 25) {
     const long long ctas = static_cast<long long>(N / kRowsPerCta) * max_tiles;
     if (N > 0 && max_tiles > 0 && K % 256 == 0) {
@@ -338,6 +349,10 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
     case 29: if constexpr (BT == 8) { launch_decode3<BT, 1, kD3MinBlocks<BT>, true, 2>(p, max_tiles, stream); return; } break;
     case 30: if constexpr (BT == 8) { launch_decode3<BT, 1, kD3MinBlocks<BT>, true, 3>(p, max_tiles, stream); return; } break;
     case 31: if constexpr (BT == 8) { launch_decode3<BT, 1, kD3MinBlocks<BT>, true, 4>(p, max_tiles, stream); return; } break;
+    case 32: if constexpr (BT == 8 || BT == 32) { launch_decode<BT, 2, 1, 0, 2>(p, max_tiles, stream); return; } break;
+    case 33: if constexpr (BT == 8 || BT == 16) { launch_decode3<BT, 1, kD3MinBlocks<BT>, false, 0, 2>(p, max_tiles, stream); return; } break;
+    case 34: if constexpr (BT == 8 || BT == 32) { launch_decode<BT, 2, 1, 0, 1>(p, max_tiles, stream); return; } break;
+    case 35: if constexpr (BT == 8 || BT == 16) { launch_decode3<BT, 1, kD3MinBlocks<BT>, false, 0, 1>(p, max_tiles, stream); return; } break;
     default: break;
   }
   throw std::logic_error("w4a16: choose_kernel gave a kernel not built for this tile width");
@@ -346,8 +361,8 @@ void launch_bt(const Params& p, int max_tiles, long long x_rows, cudaStream_t st
 }  // namespace
 
 void w4a16_set_variant(int v) {
-  if (v < 0 || v > 31 || v == 9 || v == 10 || v == 26 || v == 28)  // 9 / 10 removed (73471e7); 26 / 28 are kernels only
-    throw std::invalid_argument("w4a16_set_variant: 0..8, 11..25, 27, 29, 30 or 31");
+  if (v < 0 || v > 34 || v == 9 || v == 10 || v == 26 || v == 28 || v == 33)  // 9 / 10 removed (73471e7); 26 / 28 / 33 are kernels only
+    throw std::invalid_argument("w4a16_set_variant: 0..8, 11..25, 27, 29, 30, 31, 32 or 34");
   g_variant = v;
 }
 void w4a16_set_trace(unsigned long long* buf) { SS_CUDA(cudaMemcpyToSymbol(g_d3_trace, &buf, sizeof(buf))); }

@@ -416,6 +416,134 @@ TEST(W4A16Decode27, TracedKernel29) {
   }
 }
 
+// Variants 32 / 34 (NOTES.md §25, w4m): variant 20 with every kernel-17 / kernel-20 launch in its PDL form (32: PD 2,
+// the routing and the first ring's weights before griddepcontrol.wait; 34: PD 1, nothing before it), launched with
+// cudaLaunchAttributeProgrammaticStreamSerialization on a stream. A chain of grouped GEMMs with one routing, each reading
+// the previous one's output (dims[0] -> dims[1] -> ...: a w13 -> w2-like chain), run twice back to back without a sync
+// (first on other tokens, then on x; the outputs poisoned before), so a stage that read its input before the previous
+// kernel finished would see poison or the first chain's values. Every stage is checked against a double reference computed
+// from ITS device input (stage 0: x), and the kernel each stage's launch runs is asserted.
+void pdl_chain_case(int variant, int bt, const std::vector<int>& counts, const std::vector<int>& dims,
+                    const std::vector<int>& want_kernels) {
+  auto rng = make_rng();
+  const int G = static_cast<int>(counts.size()), P = G + 2, S = static_cast<int>(dims.size()) - 1;
+  std::vector<int> roff(G + 1, 0), toff(G + 1, 0);
+  for (int g = 0; g < G; ++g) {
+    roff[g + 1] = roff[g] + counts[g];
+    toff[g + 1] = toff[g] + (counts[g] + bt - 1) / bt;
+  }
+  const int rows = roff[G], mt = w4a16_max_tiles(rows, G, bt);
+  std::vector<int> eids(G), perm(P);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  for (int g = 0; g < G; ++g) eids[g] = perm[g];
+  DevBuf<int> dro(G + 1), dto(G + 1), dei(G);
+  dro.upload(roff);
+  dto.upload(toff);
+  dei.upload(eids);
+  std::vector<std::vector<std::vector<double>>> Wd(S);
+  std::vector<DevBuf<uint8_t>> pools;
+  std::vector<DevBuf<bf16>> acts;  // acts[0] = x, acts[s + 1] = stage s's output
+  for (int st = 0; st < S; ++st) {
+    const int N = dims[st + 1], K = dims[st];
+    const size_t mb = w4a16_matrix_bytes(N, K);
+    std::vector<uint8_t> pool(mb * P);
+    Wd[st].assign(P, std::vector<double>(static_cast<size_t>(N) * K));
+    for (int e = 0; e < P; ++e) {
+      std::vector<uint8_t> codes(static_cast<size_t>(N) * K), scales(static_cast<size_t>(N) * K / 32);
+      for (auto& c : codes) c = rng() & 0xF;
+      for (auto& sc : scales) sc = 118 + rng() % 7;
+      w4a16_prepack(codes.data(), scales.data(), N, K, pool.data() + e * mb);
+      for (size_t i = 0; i < codes.size(); ++i)
+        Wd[st][e][i] = e2m1_value(codes[i]) * e8m0_value(scales[(i / K) * (K / 32) + (i % K) / 32]);
+    }
+    pools.emplace_back(pool.size());
+    pools.back().upload(pool);
+  }
+  std::vector<double> xd;
+  const auto x = rand_bf16(rng, static_cast<size_t>(rows) * dims[0], 1.f, &xd);
+  const auto x0 = rand_bf16(rng, static_cast<size_t>(rows) * dims[0], 1.f);
+  DevBuf<bf16> dx0(x0.size());
+  dx0.upload(x0);
+  for (int st = 0; st <= S; ++st) acts.emplace_back(static_cast<size_t>(rows) * dims[st]);
+  acts[0].upload(x);
+  cudaStream_t cs;
+  SS_CUDA(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+  const int dv = w4a16_variant();
+  w4a16_set_variant(variant);
+  for (int st = 0; st < S; ++st) {
+    EXPECT_EQ(w4a16_kernel_for(bt, dims[st], rows, dims[st + 1], mt), want_kernels[st]) << "stage " << st;
+    SS_CUDA(cudaMemsetAsync(acts[st + 1].p, 0xFF, sizeof(bf16) * acts[st + 1].n, cs));
+  }
+  for (int run = 0; run < 2; ++run)
+    for (int st = 0; st < S; ++st)
+      w4a16_grouped_gemm(st == 0 ? (run == 0 ? dx0.p : acts[0].p) : acts[st].p, pools[st].p, dei.p, dro.p, dto.p, G,
+                         dims[st + 1], dims[st], bt, mt, acts[st + 1].p, cs, rows);
+  SS_CUDA(cudaStreamSynchronize(cs));
+  w4a16_set_variant(dv);
+  SS_CUDA(cudaStreamDestroy(cs));
+  std::vector<double> in = xd;
+  for (int st = 0; st < S; ++st) {
+    const int N = dims[st + 1], K = dims[st];
+    const auto y = to_double(acts[st + 1].download());
+    std::vector<double> ref(y.size());
+    for (int g = 0; g < G; ++g)
+      for (int r = roff[g]; r < roff[g + 1]; ++r)
+        for (int n = 0; n < N; ++n) {
+          double a = 0;
+          const double* w = &Wd[st][eids[g]][static_cast<size_t>(n) * K];
+          const double* xr = &in[static_cast<size_t>(r) * K];
+          for (int k = 0; k < K; ++k) a += w[k] * xr[k];
+          ref[static_cast<size_t>(r) * N + n] = a;
+        }
+    const size_t nans = count_nan(y);
+    const double err = nans ? 1e9 : rel_l2_error(y, ref);
+    EXPECT_EQ(nans, 0u) << "stage " << st << ": unwritten (poisoned) outputs or a read before the previous stage finished";
+    std::printf("w4a16 pdl chain v=%d bt=%d stage %d kernel %d N=%d K=%d rows=%d: rel L2 %.2e\n", variant, bt, st,
+                want_kernels[st], N, K, rows, err);
+    EXPECT_LT(err, 1e-2) << "stage " << st;
+    in = y;  // the next stage's reference input: this stage's device output
+  }
+}
+
+// PD 2 / PD 1 chains at production K (K3 w13 K 3584 -> K3 w2 3584 x 3072 -> a small third stage; DSV4-Flash w2 4096 x 2048;
+// DSV4-Pro's K 7168 at 320 CTAs: kernel 33 / 35 at bt 8) with skewed loads (empty groups, 1-row groups, partial tiles,
+// 2-3-tile groups), and short-K chains with 40 / 70 groups at bt 8 / 16 / 32
+TEST(W4A16Decode32, PdlChainProductionK) {
+  SKIP_NO_GPU();
+  for (int v : {32, 34}) {
+    const int k17 = v, k20 = v + 1;
+    pdl_chain_case(v, 8, {1, 0, 8, 3, 7, 1}, {3584, 3072, 3584, 256}, {k17, k17, k17});          // 216 / 252 / 18 CTAs
+    pdl_chain_case(v, 16, {16, 1, 0, 13, 3}, {3584, 3072, 3584}, {k20, k20});                   // bt 16: kernel 20 form
+    pdl_chain_case(v, 8, {1, 0, 9, 3}, {4096, 2048, 4096}, {k17, k17});                          // DSV4-Flash w2: 192 CTAs
+    pdl_chain_case(v, 8, {1, 8, 3, 8, 2, 7}, {7168, 4096, 256}, {k20, k17});                     // 320 CTAs: kernel 20 form
+  }
+}
+TEST(W4A16Decode32, PdlChainShortK) {
+  SKIP_NO_GPU();
+  std::vector<int> g40(40, 0), g70(70, 0);
+  for (int i = 0; i < 40; i += 3) g40[i] = 1 + i % 8;
+  for (int i = 1; i < 70; i += 5) g70[i] = 1 + (i * 7) % 16;
+  for (int v : {32, 34}) {
+    const int k17 = v, k20 = v + 1;
+    pdl_chain_case(v, 8, {3, 0, 8, 1}, {256, 512, 256, 256}, {k17, k17, k17});
+    pdl_chain_case(v, 8, g40, {512, 1024, 512}, {k17, k17});
+    pdl_chain_case(v, 16, g70, {256, 512, 256}, {k20, k20});
+    pdl_chain_case(v, 32, {17, 32, 0, 5}, {512, 256, 512}, {k17, k17});  // bt 32: kernel 17 form
+  }
+  // the rule: 32 / 34 follow variant 20's kernel choice (bt 8 at <= 2 CTAs per SM -> the kernel-17 form, else the
+  // kernel-20 form; bt 16 -> kernel-20 form; bt 256 with x_rows -> kernel 15, no PDL)
+  const int dv = w4a16_variant();
+  for (int v : {32, 34}) {
+    w4a16_set_variant(v);
+    EXPECT_EQ(w4a16_kernel_for(8, 3584, 64, 6144, 8), v + 1);    // K3 w13 G 8: 384 CTAs
+    EXPECT_EQ(w4a16_kernel_for(8, 3584, 256, 6144, 32), v + 1);  // K3 w13 G 32
+    EXPECT_EQ(w4a16_kernel_for(8, 3072, 64), v + 1);             // grid unknown
+    EXPECT_EQ(w4a16_kernel_for(256, 3072, 2048), 15);
+  }
+  w4a16_set_variant(dv);
+}
+
 // Variant 8 (prefill kernel at BT 256; BT 128 falls back to variant 0): K3 expert shapes (K3 w2 3584 x 3072; K3 w13's K = 3584 with
 // N cut to 768 to bound the CPU reference) with skewed loads: empty groups, a 1-row group, partial
 // last tiles, several tiles per group; the last tile reads past x's end (TMA zero fill). The load and
@@ -537,6 +665,8 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
     moe_permute(dx.p, di.p, T, k, K, bt, d, dxp.p, 0);
     const int default_variant = w4a16_variant();
     w4a16_set_variant(variant);
+    // variant 32 (PD 2) reads the routing before griddepcontrol.wait: its contract wants the permute's kernels finished
+    if (variant == 32) SS_CUDA(cudaDeviceSynchronize());
     w4a16_grouped_gemm(dxp.p, dpool.p, nullptr, d.row_offsets, d.tile_offsets, E, N, K, bt,
                        w4a16_max_tiles(T * k, E, bt), dy.p, 0, xr);
     SS_CUDA(cudaDeviceSynchronize());
@@ -549,6 +679,8 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
       EXPECT_EQ(w4a16_kernel_for(bt, K, xr, N, w4a16_max_tiles(T * k, E, bt)), bt == 8 ? 25 : bt == 16 ? 26 : 17);
     if (variant == 27 && bt <= 32)  // kernel 27 at bt 8, 28 at bt 16 (§24, w4l), 17 at bt 32
       EXPECT_EQ(w4a16_kernel_for(bt, K, xr, N, w4a16_max_tiles(T * k, E, bt)), bt == 8 ? 27 : bt == 16 ? 28 : 17);
+    if ((variant == 32 || variant == 34) && bt <= 32)  // 20's choice in its PDL form: 17 -> v, 20 -> v + 1 (bt 8: 132 CTAs)
+      EXPECT_EQ(w4a16_kernel_for(bt, K, xr, N, w4a16_max_tiles(T * k, E, bt)), bt == 16 ? variant + 1 : variant);
     if (variant == 22 && bt <= 16)  // 3 x 34 / 3 x 44 CTAs: kernel 22 ran (§22); idle CTA pairs exit before the cluster barriers
       EXPECT_EQ(w4a16_kernel_for(bt, K, xr, N, w4a16_max_tiles(T * k, E, bt)), 22);
     w4a16_set_variant(default_variant);
@@ -573,6 +705,6 @@ TEST_P(W4A16PermuteTest, K3ShapeAfterDevicePermute) {
 }
 // (9 / 10 were removed in 73471e7, where w4a16_set_variant started to throw for them; these two
 // instances had stayed and would fail on a GPU)
-INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 25, 27));
+INSTANTIATE_TEST_SUITE_P(Variants, W4A16PermuteTest, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 25, 27, 32, 34));
 
 }  // namespace

@@ -111,9 +111,13 @@ __device__ __forceinline__ unsigned d3_smid() {
 // EP 2 (kernel 28 = kernel 20 with the tokens-first early prologue, kernel 29 = 28 with the TR timeline; NOTES.md §24,
 // w4l): the producer warp issues stage 0's token rows, then the ring's weight copies, then the other ring stages' token
 // rows, all before the CTA barrier (w4a16_rega.cuh, EP 2)
-template <int BT, int KS = 1, int MB = kD3MinBlocks<BT>, bool TR = false, int EP = 0>
+// PD (kernels 33 / 35 = kernel 20 with PD 2 / 1; NOTES.md §25, w4m): programmatic dependent launch as kernel 17's PD
+// (w4a16_rega.cuh): 1 = trigger + wait before the first global read; 2 = trigger at the start, the routing and the first
+// min(S, KB) weight copies (after the CTA barrier) before griddepcontrol.wait, the token rows and y after it
+template <int BT, int KS = 1, int MB = kD3MinBlocks<BT>, bool TR = false, int EP = 0, int PD = 0>
 __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Params p) {
   static_assert(KS == 1 || KS == 2, "kernel 20 (KS 1) / 22, 23 (KS 2)");
+  static_assert(!PD || (KS == 1 && !EP && !TR), "PD: kernel 20's plain form only");
   static_assert(!EP || KS == 1, "EP: kernel 20's form only");
   // EP 3 / 4 (kernels 30 / 31, traced; NOTES.md §24, w4l; diagnosis only): EP's two parts apart: 3 = only the one-round
   // lookup (ep_group; the mbarriers by tid 0, nothing issued before the CTA barrier), 4 = only the tokens-first pre-issue
@@ -137,6 +141,8 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
     tr_g0 = d3_gtime();
     if (g_d3_trace) tr = g_d3_trace + 10ull * (blockIdx.y * gridDim.x + blockIdx.x);
   }
+  if constexpr (PD) griddep_launch();
+  if constexpr (PD == 1) griddep_wait();
   const int tile = blockIdx.y;
   const int total_tiles = kBallot ? __ldg(p.tile_offsets + p.G) : p.tile_offsets[p.G];
   [[maybe_unused]] int gep = 0;
@@ -147,7 +153,10 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
       tr[4] = tr_c0; tr[5] = tr[6] = tr[7] = tr[8] = clock64(); tr[9] = 0;
     }
   }
-  if (tile >= total_tiles) return;
+  if (tile >= total_tiles) {
+    if constexpr (PD) griddep_wait();  // PD: the grid completes only after the previous one (transitive order)
+    return;
+  }
   int lo = 0;
   if constexpr (kBallot) {
     lo = gep;
@@ -172,7 +181,7 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
   const bf16* xrow0 = p.x + static_cast<size_t>(row0) * p.K;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
 
-  const int pre = kPre ? min(S, KB) : 0;  // EP: weight stages issued before the CTA barrier
+  const int pre = (kPre || PD == 2) ? min(S, KB) : 0;  // EP: weight stages issued before the CTA barrier; PD 2: before the wait
   // the token rows of stage kb into its slot, and the slot's 32 cp.async arrivals (producer warp, every lane)
   auto tokens = [&](int kb) {
     const int slot = kb % S;
@@ -217,6 +226,14 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
   __syncthreads();
 
   if (warp == 8) {  // ---- producer warp (as kernel 17's) ----
+    if constexpr (PD == 2) {  // the first weight stages (constant weights) before the wait, the tokens after it
+      if (lane == 0)
+        for (int kb = 0; kb < pre; ++kb) {  // slots 0..pre-1 are free (first use)
+          mbar_expect_tx(&full[kb], C::kW);
+          bulk_g2s(ws + kb * C::kW, wmat + static_cast<size_t>(kb0 + kb) * C::kW, C::kW, &full[kb]);
+        }
+      griddep_wait();
+    }
     for (int kb = (kTokFirst ? pre : 0); kb < KB; ++kb) {
       const int slot = kb % S;
       if (kb >= pre) {
@@ -310,6 +327,7 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
 
   // Epilogue (consumers only; every stage was consumed, so no load is in flight): stage
   // [BT tokens][128 outputs] bf16 in the token ring, then 16-byte stores.
+  if constexpr (PD == 2) griddep_wait();  // (already implied by the tokens; y is written after the wait)
   named_bar(1, 256);
   bf16* st = reinterpret_cast<bf16*>(smem);
   stage_acc_bf16<BT>(st, acc, warp * 16, gq, tq);
@@ -324,15 +342,18 @@ __global__ void __launch_bounds__(kDecThreads, MB) w4a16_decode3_kernel(const Pa
   }
 }
 
-template <int BT, int KS = 1, int MB = kD3MinBlocks<BT>, bool TR = false, int EP = 0>
+template <int BT, int KS = 1, int MB = kD3MinBlocks<BT>, bool TR = false, int EP = 0, int PD = 0>
 void launch_decode3(const Params& p, int max_tiles, cudaStream_t stream) {
   using C = D3Cfg<BT, MB>;
   static bool configured = false;
   if (!configured) {
-    SS_CUDA(cudaFuncSetAttribute(w4a16_decode3_kernel<BT, KS, MB, TR, EP>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(w4a16_decode3_kernel<BT, KS, MB, TR, EP, PD>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
     configured = true;
   }
-  if constexpr (KS == 1) {
+  if constexpr (KS == 1 && PD != 0) {
+    launch_maybe_pdl(w4a16_decode3_kernel<BT, 1, MB, TR, EP, PD>, dim3(p.N / kRowsPerCta, max_tiles), kDecThreads, C::kSmem,
+                     stream, p, true);
+  } else if constexpr (KS == 1) {
     dim3 grid(p.N / kRowsPerCta, max_tiles);
     w4a16_decode3_kernel<BT, 1, MB, TR, EP><<<grid, kDecThreads, C::kSmem, stream>>>(p);
   } else {  // kernel 22: the two K halves of a tile are the two CTAs of a (1, 1, 2) cluster

@@ -286,7 +286,38 @@ __device__ __forceinline__ int ep_group(const int* toff, int G, int tile) {
 /// copies, then the other ring stages' token rows (so the first full barrier does not wait behind the ring's weights);
 /// the producer loop then starts at the first stage not issued. Correct (W4A16Decode27, PermuteTest 27) but as SLOW as EP 1
 /// (w4l: t27/t20 1.07, t27/t25 0.997; the pre-issue itself is the loss, kernels 30 / 31), opt-in only (variant 27).
-template <int BT, int KS_, int DQ = 0, int EP = 0>
+/// Programmatic dependent launch (PD; NOTES.md §25, w4m): without the PDL launch attribute both are no-ops.
+/// griddep_wait: the prerequisite grid (the kernel before in the stream / graph) is complete and its memory visible;
+/// griddep_launch: this CTA lets the dependent grid (launched with the attribute) be scheduled.
+__device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void griddep_launch() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+
+/// A launch with cudaLaunchAttributeProgrammaticStreamSerialization (PDL) when pdl, else a plain one.
+template <class K>
+void launch_maybe_pdl(K kernel, dim3 grid, int threads, int smem, cudaStream_t stream, const Params& p, bool pdl) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  SS_CUDA(cudaLaunchKernelEx(&cfg, kernel, p));
+}
+
+/// PD (kernels 32 / 34 = kernel 17 with PD 2 / 1; NOTES.md §25, w4m), launched with the PDL attribute:
+/// PD 1 (strict): every CTA triggers its dependents and waits (griddepcontrol.wait) before its first global read; only
+///   the launch, the CTA's start and the shared-memory carve-up overlap the previous kernel.
+/// PD 2 (weights early): every CTA triggers its dependents at its start, reads the routing (tile_offsets, row_offsets,
+///   expert_ids), initialises the barriers, passes the CTA barrier, and the producer's lane 0 issues the first
+///   min(stages, K stages) weight copies BEFORE griddepcontrol.wait (after the CTA barrier: §24's pre-issue was before it);
+///   the token rows (the previous kernel's output) are read and y is written only after the wait. Contract: w and the
+///   routing arrays must not be written by any kernel that may still be running when this one starts (with every kernel of
+///   a chain triggering early, that can be more than the one immediately before it).
+template <int BT, int KS_, int DQ = 0, int EP = 0, int PD = 0>
 __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_decode_kernel(const Params p) {
   using C = DCfg<BT, KS_>;
   constexpr int S = C::kStages, KS = KS_;
@@ -297,6 +328,9 @@ __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_
   uint64_t* full = reinterpret_cast<uint64_t*>(ws + S * C::kW);
   uint64_t* empty = full + S;
 
+  static_assert(!(EP && PD), "EP and PD apart");
+  if constexpr (PD) griddep_launch();
+  if constexpr (PD == 1) griddep_wait();
   const int tile = blockIdx.y;
   int g;
   if constexpr (EP) {
@@ -305,7 +339,10 @@ __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_
     if (tile >= total_tiles) return;
   } else {
     const int total_tiles = p.tile_offsets[p.G];
-    if (tile >= total_tiles) return;
+    if (tile >= total_tiles) {
+      if constexpr (PD) griddep_wait();  // PD: the grid completes only after the previous one (transitive order)
+      return;
+    }
     int lo = 0, hi = p.G;
     while (hi - lo > 1) {
       const int mid = (lo + hi) >> 1;
@@ -322,7 +359,7 @@ __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_
   const bf16* xrow0 = p.x + static_cast<size_t>(row0) * p.K;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
 
-  const int pre = EP ? min(S, KB) : 0;  // EP: weight stages issued before the CTA barrier
+  const int pre = (EP || PD == 2) ? min(S, KB) : 0;  // EP: weight stages issued before the CTA barrier; PD 2: before the wait
   // the token rows of stage kb into its slot, and the slot's 32 cp.async arrivals (producer warp, every lane)
   auto tokens = [&](int kb) {
     const int slot = kb % S;
@@ -365,6 +402,14 @@ __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_
   __syncthreads();
 
   if (warp == 8) {  // ---- producer warp ----
+    if constexpr (PD == 2) {  // the first weight stages (constant weights) before the wait, the tokens after it
+      if (lane == 0)
+        for (int kb = 0; kb < pre; ++kb) {  // slots 0..pre-1 are free (first use)
+          mbar_expect_tx(&full[kb], C::kW);
+          bulk_g2s(ws + kb * C::kW, wmat + static_cast<size_t>(kb) * C::kW, C::kW, &full[kb]);
+        }
+      griddep_wait();
+    }
     for (int kb = (EP == 2 ? pre : 0); kb < KB; ++kb) {
       const int slot = kb % S;
       if (kb >= pre) {
@@ -412,6 +457,7 @@ __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_
 
   // Epilogue (consumers only; every stage was consumed, so no load is in flight): stage
   // [BT tokens][128 outputs] bf16 in the token ring, then 16-byte stores.
+  if constexpr (PD == 2) griddep_wait();  // (already implied by the tokens; y is written after the wait)
   named_bar(1, 256);
   bf16* st = reinterpret_cast<bf16*>(smem);
   stage_acc_bf16<BT>(st, acc, warp * 16, gq, tq);
@@ -419,16 +465,20 @@ __global__ void __launch_bounds__(kDecThreads, DCfg<BT, KS_>::kMinBlocks) w4a16_
   store_staged_rows(st, p.y + static_cast<size_t>(row0) * p.N + static_cast<size_t>(blockIdx.x) * kRowsPerCta, p.N, rows, tid, 256);
 }
 
-template <int BT, int KS = 2, int DQ = 0, int EP = 0>
+template <int BT, int KS = 2, int DQ = 0, int EP = 0, int PD = 0>
 void launch_decode(const Params& p, int max_tiles, cudaStream_t stream) {
   static bool configured = false;
   if (!configured) {
-    SS_CUDA(cudaFuncSetAttribute(w4a16_decode_kernel<BT, KS, DQ, EP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    SS_CUDA(cudaFuncSetAttribute(w4a16_decode_kernel<BT, KS, DQ, EP, PD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  DCfg<BT, KS>::kSmem));
     configured = true;
   }
   dim3 grid(p.N / kRowsPerCta, max_tiles);
-  w4a16_decode_kernel<BT, KS, DQ, EP><<<grid, kDecThreads, DCfg<BT, KS>::kSmem, stream>>>(p);
+  if constexpr (PD) {
+    launch_maybe_pdl(w4a16_decode_kernel<BT, KS, DQ, EP, PD>, grid, kDecThreads, DCfg<BT, KS>::kSmem, stream, p, true);
+  } else {
+    w4a16_decode_kernel<BT, KS, DQ, EP><<<grid, kDecThreads, DCfg<BT, KS>::kSmem, stream>>>(p);
+  }
   SS_LAUNCH_CHECK();
 }
 
