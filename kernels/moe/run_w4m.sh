@@ -17,7 +17,11 @@ BIN=${BIN:-build-carry/w4m}; OUT=${OUT:-/tmp/w4m-out}; GUARD_S=${GUARD_S:-220}
 T0=$(date +%s)
 LOG=$OUT/log.txt
 mkdir -p "$OUT"
-for f in test_moe bench_moe; do [ -f "$BIN/$f" ] || { gunzip -c "$BIN/$f.gz" > "/tmp/$f" && chmod +x "/tmp/$f"; }; done
+for f in test_moe bench_moe; do
+  [ -f "$BIN/$f" ] && continue
+  if [ -f "$BIN/$f.xz" ]; then xz -dc "$BIN/$f.xz" > "/tmp/$f"; else gunzip -c "$BIN/$f.gz" > "/tmp/$f"; fi
+  chmod +x "/tmp/$f"
+done
 [ -f "$BIN/test_moe" ] || BIN=/tmp
 el() { echo "($(($(date +%s)-T0)) s)"; }
 left() { [ $(($(date +%s)-T0)) -lt "$GUARD_S" ]; }
