@@ -380,6 +380,14 @@ TEST(CapacityCommand, AnswerAtTheServingErrorIsTheStabilityBound) {
   for (const auto& r : c["runs"]) scaled += r["step_factors"]["prefill"].get<double>() != 1.0;
   EXPECT_GE(scaled, 2);
   EXPECT_EQ(c["answer"]["step_factors"]["prefill"], 1.0);
+  // the p99s' sample: the answer's window holds rate x (120 - 40) s of arrivals, ~690 here, fewer
+  // than 1,000: a warning names the count (review: a 78-request "p99" went unremarked)
+  const long long n_win = c["answer"]["arrived"].get<long long>();
+  EXPECT_NEAR(static_cast<double>(n_win), x0 / step_s * 80, 0.05 * x0 / step_s * 80 + 2);
+  EXPECT_EQ(c["p99_sample"]["window_requests"], n_win);
+  EXPECT_EQ(c["p99_sample"]["enough"].get<bool>(), n_win >= 1000);
+  EXPECT_EQ(o.text.find(fmt::format("warning: the answer's p99s rest on {} requests arrived", n_win)) != std::string::npos, n_win < 1000) << o.text;
+  EXPECT_NE(o.text.find(fmt::format("over {} requests arrived in the window", n_win)), std::string::npos) << o.text;
 
   // The "none met" branch: a TTFT bound halfway between the answer's TTFT p99 t1 (no queue: one
   // prefill step of its own prompt plus what follows it) and t1 + (f_hi - 1) · step, the same
@@ -427,10 +435,17 @@ TEST(CapacityCommand, AnswerAtTheServingErrorIsTheStabilityBound) {
   const double fs_hi = hi2["step_factors"]["decode_small"].get<double>();
   ASSERT_GT(fs_hi, 1.1) << "the largest small-batch decode error is too small for this check";
   const double tp1 = c["answer"]["tpot_p99_s"].get<double>(), tbound = tp1 * (1 + 0.5 * (fs_hi - 1));
+  // a reused --out: an earlier search's run files are removed, not left beside this one's (review)
+  fs::create_directories(dir / "cap3" / "runs");
+  std::ofstream(dir / "cap3" / "runs" / "stale-seed99.json") << "{}";
   const auto o3 = ::test::sh("capacity " + sc.string() + " --rate " + fmt::format("{:.6f}", x0 / step_s) + " --ttft-p99 2 --tpot-p99 " +
                              fmt::format("{:.6f}", tbound) + " --seeds 1 --quiet --out " + (dir / "cap3").string());
   ASSERT_EQ(o3.status, 0) << o3.text;
   const auto c3 = nlohmann::json::parse(::test::slurp(dir / "cap3" / "capacity.json"));
+  EXPECT_FALSE(fs::exists(dir / "cap3" / "runs" / "stale-seed99.json"));
+  size_t run_files = 0;
+  for (const auto& e : fs::directory_iterator(dir / "cap3" / "runs")) run_files += e.path().extension() == ".json";
+  EXPECT_EQ(run_files, c3["runs"].size());
   ASSERT_EQ(c3["answer"]["decode_instances"], 1) << c3["answer"].dump();
   const auto& hi3 = c3["nodes_at_serving_error"]["largest"];
   EXPECT_TRUE(hi3["nodes"].is_null()) << hi3.dump(2);

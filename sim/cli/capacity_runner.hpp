@@ -141,11 +141,11 @@ class Runner {
       p.summary = json::parse(std::ifstream(file(p)));
       judge(p, a_);
       if (!a_.quiet)
-        fmt::print(stderr, "  {} | P {:>3} D {:>3} | {:>4} nodes | seed {}{} | TTFT p99 {:>9.3f} s, TPOT p99 {:>7.1f} ms | {} ({:.1f} s)\n",
+        fmt::print(stderr, "  {} | P {:>3} D {:>3} | {:>4} nodes | seed {}{} | TTFT p99 {:>9.3f} s, TPOT p99 {:>7.1f} ms over {} req | {} (wall {:.1f} s)\n",
                    p.cfg.label(), p.alloc.prefill, p.alloc.decode, p.nodes, p.seed,
                    (p.cost_factor != 1 ? fmt::format(", kernel times x{:.3f}", p.cost_factor) : std::string()) +
                        (p.serving.identity() ? std::string() : ", step times " + scale_text(p.serving)),
-                   p.ttft_p99_s, p.tpot_p99_s * 1e3,
+                   p.ttft_p99_s, p.tpot_p99_s * 1e3, p.arrived,
                    p.ok ? "meets the SLO" : "misses: " + p.why, p.wall_s);
       done_.push_back(p);
     };
