@@ -67,10 +67,11 @@ int v4_indexer_chunk(int nq, int max_len);
 /// sample-chosen threshold, candidates in shared memory, exact select over them; falls back to an exact select over
 /// the row). Elsewhere, or variants 1-3: the one-CTA radix kernel (issue 3; or the radix cluster kernel). The
 /// shared-memory row select (topk_row_kernel, dsv4_topk_row.cuh: one CTA of 512 threads per row, the row read once
-/// into shared memory, a linear first digit, exact digits over that bin's keys): by default (twenty-second session)
-/// its lean form (topk_row_lean_kernel, dsv4_topk_row_lean.cuh) for topk <= 2048 and 2048 <= max_len <= 32768 at
-/// nq <= 132, max_len <= 12288 at nq <= 264, 6144 <= max_len <= 12288 at nq <= 512 (where it measured faster);
-/// variant 6 runs form 3 (topk_row_kernel) and variant 7 the lean form wherever topk <= 2048 and 0 < max_len <= 32768. max_len = 0 (unknown) runs the
+/// into shared memory, a linear first digit, exact digits over that bin's keys): by default (twenty-third session)
+/// the sparse form of its lean form (topk_row_sparse_kernel, dsv4_topk_row_lean.cuh) for topk <= 2048 and
+/// 1024 <= max_len <= 32768 at nq <= 132, 2048 <= max_len <= 12288 at nq <= 264, 6144 <= max_len <= 12288 at nq <= 512
+/// (where it measured faster); variant 6 runs form 3 (topk_row_kernel), variant 7 the lean form (topk_row_lean_kernel)
+/// and variant 8 the sparse form wherever topk <= 2048 and 0 < max_len <= 32768. max_len = 0 (unknown) runs the
 /// filter with one CTA per row when nq >= 192, else the one-CTA radix kernel.
 /// max_len is in logits per row (0 = unknown); every len[i] should be <= max_len (not checked on the device). The
 /// threshold filter reads a longer row whole (the last CTA of its cluster scans up to len[i]; max_len only sets the
@@ -87,9 +88,9 @@ bool v4_topk_uses_cluster(int nq, int max_len);
 /// per row, 0 = unknown).
 int v4_topk_filter_cluster(int nq, int max_len);
 bool v4_topk_uses_filter(int nq, int max_len, int topk);
-/// Whether v4_topk runs the shared-memory row select for this shape: under variant 0 (the default, lean form) for
-/// topk <= 2048 and 2048 <= max_len <= 32768 with nq <= 132, or max_len <= 12288 with nq <= 264, or
-/// 6144 <= max_len <= 12288 with nq <= 512; under variants 6 (form 3) and 7 (lean form) for topk <= 2048 and
+/// Whether v4_topk runs the shared-memory row select for this shape: under variant 0 (the default, sparse form) for
+/// topk <= 2048 and 1024 <= max_len <= 32768 with nq <= 132, or 2048 <= max_len <= 12288 with nq <= 264, or
+/// 6144 <= max_len <= 12288 with nq <= 512; under variants 6 (form 3), 7 (lean form) and 8 (sparse form) for topk <= 2048 and
 /// 0 < max_len <= 32768 logits per row (any nq); never under the others. Host-only (no CUDA call); throws nothing.
 bool v4_topk_uses_row(int nq, int max_len, int topk);
 /// Whether that row select is the lean form (topk_row_lean_kernel, dsv4_topk_row_lean.cuh, twenty-second session):

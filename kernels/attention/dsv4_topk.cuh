@@ -291,6 +291,6 @@ __global__ void __launch_bounds__(TK2) topk_cluster_kernel(const float* __restri
 // The shared-memory row select for mid-size rows (eighteenth session; form 3, variant 6; its lean form below is the
 // default's row select since the twenty-second session).
 #include "attention/dsv4_topk_row.cuh"
-// The lean row select (twenty-second session, helper tk3): the default's row select (v4_topk_uses_row; variant 7 runs it
-// wherever the row fits).
+// The lean row select (twenty-second session, helper tk3; variant 7 wherever the row fits) and its sparse form (twenty-
+// third session, helper tk4): the default's row select (v4_topk_uses_row; variant 8 wherever the row fits).
 #include "attention/dsv4_topk_row_lean.cuh"

@@ -1,6 +1,7 @@
 // servesim attention kernels: DeepSeek V4 per-row top-k, the lean row select (issue 12, twenty-second session,
-// helper tk3; `topk_row_lean_kernel`; the default's row select (v4_topk_uses_row in dsv4.cu), variant 7 wherever the
-// row fits). Part of dsv4.cu's translation unit (included by
+// helper tk3; `topk_row_lean_kernel`: variant 7 wherever the row fits; the default's row select in the twenty-second
+// session) and its sparse form (twenty-third session, helper tk4; `topk_row_sparse_kernel`: the default's row select,
+// v4_topk_uses_row in dsv4.cu; variant 8 wherever the row fits). Part of dsv4.cu's translation unit (included by
 // dsv4_topk.cuh after dsv4_topk_row.cuh, whose tkr:: helpers it uses); not a standalone header.
 //
 // The same algorithm as topk_row_kernel (form 3: the row read once into shared memory, a linear first digit of 2048
