@@ -94,6 +94,34 @@ TEST(Sweep, HugeGridsUnknownOnlyAndDuplicateKeysExit2) {
   fs::remove_all(d);
 }
 
+// Review, twenty-third session: values the scenario refuses ("workload.requests": [-10], a
+// deployment name escaping the output folder) failed each point in its run.log (exit 1); a value
+// twice and a leading-zero index were taken silently. All refused before any point runs: exit 2
+// naming the grid file, the point, its values and the scenario's own message.
+TEST(Sweep, PointsTheScenarioRefusesExit2BeforeAnyRun) {
+  const fs::path d = scratch("points");
+  fs::path g = write_grid(d, R"({"seed": [1, 2], "deployments.0.prefill.max_batch_tokens": [8192, -10]})");
+  Out o = sh("sweep " + g.string() + " --out " + (d / "o1").string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find(g.string() + ": point p0001 (seed = 1, deployments.0.prefill.max_batch_tokens = -10): "), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("max_batch_tokens"), std::string::npos) << o.text;
+  EXPECT_FALSE(fs::exists(d / "o1" / "points")) << "a point was started";
+  g = write_grid(d, R"({"deployments.0.name": ["ok", "../../evil"]})");
+  o = sh("sweep " + g.string() + " --out " + (d / "o2").string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("point p0001 (deployments.0.name = \"../../evil\"): "), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("deployments[0].name"), std::string::npos) << o.text;
+  g = write_grid(d, R"({"seed": [1, 1]})");
+  o = sh("sweep " + g.string() + " --out " + (d / "o3").string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("grid field \"seed\": value 1 appears twice"), std::string::npos) << o.text;
+  g = write_grid(d, R"({"deployments.00.decode.max_running": [8]})");
+  o = sh("sweep " + g.string() + " --out " + (d / "o4").string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("grid field \"deployments.00.decode.max_running\": no such field"), std::string::npos) << o.text;
+  fs::remove_all(d);
+}
+
 TEST(Sweep, TableHasOneRowPerPointInGridOrderAndResumes) {
   const fs::path d = scratch("run");
   const fs::path g = write_grid(d, R"({"deployments.0.decode.max_running": [32, 64], "workload.rate_per_s": [2.0, 3.4], "workload.requests": [12]})");

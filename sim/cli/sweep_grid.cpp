@@ -3,6 +3,7 @@
 #include "scenarios/file_names.hpp"
 
 #include "scenarios/json_unique.hpp"
+#include "scenarios/scenario.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -37,7 +38,10 @@ std::vector<std::string> split_path(const std::string& path) {
   return parts;
 }
 
-bool is_index(const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; }
+// an array index: decimal digits without a leading zero ("01" is refused: it reads as 1, review)
+bool is_index(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos && (s.size() == 1 || s[0] != '0');
+}
 
 // The field at a dotted path (array elements by index), or nullptr when it does not exist.
 ojson* find_field(ojson& root, const std::string& path) {
@@ -93,6 +97,10 @@ void read_axes(Grid& g, const ojson& grid, const ojson& base) {
       if (!same_kind(*field, v))
         fail(g.file, std::string("grid field \"").append(path).append("\": value ").append(v.dump()).append(" is ").append(kind(v)).append(", the scenario's is ")
                          .append(kind(*field)).append(" (").append(field->dump()).append(")"));
+    for (size_t i = 0; i < values.size(); ++i)
+      for (size_t k = 0; k < i; ++k)
+        if (values[i] == values[k])
+          fail(g.file, std::string("grid field \"").append(path).append("\": value ").append(values[i].dump()).append(" appears twice (two points would be the same run)"));
     g.axes.push_back({path, std::vector<ojson>(values.begin(), values.end())});
   }
 }
@@ -165,6 +173,24 @@ const std::vector<std::pair<std::string, std::vector<const char*>>>& metric_keys
 
 }  // namespace
 
+// Every point parsed as `run` will parse it, before any run starts (review, twenty-third session: a
+// bad value, e.g. "workload.requests": [-10] or a deployment name escaping the output folder,
+// surfaced only in each point's run.log, exit 1): the first bad point exits 2 naming the grid file,
+// the point and its values. What only a run can find (a deployment that does not fit its GPUs)
+// stays a failed point.
+void check_points(const Grid& g) {
+  const std::string base_dir = fs::absolute(g.scenario_file).parent_path().string();
+  for (const auto& p : g.points) {
+    try {
+      (void)parse_scenario(p.scenario.dump(), g.scenario_file, base_dir);
+    } catch (const std::exception& e) {
+      std::string values;
+      for (size_t k = 0; k < g.axes.size(); ++k) values.append(k ? ", " : "").append(g.axes[k].path).append(" = ").append(p.params[k].dump());
+      fail(g.file, "point " + p.id + " (" + values + "): " + e.what());
+    }
+  }
+}
+
 Grid load_grid(const std::string& path) {
   Grid g;
   g.file = path;
@@ -195,6 +221,7 @@ Grid load_grid(const std::string& path) {
   absolutize(base, fs::absolute(g.scenario_file).parent_path());
   read_axes(g, doc.contains("grid") ? doc["grid"] : ojson(), base);
   expand(g, base);
+  check_points(g);
   return g;
 }
 
