@@ -142,9 +142,11 @@ TEST(Cli, SkipBadRowsCountsTheSkippedRows) {
   std::ofstream(dir / "t.jsonl") << "{\"timestamp\": 0, \"input_length\": 100, \"output_length\": 3, \"hash_ids\": [1]}\n"
                                  << "{\"timestamp\": 10, \"input_length\": 100, \"output_length\": -3, \"hash_ids\": [2]}\n"
                                  << "{\"timestamp\": 20, \"input_length\": 100, \"output_length\": 4, \"hash_ids\": [3]}\n";
-  const Out o = sh("run " + test::data("tests/data/small.json") + " --trace " + (dir / "t.jsonl").string() + " --skip-bad-rows --out " +
+  const Out o = sh("run " + test::data("tests/data/small.json") + " --trace " + (dir / "t.jsonl").string() + " --skip-bad-rows --quiet --out " +
                    (dir / "out").string());
   ASSERT_EQ(o.status, 0) << o.text;
+  // said on the console even under --quiet (review, twenty-third session)
+  EXPECT_NE(o.text.find("warning: " + (dir / "t.jsonl").string() + ": 1 malformed rows skipped"), std::string::npos) << o.text;
   const std::string s = slurp(dir / "out" / "flash" / "summary.json");
   EXPECT_NE(s.find("\"skipped_bad_rows\": 1"), std::string::npos) << s;
   EXPECT_NE(s.find("\"arrived\": 2"), std::string::npos) << s;

@@ -180,6 +180,11 @@ int read_workload(const Scenario& s, const RunArgs& a, long long& requests) {
     if (requests == 0 && walk)  // README "Input rules": an empty trace is refused
       throw std::runtime_error(fmt::format("{}: the trace is empty (no rows, or only blank lines): nothing to simulate", s.workload.trace_path));
     if (const std::string origin = src->time_origin(); !origin.empty()) spdlog::info("workload: arrival times rebased: {}", origin);
+    // rows left out of the simulation: said even under --quiet (review: only an info line, which
+    // --quiet hid, and summary.json's count)
+    if (src->skipped_rows() > 0)
+      fmt::print(stderr, "warning: {}: {} malformed rows skipped (--skip-bad-rows; summary.json counts them)\n", s.workload.trace_path,
+                 src->skipped_rows());
     spdlog::info("workload: {} ({} {}{})", src->describe(), requests, walk || s.workload.kind == WorkloadSpec::Kind::synthetic ? "requests" : "sessions",
                  src->skipped_rows() ? fmt::format(", {} malformed rows skipped", src->skipped_rows()) : std::string());
   } catch (const TraceError& e) {
