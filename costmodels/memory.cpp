@@ -311,4 +311,8 @@ double activation_workspace_bytes(const ModelSpec& m, long long tokens, long lon
   return static_cast<double>(tokens) * per_token + static_cast<double>(logit_rows) * m.vocab * 4.0 / attn_tp;
 }
 
+double article_decode_bytes(const ModelSpec& m, long long context_tokens) {
+  return m.published_active_params + kv_bytes(m, context_tokens, 1);
+}
+
 }  // namespace servesim

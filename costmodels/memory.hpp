@@ -72,6 +72,12 @@ KvFootprint kv_footprint(const ModelSpec& m, int attn_tp);
 /// whole entries only (floor(L / ratio)); the unfinished group lives in the fixed compressor state.
 double kv_bytes(const ModelSpec& m, long long context_tokens, int attn_tp);
 
+/// Bytes one decoded token reads on the article's basis for its unit-cost ratio ("Unit Inference
+/// Cost": active parameters at one byte each, FP8, plus the whole KV of one sequence at
+/// `context_tokens`), from the model file: published_active_params + kv_bytes(m, context, 1).
+/// Bytes. No errors.
+double article_decode_bytes(const ModelSpec& m, long long context_tokens);
+
 /// Bytes of per-sequence state that must be saved at a block boundary for a later request to
 /// resume from there (prefix-cache checkpoint), on one GPU: KDA recurrent + conv states (sharded by
 /// attn_tp) and SWA windows; compressor buffers only if `block_tokens` is not a multiple of the

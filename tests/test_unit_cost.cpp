@@ -1,10 +1,17 @@
 // Unit cost and per-pool throughput in summary.json (issue 14), against hand arithmetic.
 #include "helpers.hpp"
+#include "costmodels/memory.hpp"
 #include "sim/exporters/writers.hpp"
 
 #include "cli_run.hpp"
 
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+namespace fs = std::filesystem;
 
 using namespace servesim;
 
@@ -94,5 +101,28 @@ TEST(UnitCost, ArticleRatioNextToTheSimulatedOne) {
   EXPECT_EQ(q[0]["k3_deployment"], "k3");
   EXPECT_DOUBLE_EQ(q[0]["simulated_usd_per_million_output_tokens_ratio"].get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(q[0]["article_ratio"].get<double>(), 0.41);
+  EXPECT_TRUE(q[0]["model_facts_ratio"].is_null());  // not given
   EXPECT_TRUE(unit_cost_ratios({run("k3", "kimi-k3", "h200", 42.0)}).empty());
+  EXPECT_DOUBLE_EQ(unit_cost_ratios({run("k3", "kimi-k3", "h200", 42.0), run("v4", "deepseek-v4-pro", "h200", 21.0)}, 0.25)[0]["model_facts_ratio"].get<double>(),
+                   0.25);
+}
+
+// The article's formula, (49 + 6.1) / (104 + 30.7): active parameters at 1 B each + the KV of one
+// 500K-token sequence, with the model files (model-facts.md; review, twenty-third session: the
+// product showed only the article's 0.41). By hand: K3 104.2e9 + 500,000 x 27,648 + 449,372,160
+// (test_memory.cpp Kv.K3PerTokenAndPerSequence) = 118.474e9; V4-Pro 48.8e9 + 125,000 CSA entries x
+// 716 B x 30 + 3,906 HCA entries x 584 B x 31 + 61 x 128 x 584 B of windows + compressor state.
+TEST(UnitCost, TheArticleFormulaWithTheModelFiles) {
+  const double k3 = 104.2e9 + 500000.0 * 27648 + 449372160.0;
+  const double compressor = 30 * (32768.0 + 8192.0) + 31 * 524288.0;
+  const double v4 = 48.8e9 + 30 * 125000 * 716.0 + 31 * 3906 * 584.0 + 61 * 128 * 584.0 + compressor;
+  EXPECT_DOUBLE_EQ(article_decode_bytes(test::model("kimi-k3"), 500000), k3);
+  EXPECT_DOUBLE_EQ(article_decode_bytes(test::model("deepseek-v4-pro"), 500000), v4);
+  EXPECT_NEAR(v4 / k3, 0.436, 0.001);  // against the article's 0.41
+  // and `run` prints it beside the article's figure for the shipped default (both models on H200)
+  const auto o = ::test::sh("run --horizon 20 --no-timeline --quiet --out " + (fs::temp_directory_path() / ("servesim-uc-" + std::to_string(::getpid()))).string());
+  ASSERT_EQ(o.status, 0) << o.text;
+  EXPECT_NE(o.text.find(fmt::format("article 0.41 (decode bandwidth per token; {:.2f} with the model files' KV and active parameters)", v4 / k3)), std::string::npos)
+      << o.text;
+  fs::remove_all(fs::temp_directory_path() / ("servesim-uc-" + std::to_string(::getpid())));
 }

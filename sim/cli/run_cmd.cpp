@@ -7,6 +7,7 @@
 
 #include "costmodels/factory.hpp"
 #include "costmodels/fitted.hpp"
+#include "costmodels/memory.hpp"
 #include "sim/exporters/writers.hpp"
 #include "sim/simulation.hpp"
 #include "workloads/source.hpp"
@@ -287,16 +288,26 @@ void export_and_print(const Scenario& s, const fs::path& out, const std::string&
     runs.push_back(nlohmann::json::parse(in));
   }
   nlohmann::json all = {{"scenario", s.name}, {"scenario_file", s.path}, {"deployments", runs}};
-  const nlohmann::json ratios = unit_cost_ratios(runs);
+  // the article's unit-cost formula with the model files, when the run has both models
+  const ModelSpec *v4 = nullptr, *k3 = nullptr;
+  for (const auto& d : s.deployments) {
+    if (d.model.name == "deepseek-v4-pro") v4 = &d.model;
+    if (d.model.name == "kimi-k3") k3 = &d.model;
+  }
+  const double facts = v4 && k3 ? article_decode_bytes(*v4, 500000) / article_decode_bytes(*k3, 500000) : std::nan("");
+  const nlohmann::json ratios = unit_cost_ratios(runs, facts);
   if (!ratios.empty()) all["unit_cost_dsv4_over_k3"] = ratios;
   std::ofstream(out / "summary.json") << all.dump(2) << "\n";
   fmt::print("{}", summary_table(runs));
   for (const auto& q : ratios)
     fmt::print("DSV4/K3 unit cost on {} ($ per million output tokens, {} / {}): simulated {:.2f}, article 0.41 (decode bandwidth per "
-               "token); decode GPUs {:.2f}: the simulated ratio compares efficiency only when both run at their own capacity (servesim capacity), "
+               "token{}); decode GPUs {:.2f}: the simulated ratio compares efficiency only when both run at their own capacity (servesim capacity), "
                "below it it is about the GPU ratio\n",
                q["hardware"].get<std::string>(), q["dsv4_deployment"].get<std::string>(), q["k3_deployment"].get<std::string>(),
-               q["simulated_usd_per_million_output_tokens_ratio"].get<double>(), q["decode_gpu_ratio"].get<double>());
+               q["simulated_usd_per_million_output_tokens_ratio"].get<double>(),
+               q["model_facts_ratio"].is_number() ? fmt::format("; {:.2f} with the model files' KV and active parameters", q["model_facts_ratio"].get<double>())
+                                                  : std::string(),
+               q["decode_gpu_ratio"].get<double>());
   fmt::print("\noutputs: {0}/summary.json (the deployments of this run), {0}/<deployment>/{{summary.json{1}{2}}}\n", out.string(),
              requests == "none" ? "" : ", requests." + requests, s.timeline ? ", timeline.json" : "");
 }

@@ -275,7 +275,7 @@ void cost_json(const RunReport& r, nlohmann::json& j) {
 
 }  // namespace
 
-nlohmann::json unit_cost_ratios(const std::vector<nlohmann::json>& runs) {
+nlohmann::json unit_cost_ratios(const std::vector<nlohmann::json>& runs, double model_facts_ratio) {
   nlohmann::json out = nlohmann::json::array();
   auto usd_out = [](const nlohmann::json& j) -> const nlohmann::json& { return j["cost"]["usd_per_million_output_tokens"]; };
   // the decode pools' GPU counts: when neither deployment is at capacity, the $ ratio is about this
@@ -295,6 +295,10 @@ nlohmann::json unit_cost_ratios(const std::vector<nlohmann::json>& runs) {
                      {"article_ratio", 0.41},
                      {"article_basis", "decode bandwidth per token, (49 + 6.1) / (104 + 30.7): active parameters + KV read at 500K context "
                                        "(shared/seed/two-paths-k3-vs-dsv4.txt, 'Unit Inference Cost')"},
+                     {"model_facts_ratio", std::isfinite(model_facts_ratio) ? nlohmann::json(r6(model_facts_ratio)) : nlohmann::json()},
+                     {"model_facts_basis", "the article's formula with the model files (model-facts.md): published active parameters at 1 B "
+                                           "each + the KV of one 500K-token sequence (K3: 27,648 B/token + 449 MB of KDA and conv state, not "
+                                           "61.4 KB/token; V4-Pro: ~5.5 KB/token + windows and compressor state, not 12.2 KB/token)"},
                      {"note", "simulated: DeepSeek V4-Pro's $ per million output tokens / Kimi K3's, each from its decode pool's GPU-hours over "
                               "the output tokens it served in the window; a like-for-like comparison only when both deployments serve the same "
                               "workload at their own capacity (servesim capacity): below capacity both serve the same tokens and the ratio is "

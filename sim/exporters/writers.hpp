@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+
 #include <cstdio>
 #include <limits>
 #include <set>
@@ -87,8 +89,10 @@ nlohmann::json summary_json(const RunReport& r);
 
 /// The article's DSV4/K3 unit-cost ratio next to the simulated one: for every pair of a DeepSeek
 /// V4-Pro and a Kimi K3 deployment on the same hardware among `runs` (summary_json objects with a
-/// cost block), V4-Pro's $ per million output tokens over K3's; empty when no such pair.
-nlohmann::json unit_cost_ratios(const std::vector<nlohmann::json>& runs);
+/// cost block), V4-Pro's $ per million output tokens over K3's; empty when no such pair. Beside the
+/// article's 0.41, `model_facts_ratio` (when finite): the article's formula with this repository's
+/// model files (article_decode_bytes of V4-Pro over K3's, costmodels/memory.hpp).
+nlohmann::json unit_cost_ratios(const std::vector<nlohmann::json>& runs, double model_facts_ratio = std::nan(""));
 
 /// Human-readable table of one or more deployments' summary.json objects (as summary_json gives).
 std::string summary_table(const std::vector<nlohmann::json>& runs);
