@@ -153,7 +153,7 @@ CLI::App* add_capacity(CLI::App& app, CapacityArgs& c) {
 
 CLI::App* add_validate(CLI::App& app, ValidateArgs& v) {
   auto* validate = app.add_subcommand("validate", "every case of scenarios/validation/ against its published numbers, as one table (exit 1 if a row misses its bound)");
-  validate->add_flag("--quick", v.quick, "only the rows marked quick (the CI subset, a few seconds)");
+  validate->add_flag("--quick", v.quick, "only the rows marked quick (the CI subset, well under a second here)");
   validate->add_option("--dir", v.dir, "folder of validation case files (default: scenarios/validation)");
   return validate;
 }

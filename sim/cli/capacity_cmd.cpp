@@ -155,7 +155,7 @@ void print_answer(const DeploymentSpec& d, const Answer& ans, const json& est, c
                   const json& serving_nodes_j, const CapacityArgs& a) {
   const Alloc& b = ans.r.best;
   fmt::print("\n== capacity of {} ({} on {}) ==\n", d.name, d.model.display_name, d.gpu.display_name);
-  fmt::print("load: {}; SLO: TTFT p99 <= {} s, TPOT p99 <= {} ms, rejected <= {}%; window [{}, {}] s of simulated time\n",
+  fmt::print("load: {}; SLO: TTFT p99 <= {} s, TPOT p99 <= {} ms, rejected <= {}%; window [{:.1f}, {:.1f}] s of simulated time\n",
              a.sessions > 0 ? fmt::format("{} concurrent sessions", a.sessions) : fmt::format("{} arrivals/s", a.rate), a.ttft_p99_s,
              a.tpot_p99_s * 1e3, a.max_rejected * 100, sum["window"]["start_s"].get<double>(), sum["window"]["end_s"].get<double>());
   fmt::print("simulated answer: {} nodes ({} GPUs): {} prefill x EP{} + {} decode x EP{}, {}\n", ans.r.nodes, ans.point.gpus, b.prefill,
