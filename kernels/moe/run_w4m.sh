@@ -17,6 +17,8 @@ BIN=${BIN:-build-carry/w4m}; OUT=${OUT:-/tmp/w4m-out}; GUARD_S=${GUARD_S:-220}
 T0=$(date +%s)
 LOG=$OUT/log.txt
 mkdir -p "$OUT"
+# (call 1: the tree + carry limit: test_moe / bench_moe relinked against one libmoe_kernels.so of build-w4g's objects, xz)
+if [ -f "$BIN/libmoe_kernels.so.xz" ]; then xz -dc "$BIN/libmoe_kernels.so.xz" > /tmp/libmoe_kernels.so; export LD_LIBRARY_PATH=/tmp:${LD_LIBRARY_PATH:-}; fi
 for f in test_moe bench_moe; do
   [ -f "$BIN/$f" ] && continue
   if [ -f "$BIN/$f.xz" ]; then xz -dc "$BIN/$f.xz" > "/tmp/$f"; else gunzip -c "$BIN/$f.gz" > "/tmp/$f"; fi
