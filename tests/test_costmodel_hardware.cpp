@@ -4,6 +4,7 @@
 #include "costmodels/factory.hpp"
 #include "costmodels/calibration/fit.hpp"
 #include "costmodels/calibration/fit_report.hpp"
+#include "costmodels/calibration/samples.hpp"
 #include "costmodels/fitted.hpp"
 #include "costmodels/log_grid.hpp"
 #include "costmodels/step_cost.hpp"
@@ -128,6 +129,17 @@ TEST(Hardware, H800PublishedKernelsAgainstOurScaledFits) {
 }
 
 // ----------------------------------------------------------------------------- communication
+
+// The host launch gap every eager kernel pays (hardware kernel_launch_s) is the one the fit removes
+// from every eagerly timed table row (samples.cpp launch_gap_s, fitted_models.json launch_gap_s),
+// to 0.01 us: a table change that moves the fitted gap fails here until the hardware files follow
+// (review, twenty-third session: the files said 6.4 us, the fit 6.81).
+TEST(Hardware, KernelLaunchIsTheFittedLaunchGap) {
+  const double fitted = launch_gap_s(tables());
+  EXPECT_GT(fitted, 3e-6);
+  EXPECT_LT(fitted, 12e-6);
+  for (const char* hw : {"h200", "h100", "h800", "b300"}) EXPECT_NEAR(test::gpu(hw).kernel_launch_s, fitted, 0.005e-6) << hw << ": fitted " << fitted;
+}
 
 TEST(Comm, HardwareFilesCarryTheCalibrationAndDeepEpRowsAreClose) {
   const CommCalibration c = calibrate_comm(tables(), test::gpu("h200"), test::gpu("h800"));
