@@ -43,7 +43,8 @@ std::string summary_table(const std::vector<nlohmann::json>& runs) {
   row("  of finished; in flight at horizon", [&](const nlohmann::json& j) { return std::to_string(j["goodput"]["in_flight_at_horizon"].get<long long>()); });
   row("$ per M input / output tokens", [&](const nlohmann::json& j) {
     const auto& c = j["cost"];
-    auto usd = [&](const char* k) { return c.contains(k) && c[k].is_number() ? num(c[k].get<double>(), 2) : std::string("n/a"); };
+    // three significant digits: prefix-cached agent inputs cost ~$0.01 per M tokens, which two decimals flattened (review)
+    auto usd = [&](const char* k) { return c.contains(k) && c[k].is_number() ? fmt::format("{:.3g}", c[k].get<double>()) : std::string("n/a"); };
     return fmt::format("{}/{}", usd("usd_per_million_input_tokens"), usd("usd_per_million_output_tokens"));
   });
   row("prefill HBM/GPU peak (GB)", [&](const nlohmann::json& j) { return num(j["memory_per_gpu"]["prefill"]["hbm_peak_gb"].get<double>()); });
