@@ -214,7 +214,7 @@ TEST(Report, NotAnOutputFolderExits2) {
   const fs::path d = scratch("bad");
   const auto o = test::sh("report " + d.string());
   EXPECT_EQ(o.status, 2) << o.text;
-  EXPECT_NE(o.text.find("neither a run's output (summary.json) nor a sweep's (results.json)"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("neither a run's output (summary.json), a sweep's (results.json) nor a capacity search's (capacity.json)"), std::string::npos) << o.text;
   write(d / "summary.json", "{\"deployments\": [");
   const auto o2 = test::sh("report " + d.string());
   EXPECT_EQ(o2.status, 2) << o2.text;
@@ -230,6 +230,49 @@ TEST(Report, NotAnOutputFolderExits2) {
 
 // A deployment whose requests.csv cannot be read loses its CDF lines: that is listed among the
 // charts left out (review: "9 charts, 0 left out" while K3's lines were missing).
+// A capacity search's folder (review, twenty-third session: `report` refused it): the answer,
+// every run (with its factors) and each run's p99s against its nodes, the runs that met the SLO
+// apart from those that missed, and the SLO's bound across the nodes tried.
+TEST(Report, CapacityFolderTablesAndP99AgainstNodes) {
+  const fs::path d = scratch("capacity");
+  write(d / "capacity.json", R"({"found": true, "deployment": "k3", "asked": {"slo": {"ttft_p99_s": 2.0, "tpot_p99_s": 0.05}},
+    "answer": {"nodes": 12, "prefill_instances": 1, "decode_instances": 2, "attn_tp": 8, "max_running": 64, "ttft_p99_s": 1.5,
+               "tpot_p99_s": 0.0421, "arrived": 1234, "meets_slo": true},
+    "band": {"nodes_p10": 12, "nodes_p90": 16},
+    "nodes_at_serving_error": {"least": {"step_factors": {"prefill": 1.02, "decode_large": 0.93, "decode_small": 1.13}, "nodes": 12, "text": "meets"},
+                               "largest": {"step_factors": {"prefill": 1.2, "decode_large": 1.21, "decode_small": 1.33}, "nodes": null,
+                                           "candidates_missed_up_to": 20, "text": "none"}},
+    "runs": [{"prefill_instances": 1, "decode_instances": 1, "nodes": 8, "seed": 42, "meets_slo": false, "missed": "TTFT", "ttft_p99_s": 9.0,
+              "tpot_p99_s": 0.04, "arrived": 1000, "kernel_factor": 1.0, "step_factors": {"prefill": 1.0, "decode_large": 1.0, "decode_small": 1.0}},
+             {"prefill_instances": 1, "decode_instances": 2, "nodes": 12, "seed": 42, "meets_slo": true, "missed": "", "ttft_p99_s": 1.5,
+              "tpot_p99_s": 0.0421, "arrived": 1234, "kernel_factor": 1.048, "step_factors": {"prefill": 1.0, "decode_large": 1.0, "decode_small": 1.0}}]})");
+  const rp::Report r = rp::build_report(d.string());
+  EXPECT_EQ(r.kind, "capacity");
+  ASSERT_EQ(r.tables.size(), 3u);
+  EXPECT_EQ(r.tables[0].rows[1][1], "12");
+  EXPECT_EQ(r.tables[0].rows[1][2], "1 x 2");
+  EXPECT_EQ(r.tables[0].rows[1][6], "42.1");  // TPOT p99 in ms
+  EXPECT_EQ(r.tables[0].rows[1][8], "12 - 16");
+  EXPECT_EQ(r.tables[1].rows[2][2], "none met up to 20");
+  EXPECT_EQ(r.tables[2].rows.size(), 3u);  // header + 2 runs
+  EXPECT_EQ(r.tables[2].rows[1][9], "misses: TTFT");
+  EXPECT_EQ(r.tables[2].rows[2][5], "kernels x1.048");
+  const rp::Chart* t = chart(r, "capacity-ttft");
+  ASSERT_NE(t, nullptr);
+  const auto& ds = t->config["data"]["datasets"];
+  ASSERT_EQ(ds.size(), 3u);
+  EXPECT_EQ(ds[0]["data"], (ojson::array({{{"x", 12.0}, {"y", 1.5}}})));  // met
+  EXPECT_EQ(ds[1]["data"], (ojson::array({{{"x", 8.0}, {"y", 9.0}}})));   // missed
+  EXPECT_EQ(ds[2]["data"], (ojson::array({{{"x", 8.0}, {"y", 2.0}}, {{"x", 12.0}, {"y", 2.0}}})));  // the bound
+  const rp::Chart* p = chart(r, "capacity-tpot");
+  ASSERT_NE(p, nullptr);
+  EXPECT_DOUBLE_EQ(p->config["data"]["datasets"][2]["data"][0]["y"].get<double>(), 50.0);  // ms
+  const auto o = test::sh("report " + d.string() + " --out " + (d / "r.html").string());
+  EXPECT_EQ(o.status, 0) << o.text;
+  EXPECT_TRUE(fs::exists(d / "r.html"));
+  fs::remove_all(d);
+}
+
 TEST(Report, AnUnreadableRequestsFileIsListedAsLeftOut) {
   const fs::path d = scratch("cut");
   write(d / "summary.json", R"({"deployments": [{"deployment": "a"}, {"deployment": "b"}]})");

@@ -1,6 +1,6 @@
 // servesim report DIR: one self-contained HTML page (Chart.js 4.5.1 inlined, assets/README.md) of a
 // run's output folder (summary.json, <deployment>/requests.csv[.gz], <deployment>/timeline.json)
-// or a sweep's (results.json, points/<id>/summary.json). Every chart is built here as a Chart.js
+// or a sweep's (results.json, points/<id>/summary.json) or a capacity search's (capacity.json). Every chart is built here as a Chart.js
 // configuration (JSON) from the files; a chart whose data is missing is left out with a note
 // saying which file or field was absent, never an error. Reads only files: no simulator code.
 #pragma once
@@ -29,14 +29,14 @@ struct Table {
 };
 
 struct Report {
-  std::string kind;   ///< "run" or "sweep"
+  std::string kind;   ///< "run", "sweep" or "capacity"
   std::string title;
   std::vector<Chart> charts;
   std::vector<Table> tables;
   std::vector<std::pair<std::string, std::string>> omitted;  ///< chart title, why it is not there
 };
 
-/// Thrown when DIR is neither a run's nor a sweep's output, or its summary/results file is not
+/// Thrown when DIR is none of a run's, a sweep's or a capacity search's output, or its summary/results file is not
 /// valid JSON (the command exits 2 with the message, which names the file).
 struct ReportError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -54,6 +54,9 @@ struct RunDeployment {
 /// The run report's charts of these deployments (a sweep draws some of them for chosen points).
 Report build_run_report(const std::string& title, const std::vector<RunDeployment>& deps);
 Report build_sweep_report(const std::string& dir, const ojson& results);
+/// The report of a capacity search's folder (capacity.json): the answer, the nodes at the serving
+/// error, every run, each run's p99s against its nodes (report_capacity.cpp).
+Report build_capacity_report(const std::string& dir, const ojson& capacity);
 
 /// The page: the report's data as JSON, Chart.js and the page script inlined; no external reference.
 std::string render_html(const Report& r);

@@ -77,7 +77,8 @@ Report build_report(const std::string& dir) {
   if (!fs::is_directory(dir)) throw ReportError(dir + ": not a folder");
   if (fs::exists(fs::path(dir) / "results.json")) return build_sweep_report(dir, read_json_file((fs::path(dir) / "results.json").string()));
   if (fs::exists(fs::path(dir) / "summary.json")) return build_run_report(dir, read_json_file((fs::path(dir) / "summary.json").string()));
-  throw ReportError(dir + ": neither a run's output (summary.json) nor a sweep's (results.json)");
+  if (fs::exists(fs::path(dir) / "capacity.json")) return build_capacity_report(dir, read_json_file((fs::path(dir) / "capacity.json").string()));
+  throw ReportError(dir + ": neither a run's output (summary.json), a sweep's (results.json) nor a capacity search's (capacity.json)");
 }
 
 }  // namespace servesim::report
