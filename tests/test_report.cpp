@@ -228,8 +228,6 @@ TEST(Report, NotAnOutputFolderExits2) {
   fs::remove_all(d);
 }
 
-// A deployment whose requests.csv cannot be read loses its CDF lines: that is listed among the
-// charts left out (review: "9 charts, 0 left out" while K3's lines were missing).
 // A capacity search's folder (review, twenty-third session: `report` refused it): the answer,
 // every run (with its factors) and each run's p99s against its nodes, the runs that met the SLO
 // apart from those that missed, and the SLO's bound across the nodes tried.
@@ -273,6 +271,8 @@ TEST(Report, CapacityFolderTablesAndP99AgainstNodes) {
   fs::remove_all(d);
 }
 
+// A deployment whose requests.csv cannot be read loses its CDF lines: that is listed among the
+// charts left out (review: "9 charts, 0 left out" while K3's lines were missing).
 TEST(Report, AnUnreadableRequestsFileIsListedAsLeftOut) {
   const fs::path d = scratch("cut");
   write(d / "summary.json", R"({"deployments": [{"deployment": "a"}, {"deployment": "b"}]})");
@@ -309,6 +309,26 @@ TEST(Report, LatencyCdfsLeaveOutTheWarmUpAndRefuseBadCells) {
   }
   write(d / "short.csv", head + "0,completed,1.0\n");
   EXPECT_THROW(rp::read_latencies((d / "short.csv").string()), rp::ReportError);
+  // more fields than the header, and a NUL byte (review, twenty-third session: the reader's C-string
+  // lines ended at a NUL and glued the next row on, exit 0 with a 30,001 ms point and a row gone)
+  auto error = [&](const std::string& name, const std::string& text) {
+    write(d / name, text);
+    try {
+      rp::read_latencies((d / name).string());
+    } catch (const rp::ReportError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error("long.csv", head + "0,completed,1.0,900,20,3000,7\n").find("long.csv:2: 7 fields, the header has 6"), std::string::npos);
+  EXPECT_NE(error("nul.csv", head + std::string("0,completed,1.0,900,20,3000\0\n1,completed,12.0,100,10,500\n", 57)).find("nul.csv:2: a NUL byte (U+0000) at column 28"),
+            std::string::npos)
+      << error("nul.csv", head + std::string("0,completed,1.0,900,20,3000\0\n1,completed,12.0,100,10,500\n", 57));
+  // the JSON files `report` reads refuse one too (json_unique.hpp): summary.json
+  write(d / "summary.json", std::string("{\"deployments\": []}\0garbage", 27));
+  const auto o = test::sh("report " + d.string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("summary.json: not valid JSON: a NUL byte (U+0000) at column 20"), std::string::npos) << o.text;
   fs::remove_all(d);
 }
 

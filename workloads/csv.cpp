@@ -20,6 +20,11 @@ std::string fmt_num(double x) {
 }
 }  // namespace
 
+void refuse_nul(std::string_view text, const std::string& file, long line) {
+  const size_t at = text.find('\0');
+  if (at != std::string_view::npos) throw TraceError(file, line, "a NUL byte (U+0000) at column " + std::to_string(at + 1));
+}
+
 std::vector<std::string_view> split_csv(std::string_view line) {
   std::vector<std::string_view> out;
   size_t start = 0;

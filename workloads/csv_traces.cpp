@@ -24,11 +24,13 @@ CsvRequestReader::CsvRequestReader(Format format, std::string path, double time_
     ++line_;
   }
   if (!header.empty() && header.back() == '\r') header.pop_back();
+  refuse_nul(header, path_, line_);
   const std::string want = format_ == Format::azure ? kAzureHeader : kBurstHeader;
   if (header.rfind(want, 0) != 0) throw TraceError(path_, line_, "header \"" + header + "\" is not \"" + want + "\"" + (format_ == Format::burstgpt ? " (optionally followed by ,Session ID,Elapsed time)" : ""));
 }
 
 Request CsvRequestReader::parse(const std::string& line) {
+  refuse_nul(line, path_, line_);  // before the fields: unchecked columns (BurstGPT's Model, Log Type) would keep it
   const auto f = split_csv(line);
   Request r;
   double t = 0;

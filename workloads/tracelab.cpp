@@ -34,6 +34,7 @@ TraceLabReplayReader::TraceLabReplayReader(std::string path, double time_scale, 
     ++line_;
   }
   if (!header.empty() && header.back() == '\r') header.pop_back();
+  refuse_nul(header, path_, line_);
   if (header != kReplayHeader) throw TraceError(path_, line_, "header \"" + header + "\" is not \"" + kReplayHeader + "\"");
 }
 
@@ -52,6 +53,7 @@ bool TraceLabReplayReader::read_row(Row& r) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     try {
+      refuse_nul(line, path_, line_);
       const auto f = split_csv(line);
       if (f.size() != 7) throw TraceError(path_, line_, "expected 7 columns (" + std::string(kReplayHeader) + "), got " + std::to_string(f.size()));
       Row x;

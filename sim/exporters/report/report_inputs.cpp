@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -18,10 +19,11 @@ ojson read_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ReportError(path + ": cannot be read");
   try {
-    std::ostringstream text;
-    text << in.rdbuf();
-    refuse_nul_bytes(text.str());  // json::parse would stop at one (json_unique.hpp)
-    return ojson::parse(text.str());
+    std::ostringstream os;
+    os << in.rdbuf();
+    const std::string text = os.str();
+    refuse_nul_bytes(text);  // json::parse would stop at one (json_unique.hpp)
+    return ojson::parse(text);
   } catch (const std::exception& e) {
     throw ReportError(path + ": not valid JSON: " + e.what());
   }
@@ -80,21 +82,28 @@ class Lines {
   ~Lines() { gzclose(f_); }
   Lines(const Lines&) = delete;
   Lines& operator=(const Lines&) = delete;
+  /// The next line without its '\n'; false at the end. Read by gzread, not gzgets, so that a NUL
+  /// byte stays in the line (gzgets' C string ended at it and glued the next line on: review).
   bool next(std::string& line) {
     line.clear();
-    char buf[8192];
-    while (gzgets(f_, buf, sizeof buf)) {
-      line += buf;
-      if (!line.empty() && line.back() == '\n') {
-        line.pop_back();
-        return true;
+    for (;;) {
+      if (pos_ == len_) {
+        const int n = gzread(f_, buf_, sizeof buf_);
+        if (n <= 0) return !line.empty();
+        pos_ = 0, len_ = static_cast<size_t>(n);
       }
+      const char* nl = static_cast<const char*>(std::memchr(buf_ + pos_, '\n', len_ - pos_));
+      const size_t end = nl ? static_cast<size_t>(nl - buf_) : len_;
+      line.append(buf_ + pos_, end - pos_);
+      pos_ = nl ? end + 1 : len_;
+      if (nl) return true;
     }
-    return !line.empty();
   }
 
  private:
   gzFile f_;
+  char buf_[65536];
+  size_t pos_ = 0, len_ = 0;
 };
 
 }  // namespace
@@ -116,6 +125,7 @@ Latencies read_latencies(const std::string& path, double warmup_s) {
   Lines in(path);
   std::string line;
   if (!in.next(line)) throw ReportError(path + ": empty (no header)");
+  if (const size_t at = line.find('\0'); at != std::string::npos) throw ReportError(path + ":1: a NUL byte (U+0000) at column " + std::to_string(at + 1));
   const auto header = split_csv(line);
   auto col = [&](const char* name) -> long {
     const auto it = std::find(header.begin(), header.end(), name);
@@ -137,8 +147,10 @@ Latencies read_latencies(const std::string& path, double warmup_s) {
   };
   while (in.next(line)) {
     ++line_no;
+    if (const size_t at = line.find('\0'); at != std::string::npos)  // json_unique.hpp's rule, for CSV
+      throw ReportError(path + ":" + std::to_string(line_no) + ": a NUL byte (U+0000) at column " + std::to_string(at + 1));
     const auto f = split_csv(line);
-    if (f.size() < header.size())
+    if (f.size() != header.size())
       throw ReportError(path + ":" + std::to_string(line_no) + ": " + std::to_string(f.size()) + " fields, the header has " + std::to_string(header.size()));
     if (f[static_cast<size_t>(status)] != "completed" || number(f, arrival) < warmup_s) continue;
     take(f, ttft, l.ttft_ms), take(f, tpot, l.tpot_ms), take(f, e2e, l.e2e_ms);
