@@ -126,3 +126,14 @@ TEST(UnitCost, TheArticleFormulaWithTheModelFiles) {
       << o.text;
   fs::remove_all(fs::temp_directory_path() / ("servesim-uc-" + std::to_string(::getpid())));
 }
+
+// The console's $ figures: three significant digits, fixed notation (review, twenty-third session).
+TEST(UnitCost, DollarsPrintWithThreeSignificantDigits) {
+  EXPECT_EQ(usd_text(0.0123), "0.0123");
+  EXPECT_EQ(usd_text(0.006), "0.00600");
+  EXPECT_EQ(usd_text(2.982), "2.98");
+  EXPECT_EQ(usd_text(12.34), "12.3");
+  EXPECT_EQ(usd_text(87.42), "87.4");
+  EXPECT_EQ(usd_text(18400.0), "18400");
+  EXPECT_EQ(usd_text(0.0), "0");
+}

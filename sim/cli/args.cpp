@@ -115,7 +115,7 @@ CLI::App* add_costmodel(CLI::App& app, CostModelArgs& cm, CLI::App*& cm_fit) {
     sc->add_option("--worst", cm.worst, "also print the N worst held-out rows of each family")->check(integer_in(0, 1000000));
     sc->add_option("--family", cm.family, "restrict --worst to this kernel family");
     sc->add_flag("--no-shape-out", cm.no_shape_out,
-                 "k-fold validation only: skip leaving each measured shape out (about 4 of the 4.5 minutes; fit then writes no shape-out figures)");
+                 "k-fold validation only: skip leaving each measured shape out (most of the 7-15 minutes here; fit then writes no shape-out figures)");
   }
   cm_fit->add_flag("--no-validate", cm.no_validate, "skip the held-out validation");
 

@@ -296,7 +296,8 @@ constexpr long long kMinP99Requests = 1000;  // >= 10 requests above the p99
 json p99_sample(long long arrived) {
   const bool enough = arrived >= kMinP99Requests;
   return {{"window_requests", arrived}, {"enough", enough}, {"min_requests", kMinP99Requests},
-          {"note", enough ? std::string("the window holds at least 1,000 requests: each p99 rests on 10 or more above it")
+          {"note", enough ? std::string("the window holds at least 1,000 requests: TTFT p99 (in-flight requests counted) rests on 10 or more "
+                                      "above it; TPOT p99 on the completed ones, fewer when many are rejected or in flight")
                           : fmt::format("the answer's p99s rest on {} requests arrived in the measurement window (fewer than {}: a p99 is then one of "
                                         "the slowest {} requests, and verdicts near the SLO's edge can flip with the seed or an instance more); "
                                         "lengthen --horizon or add --seeds before trusting the answer",
@@ -392,10 +393,18 @@ int capacity(const CapacityArgs& a) {
     return 2;
   }
   const fs::path out = a.out.empty() ? fs::path("out") / "capacity" / (s.name + "-" + base.name) : fs::path(a.out);
-  // a reused --out: the runs of an earlier search would sit beside this one's, unlisted (review)
-  std::error_code ec;
-  fs::remove_all(out / "runs", ec);
+  // a reused --out: an earlier search's run files would sit beside this one's, unlisted, and its
+  // capacity.json would describe them until this search ends (review): both removed first; only
+  // files named as the runner names runs (capacity_runner.hpp file()), nothing else in the folder
   fs::create_directories(out / "runs");
+  std::error_code ec;
+  fs::remove(out / "capacity.json", ec);
+  for (const auto& e : fs::directory_iterator(out / "runs")) {
+    const std::string n = e.path().filename().string();
+    if (e.is_regular_file() && n.rfind("tp", 0) == 0 && n.find("-mr") != std::string::npos && n.find("-seed") != std::string::npos &&
+        e.path().extension() == ".json" && !fs::remove(e.path(), ec))
+      throw std::runtime_error(e.path().string() + ": an earlier search's run file cannot be removed (" + ec.message() + ")");
+  }
   const auto t0 = std::chrono::steady_clock::now();
   Runner run(s, base, a, out);
   std::optional<Answer> best;

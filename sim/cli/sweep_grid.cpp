@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -97,10 +98,10 @@ void read_axes(Grid& g, const ojson& grid, const ojson& base) {
       if (!same_kind(*field, v))
         fail(g.file, std::string("grid field \"").append(path).append("\": value ").append(v.dump()).append(" is ").append(kind(v)).append(", the scenario's is ")
                          .append(kind(*field)).append(" (").append(field->dump()).append(")"));
-    for (size_t i = 0; i < values.size(); ++i)
-      for (size_t k = 0; k < i; ++k)
-        if (values[i] == values[k])
-          fail(g.file, std::string("grid field \"").append(path).append("\": value ").append(values[i].dump()).append(" appears twice (two points would be the same run)"));
+    std::set<std::string> seen;  // by the value's JSON text: linear in the axis' length (review)
+    for (const auto& v : values)
+      if (!seen.insert(v.dump()).second)
+        fail(g.file, std::string("grid field \"").append(path).append("\": value ").append(v.dump()).append(" appears twice (two points would be the same run)"));
     g.axes.push_back({path, std::vector<ojson>(values.begin(), values.end())});
   }
 }

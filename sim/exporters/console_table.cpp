@@ -1,5 +1,7 @@
 #include "sim/exporters/writers.hpp"
 
+#include <algorithm>
+
 #include "costmodels/fitted.hpp"
 
 #include <fmt/format.h>
@@ -8,6 +10,13 @@
 #include <stdexcept>
 
 namespace servesim {
+
+std::string usd_text(double usd) {
+  if (!std::isfinite(usd)) return "n/a";
+  if (usd == 0) return "0";
+  const int decimals = std::clamp(2 - static_cast<int>(std::floor(std::log10(std::abs(usd)))), 0, 6);
+  return fmt::format("{:.{}f}", usd, decimals);
+}
 
 std::string summary_table(const std::vector<nlohmann::json>& runs) {
   std::string o;
@@ -43,8 +52,7 @@ std::string summary_table(const std::vector<nlohmann::json>& runs) {
   row("  of finished; in flight at horizon", [&](const nlohmann::json& j) { return std::to_string(j["goodput"]["in_flight_at_horizon"].get<long long>()); });
   row("$ per M input / output tokens", [&](const nlohmann::json& j) {
     const auto& c = j["cost"];
-    // three significant digits: prefix-cached agent inputs cost ~$0.01 per M tokens, which two decimals flattened (review)
-    auto usd = [&](const char* k) { return c.contains(k) && c[k].is_number() ? fmt::format("{:.3g}", c[k].get<double>()) : std::string("n/a"); };
+    auto usd = [&](const char* k) { return c.contains(k) && c[k].is_number() ? usd_text(c[k].get<double>()) : std::string("n/a"); };
     return fmt::format("{}/{}", usd("usd_per_million_input_tokens"), usd("usd_per_million_output_tokens"));
   });
   row("prefill HBM/GPU peak (GB)", [&](const nlohmann::json& j) { return num(j["memory_per_gpu"]["prefill"]["hbm_peak_gb"].get<double>()); });

@@ -94,6 +94,11 @@ nlohmann::json summary_json(const RunReport& r);
 /// model files (article_decode_bytes of V4-Pro over K3's, costmodels/memory.hpp).
 nlohmann::json unit_cost_ratios(const std::vector<nlohmann::json>& runs, double model_facts_ratio = std::nan(""));
 
+/// Dollars with three significant digits in fixed notation (0.0123, 12.3, 18400; up to 6
+/// decimals; "n/a" for a non-finite value): the console table's $ per million tokens (review:
+/// two decimals flattened ~$0.006 to 0.01, and {:.3g} printed 1.84e+04).
+std::string usd_text(double usd);
+
 /// Human-readable table of one or more deployments' summary.json objects (as summary_json gives).
 std::string summary_table(const std::vector<nlohmann::json>& runs);
 
