@@ -10,7 +10,7 @@
 
 namespace servesim {
 
-void validate_deployment_and_policies(const DeploymentSpec& d, const std::string& where) {
+void validate_policy_names(const DeploymentSpec& d, const std::string& where) {
   auto policy = [&](const char* key, const std::string& name, const auto& make) {
     try {
       make(name);
@@ -23,6 +23,10 @@ void validate_deployment_and_policies(const DeploymentSpec& d, const std::string
   policy("batch_scheduler", d.batch_scheduler, make_batch_scheduler);
   policy("decode_batcher", d.decode_batcher, make_decode_batcher);
   policy("eviction", d.eviction, make_eviction_policy);
+}
+
+void validate_deployment_and_policies(const DeploymentSpec& d, const std::string& where) {
+  validate_policy_names(d, where);
   validate_deployment(d, where);
 }
 

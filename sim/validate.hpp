@@ -11,6 +11,11 @@ namespace servesim {
 /// "deployments[0].router: unknown ...") of the first deployment that cannot run.
 void validate_scenario(const Scenario& s);
 
+/// Only the policy names (router, decode_router, batch_scheduler, decode_batcher, eviction) of one
+/// deployment against their registries; `where` prefixes the field path. Throws
+/// std::invalid_argument ("<where>.router: unknown router ...").
+void validate_policy_names(const DeploymentSpec& d, const std::string& where);
+
 /// The same for one deployment; `where` prefixes the field path. Throws std::invalid_argument.
 void validate_deployment_and_policies(const DeploymentSpec& d, const std::string& where);
 

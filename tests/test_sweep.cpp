@@ -111,6 +111,13 @@ TEST(Sweep, PointsTheScenarioRefusesExit2BeforeAnyRun) {
   EXPECT_EQ(o.status, 2) << o.text;
   EXPECT_NE(o.text.find("point p0001 (deployments.0.name = \"../../evil\"): "), std::string::npos) << o.text;
   EXPECT_NE(o.text.find("deployments[0].name"), std::string::npos) << o.text;
+  // a policy name no registry has (commit review: found only when the point ran)
+  g = write_grid(d, R"({"deployments.0.router": ["cache_aware", "bogus"]})");
+  o = sh("sweep " + g.string() + " --out " + (d / "o5").string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("point p0001 (deployments.0.router = \"bogus\"): "), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("deployments[0].router: "), std::string::npos) << o.text;
+  EXPECT_FALSE(fs::exists(d / "o5" / "points")) << "a point was started";
   g = write_grid(d, R"({"seed": [1, 1]})");
   o = sh("sweep " + g.string() + " --out " + (d / "o3").string());
   EXPECT_EQ(o.status, 2) << o.text;

@@ -7,6 +7,7 @@
 #include "sim/cli/report_cmd.hpp"
 #include "sim/cli/sweep_cmd.hpp"
 #include "sim/cli/validate_cmd.hpp"
+#include "sim/validate.hpp"
 
 #include "scenarios/scenario.hpp"
 
@@ -227,7 +228,19 @@ int CommandLine::operator()(int argc, char** argv) {
   }
   if (*t.costmodel) return *t.cm_fit ? costmodel_fit(t.cm) : costmodel_report(t.cm);
   if (*t.run) return cli::run(t.r);
-  if (*t.sweep) return cli::sweep(t.sw);
+  if (*t.sweep) {
+    // policy names, which the scenario reader leaves to sim/validate.hpp (commit review, twenty-third session)
+    t.sw.check_point = [](const Scenario& s) {
+      for (size_t i = 0; i < s.deployments.size(); ++i) {
+        try {
+          validate_policy_names(s.deployments[i], "deployments[" + std::to_string(i) + "]");
+        } catch (const std::invalid_argument& e) {
+          throw ScenarioError(s.path + ": " + e.what());
+        }
+      }
+    };
+    return cli::sweep(t.sw);
+  }
   if (*t.rep) return cli::report(t.rp);
   if (*t.cap) return cli::capacity(t.ca);
   if (*t.step) return cli::step(t.st);

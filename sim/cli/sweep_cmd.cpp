@@ -115,7 +115,7 @@ int sweep(const SweepArgs& a) {
   Grid g;
   std::string error;
   try {
-    g = load_grid(a.grid);
+    g = load_grid(a.grid, a.check_point);
   } catch (const std::exception& e) {
     error = e.what();
   }

@@ -177,13 +177,14 @@ const std::vector<std::pair<std::string, std::vector<const char*>>>& metric_keys
 // Every point parsed as `run` will parse it, before any run starts (review, twenty-third session: a
 // bad value, e.g. "workload.requests": [-10] or a deployment name escaping the output folder,
 // surfaced only in each point's run.log, exit 1): the first bad point exits 2 naming the grid file,
-// the point and its values. What only a run can find (a deployment that does not fit its GPUs)
-// stays a failed point.
-void check_points(const Grid& g) {
+// the point and its values; `check` adds the command's own (policy names). What only a run can find
+// (a deployment that does not fit its GPUs) stays a failed point.
+void check_points(const Grid& g, const std::function<void(const Scenario&)>& check) {
   const std::string base_dir = fs::absolute(g.scenario_file).parent_path().string();
   for (const auto& p : g.points) {
     try {
-      (void)parse_scenario(p.scenario.dump(), g.scenario_file, base_dir);
+      const Scenario sc = parse_scenario(p.scenario.dump(), g.scenario_file, base_dir);
+      if (check) check(sc);
     } catch (const std::exception& e) {
       std::string values;
       for (size_t k = 0; k < g.axes.size(); ++k) values.append(k ? ", " : "").append(g.axes[k].path).append(" = ").append(p.params[k].dump());
@@ -192,7 +193,7 @@ void check_points(const Grid& g) {
   }
 }
 
-Grid load_grid(const std::string& path) {
+Grid load_grid(const std::string& path, const std::function<void(const Scenario&)>& check) {
   Grid g;
   g.file = path;
   const ojson doc = read_json(path, path);
@@ -222,7 +223,7 @@ Grid load_grid(const std::string& path) {
   absolutize(base, fs::absolute(g.scenario_file).parent_path());
   read_axes(g, doc.contains("grid") ? doc["grid"] : ojson(), base);
   expand(g, base);
-  check_points(g);
+  check_points(g, check);
   return g;
 }
 

@@ -1,6 +1,9 @@
 // servesim sweep: the grid file (a base scenario and a Cartesian grid over scenario fields given
 // as dotted JSON paths) expanded into points, and the results table built from their summaries.
 #pragma once
+#include "scenarios/scenario.hpp"
+
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include <string>
@@ -31,7 +34,8 @@ struct Grid {
 
 /// Reads and expands a grid file. Throws std::runtime_error with a message naming the grid file
 /// and the field on bad input (the command exits 2).
-Grid load_grid(const std::string& path);
+/// `check` (optional) runs on every parsed point after the scenario reader (SweepArgs::check_point).
+Grid load_grid(const std::string& path, const std::function<void(const Scenario&)>& check = {});
 
 /// A point's row(s) for the results table: one per deployment of its summary.json.
 ojson point_rows(const Grid& g, const SweepPoint& p, const ojson& summary, bool ok);
