@@ -399,12 +399,9 @@ int capacity(const CapacityArgs& a) {
   fs::create_directories(out / "runs");
   std::error_code ec;
   fs::remove(out / "capacity.json", ec);
-  for (const auto& e : fs::directory_iterator(out / "runs")) {
-    const std::string n = e.path().filename().string();
-    if (e.is_regular_file() && n.rfind("tp", 0) == 0 && n.find("-mr") != std::string::npos && n.find("-seed") != std::string::npos &&
-        e.path().extension() == ".json" && !fs::remove(e.path(), ec))
+  for (const auto& e : fs::directory_iterator(out / "runs"))
+    if (e.is_regular_file() && Runner::is_run_file_name(e.path().filename().string()) && !fs::remove(e.path(), ec))
       throw std::runtime_error(e.path().string() + ": an earlier search's run file cannot be removed (" + ec.message() + ")");
-  }
   const auto t0 = std::chrono::steady_clock::now();
   Runner run(s, base, a, out);
   std::optional<Answer> best;

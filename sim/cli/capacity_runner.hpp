@@ -120,6 +120,11 @@ class Runner {
   const std::vector<Point>& done() const { return done_; }
   int nodes(const Config& c, const Alloc& al) const { return required_nodes(with(base_, c, al)); }
 
+  /// Whether `name` (a file name in runs/) has the form file() gives a run: tp*-mr*-…-seed*.json.
+  static bool is_run_file_name(const std::string& name) {
+    return name.rfind("tp", 0) == 0 && name.find("-mr") != std::string::npos && name.find("-seed") != std::string::npos && name.size() > 5 &&
+           name.compare(name.size() - 5, 5, ".json") == 0;
+  }
  private:
   static std::string key(const Config& c, const Alloc& a, std::uint64_t seed, double factor, const StepScale& serving) {
     return fmt::format("{}/{}/{}/{}/{}/{:.6f}/{:.6f}/{:.6f}/{:.6f}", c.attn_tp, c.max_running, a.prefill, a.decode, seed, factor, serving.prefill,

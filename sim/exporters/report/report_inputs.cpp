@@ -125,7 +125,12 @@ Latencies read_latencies(const std::string& path, double warmup_s) {
   Lines in(path);
   std::string line;
   if (!in.next(line)) throw ReportError(path + ": empty (no header)");
-  if (const size_t at = line.find('\0'); at != std::string::npos) throw ReportError(path + ":1: a NUL byte (U+0000) at column " + std::to_string(at + 1));
+  // json_unique.hpp's rule, for CSV: a NUL byte is refused with its line and column
+  auto refuse_nul = [&](long line_no) {
+    if (const size_t at = line.find('\0'); at != std::string::npos)
+      throw ReportError(path + ":" + std::to_string(line_no) + ": a NUL byte (U+0000) at column " + std::to_string(at + 1));
+  };
+  refuse_nul(1);
   const auto header = split_csv(line);
   auto col = [&](const char* name) -> long {
     const auto it = std::find(header.begin(), header.end(), name);
@@ -147,8 +152,7 @@ Latencies read_latencies(const std::string& path, double warmup_s) {
   };
   while (in.next(line)) {
     ++line_no;
-    if (const size_t at = line.find('\0'); at != std::string::npos)  // json_unique.hpp's rule, for CSV
-      throw ReportError(path + ":" + std::to_string(line_no) + ": a NUL byte (U+0000) at column " + std::to_string(at + 1));
+    refuse_nul(line_no);
     const auto f = split_csv(line);
     if (f.size() != header.size())
       throw ReportError(path + ":" + std::to_string(line_no) + ": " + std::to_string(f.size()) + " fields, the header has " + std::to_string(header.size()));
