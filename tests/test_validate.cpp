@@ -261,6 +261,68 @@ TEST(Validate, MtpRowIsStepOnAPoolWithMtp) {
   fs::remove_all(dir);
 }
 
+// A row with a "baseline" is a published ratio of two steps of one shape: the large-scale MTP row
+// is (1 + a) tokens per step over the MTP step time against 1 token over the step without MTP, both
+// read from `servesim step` (a = 0.6958, one draft), and it joins no serving regime.
+TEST(Validate, RatioRowIsTwoStepsOfOneShape) {
+  const Out v = sh("validate");
+  const fs::path dir = tmp("ratio"), sdir = tmp("ratio_scenarios");  // validate --dir reads every .json of dir
+  const std::string scen = test::slurp(test::data("scenarios/dsv3-sglang-mtp-128xh200.json"));
+  std::ofstream(sdir / "with.json") << scen;
+  nlohmann::json no = nlohmann::json::parse(scen);
+  no["deployments"][0]["decode"].erase("mtp");
+  std::ofstream(sdir / "without.json") << no.dump();
+  auto step_s = [&](const std::string& f, const std::string& want) {
+    const Out s = sh("step " + (sdir / f).string() + " --phase decode --seqs-per-rank 128 --context 2050");
+    EXPECT_EQ(s.status, 0) << s.text;
+    EXPECT_NE(s.text.find(want), std::string::npos) << s.text;
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(s.text, m, std::regex(R"(step time\s+([0-9.]+) ms)"))) << s.text;
+    return m.size() > 1 ? std::stod(m[1]) : 0.0;
+  };
+  const double t1 = step_s("with.json", "(MTP: 2 verified, 1.696 made per step on average)");
+  const double t0 = step_s("without.json", "1 new token each, 2050 cached");
+  ASSERT_GT(t0, 0);
+  ASSERT_GT(t1, t0);  // verifying two tokens costs more than one
+  const TableRow r = row(v.text, "decode 128 seq/rank at 2K: MTP 1 draft over no MTP, no overlap scheduling (ratio)");
+  ASSERT_TRUE(r.found) << v.text;
+  EXPECT_EQ(r.published, 1.142);
+  EXPECT_NEAR(r.simulated, (1 + 0.6958) * t0 / t1, 0.002);  // step times printed to 1 µs, the table to 0.001
+  const size_t regimes = v.text.find("serving error by regime");
+  ASSERT_NE(regimes, std::string::npos) << v.text;
+  EXPECT_EQ(v.text.find("sglang-dsv3-mtp128-h200", regimes), v.text.find("sglang-dsv3-mtp128-h200:", regimes)) << v.text;  // only in sources
+  // a ratio row whose baseline is the row's own settings is 1 exactly
+  const std::string base = R"({"metric": "m", "unit": "ratio", "published": 1, "phase": "decode", "seqs_per_rank": 256, "context": 2048, )";
+  write_step_case(dir, base + R"("two_batch_overlap": false, "baseline": {"two_batch_overlap": false}})");
+  Out o = sh("validate --dir " + dir.string());
+  EXPECT_EQ(o.status, 0) << o.text;
+  const TableRow one = row(o.text, "m (ratio)");
+  ASSERT_TRUE(one.found) << o.text;
+  EXPECT_EQ(one.simulated, 1.0);
+  // and one whose baseline turns two-batch overlap off: TBO gains at 256 sequences per rank (SGLang measured 1.255x)
+  write_step_case(dir, base + R"("two_batch_overlap": true, "baseline": {"two_batch_overlap": false}})");
+  o = sh("validate --dir " + dir.string());
+  const TableRow tbo = row(o.text, "m (ratio)");
+  ASSERT_TRUE(tbo.found) << o.text;
+  EXPECT_GT(tbo.simulated, 1.0);
+  // bad input, named by its field, exit 2
+  for (const auto& [row_tail, want] : std::vector<std::pair<std::string, std::string>>{
+           {R"("baseline": 3})", "rows[0].baseline: an object"},
+           {R"("baseline": {"context": 5}})", "rows[0].baseline.context: not a row setting"},
+           {R"("baseline": {"step_overhead_s": 9}})", "rows[0].baseline.step_overhead_s: 0-1 s"}}) {
+    write_step_case(dir, base + row_tail);
+    o = sh("validate --dir " + dir.string());
+    EXPECT_EQ(o.status, 2) << o.text;
+    EXPECT_NE(o.text.find(want), std::string::npos) << row_tail << "\n" << o.text;
+  }
+  write_step_case(dir, R"({"metric": "m", "unit": "tok/s", "published": 1, "phase": "decode", "seqs_per_rank": 4, "context": 9, "baseline": {}})");
+  o = sh("validate --dir " + dir.string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("rows[0].unit: a row with a baseline is a ratio"), std::string::npos) << o.text;
+  fs::remove_all(dir);
+  fs::remove_all(sdir);
+}
+
 TEST(Validate, ExitStatusFollowsTheBoundsAndTheMarks) {
   const fs::path dir = tmp("exit");
   write_deepep_case(dir, 50.0, "");  // 76.82 µs vs 50: +54%, outside ±15%

@@ -11,7 +11,10 @@
 // (a published ablation): "two_batch_overlap" (true | false), "expert_imbalance" (busiest/mean
 // GPU load, 1-64; 1 = perfectly balanced routing), "mtp_draft_tokens" (0-8, decode rows; the model
 // must ship an MTP head) with "mtp_acceptance" (0-1, the chained per-draft acceptance), and
-// "step_overhead_s" (the pool's per-step host time, 0-1 s).
+// "step_overhead_s" (the pool's per-step host time, 0-1 s); and "baseline", an object of those
+// optional settings: the row is then a published ratio (unit "ratio") of two steps of the same
+// shape, the row's settings over the baseline's (an ablation published only as a gain), and joins no
+// serving regime (tests/test_validate.cpp RatioRowIsTwoStepsOfOneShape).
 #include "sim/cli/validate_case.hpp"
 #include "sim/cli/common.hpp"
 
@@ -37,6 +40,49 @@ const DeploymentSpec& pick(const Scenario& s, const Case& c) {
   throw CaseError(c.file + ".deployment_name: no deployment \"" + name + "\" in " + s.path);
 }
 
+/// The row settings a published ablation changes (sim/cli/validate_step.cpp's header comment).
+const std::set<std::string> kSettings = {"two_batch_overlap", "expert_imbalance", "mtp_draft_tokens", "mtp_acceptance",
+                                         "step_overhead_s"};
+
+std::string settings_list() {
+  std::string s;
+  for (const auto& k : kSettings) s += (s.empty() ? "" : ", ") + k;
+  return s;
+}
+
+/// `d` with the settings of `j` (a row, or a row's "baseline") applied to the pool of the phase.
+/// Throws CaseError naming `where` and the field.
+DeploymentSpec with_row_settings(const DeploymentSpec& d, const nlohmann::json& j, bool decode, const std::string& where) {
+  DeploymentSpec dr = d;
+  if (j.contains("two_batch_overlap")) {
+    const auto& v = j.at("two_batch_overlap");
+    if (!v.is_boolean()) throw CaseError(where + ".two_batch_overlap: true or false");
+    (decode ? dr.decode : dr.prefill).two_batch_overlap = v.get<bool>();
+  }
+  if (j.contains("expert_imbalance")) {
+    const double x = num(j, "expert_imbalance", where);
+    if (!(x >= 1 && x <= 64)) throw CaseError(where + ".expert_imbalance: 1-64 (busiest/mean GPU load), got " + std::to_string(x));
+    (decode ? dr.decode : dr.prefill).expert_imbalance = x;
+  }
+  PoolSpec& pool = decode ? dr.decode : dr.prefill;
+  if (j.contains("mtp_draft_tokens") != j.contains("mtp_acceptance"))
+    throw CaseError(where + ": mtp_draft_tokens and mtp_acceptance go together");
+  if (j.contains("mtp_draft_tokens")) {
+    const long long k = integer(j, "mtp_draft_tokens", where);
+    const double a = num(j, "mtp_acceptance", where);
+    if (!decode || k < 0 || k > 8 || !(a >= 0 && a <= 1))
+      throw CaseError(where + ": mtp_draft_tokens 0-8 with mtp_acceptance 0-1, decode rows only");
+    if (k > 0 && d.model.mtp_layers < 1) throw CaseError(where + ".mtp_draft_tokens: model \"" + d.model.name + "\" ships no MTP head");
+    pool.mtp_draft_tokens = static_cast<int>(k), pool.mtp_acceptance = a;
+  }
+  if (j.contains("step_overhead_s")) {
+    const double h = num(j, "step_overhead_s", where);
+    if (!(h >= 0 && h <= 1)) throw CaseError(where + ".step_overhead_s: 0-1 s, got " + std::to_string(h));
+    pool.step_overhead_s = h;
+  }
+  return dr;
+}
+
 }  // namespace
 
 std::vector<Row> eval_step_throughput(const Case& c, bool quick) {
@@ -60,7 +106,7 @@ std::vector<Row> eval_step_throughput(const Case& c, bool quick) {
   for (auto& r : selected_rows(c, quick)) {
     static const std::set<std::string> known = {"metric", "unit", "published", "published_note", "expected_fail", "quick", "phase",
                                                 "seqs_per_rank", "tokens", "context", "two_batch_overlap", "expert_imbalance",
-                                                "mtp_draft_tokens", "mtp_acceptance", "step_overhead_s"};
+                                                "mtp_draft_tokens", "mtp_acceptance", "step_overhead_s", "baseline"};
     for (const auto& [key, value] : r.j->items())
       if (!known.count(key)) throw CaseError(r.where + "." + key + ": unknown field of a step_throughput row");
     const std::string phase = str(*r.j, "phase", r.where);
@@ -71,38 +117,26 @@ std::vector<Row> eval_step_throughput(const Case& c, bool quick) {
     const long long context = integer(*r.j, "context", r.where);
     if (seqs < 1 || seqs > (1 << 20) || tokens < 1 || tokens > kMaxTokens || context < 0 || context > kMaxTokens || seqs * tokens > kMaxTokens)
       throw CaseError(r.where + ": seqs_per_rank 1-2^20, tokens 1-2^40, context 0-2^40, at most 2^40 tokens per rank");
-    DeploymentSpec dr = d;
-    if (r.j->contains("two_batch_overlap")) {
-      const auto& v = r.j->at("two_batch_overlap");
-      if (!v.is_boolean()) throw CaseError(r.where + ".two_batch_overlap: true or false");
-      (decode ? dr.decode : dr.prefill).two_batch_overlap = v.get<bool>();
+    const DeploymentSpec dr = with_row_settings(d, *r.j, decode, r.where);
+    const double simulated = uniform_step(dr, cost, decode, seqs, tokens, context).tokens_per_s_per_node();
+    if (!r.j->contains("baseline")) {
+      r.row.simulated = simulated;
+      r.row.regime = regime_of(decode, seqs);
+      out.push_back(r.row);
+      continue;
     }
-    if (r.j->contains("expert_imbalance")) {
-      const double x = num(*r.j, "expert_imbalance", r.where);
-      if (!(x >= 1 && x <= 64)) throw CaseError(r.where + ".expert_imbalance: 1-64 (busiest/mean GPU load), got " + std::to_string(x));
-      (decode ? dr.decode : dr.prefill).expert_imbalance = x;
-    }
-    PoolSpec& pool = decode ? dr.decode : dr.prefill;
-    if (r.j->contains("mtp_draft_tokens") != r.j->contains("mtp_acceptance"))
-      throw CaseError(r.where + ": mtp_draft_tokens and mtp_acceptance go together");
-    if (r.j->contains("mtp_draft_tokens")) {
-      const long long k = integer(*r.j, "mtp_draft_tokens", r.where);
-      const double a = num(*r.j, "mtp_acceptance", r.where);
-      if (!decode || k < 0 || k > 8 || !(a >= 0 && a <= 1))
-        throw CaseError(r.where + ": mtp_draft_tokens 0-8 with mtp_acceptance 0-1, decode rows only");
-      if (k > 0 && d.model.mtp_layers < 1) throw CaseError(r.where + ".mtp_draft_tokens: model \"" + d.model.name + "\" ships no MTP head");
-      pool.mtp_draft_tokens = static_cast<int>(k), pool.mtp_acceptance = a;
-    }
-    if (r.j->contains("step_overhead_s")) {
-      const double h = num(*r.j, "step_overhead_s", r.where);
-      if (!(h >= 0 && h <= 1)) throw CaseError(r.where + ".step_overhead_s: 0-1 s, got " + std::to_string(h));
-      pool.step_overhead_s = h;
-    }
-    r.row.simulated = uniform_step(dr, cost, decode, seqs, tokens, context).tokens_per_s_per_node();
-    r.row.regime = regime_of(decode, seqs);
+    // a published ratio of two runs of the same shape (an ablation whose absolute figures are not
+    // published): this row's settings over the baseline's; not a measurement of a deployment, so
+    // it joins no serving regime
+    const auto& b = r.j->at("baseline");
+    if (!b.is_object()) throw CaseError(r.where + ".baseline: an object of row settings");
+    for (const auto& [key, value] : b.items())
+      if (!kSettings.count(key)) throw CaseError(r.where + ".baseline." + key + ": not a row setting (" + settings_list() + ")");
+    if (r.row.unit != "ratio") throw CaseError(r.where + ".unit: a row with a baseline is a ratio: unit \"ratio\"");
+    const DeploymentSpec db = with_row_settings(d, b, decode, r.where + ".baseline");
+    r.row.simulated = simulated / uniform_step(db, cost, decode, seqs, tokens, context).tokens_per_s_per_node();
     out.push_back(r.row);
   }
   return out;
 }
-
 }  // namespace servesim::cli::validation

@@ -21,7 +21,7 @@ traces="${SERVESIM_SHARED_TRACES:-${SERVESIM_CONFIGURED_TRACES:-$src/../shared/t
 export SERVESIM_SHARED_TRACES="$traces"
 src_abs="$(cd "$src" && pwd)"
 
-cases="default tracelab-replay mooncake-60s agent-sessions-30s dsv3-step k2-step dsv3-profile-run dsv3-mtp-run plan-default topology-default"
+cases="default tracelab-replay mooncake-60s agent-sessions-30s dsv3-step k2-step dsv3-profile-run dsv3-mtp-run dsv3-mtp128-step plan-default topology-default"
 
 # the command line of each case (scenario paths relative to the source tree)
 args_of() {
@@ -34,6 +34,7 @@ args_of() {
     k2-step)            echo "step scenarios/k2-sglang-128xh200.json --phase prefill --seqs-per-rank 8 --tokens 2000" ;;  # EPLB without redundant experts
     dsv3-profile-run)   echo "run scenarios/dsv3-deepseek-profile-h800.json" ;;  # H800 (extrapolated), balanced routing
     dsv3-mtp-run)       echo "run scenarios/dsv3-sglang-mtp-16xh200.json" ;;
+    dsv3-mtp128-step)   echo "step scenarios/dsv3-sglang-mtp-128xh200.json --phase decode --seqs-per-rank 128 --context 2050" ;;  # MTP at 128 seq/rank
     plan-default)       echo "plan" ;;
     topology-default)   echo "topology" ;;
     *) echo "golden.sh: unknown case '$1' (cases: $cases)" >&2; exit 2 ;;
