@@ -103,6 +103,10 @@ struct MqaArgs {
 ///   1.02-1.07x at 16-96 heads, and is the kernel of costmodels/data/h200/mla_decode.json (bench_attn's
 ///   default); variant 11 is 1.05x at the 128-head median but 0.93x at 512 x 4K (an experiment).
 ///   This API's default stays 0.
+/// variant 13 (issue 12, twenty-fourth session, helper mla128c; same plan, page_size % 64 == 0; NOTES.md):
+///   variant 12 with P0 in its own 8-KB shared-memory buffer (K0's block 8 refilled with blocks 0-3) and
+///   warpgroup 1's P0 V0R issued before softmax 1 (O_R = c1 (c0 O_R + P0 V0R) + P1 V1R), so K0's blocks
+///   4-7 go back to TMA right after softmax 1. Opt-in.
 /// variants 6-9 (the tenth session's 2-CTA multicast, S1 reorder, L2 prefetch and block-table-ahead
 ///   experiments, all no faster than 10) were removed in the eleventh session: std::invalid_argument.
 ///   SERVESIM_MLA_NOLOAD=1 makes variant 4 skip the page loads after tiles 0 and 1 (timing

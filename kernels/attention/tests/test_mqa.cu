@@ -197,3 +197,18 @@ TEST(MlaDecode, WgmmaSeesawFastSoftmax) {
   seesaw_cases(V);
   mla_case({5000, 2, 129}, 128, V, 12, true);
 }
+// Variant 13 (issue 12, twenty-fourth session): variant 12 with P0 in its own shared-memory buffer and
+// warpgroup 1's P0 V0R ahead of softmax 1 (K0 blocks 4-8 released earlier). The common cases plus larger
+// ragged batches at 128 heads (split-KV by the own plan and forced), 64 heads, and an odd tile count.
+TEST(MlaDecode, WgmmaSeesawSplitP0) {
+  SKIP_WITHOUT_GPU();
+  constexpr int V = 13;
+  seesaw_cases(V);
+  mla_case({5000, 2, 129}, 128, V, 12, true);
+  mla_case({4096, 4096, 4096, 4096, 4096, 4096, 4096, 4096}, 0, V, 128);
+  mla_case({33000, 7, 1000, 64, 65, 12345, 191, 4000}, 0, V, 128, true);
+  mla_case({33000, 7, 1000, 64, 65, 12345, 191, 4000}, 512, V, 128, true);
+  mla_case({2048, 2047, 1025, 2049, 3, 128, 4160, 64}, 0, V, 64, true);
+  mla_case({8192, 5000, 9000}, 0, V, 96, true);
+  mla_case({576}, 0, V, 128);
+}
