@@ -27,6 +27,10 @@ namespace {
 //   - barrier 3 (c1 P0 stored) is gone; the next S0 takes K0 blocks 0-3, 8, 4-7.
 // One bf16 rounding less than 12 (P0 V0R reads the P0 that P0 V0L reads; c1 is applied in fp32 to O).
 // Smem: variant 12's layout with sP0 at 3 x 72 KB (1024-B aligned) and the float rows / barriers after it.
+// Measured (NOTES.md, twenty-fourth session): correct, memcheck-clean, but 0.905x variant 12 at the H=128
+// median (same run): warpgroup 1 waits for P0 V0R -- queued behind P0 V0L on the tensor pipe -- before it may
+// rescale O_R by c1 and issue P1 V1R, so P1 (barrier 4) and with it P1 V1L and the next S0 come later
+// (barrier stalls 1.48 -> 2.28 per issue); the earlier K0 refills cut long-scoreboard stalls 1.28 -> 1.04.
 // ---------------------------------------------------------------------------------------------
 namespace wgs {
 constexpr int kOffP0 = 3 * kTile;
