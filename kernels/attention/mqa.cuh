@@ -109,6 +109,9 @@ struct MqaArgs {
 ///   4-7 go back to TMA right after softmax 1. Opt-in: measured slower than 12 (same run, H=128 median
 ///   0.905x, 0.86-1.06x per point; 0.90-0.97x at 32-96 heads): warpgroup 1 must wait for P0 V0R (queued
 ///   behind P0 V0L) before it may rescale O_R by c1 and issue P1 V1R, which delays P1 for warpgroup 0.
+/// variant 14 (issue 12, twenty-fourth session, helper mla128d; same plan, page_size % 64 == 0; NOTES.md):
+///   variant 12's schedule unchanged, only c1 P0 stored into its own 8-KB shared-memory buffer instead of
+///   over K0's column block 8, so block 8 goes back to TMA with blocks 0-3 (after P0 V0L). Opt-in.
 /// variants 6-9 (the tenth session's 2-CTA multicast, S1 reorder, L2 prefetch and block-table-ahead
 ///   experiments, all no faster than 10) were removed in the eleventh session: std::invalid_argument.
 ///   SERVESIM_MLA_NOLOAD=1 makes variant 4 skip the page loads after tiles 0 and 1 (timing
