@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <optional>
+#include <stdexcept>
 
 namespace servesim::cli {
 
@@ -12,11 +13,14 @@ namespace {
 class Search {
  public:
   Search(const CapacityOracle& o, const NodeCount& n, const CapacitySearchOptions& opt)
-      : oracle_(o), nodes_(n), batch_(std::max(1, opt.batch)), ratio_(std::max(1e-9, opt.decode_per_prefill)),
-        start_(std::max(1, opt.start_decode)), resolution_(std::max(0.0, opt.resolution)) {}
+      : oracle_(o), nodes_(n), batch_(opt.batch), ratio_(opt.decode_per_prefill), start_(opt.start_decode), resolution_(opt.resolution) {
+    if (batch_ < 1 || start_ < 1 || !(ratio_ >= 1e-6 && ratio_ <= 1e6) || !(resolution_ >= 0 && resolution_ < 1))
+      throw std::invalid_argument("capacity search: batch >= 1, start_decode >= 1, decode_per_prefill 1e-6-1e6, resolution 0-1");
+  }
 
-  // The bracket's allocation at scale t: t decode instances and t / ratio prefill (at least 1).
-  Alloc at(int t) const { return {std::max(1, static_cast<int>(std::lround(t / ratio_))), t}; }
+  // The bracket's allocation at scale t: t decode instances and t / ratio prefill (at least 1; at
+  // most 2^24, far past any node bound, so that the node count of a probe cannot overflow).
+  Alloc at(int t) const { return {static_cast<int>(std::clamp(std::lround(t / ratio_), 1L, 1L << 24)), t}; }
 
   // What is known or inferred about a, if anything.
   std::optional<bool> known(const Alloc& a) const {
@@ -96,7 +100,7 @@ class Search {
     int soft = 0;  // the decode count of the bracket's last miss below `top`, if any
     for (bool done = false; !done;) {
       std::vector<Alloc> as;
-      for (int i = 0, u = t; i < batch_ && nodes_(at(u)) <= max_nodes; ++i, u *= 2) as.push_back(at(u));
+      for (int i = 0, u = t; i < batch_ && u <= (1 << 24) && nodes_(at(u)) <= max_nodes; ++i, u *= 2) as.push_back(at(u));
       if (as.empty()) return r_;
       const std::vector<bool> ok = eval(as);
       for (size_t i = 0; i < as.size() && !done; ++i) {

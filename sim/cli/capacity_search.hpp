@@ -67,7 +67,9 @@ struct CapacitySearchOptions {
                                     ///< share of the corner's nodes holds (0: exact, one instance)
 };
 
-/// The search above; `max_nodes` bounds the bracket.
+/// The search above; `max_nodes` bounds the bracket. Throws std::invalid_argument for options out of
+/// range (batch < 1, start_decode < 1, decode_per_prefill outside 1e-6-1e6, resolution outside [0, 1)),
+/// and whatever the oracle throws.
 CapacitySearchResult fewest_nodes(const CapacityOracle& oracle, const NodeCount& nodes, int max_nodes, const CapacitySearchOptions& opt);
 /// The same with batch and P:D split only (bracket from 1, exact).
 CapacitySearchResult fewest_nodes(const CapacityOracle& oracle, const NodeCount& nodes, int max_nodes, int batch, double decode_per_prefill = 1.0);
