@@ -4,7 +4,7 @@
 // included below, in the order they had when they were all in this file: mqa_fwd.cuh (the mma.sync
 // flash-decoding kernel), mla_wgmma.cuh (MLA variant 0), v4_attn_wgmma.cuh (V4 variant 2),
 // mla_wgmma4.cuh (MLA variant 3, mla_combine_kernel), mla_seesaw.cuh (4), mla_seesaw_rs.cuh
-// (10-12), mla_seesaw_early.cuh (5), mla_seesaw_sp.cuh (13), mla_seesaw_p0.cuh (14, added last). They stay one translation unit on purpose: compiled as
+// (10-12), mla_seesaw_early.cuh (5), mla_seesaw_sp.cuh (13), mla_seesaw_p0.cuh (14), mla_seesaw_lz.cuh (15, added last). They stay one translation unit on purpose: compiled as
 // separate .cu files, cicc chose different (equivalent) integer address arithmetic for the seven
 // TMA kernels and ptxas spilled more in variant 10, so the split would not have been code-neutral.
 #include "attention/mqa.cuh"
@@ -44,6 +44,7 @@ constexpr float kNegInf = -INFINITY;
 #include "attention/mla_seesaw_early.cuh"
 #include "attention/mla_seesaw_sp.cuh"
 #include "attention/mla_seesaw_p0.cuh"
+#include "attention/mla_seesaw_lz.cuh"
 
 namespace servesim::attn {
 
@@ -95,6 +96,7 @@ void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, boo
     SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw2_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
     SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_sp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmemSp));
     SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_p0_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmemSp));
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_lz_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmemSp));
     attrS = true;
   }
   const long pages = a.cache_pages > 0 ? a.cache_pages : (1L << 24);
@@ -107,6 +109,7 @@ void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, boo
     else if (seesaw == 9) mla_decode_seesaw_rs_kernel<2><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
     else if (seesaw == 10) mla_decode_seesaw_sp_kernel<<<dim3(groups, plan.n_work), 256, wgs::kSmemSp, s>>>(tm, a, plan.work.p);
     else if (seesaw == 11) mla_decode_seesaw_p0_kernel<<<dim3(groups, plan.n_work), 256, wgs::kSmemSp, s>>>(tm, a, plan.work.p);
+    else if (seesaw == 12) mla_decode_seesaw_lz_kernel<<<dim3(groups, plan.n_work), 256, wgs::kSmemSp, s>>>(tm, a, plan.work.p);
     else if (seesaw) mla_decode_seesaw_kernel<<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p, seesaw_noload());
     else if (ns4) mla_decode_wgmma4_kernel<<<dim3(groups, plan.n_work), 256, wgk4::kSmem, s>>>(tm, a, plan.work.p);
     else mla_decode_wgmma_kernel<<<dim3(groups, plan.n_work), 256, wgk::kSmem, s>>>(tm, a, plan.work.p);
@@ -278,6 +281,7 @@ const char* mla_decode_config(int H, int variant) {
   if (variant == 12) return "wgmma_tma_m64_tn64_seesaw_rsp_fastsm";
   if (variant == 13) return "wgmma_tma_m64_tn64_seesaw_rsp_sp0";
   if (variant == 14) return "wgmma_tma_m64_tn64_seesaw_rsp_fastsm_p0buf";
+  if (variant == 15) return "wgmma_tma_m64_tn64_seesaw_rsp_sp0_lazy";
   if (H >= 48 && H % 48 == 0) return variant == 1 ? "mt3_tn32_ns2" : "mt3_tn64_ns2";
   return H > 16 ? "mt2_tn32_ns3" : "mt1_tn32_ns3";
 }
@@ -285,9 +289,9 @@ void mla_decode(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, int varia
   if (!a.cache || !a.block_table) throw std::invalid_argument("mla_decode: cache and block_table required");
   if (variant >= 6 && variant <= 9)
     throw std::invalid_argument("mla_decode: variants 6-9 were removed (issue 12, eleventh session; NOTES.md)");
-  if (variant >= 0 && variant <= 14 && variant != 1 && variant != 2 && a.page_size % 64 == 0) {
+  if (variant >= 0 && variant <= 15 && variant != 1 && variant != 2 && a.page_size % 64 == 0) {
     launch_mla_wgmma(a, plan, s, variant == 3,
-                     variant == 4 ? 1 : variant == 5 ? 2 : variant == 10 ? 7 : variant == 11 ? 8 : variant == 12 ? 9 : variant == 13 ? 10 : variant == 14 ? 11 : 0);
+                     variant == 4 ? 1 : variant == 5 ? 2 : variant == 10 ? 7 : variant == 11 ? 8 : variant == 12 ? 9 : variant == 13 ? 10 : variant == 14 ? 11 : variant == 15 ? 12 : 0);
   } else if (a.H >= 48 && a.H % 48 == 0) {
     if (variant == 1) launch_mqa<576, 3, 32, 2, false>(a, plan, s);
     else launch_mqa<576, 3, 64, 2, false>(a, plan, s);

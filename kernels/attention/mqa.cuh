@@ -112,6 +112,9 @@ struct MqaArgs {
 /// variant 14 (issue 12, twenty-fourth session, helper mla128d; same plan, page_size % 64 == 0; NOTES.md):
 ///   variant 12's schedule unchanged, only c1 P0 stored into its own 8-KB shared-memory buffer instead of
 ///   over K0's column block 8, so block 8 goes back to TMA with blocks 0-3 (after P0 V0L). Opt-in.
+/// variant 15 (same session, helper mla128d; same plan, page_size % 64 == 0; NOTES.md): variant 13 with
+///   lazy rescaling (the running max moves only by > 8 in log2 units) and P1 V1R chained right behind
+///   P0 V0R unless a row of warpgroup 1 rescales (one bar.red.or vote per pair). Opt-in.
 /// variants 6-9 (the tenth session's 2-CTA multicast, S1 reorder, L2 prefetch and block-table-ahead
 ///   experiments, all no faster than 10) were removed in the eleventh session: std::invalid_argument.
 ///   SERVESIM_MLA_NOLOAD=1 makes variant 4 skip the page loads after tiles 0 and 1 (timing

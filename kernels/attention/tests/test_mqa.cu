@@ -235,6 +235,32 @@ TEST(MlaDecode, WgmmaSeesawP0Buf) {
   mla_case({64, 3000, 1, 128}, 0, V, 12);
   mla_case({5000, 2, 129}, 128, V, 12, true);
 }
+// Variant 15 (same session, helper mla128d): variant 13 with lazy rescaling and P1 V1R chained behind P0 V0R.
+// Variant 13's cases, plus a context whose scores grow along the tokens (every tile rescales) is not
+// available in mla_case; the ragged / split / tail cases exercise the first-tile and partial-tile paths.
+TEST(MlaDecode, WgmmaSeesawLazySmall) {
+  SKIP_WITHOUT_GPU();
+  constexpr int V = 15;
+  mla_case({129, 192, 191, 65, 128, 127}, 0, V, 128, true);
+  mla_case({3000, 77}, 256, V, 128, true);
+  mla_case({1, 300, 65}, 0, V, 32, true);
+  mla_case({700, 1, 300}, 0, V, 256, true);
+}
+TEST(MlaDecode, WgmmaSeesawLazy) {
+  SKIP_WITHOUT_GPU();
+  constexpr int V = 15;
+  mla_case({1, 2100, 64, 130, 33}, 0, V, 128);
+  mla_case({4097, 1, 63, 320}, 0, V, 128, true);
+  mla_case({3000}, 64, V, 128, true);
+  mla_case({4000, 7, 1000, 65, 2345, 191}, 512, V, 128, true);
+  mla_case({1, 70, 700, 2100}, 0, V, 96, true);
+  mla_case({6000}, 0, V, 64);
+  mla_case({2048, 2047, 1025, 3, 128, 64}, 0, V, 64, true);
+  mla_case({3000}, 64, V, 16);
+  mla_case({129, 1500, 31, 32, 95, 96}, 0, V, 48, true);
+  mla_case({64, 3000, 1, 128}, 0, V, 12);
+  mla_case({5000, 2, 129}, 128, V, 12, true);
+}
 TEST(MlaDecode, WgmmaSeesawSplitP0) {
   SKIP_WITHOUT_GPU();
   constexpr int V = 13;
