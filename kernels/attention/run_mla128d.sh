@@ -9,7 +9,7 @@
 #  2. compute-sanitizer memcheck of $SAN_TEST;
 #  3. same run v12 / v$NEW at $POINTS, 2 repetitions, order 12 new new 12; table + gate (gate.txt);
 #  4. only if the gate passes at H=128: the table's rows (non-mixed wgmma rows of
-#     costmodels/data/h200/mla_decode.json) with variant $NEW for the heads where the gate passes (128 / 64 / 96);
+#     costmodels/data/h200/mla_decode.json) with variant $NEW for the heads where the gate passes (128 / 64 only);
 #     merged into the table here, not on the device.
 #  5. ncu (--clock-control none) of v$NEW then v12 at H=128 512 x 4K (warp stall reasons), time permitting.
 set -uo pipefail
@@ -106,7 +106,7 @@ PY
   if [ "$RC" = 0 ] && [ -n "$GATE" ]; then
     echo "=== 4. table rows with variant $NEW for heads: $GATE"
     for h in $GATE; do
-      case $h in 128|64|96) ;; *) echo "H=$h: its rows are not re-measured in this call"; continue ;; esac
+      case $h in 128|64) ;; *) echo "H=$h: its rows are not re-measured in this call"; continue ;; esac
       [ "$(left)" -gt 50 ] || { echo "guard: no table rows for H=$h"; continue; }
       P=$(python3 -c "
 import json
