@@ -197,6 +197,7 @@ GpuSpec parse_hardware(const json& j, const std::string& origin) {
   g.nic_latency_s = o.num("nic_latency_s", 3e-6, 0);
   g.nvlink_efficiency = o.num("nvlink_efficiency", 1.0, 1e-3, 1.0);
   g.nic_efficiency = o.num("nic_efficiency", 1.0, 1e-3, 1.0);
+  g.kv_transfer_efficiency = o.num("kv_transfer_efficiency", 1.0, 1e-3, 1.0);
   g.nvlink_call_overhead_s = o.num("nvlink_call_overhead_s", 0.0, 0);
   g.allreduce_call_s = o.num("allreduce_call_s", 0.0, 0, 1.0);
   g.allreduce_bytes_per_s = o.num("allreduce_bytes_per_s", 0.0, 0);

@@ -43,6 +43,11 @@ struct GpuSpec {
   double nic_latency_s = 0;
   double nvlink_efficiency = 1.0;  ///< achievable fraction of NVLink bandwidth in all-to-alls
   double nic_efficiency = 1.0;     ///< achievable fraction of NIC bandwidth in all-to-alls
+  /// Achievable fraction of NIC line rate for KV cache copies between nodes (prefill -> decode
+  /// transfers, load-backs from another node's host memory or storage): such a flow carries its bytes
+  /// / this on the links. Hardware files: 0.475, the Mooncake transfer engine moving 40 GB at 190 GB/s
+  /// over 8 x 400 Gb/s (FAST'25; ../shared/reference/published-measurements.md §3.9). 1 = line rate.
+  double kv_transfer_efficiency = 1.0;
   double nvlink_call_overhead_s = 0;  ///< fixed cost of one intra-node all-to-all call (calibrated)
   double nic_call_overhead_s = 0;     ///< fixed cost of one inter-node all-to-all call (calibrated)
   // Small intra-node all-reduce (one-shot/two-shot custom kernels): t = call + bytes / rate, the

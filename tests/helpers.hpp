@@ -54,7 +54,7 @@ inline PoolSpec pool(int instances, int ep, int attn_tp) {
 
 /// The tiny MoE model (tests/data/tiny-moe.json) on H200, one single-GPU prefill and one
 /// single-GPU decode instance on separate nodes, 10 ms prefill / 2 ms decode step overhead (no launch
-/// gaps: the host time is that overhead alone), prefill
+/// gaps: the host time is that overhead alone), KV copies at line rate, prefill
 /// batches and chunks of `chunk_tokens`, no prefix cache: with ZeroCost every time is hand arithmetic.
 inline DeploymentSpec tiny(long long chunk_tokens, bool kv_tiers = false) {
   DeploymentSpec d;
@@ -66,6 +66,7 @@ inline DeploymentSpec tiny(long long chunk_tokens, bool kv_tiers = false) {
   d.prefill.step_overhead_s = 0.010;
   d.decode.step_overhead_s = 0.002;
   d.gpu.kernel_launch_s = d.gpu.graph_launch_s = 0;  // host time = step_overhead_s alone
+  d.gpu.kv_transfer_efficiency = 1.0;                  // KV copies at NIC line rate (AllToAllOnFabric.* test the share)
   d.prefill.max_batch_tokens = d.prefill.chunk_tokens = chunk_tokens;
   d.prefix_cache.enabled = false;
   if (kv_tiers) d.kv_tiers.enabled = true, d.kv_tiers.host_bytes_per_node = 1e12;

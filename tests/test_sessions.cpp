@@ -228,11 +228,12 @@ namespace {
 // Request 0 (60K tokens) finishes its prefill while request 1 (200K tokens) is still being prefilled
 // on another DP rank of the same 2-node EP16 instance: request 0's KV leaves through its GPU's NIC
 // while every prefill step's all-to-all crosses the NICs too. Returns request 0's transfer time.
-double first_transfer_s(bool on_fabric, double* uncontended) {
+double first_transfer_s(bool on_fabric, double* uncontended, double kv_efficiency = 0) {
   DeploymentSpec d;
   d.name = "flash";
   d.model = test::model("deepseek-v4-flash");
   d.gpu = test::gpu("h200");
+  if (kv_efficiency > 0) d.gpu.kv_transfer_efficiency = kv_efficiency;
   d.prefill = test::pool(1, 16, 1);
   d.decode = test::pool(1, 16, 1);
   d.prefill.two_batch_overlap = d.decode.two_batch_overlap = false;
@@ -262,17 +263,29 @@ double first_transfer_s(bool on_fabric, double* uncontended) {
   sim.run();
   const RequestRecord& r = rec.req.at(0);
   EXPECT_LT(r.transfer_start_s, rec.req.at(1).prefill_end_s);  // the transfer overlaps request 1's prefill
-  // alone on its NICs: NIC latency twice + bytes at 50 GB/s (TP 1: one GPU sends, one receives)
-  *uncontended = 6e-6 + kv_bytes(d.model, 60000, 1) / 50e9;
+  // alone on its NICs: NIC latency twice + bytes at the transfer engine's share of 50 GB/s (TP 1:
+  // one GPU sends, one receives; the copy crosses nodes)
+  *uncontended = 6e-6 + kv_bytes(d.model, 60000, 1) / (d.gpu.kv_transfer_efficiency * 50e9);
   return r.first_token_s - r.transfer_start_s;
 }
 
 }  // namespace
 
-TEST(AllToAllOnFabric, OffTheKvTransferRunsAtLineRate) {
+TEST(AllToAllOnFabric, OffTheKvTransferRunsAtTheTransferEnginesRate) {
   double hand = 0;
   const double t = first_transfer_s(false, &hand);
+  EXPECT_EQ(test::gpu("h200").kv_transfer_efficiency, 0.475);  // Mooncake: 190 GB/s on 8 x 400 Gb/s
+  EXPECT_NEAR(t, 6e-6 + kv_bytes(test::model("deepseek-v4-flash"), 60000, 1) / (0.475 * 50e9), 1e-9);
   EXPECT_NEAR(t, hand, 1e-9);
+}
+
+// At efficiency 1 the same copy runs at line rate (one simulation per test: SimGrid allows one engine
+// per process).
+TEST(AllToAllOnFabric, OffTheKvTransferAtEfficiencyOneRunsAtLineRate) {
+  double line = 0;
+  const double t1 = first_transfer_s(false, &line, 1.0);
+  EXPECT_NEAR(t1, 6e-6 + kv_bytes(test::model("deepseek-v4-flash"), 60000, 1) / 50e9, 1e-9);
+  EXPECT_NEAR(t1, line, 1e-9);
 }
 
 TEST(AllToAllOnFabric, OnTheKvTransferSharesTheNicsWithEpTraffic) {
@@ -331,7 +344,9 @@ double tp2_transfer_s(bool flows, double* lo, double* hi) {
   EXPECT_NEAR(st.total_s, st.comm_total_s, 1e-12);  // the step is its all-to-all: the traffic never pauses
   const double R = 2 * st.a2a_inter_bytes_gpu / st.comm_total_s;
   EXPECT_LT(2 * R, 50e9);  // far below the NIC
-  const double bytes = kv_bytes(d.model, 60000, 2) * 2;  // every decode TP rank gets the latent KV
+  // every decode TP rank gets the latent KV; the copy's flow carries them / the transfer engine's
+  // share of line rate (0.475), and that flow gets what the all-to-all leaves of the NIC
+  const double bytes = kv_bytes(d.model, 60000, 2) * 2 / d.gpu.kv_transfer_efficiency;
   *lo = 6e-6 + bytes / (100e9 - R), *hi = 6e-6 + bytes / (100e9 - 2 * R);
   std::printf("R %.2f GB/s: transfer %.6f s in [%.6f, %.6f] (alone %.6f)\n", R / 1e9, t, *lo, *hi, 6e-6 + bytes / 100e9);
   return t;

@@ -287,6 +287,9 @@ class KvMover {
   const std::multimap<long long, double>& pending_offloads() const { return pending_offloads_; }
 
  private:
+  /// Bytes a KV copy's flow carries: `bytes` between nodes divided by GpuSpec::kv_transfer_efficiency,
+  /// else `bytes`.
+  double wire_bytes(double bytes, bool between_nodes) const;
   void transfer_done(ReqState* r, double bytes, bool inter_node);
   void demote(const KvStore::Demotion& dm);
   /// The links from a group's endpoint to the spine and back (SimGrid's route, less the

@@ -19,6 +19,13 @@ long long KvMover::store_tokens_for(const Request& r) const {
   return std::min(usable, r.input_tokens - 1);
 }
 
+// A KV copy between nodes runs at the transfer engine's share of NIC line rate
+// (GpuSpec::kv_transfer_efficiency): its flow carries bytes / that share; within a node (NVLink,
+// PCIe) the links' own rates stand.
+double KvMover::wire_bytes(double bytes, bool between_nodes) const {
+  return between_nodes ? bytes / e_.d.gpu.kv_transfer_efficiency : bytes;
+}
+
 // Every decode TP rank needs the replicated latent/compressed KV and its share of the sharded
 // recurrent states: one flow between the two TP groups' endpoints carries all of it.
 void KvMover::transfer(ReqState* r) {
@@ -28,7 +35,8 @@ void KvMover::transfer(ReqState* r) {
   const int src0 = e_.prefill.gpu0_of(r), dst0 = e_.decode.gpu0_of(r);
   const double bytes = kv_bytes(e_.d.model, r->req.input_tokens, tp_d) * tp_d;
   const bool inter = e_.node_of(src0) != e_.node_of(dst0);
-  e_.flows.submit(e_.platform.endpoint(src0), e_.platform.endpoint(dst0), bytes, [this, r, bytes, inter] { transfer_done(r, bytes, inter); });
+  e_.flows.submit(e_.platform.endpoint(src0), e_.platform.endpoint(dst0), wire_bytes(bytes, inter),
+                  [this, r, bytes, inter] { transfer_done(r, bytes, inter); });
 }
 
 void KvMover::transfer_done(ReqState* r, double bytes, bool inter_node) {
@@ -55,7 +63,8 @@ void KvMover::load(ReqState* r, long long tokens) {
   const double bytes = kv_bytes(e_.d.model, tokens, tp) * tp;  // every TP rank needs its copy
   (l2 ? e_.totals.load_l2_bytes : e_.totals.load_l3_bytes) += bytes;
   ++(l2 ? e_.totals.loads_l2 : e_.totals.loads_l3);
-  e_.flows.submit(src, e_.platform.endpoint(e_.prefill.gpu0_of(r)), bytes, [this, r, tokens, l2] {
+  const int dst0 = e_.prefill.gpu0_of(r);
+  e_.flows.submit(src, e_.platform.endpoint(dst0), wire_bytes(bytes, o.node != e_.node_of(dst0)), [this, r, tokens, l2] {
     e_.store->release(r->req.session, e_.now());
     emit_tiers();
     r->loading = false;
