@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <regex>
 #include <map>
 
 using namespace servesim;
@@ -219,6 +220,18 @@ TEST(SteadyState, RunWarmupSplitsTheArrivals) {
   auto c = ::test::sh("run " + sc + " --only k3-h200 --horizon 10 --warmup 10 --out " + (out / "c").string());
   EXPECT_EQ(c.status, 2);
   EXPECT_NE(c.text.find("--warmup"), std::string::npos) << c.text;
+  // run to completion (no horizon) with a warm-up past the run's end: an empty window, warned about,
+  // whose durations are 0 (were end - warmup < 0 in throughput.duration_s and the console table)
+  auto d = ::test::sh("run " + sc + " --only k3-h200 --no-timeline --horizon 0 --warmup 100000 --out " + (out / "d").string());
+  ASSERT_EQ(d.status, 0) << d.text;
+  EXPECT_NE(d.text.find("measurement window [100000.0, "), std::string::npos) << d.text;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(d.text, m, std::regex(R"(simulated time \(s\)\s+(\S+))"))) << d.text;
+  EXPECT_EQ(m[1].str(), "0.0") << d.text;
+  const auto jd = nlohmann::json::parse(::test::slurp(out / "d" / "k3-h200" / "summary.json"));
+  EXPECT_EQ(jd["throughput"]["duration_s"].get<double>(), 0.0);
+  EXPECT_EQ(jd["window"]["duration_s"].get<double>(), 0.0);
+  EXPECT_EQ(jd["requests"]["arrived"].get<long long>(), 0);
   fs::remove_all(out);
 }
 #endif

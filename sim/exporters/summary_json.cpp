@@ -116,7 +116,7 @@ void load_json(const RunReport& r, nlohmann::json& j) {
   j["latency"]["ttft_with_in_flight"]["note"] = "completed requests and those in flight at the end: with a first token its TTFT, without one end - arrival (a lower bound)";
   if (s.quantiles_approximate)  // only past 2^20 values of one latency (sim/exporters/quantiles.hpp)
     j["latency"]["quantiles"] = "percentiles of a latency with more than 1,048,576 values (here, in ttft_split and in kv_transfer.time) are read from a histogram of 20,000 log bins over [1e-9, 1e7] s: each within 0.093% of the exact one; means and counts exact";
-  j["throughput"] = {{"duration_s", r6(s.end_s - s.warmup_s)},
+  j["throughput"] = {{"duration_s", r6(std::max(0.0, s.end_s - s.warmup_s))},  // 0 when the warm-up outlasts the run
                      {"input_tokens", s.input_tokens},
                      {"output_tokens", s.output_tokens},
                      {"input_tokens_per_s_per_gpu", r3(s.input_tokens / dur / gpus)},
