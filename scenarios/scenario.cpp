@@ -55,6 +55,7 @@ WorkloadSpec read_workload(Obj o, const std::string& base_dir) {
     if (shared && *shared && at != std::string::npos)
       w.trace_path = (fs::path(shared) / w.trace_path.substr(at + std::string("shared/traces/").size())).string();
     w.time_scale = o.num("time_scale", 1.0, 1e-9, 1e9);
+    if (w.kind == K::tracelab_replay || w.kind == K::tracelab_rounds) w.wait_scale = o.num("wait_scale", 0.0, 0, 1e9);
     w.skip_bad_rows = o.boolean("skip_bad_rows", false);
     if (w.kind == K::mooncake) w.jitter_s = o.num("jitter_s", 0.0, 0, kMaxSeconds);
   } else if (w.kind == K::synthetic) {

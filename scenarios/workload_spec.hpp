@@ -12,7 +12,11 @@ struct WorkloadSpec {
   enum class Kind { synthetic, mooncake, azure, burstgpt, tracelab_replay, tracelab_rounds, agent } kind = Kind::synthetic;
   // trace readers
   std::string trace_path;
-  double time_scale = 1.0;     ///< arrival times (and trace tool waits) are multiplied by this
+  double time_scale = 1.0;     ///< arrival times (and, unless wait_scale is set, TraceLab tool waits) are multiplied by this
+  /// TraceLab readers: tool waits between a session's rounds are multiplied by this instead of
+  /// time_scale (0 = time_scale), so that sessions days apart can be brought together by time_scale
+  /// while their rounds keep the trace's waits (wait_scale 1)
+  double wait_scale = 0.0;
   double jitter_s = 0.0;       ///< mooncake: add U[0, jitter_s) to each arrival (times are quantised ~3 s)
   long long max_requests = 0;  ///< stop after this many requests / sessions (0 = whole trace)
   int block_tokens = 512;      ///< tokens per prefix block (Mooncake hash ids: 512)

@@ -84,6 +84,25 @@ TEST(InputRules, EveryReaderPutsTimeZeroAtTheFirstArrival) {
   EXPECT_EQ(arrivals(read_all<TraceLabRoundsReader>(rj, 1.0, 0LL, 512, false)), (std::vector<double>{0.0, 3.5}));
 }
 
+// time_scale moves session starts (and, by default, the tool waits between rounds); wait_scale, when
+// set, scales the waits instead: sessions 1,000 s apart brought to 1 s while rounds keep their 2 s
+// tool waits (rev24 finding 2: compressing a 72-day trace with time_scale erased its waits).
+TEST(InputRules, WaitScaleKeepsTheToolWaitsWhileTimeScaleMovesTheSessions) {
+  const auto tl = write_tmp("ws.csv", kReplayHead + "0,1726000000000,0,0,100,5,2000\n0,1726000000000,1,105,100,5,0\n"
+                                                     "1,1726001000000,0,0,100,5,0\n");
+  EXPECT_EQ(arrivals(read_all<TraceLabReplayReader>(tl, 0.001, 0LL, 512, false)), (std::vector<double>{0.0, 0.002, 1.0}));
+  EXPECT_EQ(arrivals(read_all<TraceLabReplayReader>(tl, 0.001, 0LL, 512, false, 1.0)), (std::vector<double>{0.0, 2.0, 1.0}));
+  // round JSONL: the wait is the span of the round's tool calls (first emitted_at -> last result_at)
+  const std::string tools = R"([{"emitted_at":"2026-01-01T00:00:01.000Z","result_at":"2026-01-01T00:00:03.000Z"}])";
+  const std::string r0 = round_row("a", "2026-01-01T00:00:00.000Z", "1000", tools);
+  std::string r1 = round_row("a", "2026-01-01T00:00:04.000Z", "2010");
+  r1.replace(r1.find("\"round_index\":0"), 15, "\"round_index\":1");
+  r1.replace(r1.find("\"prefix_tokens\":0"), 17, "\"prefix_tokens\":1010");
+  const auto rj = write_tmp("ws.jsonl", r0 + r1 + round_row("b", "2026-01-01T00:16:40.000Z"));
+  EXPECT_EQ(arrivals(read_all<TraceLabRoundsReader>(rj, 0.001, 0LL, 512, false)), (std::vector<double>{0.0, 0.002, 1.0}));
+  EXPECT_EQ(arrivals(read_all<TraceLabRoundsReader>(rj, 0.001, 0LL, 512, false, 1.0)), (std::vector<double>{0.0, 2.0, 1.0}));
+}
+
 // Item 7: a UTF-8 byte-order mark before the first line is skipped by every trace reader.
 TEST(InputRules, EveryTraceReaderSkipsAByteOrderMark) {
   const std::string b = kBom;

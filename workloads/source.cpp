@@ -35,11 +35,11 @@ const std::map<K, Factory>& sources() {
        }},
       {K::tracelab_replay,
        [](const WorkloadSpec& s, std::uint64_t) {
-         return std::make_unique<TraceLabReplayReader>(s.trace_path, s.time_scale, s.max_requests, s.block_tokens, s.skip_bad_rows);
+         return std::make_unique<TraceLabReplayReader>(s.trace_path, s.time_scale, s.max_requests, s.block_tokens, s.skip_bad_rows, s.wait_scale);
        }},
       {K::tracelab_rounds,
        [](const WorkloadSpec& s, std::uint64_t) {
-         return std::make_unique<TraceLabRoundsReader>(s.trace_path, s.time_scale, s.max_requests, s.block_tokens, s.skip_bad_rows);
+         return std::make_unique<TraceLabRoundsReader>(s.trace_path, s.time_scale, s.max_requests, s.block_tokens, s.skip_bad_rows, s.wait_scale);
        }},
   };
   return table;

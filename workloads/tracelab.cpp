@@ -21,8 +21,9 @@ const char* kReplayHeader = "session_id,arrival_time,round_idx,prefix_len,input_
 
 // ----------------------------------------------------------------------------- replay CSV
 
-TraceLabReplayReader::TraceLabReplayReader(std::string path, double time_scale, long long max_sessions, int block_tokens, bool skip_bad_rows)
-    : path_(std::move(path)), in_(path_), time_scale_(time_scale), max_sessions_(max_sessions), block_tokens_(block_tokens), skip_(skip_bad_rows) {
+TraceLabReplayReader::TraceLabReplayReader(std::string path, double time_scale, long long max_sessions, int block_tokens, bool skip_bad_rows,
+                                           double wait_scale)
+    : path_(std::move(path)), in_(path_), time_scale_(time_scale), wait_scale_(wait_scale > 0 ? wait_scale : time_scale), max_sessions_(max_sessions), block_tokens_(block_tokens), skip_(skip_bad_rows) {
   if (is_folder(path_)) throw std::runtime_error("trace " + path_ + " is a folder, not a file");
   if (!in_) throw std::runtime_error("cannot open trace " + path_ + kTraceHint);
   skip_bom(in_);
@@ -68,8 +69,8 @@ bool TraceLabReplayReader::read_row(Row& r) {
       x.input = csv_int(f[4], path_, line_, "input_len", 1, kMaxTokens);
       if (x.prefix + x.input > kMaxTokens) throw TraceError(path_, line_, "prefix_len + input_len (the prompt) must be ≤ 2^40 tokens");
       x.output = csv_int(f[5], path_, line_, "output_len", 1, kMaxTokens);
-      x.wait_s = csv_double(f[6], path_, line_, "tool_wait_after_ms", 0, kMaxSeconds * 1000) / 1000.0 * time_scale_;
-      if (x.wait_s > kMaxSeconds) throw TraceError(path_, line_, "tool_wait_after_ms × time_scale is more than 1e9 s");
+      x.wait_s = csv_double(f[6], path_, line_, "tool_wait_after_ms", 0, kMaxSeconds * 1000) / 1000.0 * wait_scale_;
+      if (x.wait_s > kMaxSeconds) throw TraceError(path_, line_, "tool_wait_after_ms × wait_scale is more than 1e9 s");
       if (x.session != last_session_) {
         if (seen_.count(x.session))  // before the round check: a later round of a started session is this case (review)
           throw TraceError(path_, line_, "session " + std::to_string(x.session) + " starts again (a session's rows must be contiguous)");
@@ -173,7 +174,8 @@ std::string TraceLabReplayReader::time_origin() const {
 }
 
 std::string TraceLabReplayReader::describe() const {
-  return "tracelab replay " + path_ + " (time_scale " + std::to_string(time_scale_) + ", " + std::to_string(block_tokens_) + "-token blocks)";
+  return "tracelab replay " + path_ + " (time_scale " + std::to_string(time_scale_) +
+         (wait_scale_ != time_scale_ ? ", wait_scale " + std::to_string(wait_scale_) : std::string()) + ", " + std::to_string(block_tokens_) + "-token blocks)";
 }
 
 // ----------------------------------------------------------------------------- round JSONL
@@ -189,8 +191,9 @@ double iso_time(const nlohmann::json& v, const std::string& file, long line, con
 
 }  // namespace
 
-TraceLabRoundsReader::TraceLabRoundsReader(std::string path, double time_scale, long long max_sessions, int block_tokens, bool skip_bad_rows)
-    : path_(std::move(path)), in_(path_), time_scale_(time_scale), block_tokens_(block_tokens) {
+TraceLabRoundsReader::TraceLabRoundsReader(std::string path, double time_scale, long long max_sessions, int block_tokens, bool skip_bad_rows,
+                                           double wait_scale)
+    : path_(std::move(path)), in_(path_), time_scale_(time_scale), wait_scale_(wait_scale > 0 ? wait_scale : time_scale), block_tokens_(block_tokens) {
   if (is_folder(path_)) throw std::runtime_error("trace " + path_ + " is a folder, not a file");
   if (!in_) throw std::runtime_error("cannot open trace " + path_ + kTraceHint);
   skip_bom(in_);
@@ -277,8 +280,8 @@ TraceLabRoundsReader::Round TraceLabRoundsReader::parse_round(const nlohmann::js
         last = std::max(last, iso_time(t["result_at"], path_, line, "tools[].result_at"));
       }
     }
-  r.wait_s = (last > first ? last - first : sum_ms / 1000.0) * time_scale_;
-  if (r.wait_s > kMaxSeconds) throw TraceError(path_, line, "the wait after this round (its tool calls' span × time_scale) is more than 1e9 s");
+  r.wait_s = (last > first ? last - first : sum_ms / 1000.0) * wait_scale_;
+  if (r.wait_s > kMaxSeconds) throw TraceError(path_, line, "the wait after this round (its tool calls' span × wait_scale) is more than 1e9 s");
   return r;
 }
 
@@ -327,7 +330,8 @@ std::string TraceLabRoundsReader::time_origin() const {
 }
 
 std::string TraceLabRoundsReader::describe() const {
-  return "tracelab rounds " + path_ + " (" + std::to_string(sessions_.size()) + " sessions, time_scale " + std::to_string(time_scale_) + ")";
+  return "tracelab rounds " + path_ + " (" + std::to_string(sessions_.size()) + " sessions, time_scale " + std::to_string(time_scale_) +
+         (wait_scale_ != time_scale_ ? ", wait_scale " + std::to_string(wait_scale_) : std::string()) + ")";
 }
 
 }  // namespace servesim

@@ -34,7 +34,9 @@ namespace servesim {
 class TraceLabReplayReader final : public RequestSource {
  public:
   /// Throws std::runtime_error if the file cannot be opened, TraceError on a wrong header.
-  TraceLabReplayReader(std::string path, double time_scale, long long max_sessions, int block_tokens, bool skip_bad_rows);
+  /// `wait_scale` multiplies the tool waits (<= 0: time_scale does).
+  TraceLabReplayReader(std::string path, double time_scale, long long max_sessions, int block_tokens, bool skip_bad_rows,
+                       double wait_scale = 0);
   std::optional<Request> next() override;
   std::optional<Request> follow_up(const Request& done, double t_done) override;
   std::string describe() const override;
@@ -55,7 +57,7 @@ class TraceLabReplayReader final : public RequestSource {
   Request make(Session& s, const Row& row, double arrival_s);
   std::string path_;
   std::ifstream in_;
-  double time_scale_;
+  double time_scale_, wait_scale_;
   long long max_sessions_;
   int block_tokens_;
   bool skip_;
@@ -77,7 +79,9 @@ class TraceLabRoundsReader final : public RequestSource {
  public:
   /// Indexes the file (session start times and row offsets: O(rows) small integers), then streams
   /// sessions in start order. Throws std::runtime_error / TraceError (file:line) on malformed rows.
-  TraceLabRoundsReader(std::string path, double time_scale, long long max_sessions, int block_tokens, bool skip_bad_rows);
+  /// `wait_scale` multiplies the tool waits (<= 0: time_scale does).
+  TraceLabRoundsReader(std::string path, double time_scale, long long max_sessions, int block_tokens, bool skip_bad_rows,
+                       double wait_scale = 0);
   std::optional<Request> next() override;
   std::optional<Request> follow_up(const Request& done, double t_done) override;
   std::string describe() const override;
@@ -105,7 +109,7 @@ class TraceLabRoundsReader final : public RequestSource {
   Request make(long long s, size_t idx, double arrival_s);
   std::string path_;
   std::ifstream in_;
-  double time_scale_;
+  double time_scale_, wait_scale_;
   int block_tokens_;
   long long skipped_ = 0;
   std::vector<SessionIndex> sessions_;  // in start order
