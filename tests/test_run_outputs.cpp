@@ -318,3 +318,24 @@ TEST(RunOutputs, PerNodeFiguresCountTheNodesThePoolsTake) {
   EXPECT_NEAR(t["output_tokens_per_s_per_node"].get<double>(), t["output_tokens"].get<double>() / dur / 8, 1e-3);
   EXPECT_NEAR(t["output_tokens_per_s_per_node"].get<double>(), 8 * t["output_tokens_per_s_per_gpu"].get<double>(), 0.01);
 }
+
+// prefix_cache.trace_block_reuse, the closed form over the prompts' block ids, is null where it is
+// not computed (a session workload: reuse within a session is the simulated caches' to find), a
+// share in [0, 1] where the prompts carry ids (the default's synthetic prompts share a prefix)
+TEST(RunOutputs, TraceBlockReuseIsNullWhereNotComputed) {
+  Dir d;
+  const auto a = ::test::sh("run " + servesim::test::data("scenarios/agent-sessions.json") + " --horizon 20 --no-timeline --quiet --out " +
+                            (d.p / "a").string());
+  ASSERT_EQ(a.status, 0) << a.text;
+  for (const auto& e : fs::directory_iterator(d.p / "a")) {
+    if (!e.is_directory()) continue;
+    const auto s = nlohmann::json::parse(::test::slurp(e.path() / "summary.json"));
+    EXPECT_TRUE(s["prefix_cache"]["trace_block_reuse"].is_null()) << e.path();
+  }
+  const auto b = ::test::sh("run --only k3-h200 --horizon 60 --no-timeline --quiet --out " + (d.p / "b").string());
+  ASSERT_EQ(b.status, 0) << b.text;
+  const auto s = nlohmann::json::parse(::test::slurp(d.p / "b" / "k3-h200" / "summary.json"));
+  ASSERT_TRUE(s["prefix_cache"]["trace_block_reuse"].is_number()) << s["prefix_cache"].dump();
+  EXPECT_GT(s["prefix_cache"]["trace_block_reuse"].get<double>(), 0.0);
+  EXPECT_LE(s["prefix_cache"]["trace_block_reuse"].get<double>(), 1.0);
+}

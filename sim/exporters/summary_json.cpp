@@ -100,8 +100,10 @@ void load_json(const RunReport& r, nlohmann::json& j) {
                  {"end_s", r6(s.end_s)},
                  {"duration_s", r6(std::max(0.0, s.end_s - s.warmup_s))},
                  {"note", "every figure of this file but window.warmup_requests and the engine's own counters (prefix_cache.block_hit_rate, "
-                          "kv_tiers counts and bytes) covers the window: requests that arrived at or after start_s, the part of steps, "
-                          "transfers, memory and tier occupancy inside it; sessions active in it (ended at or after start_s) count whole"}};
+                          "kv_tiers counts and bytes) covers the window: requests that arrived at or after start_s (latencies, requests, "
+                          "goodput), the part of steps, transfers, memory and tier occupancy inside it; sessions active in it (ended at or after "
+                          "start_s) count whole; throughput and cost count tokens by when they were made: prompts whose prefill ended and "
+                          "output tokens generated within [start_s, end_s], of warm-up arrivals too"}};
   j["window"]["warmup_requests"] = {{"arrived", s.warmup_arrived}, {"completed", s.warmup_completed}, {"rejected", s.warmup_rejected},
                                     {"in_flight", s.warmup_in_flight}};
   j["requests"] = {{"arrived", s.arrived},
@@ -155,8 +157,15 @@ void cache_json(const RunReport& r, nlohmann::json& j) {
                        {"block_tokens", d.prefix_cache.block_tokens},
                        {"block_hit_rate", lookups > 0 ? r6(r.totals.prefix_hit_blocks / lookups) : 0.0},
                        {"token_hit_rate", s.input_tokens > 0 ? r6(static_cast<double>(s.cached_tokens) / s.input_tokens) : 0.0}};
-  j["prefix_cache"]["trace_block_reuse"] = r.totals.trace_blocks > 0 ? r6(static_cast<double>(r.totals.trace_reuse_blocks) / r.totals.trace_blocks) : 0.0;
-  j["prefix_cache"]["trace_block_reuse_note"] = "closed form: share of prompt blocks an earlier arrival carried (unlimited cache, arrival order); block_hit_rate is what the simulated L1 caches found";
+  // not computed (null) when no arrival carried prefix block ids: synthetic prompts, or session
+  // workloads, whose reuse within a session is the simulated caches' to find (arrivals.cpp)
+  if (r.totals.trace_blocks > 0)
+    j["prefix_cache"]["trace_block_reuse"] = r6(static_cast<double>(r.totals.trace_reuse_blocks) / r.totals.trace_blocks);
+  else
+    j["prefix_cache"]["trace_block_reuse"] = nullptr;
+  j["prefix_cache"]["trace_block_reuse_note"] = "closed form: share of prompt blocks an earlier arrival carried (unlimited cache, arrival order); "
+                                                "null when not computed (no arrival carried prefix block ids, or a session workload); "
+                                                "block_hit_rate is what the simulated L1 caches found";
   if (r.totals.trace_reuse_arrivals >= 0) {  // bounded memory: only past 2^22 distinct block ids
     j["prefix_cache"]["trace_block_reuse_arrivals"] = r.totals.trace_reuse_arrivals;
     j["prefix_cache"]["trace_block_reuse_note"] = j["prefix_cache"]["trace_block_reuse_note"].get<std::string>() +
@@ -183,7 +192,11 @@ void tiers_json(const RunReport& r, nlohmann::json& j) {
                    {"host_gb_per_node", r3(d.kv_tiers.host_bytes_per_node / 1e9)},
                    {"storage_enabled", l3},
                    {"storage_tb_per_node", l3 ? r3(d.kv_tiers.storage_bytes_per_node / 1e12) : 0.0},
-                   {"token_hit_rate", {{"L1_gpu", share(s.tokens_l1)}, {"L2_host", share(s.tokens_l2)}, {"L3_storage", share(s.tokens_l3)}}},
+                   {"token_hit_rate", {{"L1_gpu", share(s.tokens_l1)}, {"L2_host", share(s.tokens_l2)}, {"L3_storage", share(s.tokens_l3)},
+                                       {"note", "shares of the prompt tokens of every request admitted to prefill in the window (its prefill "
+                                                "finished or not), so they need not add up to prefix_cache.token_hit_rate, whose denominator is "
+                                                "the prompts whose prefill finished; bytes_loaded_from_L2/L3 count a load when it starts (in "
+                                                "flight at the end included), tokens and bytes_left_store when it ends"}}},
                    {"offloads", t.offloads},
                    {"offloads_in_flight_at_end", t.offloads_in_flight},
                    {"loads_from_L2", t.loads_l2},
@@ -236,6 +249,10 @@ void sessions_json(const RunReport& r, nlohmann::json& j) {
                  {"decode_busy_fraction", r6(s.decode_busy_s / dur / d.decode.instances)},
                  {"comm_s", r6(s.comm_s)},
                  {"host_s", r6(s.host_s)},
+                 {"note", "over the window, summed over the instances of both pools: steps and step events (a decode event covers up to "
+                          "decode_steps_per_event steps); mean_decode_batch = sequences per decode step of one instance (all its DP ranks); "
+                          "busy fractions = busy step seconds / window / instances; comm_s = exposed communication seconds, host_s = host "
+                          "(scheduling, launch) seconds inside the steps"},
                  {"expert_load_busiest_over_mean",
                   {{"prefill", {{"mean", r6(s.prefill_steps ? s.prefill_expert_load_sum / s.prefill_steps : 0.0)}, {"max", r6(s.prefill_expert_load_max)}}},
                    {"decode", {{"mean", r6(s.decode_steps ? s.decode_expert_load_sum / s.decode_steps : 0.0)}, {"max", r6(s.decode_expert_load_max)}}},
