@@ -53,7 +53,11 @@ struct PoolSpec {
   /// (host syncs at dispatch, waits for the slowest peer). Defaults (default_*_pool below) are
   /// calibrated to SGLang's published DeepSeek-V3 figures: see there.
   double overlap_exposed_fraction = 0;
-  double step_overhead_s = 5e-4;       ///< per-step host time of the scheduler (batch formation, sampling), seconds
+  /// Per-step host time of the scheduler (batch formation, sampling), seconds. Default 0.5 ms: an
+  /// assumption, not a measurement (no public per-step figure for a scheduler that overlaps its CPU
+  /// work with the GPU, as SGLang's overlap scheduler and DeepSeek's do; without overlap scheduling
+  /// SGLang's MTP case implies 6.1 ms more per step: scenarios/dsv3-sglang-mtp-16xh200.json).
+  double step_overhead_s = 5e-4;
   /// The step replays a captured CUDA graph (one launch per step) instead of launching each kernel
   /// (a host gap per kernel). Default: decode yes, prefill no (SGLang: DeepEP normal dispatch has
   /// dynamic shapes, so prefill runs eagerly; serving-overheads.md §2).
