@@ -76,6 +76,28 @@ TEST(Mooncake, JitterKeepsArrivalOrderAndIsSeeded) {
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
   EXPECT_EQ(std::set<double>(a.begin(), a.end()).size(), 200u);  // the bursts are spread out
+  // each request keeps its own row (input_length 10 + row) and lands in [timestamp x time_scale,
+  // that + jitter_s): the jitter is added after time_scale and spans the whole jitter (rev24 finding 11:
+  // a doubled or halved jitter, or lengths paired with other rows' times, passed the test above)
+  std::string rows;
+  for (int i = 0; i < 200; ++i)
+    rows += "{\"timestamp\": " + std::to_string(i / 20 * 3000) + ", \"input_length\": " + std::to_string(10 + i) + ", \"output_length\": 1, \"hash_ids\": [" +
+            std::to_string(i) + "]}\n";
+  MooncakeReader r(write_tmp("jitter2.jsonl", rows), 0.5, 3.0, 512, 0, 11);
+  double lo = 1e9, hi = -1e9;
+  std::set<long long> seen;
+  while (auto q = r.next()) {
+    const int row = static_cast<int>(q->input_tokens) - 10;
+    ASSERT_TRUE(row >= 0 && row < 200 && seen.insert(row).second) << q->input_tokens;
+    EXPECT_EQ(q->block_hashes, (std::vector<std::uint64_t>{static_cast<std::uint64_t>(row)}));
+    const double base = row / 20 * 3.0 * 0.5;  // 3,000 ms x time_scale 0.5
+    lo = std::min(lo, q->arrival_s - base), hi = std::max(hi, q->arrival_s - base);
+  }
+  EXPECT_EQ(seen.size(), 200u);
+  EXPECT_GE(lo, 0.0);
+  EXPECT_LT(hi, 3.0);
+  EXPECT_GT(hi, 2.7);  // 200 uniform draws on [0, 3): the largest is above 2.7 but with probability 0.9^200
+  EXPECT_LT(lo, 0.3);
 }
 
 TEST(Synthetic, SeededAndAtTheRequestedRate) {
