@@ -8,6 +8,7 @@
 #include "cli_run.hpp"
 
 #include <gtest/gtest.h>
+#include <set>
 
 #include <algorithm>
 
@@ -142,7 +143,14 @@ TEST(Scenario, MissingModelFileListsWhatExists) {
   text.replace(text.find("deepseek-v4-flash"), 17, "deepseek-v5");
   const std::string e = error_of(text);
   EXPECT_NE(e.find("no models file for \"deepseek-v5\""), std::string::npos) << e;
-  EXPECT_NE(e.find("kimi-k3"), std::string::npos) << e;
+  // every model file of the folder, in name order (listing only one, say the last, would not do)
+  std::set<std::string> names;
+  for (const auto& f : std::filesystem::directory_iterator(servesim::test::data("scenarios/models")))
+    if (f.path().extension() == ".json") names.insert(f.path().stem().string());
+  ASSERT_GE(names.size(), 5u);
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  EXPECT_NE(e.find("available: " + list + ")"), std::string::npos) << e;
 }
 
 TEST(Scenario, KvCacheDtypeOverridesTheModelsMlaCache) {
