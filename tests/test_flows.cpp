@@ -131,3 +131,17 @@ TEST(Flows, SimGrid332IgnoresTheRateOfAHostToHostComm) {
   EXPECT_NEAR(copy_s, 0.04 + 3e9 / 50e9, 2e-4);
   EXPECT_GT(copy_s, 4e9 / 49e9 * 1.2);  // far from the capped answer
 }
+
+// A one-byte copy takes its route's latency: over NVLink the GPU's link to the NVSwitch endpoint and
+// the endpoint's link to the other GPU (2 x nvlink_latency_s); between nodes the two NICs
+// (2 x nic_latency_s; the node uplinks and the spine add none). The 8 GB flows above cannot see a
+// wrong latency (it is <= 0.1% of them).
+TEST(Flows, OneByteNvlinkCopyTakesTwoLinkLatencies) {
+  const auto r = run({{[](const Platform& p) { return p.gpus[1]; }, [](const Platform& p) { return p.gpus[2]; }, 1.0}});
+  EXPECT_NEAR(r[0].done_s, 2 * test::gpu("h200").nvlink_latency_s, 1e-9);
+}
+
+TEST(Flows, OneByteRdmaCopyTakesTwoNicLatencies) {
+  const auto r = run({{[](const Platform& p) { return p.gpus[1]; }, [](const Platform& p) { return p.gpus[9]; }, 1.0}});
+  EXPECT_NEAR(r[0].done_s, 2 * test::gpu("h200").nic_latency_s, 1e-9);
+}
