@@ -129,6 +129,39 @@ def fnum(x):
     return float(x) if x not in ("", None) else None
 
 
+def percentile(v, f):
+    """Linear interpolation between order statistics (costmodels/percentile.hpp percentile_sorted)."""
+    x = f * (len(v) - 1)
+    i = int(math.floor(x))
+    return v[i] + (x - i) * (v[i + 1] - v[i]) if i + 1 < len(v) else v[i]
+
+
+def recompute_summary(rows, dsum):
+    """summary.json's latencies and prompt-token sums recomputed from requests.csv, independently of the
+    engine's collector: completed requests that arrived in the window (arrival >= window.start_s) give
+    TTFT / TPOT / E2E p50, p90, p99 and mean (ms); input tokens = prompts whose prefill ended in the
+    window, warm-up arrivals' included. Exact percentiles only (summary.json notes a histogram past 2^20
+    values); requests.csv prints ms to 3 decimals, so the tolerance is 0.002 ms."""
+    bad = []
+    start = dsum.get("window", {}).get("start_s", 0.0)
+    if "quantiles" in dsum.get("latency", {}):
+        return bad
+    done = [r for r in rows if r["status"] == "completed" and float(r["arrival_s"]) >= start]
+    for metric, col in (("ttft", "ttft_ms"), ("tpot", "tpot_ms"), ("e2e", "e2e_ms")):
+        v = sorted(float(r[col]) for r in done if r[col] not in ("", None))
+        got = dsum["latency"][metric]
+        if not v:
+            continue
+        want = {"p50_ms": percentile(v, 0.5), "p90_ms": percentile(v, 0.9), "p99_ms": percentile(v, 0.99), "mean_ms": sum(v) / len(v)}
+        for k, w in want.items():
+            if got.get(k) is None or abs(got[k] - w) > 0.002 + 1e-6 * abs(w):
+                bad.append(f"latency.{metric}.{k} {got.get(k)} != {w:.3f} recomputed from requests.csv")
+    inp = sum(int(r["input_tokens"]) for r in rows if r["prefill_end_s"] not in ("", None) and float(r["prefill_end_s"]) >= start)
+    if dsum.get("throughput", {}).get("input_tokens") not in (None, inp):
+        bad.append(f"throughput.input_tokens {dsum['throughput']['input_tokens']} != {inp} recomputed from requests.csv")
+    return bad
+
+
 def check_deployment(ddir, dsum, dep, horizon):
     bad = []
     req = dsum["requests"]
@@ -174,6 +207,7 @@ def check_deployment(ddir, dsum, dep, horizon):
     for k in count:
         if count[k] != req[k] + win.get(k, 0):
             bad.append(f"requests.csv {k} rows {count[k]} != summary {req[k]} (+ warm-up {win.get(k, 0)})")
+    bad += recompute_summary(rows, dsum)
     for m, lat in dsum.get("latency", {}).items():
         if isinstance(lat, dict):
             for k, v in lat.items():
@@ -255,6 +289,8 @@ def self_test(o1, dsum, dep, horizon):
         "KV peak above the budget": (ddir, _bump(dsum, "memory_per_gpu", "kv_peak_gb", 1e6)),
         "a KV transfer faster than its link": (fast_transfer(), dsum),
         "an in-flight request uncounted": (ddir, _bump(dsum, "requests", "in_flight", 1)),
+        "a TTFT p99 off by 1 ms": (ddir, _bump_latency(dsum, "ttft", "p99_ms", 1.0)),
+        "a prompt missing from the input tokens": (ddir, _bump(dsum, "throughput", "input_tokens", -1)),
     }
     for name, (d, s) in plants.items():
         if not check_deployment(d, s, dep, horizon):
@@ -270,6 +306,12 @@ def _bump(dsum, section, key, by):
             role[key] += by
     else:
         sec[key] += by
+    return s
+
+
+def _bump_latency(dsum, metric, key, by):
+    s = json.loads(json.dumps(dsum))
+    s["latency"][metric][key] += by
     return s
 
 
