@@ -46,7 +46,7 @@ struct GpuSpec {
   /// Achievable fraction of NIC line rate for KV cache copies between nodes (prefill -> decode
   /// transfers, load-backs from another node's host memory or storage): such a flow carries its bytes
   /// / this on the links. Hardware files: 0.475, the Mooncake transfer engine moving 40 GB at 190 GB/s
-  /// over 8 x 400 Gb/s (FAST'25; ../shared/reference/published-measurements.md §3.9). 1 = line rate.
+  /// over 8 x 400 Gb/s (FAST'25; ../shared/reference/published-measurements.md §3.8). 1 = line rate.
   double kv_transfer_efficiency = 1.0;
   double nvlink_call_overhead_s = 0;  ///< fixed cost of one intra-node all-to-all call (calibrated)
   double nic_call_overhead_s = 0;     ///< fixed cost of one inter-node all-to-all call (calibrated)

@@ -65,8 +65,12 @@ DeploymentSpec tiny_with_tiers() { return test::tiny(4096, true); }
 
 }  // namespace
 
-TEST(Sessions, ThreeRoundsWithOffloadAndLoadBackByHand) {
-  const DeploymentSpec d = tiny_with_tiers();
+// `eff`: the KV copies' share of NIC line rate between nodes (GpuSpec::kv_transfer_efficiency): the
+// prefill -> decode transfer and the load-back from the decode node's host DRAM cross nodes and take
+// bytes / (eff x 50 GB/s); the offload stays in its node (PCIe) at line rate.
+void three_rounds(double eff) {
+  DeploymentSpec d = tiny_with_tiers();
+  d.gpu.kv_transfer_efficiency = eff;
   Records rec;
   Simulation sim(d, std::make_unique<SessionList>(0.0, std::vector<Round>{{1000, 10, 1.0}, {100, 10, 1.0}, {100, 10, 0.0}}),
                  std::make_shared<test::ZeroCost>(), rec, {});
@@ -76,9 +80,9 @@ TEST(Sessions, ThreeRoundsWithOffloadAndLoadBackByHand) {
   // link figures (H200 file): NIC 50 GB/s, 3 µs per NIC hop; PCIe 64 GB/s, 1 µs; the host NIC
   // (8 × 50 GB/s) is not the bottleneck of a load-back into one GPU
   auto kv = [](long long L) { return 1152.0 * static_cast<double>(L); };  // tiny-moe: 4 MLA layers × 144 values × 2 B
-  auto xfer = [&](long long L) { return 6e-6 + kv(L) / 50e9; };      // prefill GPU → decode GPU, other node
-  auto offload = [&](long long L) { return 1e-6 + kv(L) / 64e9; };   // decode GPU → its host DRAM
-  auto load = [&](long long L) { return 6e-6 + kv(L) / 50e9; };      // decode node's DRAM → prefill GPU
+  auto xfer = [&](long long L) { return 6e-6 + kv(L) / (eff * 50e9); };  // prefill GPU → decode GPU, other node
+  auto offload = [&](long long L) { return 1e-6 + kv(L) / 64e9; };         // decode GPU → its host DRAM
+  auto load = [&](long long L) { return 6e-6 + kv(L) / (eff * 50e9); };   // decode node's DRAM → prefill GPU
   const long long p0 = 1000, p1 = 1110, p2 = 1220;                    // prompts: history + appended
   double now = 0, gpu = 0, decode = 0;
   // round 0: prefill step, transfer, 9 decode steps, then offload of 1,010 tokens
@@ -113,6 +117,10 @@ TEST(Sessions, ThreeRoundsWithOffloadAndLoadBackByHand) {
   EXPECT_DOUBLE_EQ(t.store_offloaded_bytes, kv(p0 + 10) + kv(p1 + 10));
   EXPECT_DOUBLE_EQ(t.store_left_bytes, t.store_offloaded_bytes);  // both loaded back, none held
 }
+
+TEST(Sessions, ThreeRoundsWithOffloadAndLoadBackByHand) { three_rounds(1.0); }
+
+TEST(Sessions, ThreeRoundsAtTheTransferEnginesShareOfTheNics) { three_rounds(0.475); }
 
 TEST(Sessions, StoreConservationUnderPressureWithDemotionAndDrops) {
   DeploymentSpec d = tiny_with_tiers();

@@ -287,9 +287,10 @@ class KvMover {
   const std::multimap<long long, double>& pending_offloads() const { return pending_offloads_; }
 
  private:
-  /// Bytes a KV copy's flow carries: `bytes` between nodes divided by GpuSpec::kv_transfer_efficiency,
-  /// else `bytes`.
-  double wire_bytes(double bytes, bool between_nodes) const;
+  /// Bytes a KV copy's flow carries: `bytes`, and between nodes scaled by min(line, slower) /
+  /// min(eff x line, slower) with line = `nics` NICs at line rate, eff = GpuSpec::kv_transfer_efficiency
+  /// and slower = `slower_s` (bytes/s of a slower link on the path; 0 = none).
+  double wire_bytes(double bytes, bool between_nodes, int nics, double slower_s) const;
   void transfer_done(ReqState* r, double bytes, bool inter_node);
   void demote(const KvStore::Demotion& dm);
   /// The links from a group's endpoint to the spine and back (SimGrid's route, less the

@@ -20,10 +20,16 @@ long long KvMover::store_tokens_for(const Request& r) const {
 }
 
 // A KV copy between nodes runs at the transfer engine's share of NIC line rate
-// (GpuSpec::kv_transfer_efficiency): its flow carries bytes / that share; within a node (NVLink,
-// PCIe) the links' own rates stand.
-double KvMover::wire_bytes(double bytes, bool between_nodes) const {
-  return between_nodes ? bytes / e_.d.gpu.kv_transfer_efficiency : bytes;
+// (GpuSpec::kv_transfer_efficiency): its flow carries more bytes, so that alone on its path it takes
+// bytes / min(eff x NIC line rate, slower links); within a node (NVLink, PCIe) the links' own rates
+// stand. `slower_s` is the rate of a slower link on the path (an L3 storage read: the storage link,
+// which would otherwise be charged the extra bytes too), 0 if none. The extra bytes also load the
+// uplinks the copy crosses (the transfer engine's overhead as wire bytes: README "What is approximate").
+double KvMover::wire_bytes(double bytes, bool between_nodes, int nics, double slower_s) const {
+  if (!between_nodes) return bytes;
+  const double line = nics * e_.d.gpu.nic_bits_per_s / 8, eff = e_.d.gpu.kv_transfer_efficiency;
+  const double at_line = slower_s > 0 ? std::min(line, slower_s) : line, achieved = slower_s > 0 ? std::min(eff * line, slower_s) : eff * line;
+  return bytes * at_line / achieved;
 }
 
 // Every decode TP rank needs the replicated latent/compressed KV and its share of the sharded
@@ -35,7 +41,8 @@ void KvMover::transfer(ReqState* r) {
   const int src0 = e_.prefill.gpu0_of(r), dst0 = e_.decode.gpu0_of(r);
   const double bytes = kv_bytes(e_.d.model, r->req.input_tokens, tp_d) * tp_d;
   const bool inter = e_.node_of(src0) != e_.node_of(dst0);
-  e_.flows.submit(e_.platform.endpoint(src0), e_.platform.endpoint(dst0), wire_bytes(bytes, inter),
+  const int nics = std::min(e_.d.prefill.attn_tp, tp_d);  // the smaller group's NICs bound the copy
+  e_.flows.submit(e_.platform.endpoint(src0), e_.platform.endpoint(dst0), wire_bytes(bytes, inter, nics, 0),
                   [this, r, bytes, inter] { transfer_done(r, bytes, inter); });
 }
 
@@ -64,7 +71,8 @@ void KvMover::load(ReqState* r, long long tokens) {
   (l2 ? e_.totals.load_l2_bytes : e_.totals.load_l3_bytes) += bytes;
   ++(l2 ? e_.totals.loads_l2 : e_.totals.loads_l3);
   const int dst0 = e_.prefill.gpu0_of(r);
-  e_.flows.submit(src, e_.platform.endpoint(dst0), wire_bytes(bytes, o.node != e_.node_of(dst0)), [this, r, tokens, l2] {
+  e_.flows.submit(src, e_.platform.endpoint(dst0), wire_bytes(bytes, o.node != e_.node_of(dst0), tp, l2 ? 0.0 : e_.d.kv_tiers.storage_bytes_per_s),
+                  [this, r, tokens, l2] {
     e_.store->release(r->req.session, e_.now());
     emit_tiers();
     r->loading = false;
