@@ -25,7 +25,7 @@ ErrorStats stats_from(const ojson& j) {
 }  // namespace
 
 std::string fnv1a64_hex(const std::string& bytes) {
-  std::uint64_t h = 1469598103934665603ULL;
+  std::uint64_t h = 14695981039346656037ULL;  // FNV-1a 64 offset basis (0xcbf29ce484222325)
   for (unsigned char c : bytes) {
     h ^= c;
     h *= 1099511628211ULL;

@@ -255,12 +255,12 @@ fs::path scenario_in(const fs::path& dir, const std::string& workload, const std
 }
 
 // summary.json without its "workload" line (it names the trace file)
+// the summary less the fields that name the trace file (workload, trace_file: path, size, hash)
 std::string summary_without_workload(const fs::path& p) {
-  std::istringstream in(slurp(p));
-  std::string line, out;
-  while (std::getline(in, line))
-    if (line.find("\"workload\":") == std::string::npos) out += line + "\n";
-  return out;
+  nlohmann::json j = nlohmann::json::parse(slurp(p));
+  j.erase("workload");
+  j.erase("trace_file");
+  return j.dump(2);
 }
 
 }  // namespace

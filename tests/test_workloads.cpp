@@ -4,6 +4,8 @@
 #include "trace_test_helpers.hpp"
 #include "workloads/mooncake.hpp"
 #include "workloads/synthetic.hpp"
+#include "workloads/source.hpp"
+#include "costmodels/fit_set.hpp"
 
 #include <gtest/gtest.h>
 
@@ -398,4 +400,20 @@ TEST(TraceLab, RoundJsonlBadValuesStopOrAreSkippedWithTheirSession) {
   }
   EXPECT_EQ(n, 2);               // session a keeps round 0 only; session b
   EXPECT_EQ(r.skipped_rows(), 2);  // the bad row and the round after it
+}
+
+// The trace's provenance in summary.json: absolute path, size and FNV-1a 64 of its bytes, checked
+// against the published FNV test vectors ("" -> cbf29ce484222325, "abc" -> e71fa2190541574b; the
+// cost-model tables' fnv1a64_hex, which had a one-digit-short offset basis until the twenty-fourth
+// session, must agree).
+TEST(TraceFile, SizeAndFnv1a64OfTheBytes) {
+  const std::string empty = write_tmp("empty.trace", ""), abc = write_tmp("abc.trace", "abc");
+  EXPECT_EQ(trace_file(empty).fnv1a64, "cbf29ce484222325");
+  const TraceFile t = trace_file(abc);
+  EXPECT_EQ(t.bytes, 3);
+  EXPECT_EQ(t.fnv1a64, "e71fa2190541574b");
+  EXPECT_TRUE(std::filesystem::path(t.path).is_absolute()) << t.path;
+  EXPECT_EQ(fnv1a64_hex(""), "cbf29ce484222325");
+  EXPECT_EQ(fnv1a64_hex("abc"), "e71fa2190541574b");
+  EXPECT_THROW(trace_file("/nonexistent/servesim.trace"), std::runtime_error);
 }

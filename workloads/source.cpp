@@ -6,8 +6,13 @@
 #include "workloads/synthetic.hpp"
 #include "workloads/tracelab.hpp"
 
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
+#include <stdexcept>
+#include <vector>
 
 namespace servesim {
 
@@ -51,6 +56,29 @@ WorkloadSpec workload_for(WorkloadSpec w, const PrefixCacheSpec& cache) {
   const bool sessions = w.kind == K::agent || w.kind == K::tracelab_replay || w.kind == K::tracelab_rounds;
   if (sessions && cache.enabled) w.block_tokens = cache.block_tokens;
   return w;
+}
+
+TraceFile trace_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open the trace");
+  TraceFile t;
+  t.path = std::filesystem::absolute(path).lexically_normal().string();
+  std::uint64_t h = 14695981039346656037ULL;  // FNV-1a 64 offset basis, as costmodels/fit_set.cpp fnv1a64_hex
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const std::streamsize n = in.gcount();
+    for (std::streamsize i = 0; i < n; ++i) {
+      h ^= static_cast<unsigned char>(buf[static_cast<size_t>(i)]);
+      h *= 1099511628211ULL;
+    }
+    t.bytes += n;
+  }
+  if (in.bad()) throw std::runtime_error(path + ": read error");
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  t.fnv1a64 = hex;
+  return t;
 }
 
 std::unique_ptr<RequestSource> make_source(const WorkloadSpec& spec, std::uint64_t seed) { return sources().at(spec.kind)(spec, seed); }

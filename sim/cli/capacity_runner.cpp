@@ -22,6 +22,7 @@ int simulate_to(const Scenario& s, const DeploymentSpec& d, std::uint64_t seed, 
     auto source = make_source(workload_for(s.workload, d.prefix_cache), seed);
     RunReport rep;
     rep.workload = source->describe();
+    if (!s.workload.trace_path.empty()) rep.trace = trace_file(s.workload.trace_path);
     // released, not destroyed: the forked child _exits after this (the teardown costs seconds at scale)
     auto owned = std::make_unique<Simulation>(d, std::move(source), cost, metrics, opt);
     Simulation& sim = *owned;

@@ -86,6 +86,7 @@ int run_one(const Scenario& s, const DeploymentSpec& d, const fs::path& dir, con
     RunReport rep;
     rep.deployment = &d;
     rep.workload = workload;
+    if (!s.workload.trace_path.empty()) rep.trace = trace_file(s.workload.trace_path);
     rep.cost_model = cost->name();
     rep.seed = s.seed;
     rep.horizon_s = s.horizon_s;

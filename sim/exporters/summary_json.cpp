@@ -59,6 +59,7 @@ void header_json(const RunReport& r, nlohmann::json& j) {
   j["model"] = d.model.name;
   j["hardware"] = d.gpu.name;
   j["workload"] = r.workload;
+  if (r.trace) j["trace_file"] = {{"path", r.trace->path}, {"bytes", r.trace->bytes}, {"fnv1a64", r.trace->fnv1a64}};
   j["seed"] = r.seed;
   j["horizon_s"] = r.horizon_s;
   j["cost_model"] = {{"name", r.cost_model}, {"provenance", std::string(to_string(s.worst_source))}};

@@ -5,6 +5,7 @@
 #include "costmodels/fitted.hpp"
 #include "sim/exporters/metrics.hpp"
 #include "sim/simulation.hpp"
+#include "workloads/source.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -74,6 +75,7 @@ class TimelineWriter final : public EventSink {
 struct RunReport {
   const DeploymentSpec* deployment = nullptr;
   std::string workload;     ///< RequestSource::describe()
+  std::optional<TraceFile> trace;  ///< the trace file read (trace workloads), for provenance
   std::string cost_model;   ///< CostModel::name()
   std::uint64_t seed = 0;
   double horizon_s = 0;
