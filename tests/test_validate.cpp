@@ -305,8 +305,20 @@ TEST(Validate, RatioRowIsTwoStepsOfOneShape) {
   const TableRow tbo = row(o.text, "m (ratio)");
   ASSERT_TRUE(tbo.found) << o.text;
   EXPECT_GT(tbo.simulated, 1.0);
+  // the baseline inherits the row's settings and changes only what it names: TBO on in both steps,
+  // the baseline without MTP, is MTP's gain with TBO (1.053 by hand from `servesim step` in the case
+  // file's reason), not MTP + TBO over neither (1.31)
+  const std::string mtp = R"({"metric": "m", "unit": "ratio", "published": 1, "phase": "decode", "seqs_per_rank": 128, "context": 2050, )"
+                          R"("two_batch_overlap": true, "mtp_draft_tokens": 1, "mtp_acceptance": 0.6958, "baseline": {"mtp_draft_tokens": 0, "mtp_acceptance": 0}})";
+  std::ofstream(dir / "case.json") << R"({"name": "t", "kind": "step_throughput", "source": "test", "deployment": "test", "scenario": ")"
+                                   << test::data("scenarios/dsv3-sglang-mtp-128xh200.json") << R"(", "bound": {"relative": 0.1}, "rows": [)" << mtp << "]}";
+  o = sh("validate --dir " + dir.string());
+  const TableRow inherit = row(o.text, "m (ratio)");
+  ASSERT_TRUE(inherit.found) << o.text;
+  EXPECT_NEAR(inherit.simulated, 1.053, 0.0015) << o.text;
   // bad input, named by its field, exit 2
   for (const auto& [row_tail, want] : std::vector<std::pair<std::string, std::string>>{
+           {R"("two_batch_overlap": false})", "rows[0].baseline: a ratio row needs a baseline"},
            {R"("baseline": 3})", "rows[0].baseline: an object"},
            {R"("baseline": {"context": 5}})", "rows[0].baseline.context: not a row setting"},
            {R"("baseline": {"step_overhead_s": 9}})", "rows[0].baseline.step_overhead_s: 0-1 s"}}) {

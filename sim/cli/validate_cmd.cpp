@@ -55,7 +55,7 @@ int validate(const ValidateArgs& a) {
   fmt::print("servesim validate{}: {} rows from {}\n\n", a.quick ? " --quick" : "", rows.size(), dir);
   const int failed = print_table(rows);
   if (const auto reg = regime_errors(rows); !reg.empty()) {
-    fmt::print("\nserving error by regime (every step row above, the published ablations included; error > 0: the engine's "
+    fmt::print("\nserving error by regime (every throughput step row above, the published ablations included, ratio rows not; error > 0: the engine's "
                "throughput is higher than the deployment's, i.e. it would size too few nodes):\n");
     for (const auto& l : regime_lines(reg)) fmt::print("  {}\n", l);
   }

@@ -12,9 +12,10 @@
 // GPU load, 1-64; 1 = perfectly balanced routing), "mtp_draft_tokens" (0-8, decode rows; the model
 // must ship an MTP head) with "mtp_acceptance" (0-1, the chained per-draft acceptance), and
 // "step_overhead_s" (the pool's per-step host time, 0-1 s); and "baseline", an object of those
-// optional settings: the row is then a published ratio (unit "ratio") of two steps of the same
-// shape, the row's settings over the baseline's (an ablation published only as a gain), and joins no
-// serving regime (tests/test_validate.cpp RatioRowIsTwoStepsOfOneShape).
+// optional settings: the row is then a published ratio (unit "ratio", which needs a baseline) of two
+// steps of the same shape: the step with the row's settings over the step with the row's settings
+// changed by the baseline's (it inherits what it does not name; an ablation published only as a
+// gain), and joins no serving regime (tests/test_validate.cpp RatioRowIsTwoStepsOfOneShape).
 #include "sim/cli/validate_case.hpp"
 #include "sim/cli/common.hpp"
 
@@ -120,6 +121,7 @@ std::vector<Row> eval_step_throughput(const Case& c, bool quick) {
     const DeploymentSpec dr = with_row_settings(d, *r.j, decode, r.where);
     const double simulated = uniform_step(dr, cost, decode, seqs, tokens, context).tokens_per_s_per_node();
     if (!r.j->contains("baseline")) {
+      if (r.row.unit == "ratio") throw CaseError(r.where + ".baseline: a ratio row needs a baseline (the settings of the step it is divided by)");
       r.row.simulated = simulated;
       r.row.regime = regime_of(decode, seqs);
       out.push_back(r.row);
@@ -133,7 +135,7 @@ std::vector<Row> eval_step_throughput(const Case& c, bool quick) {
     for (const auto& [key, value] : b.items())
       if (!kSettings.count(key)) throw CaseError(r.where + ".baseline." + key + ": not a row setting (" + settings_list() + ")");
     if (r.row.unit != "ratio") throw CaseError(r.where + ".unit: a row with a baseline is a ratio: unit \"ratio\"");
-    const DeploymentSpec db = with_row_settings(d, b, decode, r.where + ".baseline");
+    const DeploymentSpec db = with_row_settings(dr, b, decode, r.where + ".baseline");  // the row's settings, less what the baseline names
     r.row.simulated = simulated / uniform_step(db, cost, decode, seqs, tokens, context).tokens_per_s_per_node();
     out.push_back(r.row);
   }
