@@ -374,3 +374,23 @@ TEST(InputRules, ACopiedDataFolderStillFindsTheFittedParameters) {
   ASSERT_TRUE(fs::exists(m)) << m;
   EXPECT_TRUE(fs::equivalent(m, fs::path(servesim::test::source_dir()) / "scenarios" / "models" / "kimi-k3.json")) << m;
 }
+
+// workload.wait_scale: read for the two TraceLab kinds (0-1e9; 0 = time_scale), an unknown key for
+// every other kind (rev24b: nothing covered the scenario-level path)
+TEST(Scenario, WaitScaleIsATraceLabSetting) {
+  auto wl = [](const std::string& kind, const std::string& extra) {
+    return R"({"kind":")" + kind + R"(","trace":"t.csv","time_scale":0.001)" + extra + "}";
+  };
+  for (const std::string kind : {"tracelab_replay", "tracelab_rounds"}) {
+    const Scenario s = parse_scenario(scenario_with("", wl(kind, R"(,"wait_scale":1.5)")), "s.json", servesim::test::data("scenarios"));
+    EXPECT_EQ(s.workload.wait_scale, 1.5) << kind;
+    EXPECT_EQ(s.workload.time_scale, 0.001) << kind;
+    EXPECT_EQ(parse_scenario(scenario_with("", wl(kind, "")), "s.json", servesim::test::data("scenarios")).workload.wait_scale, 0.0);
+    const std::string e = error_of(scenario_with("", wl(kind, R"(,"wait_scale":-1)")));
+    EXPECT_NE(e.find("wait_scale"), std::string::npos) << kind << ": " << e;
+  }
+  for (const std::string kind : {"mooncake", "azure", "burstgpt"}) {
+    const std::string e = error_of(scenario_with("", wl(kind, R"(,"wait_scale":1)")));
+    EXPECT_NE(e.find("wait_scale: unknown key"), std::string::npos) << kind << ": " << e;
+  }
+}

@@ -226,7 +226,7 @@ TEST(SteadyState, RunWarmupSplitsTheArrivals) {
   ASSERT_EQ(d.status, 0) << d.text;
   EXPECT_NE(d.text.find("measurement window [100000.0, "), std::string::npos) << d.text;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(d.text, m, std::regex(R"(simulated time \(s\)\s+(\S+))"))) << d.text;
+  ASSERT_TRUE(std::regex_search(d.text, m, std::regex(R"(measured window \(s\)\s+(\S+))"))) << d.text;
   EXPECT_EQ(m[1].str(), "0.0") << d.text;
   const auto jd = nlohmann::json::parse(::test::slurp(out / "d" / "k3-h200" / "summary.json"));
   EXPECT_EQ(jd["throughput"]["duration_s"].get<double>(), 0.0);

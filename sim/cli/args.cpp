@@ -66,7 +66,7 @@ CLI::App* add_run(CLI::App& app, RunArgs& r) {
   run->add_option("--seed", r.seed, "random seed (default: the scenario's)")->check(integer_in(0, std::numeric_limits<long long>::max()));
   run->add_option("--horizon", r.horizon_s, "stop at this simulated time in seconds (0: run to completion)")->check(number_in(0, kMaxSeconds));
   run->add_option("--warmup", r.warmup_s, "leave requests arriving before this simulated time (s) out of every metric")->check(number_in(0, kMaxSeconds));
-  run->add_option("--time-scale", r.time_scale, "multiply trace arrival times by this factor")->check(number_in(1e-9, 1e9));
+  run->add_option("--time-scale", r.time_scale, "multiply trace arrival times by this factor (TraceLab: the tool waits too, unless the scenario sets wait_scale)")->check(number_in(1e-9, 1e9));
   run->add_option("--cost-model", r.cost_model, "cost model: fitted (default: kernel-fitted, issue #5) | roofline");
   run->add_option("--jobs", r.jobs, "deployments simulated in parallel (default: one per core)")->check(integer_in(1, 4096));
   run->add_flag("--no-timeline", r.no_timeline, "do not write timeline.json");

@@ -15,7 +15,7 @@ class Search {
   Search(const CapacityOracle& o, const NodeCount& n, const CapacitySearchOptions& opt)
       : oracle_(o), nodes_(n), batch_(opt.batch), ratio_(opt.decode_per_prefill), start_(opt.start_decode), resolution_(opt.resolution) {
     if (batch_ < 1 || start_ < 1 || !(ratio_ >= 1e-6 && ratio_ <= 1e6) || !(resolution_ >= 0 && resolution_ < 1))
-      throw std::invalid_argument("capacity search: batch >= 1, start_decode >= 1, decode_per_prefill 1e-6-1e6, resolution 0-1");
+      throw std::invalid_argument("capacity search: batch >= 1, start_decode >= 1, decode_per_prefill 1e-6-1e6, resolution in [0, 1)");
   }
 
   // The bracket's allocation at scale t: t decode instances and t / ratio prefill (at least 1; at

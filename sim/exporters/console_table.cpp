@@ -61,7 +61,7 @@ std::string summary_table(const std::vector<nlohmann::json>& runs) {
     return fmt::format("{}/{}", num(j["memory_per_gpu"]["decode"]["kv_peak_gb"].get<double>()), num(j["memory_per_gpu"]["decode"]["kv_mean_gb"].get<double>()));
   });
   row("prefix cache token hit rate", [&](const nlohmann::json& j) { return num(100 * j["prefix_cache"]["token_hit_rate"].get<double>()) + "%"; });
-  row("simulated time (s)", [&](const nlohmann::json& j) { return num(j["throughput"]["duration_s"].get<double>()); });
+  row("measured window (s)", [&](const nlohmann::json& j) { return num(j["throughput"]["duration_s"].get<double>()); });
   row("cost model", [](const nlohmann::json& j) { return j["cost_model"]["name"].get<std::string>(); });
   for (const auto& j : runs) {
     // an empty measurement window (warmup_s at or past the run's end, possible with horizon_s 0:
