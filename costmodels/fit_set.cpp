@@ -1,5 +1,6 @@
 #include "costmodels/fit_set.hpp"
 #include "scenarios/file_names.hpp"
+#include "scenarios/fnv1a64.hpp"
 #include "scenarios/json_unique.hpp"
 
 #include <nlohmann/json.hpp>
@@ -25,14 +26,9 @@ ErrorStats stats_from(const ojson& j) {
 }  // namespace
 
 std::string fnv1a64_hex(const std::string& bytes) {
-  std::uint64_t h = 14695981039346656037ULL;  // FNV-1a 64 offset basis (0xcbf29ce484222325)
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  Fnv1a64 h;
+  h.add(bytes.data(), bytes.size());
+  return h.hex();
 }
 
 Ceilings datasheet_ceilings(const GpuSpec& g) {

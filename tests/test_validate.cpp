@@ -82,11 +82,11 @@ void write_deepep_case(const fs::path& dir, double published, const std::string&
     "bound": {"relative": 0.15}, "rows": [)" << r.dump() << "]}";
 }
 
-// A step_throughput case on the SGLang DeepSeek-V3 scenario with one row (its JSON object).
-void write_step_case(const fs::path& dir, const std::string& row_json) {
+// A step_throughput case with one row (its JSON object), on the SGLang DeepSeek-V3 scenario unless
+// another shipped scenario is named.
+void write_step_case(const fs::path& dir, const std::string& row_json, const std::string& scenario = "scenarios/dsv3-sglang-96xh100.json") {
   std::ofstream(dir / "case.json") << R"({"name": "t", "kind": "step_throughput", "source": "test", "deployment": "test", "scenario": ")"
-                                   << test::data("scenarios/dsv3-sglang-96xh100.json") << R"(", "bound": {"relative": 0.1}, "rows": [)" << row_json
-                                   << "]}";
+                                   << test::data(scenario) << R"(", "bound": {"relative": 0.1}, "rows": [)" << row_json << "]}";
 }
 
 }  // namespace
@@ -310,8 +310,7 @@ TEST(Validate, RatioRowIsTwoStepsOfOneShape) {
   // file's reason), not MTP + TBO over neither (1.31)
   const std::string mtp = R"({"metric": "m", "unit": "ratio", "published": 1, "phase": "decode", "seqs_per_rank": 128, "context": 2050, )"
                           R"("two_batch_overlap": true, "mtp_draft_tokens": 1, "mtp_acceptance": 0.6958, "baseline": {"mtp_draft_tokens": 0, "mtp_acceptance": 0}})";
-  std::ofstream(dir / "case.json") << R"({"name": "t", "kind": "step_throughput", "source": "test", "deployment": "test", "scenario": ")"
-                                   << test::data("scenarios/dsv3-sglang-mtp-128xh200.json") << R"(", "bound": {"relative": 0.1}, "rows": [)" << mtp << "]}";
+  write_step_case(dir, mtp, "scenarios/dsv3-sglang-mtp-128xh200.json");
   o = sh("validate --dir " + dir.string());
   const TableRow inherit = row(o.text, "m (ratio)");
   ASSERT_TRUE(inherit.found) << o.text;

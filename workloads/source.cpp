@@ -1,4 +1,5 @@
 #include "workloads/source.hpp"
+#include "scenarios/fnv1a64.hpp"
 
 #include "workloads/agent.hpp"
 #include "workloads/csv_traces.hpp"
@@ -63,21 +64,15 @@ TraceFile trace_file(const std::string& path) {
   if (!in) throw std::runtime_error(path + ": cannot open the trace");
   TraceFile t;
   t.path = std::filesystem::absolute(path).lexically_normal().string();
-  std::uint64_t h = 14695981039346656037ULL;  // FNV-1a 64 offset basis, as costmodels/fit_set.cpp fnv1a64_hex
+  Fnv1a64 h;
   std::vector<char> buf(1 << 20);
   while (in) {
     in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    const std::streamsize n = in.gcount();
-    for (std::streamsize i = 0; i < n; ++i) {
-      h ^= static_cast<unsigned char>(buf[static_cast<size_t>(i)]);
-      h *= 1099511628211ULL;
-    }
-    t.bytes += n;
+    h.add(buf.data(), static_cast<std::size_t>(in.gcount()));
+    t.bytes += in.gcount();
   }
   if (in.bad()) throw std::runtime_error(path + ": read error");
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  t.fnv1a64 = hex;
+  t.fnv1a64 = h.hex();
   return t;
 }
 
