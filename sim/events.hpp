@@ -89,6 +89,22 @@ struct TierEvent {
   double l2_bytes = 0, l3_bytes = 0;
 };
 
+/// One copy of a session's KV to, from or within the store below the GPUs (README "KV tiers"):
+/// a load-back from L2 host DRAM or L3 storage of `node` into the prefill rank's GPUs, an offload
+/// from the decode GPUs into `node`'s L2, or a demotion from `node`'s L2 to its L3. Emitted when
+/// the copy ends (a copy still running at the end of the run has no event). P→D copies are
+/// TransferEvent.
+enum class KvMoveKind { load_l2, load_l3, offload, demote };
+
+struct KvMoveEvent {
+  KvMoveKind kind = KvMoveKind::offload;
+  long long session = -1;
+  std::uint64_t request = 0;  ///< the round's request id (load-back, offload); 0 for a demotion
+  int node = 0;               ///< the store's node: source of a load-back, destination of an offload or demotion
+  double start_s = 0, end_s = 0;
+  double bytes = 0;  ///< payload (the KV and states), without the transfer engine's wire overhead
+};
+
 class EventSink {
  public:
   virtual ~EventSink() = default;
@@ -98,6 +114,7 @@ class EventSink {
   virtual void on_memory(const MemoryEvent&) {}
   virtual void on_session(const SessionRecord&) {}
   virtual void on_tier(const TierEvent&) {}
+  virtual void on_kv_move(const KvMoveEvent&) {}
   /// End of the run at simulated time t (after every request record was emitted).
   virtual void on_end(double /*t_s*/) {}
 };
@@ -112,6 +129,7 @@ class SinkFanout final : public EventSink {
   void on_memory(const MemoryEvent& e) override { for (auto* s : sinks_) s->on_memory(e); }
   void on_session(const SessionRecord& e) override { for (auto* s : sinks_) s->on_session(e); }
   void on_tier(const TierEvent& e) override { for (auto* s : sinks_) s->on_tier(e); }
+  void on_kv_move(const KvMoveEvent& e) override { for (auto* s : sinks_) s->on_kv_move(e); }
   void on_end(double t) override { for (auto* s : sinks_) s->on_end(t); }
 
  private:

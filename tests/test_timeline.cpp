@@ -13,8 +13,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
 #include <set>
+#include <sstream>
+#include <tuple>
 
 namespace fs = std::filesystem;
 using namespace servesim;
@@ -106,4 +109,102 @@ TEST(Timeline, AnyNameGivesValidJson) {
   const nlohmann::json t = nlohmann::json::parse(in);
   EXPECT_EQ(t["otherData"]["title"].get<std::string>(), title);
   EXPECT_EQ(perfetto_violation(t), "");
+}
+
+// Load-backs, offloads and demotions are slices of their own (cat "kv-tier", pid 4, tracks 2-5),
+// each copy that finished once, matching summary.json's counters and the requests it belongs to.
+// Agent sessions with host DRAM small enough (K3 20 GB, V4-Pro 2 GB per node) that objects are
+// demoted to L3 and loaded back from both tiers. Checked by hand: an offload starts when its round
+// completes (requests.csv done_s); a load-back spans the round's load_start_s..load_end_s; K3's
+// offloaded bytes grow by 24 MLA layers x 1,152 B = 27,648 B per token of history (model-facts.md
+// "KV per token per layer"; KDA states are per sequence, so they cancel in the difference).
+TEST(Timeline, KvTierMovesAreSlicesMatchingTheSummaryAndTheRequests) {
+  nlohmann::json scn = nlohmann::json::parse(std::ifstream(test::data("scenarios/agent-sessions.json")));
+  scn["horizon_s"] = 60;
+  scn["deployments"][0]["kv_tiers"] = {{"enabled", true}, {"host_gb_per_node", 20}};
+  scn["deployments"][1]["kv_tiers"] = {{"enabled", true}, {"host_gb_per_node", 2}};
+  const fs::path dir = fs::temp_directory_path() / "servesim_timeline_tiers";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "s.json") << scn.dump();
+  const std::string cmd = std::string(SERVESIM_BINARY) + " run " + (dir / "s.json").string() + " --quiet --out " + (dir / "o").string() + " > /dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  for (const char* d : {"k3-h200", "v4pro-h200"}) {
+    SCOPED_TRACE(d);
+    const nlohmann::json t = nlohmann::json::parse(std::ifstream(dir / "o" / d / "timeline.json"));
+    const nlohmann::json tiers = nlohmann::json::parse(std::ifstream(dir / "o" / d / "summary.json")).at("kv_tiers");
+    EXPECT_EQ(perfetto_violation(t), "");
+    // requests.csv: id -> (done_s, load_start_s, load_end_s, load_tier, input + output tokens)
+    struct Row { double done = -1, load0 = -1, load1 = -1; int tier = 0; long long tokens = 0; };
+    std::map<long long, Row> rows;
+    std::ifstream csv(dir / "o" / d / "requests.csv");
+    std::string line;
+    std::getline(csv, line);
+    while (std::getline(csv, line)) {
+      std::vector<std::string> f;
+      std::stringstream ss(line);
+      for (std::string c; std::getline(ss, c, ',');) f.push_back(c);
+      f.resize(26);
+      auto num = [&](int i) { return f[i].empty() ? -1.0 : std::stod(f[i]); };
+      rows[std::stoll(f[0])] = {num(12), num(5), num(6), std::stoi(f[19]), std::stoll(f[16]) + std::stoll(f[20])};
+    }
+    std::map<long long, std::tuple<double, long long, long long>> begins;  // id -> (ts us, tid, request or -1)
+    long long n[6] = {0}, ended = 0;
+    double bytes[6] = {0};
+    std::vector<std::pair<long long, double>> offload_sizes;  // (tokens, bytes) of K3's offloads
+    for (const auto& e : t.at("traceEvents")) {
+      if (e.value("cat", "") != "kv-tier") continue;
+      const long long tid = e.at("tid"), id = e.at("id");
+      ASSERT_TRUE(e.at("pid") == 4 && tid >= 2 && tid <= 5) << e.dump();
+      if (e.at("ph") == "b") {
+        const long long request = tid == 5 ? -1 : e.at("args").at("request").get<long long>();
+        ASSERT_TRUE(begins.emplace(id, std::tuple{e.at("ts").get<double>(), tid, request}).second) << "id used twice: " << e.dump();
+        ++n[tid], bytes[tid] += e.at("args").at("bytes").get<double>();
+        const double ts_s = e.at("ts").get<double>() / 1e6;
+        if (tid == 5) continue;  // a demotion belongs to no request
+        const auto r = rows.find(request);
+        ASSERT_NE(r, rows.end()) << e.dump();
+        if (tid == 4) {
+          EXPECT_NEAR(ts_s, r->second.done, 1.5e-6) << "an offload starts when its round completes: " << e.dump();
+          offload_sizes.emplace_back(r->second.tokens, e.at("args").at("bytes").get<double>());
+        } else {
+          EXPECT_EQ(r->second.tier, tid) << "load tier: " << e.dump();  // tid 2 = L2, 3 = L3
+          EXPECT_NEAR(ts_s, r->second.load0, 1.5e-6) << e.dump();
+        }
+      } else {
+        const auto b = begins.find(id);
+        ASSERT_NE(b, begins.end()) << "end before begin: " << e.dump();
+        EXPECT_GE(e.at("ts").get<double>(), std::get<0>(b->second));
+        const long long tid_b = std::get<1>(b->second);
+        if (tid_b == 2 || tid_b == 3) EXPECT_NEAR(e.at("ts").get<double>() / 1e6, rows.at(std::get<2>(b->second)).load1, 1.5e-6) << e.dump();
+        ++ended;
+      }
+    }
+    EXPECT_EQ(ended, n[2] + n[3] + n[4] + n[5]);
+    // every copy that finished once: loads and offloads all finished here (none in flight at 60 s)
+    EXPECT_EQ(n[2], tiers.at("loads_from_L2").get<long long>());
+    EXPECT_EQ(n[3], tiers.at("loads_from_L3").get<long long>());
+    EXPECT_GT(n[3], 0);
+    EXPECT_EQ(tiers.at("offloads_in_flight_at_end").get<long long>(), 0);
+    EXPECT_EQ(n[4], tiers.at("offloads").get<long long>());
+    EXPECT_DOUBLE_EQ(bytes[2], tiers.at("bytes_loaded_from_L2").get<double>());
+    EXPECT_DOUBLE_EQ(bytes[3], tiers.at("bytes_loaded_from_L3").get<double>());
+    EXPECT_DOUBLE_EQ(bytes[4], tiers.at("bytes_offload_copies_started").get<double>());
+    // demotions are counted when they start: those still running at the end have no slice
+    EXPECT_GT(n[5], 0);
+    EXPECT_LE(bytes[5], tiers.at("bytes_demoted_L2_to_L3").get<double>() * (1 + 1e-12));
+    EXPECT_GT(bytes[5], 0.9 * tiers.at("bytes_demoted_L2_to_L3").get<double>());
+    // the load-backs' request rows: each one with a load has exactly one slice
+    long long loaded_rows = 0;
+    for (const auto& [id, r] : rows) loaded_rows += r.load1 >= 0;
+    EXPECT_EQ(loaded_rows, n[2] + n[3]);
+    if (std::string(d) == "k3-h200") {
+      ASSERT_GE(offload_sizes.size(), 2u);
+      std::sort(offload_sizes.begin(), offload_sizes.end());
+      const auto& lo = offload_sizes.front();
+      const auto& hi = offload_sizes.back();
+      ASSERT_GT(hi.first, lo.first);
+      EXPECT_NEAR((hi.second - lo.second) / static_cast<double>(hi.first - lo.first), 27648.0, 1e-6);
+    }
+  }
 }

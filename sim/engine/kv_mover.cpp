@@ -72,7 +72,8 @@ void KvMover::load(ReqState* r, long long tokens) {
   ++(l2 ? e_.totals.loads_l2 : e_.totals.loads_l3);
   const int dst0 = e_.prefill.gpu0_of(r);
   e_.flows.submit(src, e_.platform.endpoint(dst0), wire_bytes(bytes, o.node != e_.node_of(dst0), tp, l2 ? 0.0 : e_.d.kv_tiers.storage_bytes_per_s),
-                  [this, r, tokens, l2] {
+                  [this, r, tokens, l2, bytes, node = o.node] {
+    e_.sink.on_kv_move({l2 ? KvMoveKind::load_l2 : KvMoveKind::load_l3, r->req.session, r->req.id, node, r->rec.load_start_s, e_.now(), bytes});
     e_.store->release(r->req.session, e_.now());
     emit_tiers();
     r->loading = false;
@@ -92,9 +93,12 @@ void KvMover::offload(ReqState* r, int src_gpu0, std::function<void()> release) 
   ++e_.totals.offloads;
   e_.totals.offload_bytes += total;
   auto pending = pending_offloads_.emplace(session, r->rec.admit_s);
+  const std::uint64_t request = r->req.id;
+  const double start = e_.now();
   e_.arrivals.end_request(r, RequestStatus::completed, "");  // done for the user; its KV leaves the GPU later
   e_.flows.submit(e_.platform.endpoint(src_gpu0), e_.platform.cpus[static_cast<size_t>(node)], total,
-                  [this, release = std::move(release), pending, session, tokens, total, node] {
+                  [this, release = std::move(release), pending, session, tokens, total, node, request, start] {
+                    e_.sink.on_kv_move({KvMoveKind::offload, session, request, node, start, e_.now(), total});
                     pending_offloads_.erase(pending);
                     if (release) release();
                     if (!e_.sessions.open(session)) {  // the session ended meanwhile: nothing to keep
@@ -117,7 +121,8 @@ void KvMover::preload(const Request& r) {
 
 void KvMover::demote(const KvStore::Demotion& dm) {
   e_.totals.demote_bytes += dm.bytes;
-  e_.flows.submit(e_.platform.cpus[static_cast<size_t>(dm.node)], e_.platform.storage[static_cast<size_t>(dm.node)], dm.bytes, [this, dm] {
+  e_.flows.submit(e_.platform.cpus[static_cast<size_t>(dm.node)], e_.platform.storage[static_cast<size_t>(dm.node)], dm.bytes, [this, dm, start = e_.now()] {
+    e_.sink.on_kv_move({KvMoveKind::demote, dm.session, 0, dm.node, start, e_.now(), dm.bytes});
     e_.store->demoted(dm.session, dm.gen, e_.now());
     emit_tiers();
   });

@@ -176,6 +176,22 @@ void TimelineWriter::on_transfer(const TransferEvent& e) {
                     e.decode_instance, e.request, tid, us(ns(e.end_s))));
 }
 
+void TimelineWriter::on_kv_move(const KvMoveEvent& e) {
+  if (!inside(e.start_s, e.end_s)) return;
+  static const char* kTrack[] = {"KV load-back L2 host DRAM → GPU", "KV load-back L3 storage → GPU", "KV offload GPU → L2 host DRAM",
+                                 "KV demotion L2 → L3 storage"};
+  static const char* kName[] = {"L2→GPU", "L3→GPU", "GPU→L2", "L2→L3"};
+  const int k = static_cast<int>(e.kind), tid = 2 + k;
+  name_track(4, tid, kTrack[k]);
+  const long long id = kv_moves_++;
+  const std::string req = e.kind == KvMoveKind::demote ? "" : fmt::format(",\"request\":{}", e.request);
+  write(fmt::format("{{\"ph\":\"b\",\"cat\":\"kv-tier\",\"name\":\"{} session {}\",\"id\":{},\"pid\":4,\"tid\":{},\"ts\":{:.3f},"
+                    "\"args\":{{\"bytes\":{:.0f},\"node\":{},\"session\":{}{}}}}}",
+                    kName[k], e.session, id, tid, us(ns(e.start_s)), e.bytes, e.node, e.session, req));
+  write(fmt::format("{{\"ph\":\"e\",\"cat\":\"kv-tier\",\"name\":\"{} session {}\",\"id\":{},\"pid\":4,\"tid\":{},\"ts\":{:.3f}}}", kName[k],
+                    e.session, id, tid, us(ns(e.end_s))));
+}
+
 // Perfetto keys counter tracks by process and name: each instance's counter gets its own name.
 void TimelineWriter::on_memory(const MemoryEvent& e) {
   if (!inside(e.t_s, e.t_s)) return;

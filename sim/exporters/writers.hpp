@@ -42,8 +42,11 @@ class RequestsCsvWriter final : public EventSink {
 ///     batch step (args: seqs, tokens, attention/ffn/comm ms) and a "KV GB per GPU" counter;
 ///   pid 3 "EP all-to-all": one track per instance, a slice per step of the step's all-to-all and
 ///     TP all-reduce time (all layers together, drawn from the step's start);
-///   pid 4 "KV transfers": async slices per prefill→decode transfer, on an "inter-node (NIC)" or
-///     "intra-node (NVLink)" track;
+///   pid 4 "KV transfers": async slices (cat "kv") per prefill→decode transfer, on an "inter-node
+///     (NIC)" (tid 0) or "intra-node (NVLink)" (tid 1) track; and async slices (cat "kv-tier") per
+///     finished copy to, from or within the KV store: load-backs from L2 (tid 2) and L3 (tid 3),
+///     offloads into L2 (tid 4), demotions from L2 to L3 (tid 5), each with args bytes (payload),
+///     node, session (and request); their tracks are named when first used;
 ///   pid 5 "KV store": counters of L2 (host DRAM) and L3 (storage) occupancy over all nodes.
 /// Steps beyond `max_events` are counted, not written (the file says how many were dropped).
 /// [window_start_s, window_end_s]: only step slices and transfers that overlap it, and counters
@@ -57,6 +60,7 @@ class TimelineWriter final : public EventSink {
   void on_transfer(const TransferEvent& e) override;
   void on_memory(const MemoryEvent& e) override;
   void on_tier(const TierEvent& e) override;
+  void on_kv_move(const KvMoveEvent& e) override;
   void on_end(double t_s) override;
 
  private:
@@ -66,6 +70,7 @@ class TimelineWriter final : public EventSink {
   std::FILE* f_ = nullptr;
   std::string path_;
   long long max_events_, written_ = 0, dropped_ = 0;
+  long long kv_moves_ = 0;  ///< id of the next "kv-tier" async slice (unique in the file)
   double from_, to_;
   bool first_ = true;
   bool inside(double a, double b) const { return b >= from_ && a <= to_; }
