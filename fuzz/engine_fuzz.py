@@ -245,12 +245,32 @@ def check_deployment(ddir, dsum, dep, horizon):
                 by = b.get("args", {}).get("bytes", 0)
                 if by > 0 and dur >= 0 and by > tp * link * dur * (1 + 1e-6) + 1:
                     bad.append(f"KV transfer {b['name']} #{b['id']}: {by:.0f} B in {dur:.9f} s is faster than {tp} x {link / 1e9:.0f} GB/s")
+        # KV-tier copies (cat kv-tier; tid 2 / 3 load-backs from L2 / L3, 4 offloads, 5 demotions): one
+        # slice per copy that finished, so the summary's counters bound them (offloads exactly)
+        if t.get("enabled"):
+            n, nbytes = {2: 0, 3: 0, 4: 0, 5: 0}, {2: 0.0, 3: 0.0, 4: 0.0, 5: 0.0}
+            for e in ev:
+                if e.get("cat") == "kv-tier" and e["ph"] == "b":
+                    n[e["tid"]] += 1
+                    nbytes[e["tid"]] += e["args"]["bytes"]
+            if n[4] != t["offloads"] - t["offloads_in_flight_at_end"]:
+                bad.append(f"KV tiers: {n[4]} offload slices, summary {t['offloads']} offloads - {t['offloads_in_flight_at_end']} in flight")
+            for tid, count, by in ((2, "loads_from_L2", "bytes_loaded_from_L2"), (3, "loads_from_L3", "bytes_loaded_from_L3"),
+                                   (4, "offloads", "bytes_offload_copies_started"), (5, None, "bytes_demoted_L2_to_L3")):
+                if count and n[tid] > t[count]:
+                    bad.append(f"KV tiers: {n[tid]} slices on track {tid} > {count} {t[count]}")
+                if nbytes[tid] > t[by] * (1 + 1e-9) + 1:
+                    bad.append(f"KV tiers: {nbytes[tid]:.0f} B on track {tid} > {by} {t[by]:.0f}")
     return bad
 
 
-def self_test(o1, dsum, dep, horizon):
-    """The checker must catch planted faults: each corruption of a clean output is a finding."""
+def self_test(o1, dsum, dep, horizon, tiers_only=False):
+    """The checker must catch planted faults: each corruption of a clean output is a finding.
+    tiers_only: only the KV-tier plant (None when this output finished no offload)."""
     ddir = os.path.join(o1, dep["name"])
+    t = dsum.get("kv_tiers", {})
+    if tiers_only and not (t.get("enabled") and t["offloads"] > t["offloads_in_flight_at_end"]):
+        return None
     rows = list(csv.DictReader(open(os.path.join(ddir, "requests.csv"))))
     done = [r for r in rows if r["status"] == "completed" and r["transfer_end_s"]]
     if not done:
@@ -281,6 +301,19 @@ def self_test(o1, dsum, dep, horizon):
         json.dump(tl, open(os.path.join(tmp, "timeline.json"), "w"))
         return tmp
 
+    def offload_slice_dropped():
+        tmp = ddir + ".nooffload"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(ddir, tmp)
+        tl = json.load(open(os.path.join(tmp, "timeline.json")))
+        ev = tl["traceEvents"]
+        b = next(e for e in ev if e.get("cat") == "kv-tier" and e["tid"] == 4)
+        tl["traceEvents"] = [e for e in ev if not (e.get("cat") == "kv-tier" and e["id"] == b["id"])]
+        json.dump(tl, open(os.path.join(tmp, "timeline.json"), "w"))
+        return tmp
+
+    if tiers_only:
+        return [] if check_deployment(offload_slice_dropped(), dsum, dep, horizon) else ["an offload missing from the timeline"]
     i = rows.index(done[0])
     plants = {
         "a row dropped": (with_rows(lambda rs: rs.pop(i)), dsum),
@@ -339,7 +372,7 @@ def main():
     os.makedirs(os.path.join(a.work, "findings"), exist_ok=True)
     ran = refused = findings = i = 0
     reasons = {}
-    self_tested = False
+    self_tested = tiers_tested = False
     wall = 0.0
     t_start = time.time()
     while ran < a.count and i < a.count * 20:
@@ -397,6 +430,14 @@ def main():
                     problems.append(f"self-test: the checker missed planted faults: {missed}")
                 else:
                     print("[efuzz] self-test: every planted fault was caught", flush=True)
+        if not problems and a.self_test and not tiers_tested:  # the KV-tier plant needs a run with offloads
+            missed = self_test(o1, summ["deployments"][0], sc["deployments"][0], sc["horizon_s"], tiers_only=True)
+            if missed is not None:
+                tiers_tested = True
+                if missed:
+                    problems.append(f"self-test: the checker missed planted faults: {missed}")
+                else:
+                    print("[efuzz] self-test: a dropped KV-tier offload slice was caught", flush=True)
         if problems:
             findings += 1
             keep = os.path.join(a.work, "findings", f"{sc['name']}.json")
@@ -413,6 +454,8 @@ def main():
     if a.self_test and not self_tested:
         print("[efuzz] self-test: no scenario had a completed request to plant faults in", file=sys.stderr)
         return 1
+    if a.self_test and not tiers_tested:  # a few seeds draw none: said, not a failure
+        print("[efuzz] self-test: no scenario finished a KV-tier offload, so that plant was not tried")
     return 1 if findings else 0
 
 
