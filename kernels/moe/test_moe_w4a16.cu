@@ -499,8 +499,11 @@ void pdl_chain_case(int variant, int bt, const std::vector<int>& counts, const s
     const size_t nans = count_nan(y);
     const double err = nans ? 1e9 : rel_l2_error(y, ref);
     EXPECT_EQ(nans, 0u) << "stage " << st << ": unwritten (poisoned) outputs or a read before the previous stage finished";
-    std::printf("w4a16 pdl chain v=%d bt=%d stage %d kernel %d N=%d K=%d rows=%d: rel L2 %.2e\n", variant, bt, st,
-                want_kernels[st], N, K, rows, err);
+    w4a16_set_variant(variant);  // the kernel the launch ran (not the expected one: that is checked above)
+    const int ran = w4a16_kernel_for(bt, K, rows, N, mt);
+    w4a16_set_variant(dv);
+    std::printf("w4a16 pdl chain v=%d bt=%d stage %d kernel %d N=%d K=%d rows=%d: rel L2 %.2e\n", variant, bt, st, ran, N, K,
+                rows, err);
     EXPECT_LT(err, 1e-2) << "stage " << st;
     in = y;  // the next stage's reference input: this stage's device output
   }
@@ -527,7 +530,9 @@ TEST(W4A16Decode32, PdlChainShortK) {
   for (int v : {32, 34}) {
     const int k17 = v, k20 = v + 1;
     pdl_chain_case(v, 8, {3, 0, 8, 1}, {256, 512, 256, 256}, {k17, k17, k17});
-    pdl_chain_case(v, 8, g40, {512, 1024, 512}, {k17, k17});
+    // 63 rows in 40 groups: max_tiles 8 + 40 = 48, so stage 0 (N 1024) launches 8 x 48 = 384 CTAs, more than 2 per SM:
+    // the kernel-20 form; stage 1 (N 512) 192 CTAs: the kernel-17 form
+    pdl_chain_case(v, 8, g40, {512, 1024, 512}, {k20, k17});
     pdl_chain_case(v, 16, g70, {256, 512, 256}, {k20, k20});
     pdl_chain_case(v, 32, {17, 32, 0, 5}, {512, 256, 512}, {k17, k17});  // bt 32: kernel 17 form
   }
