@@ -40,6 +40,8 @@ namespace servesim::attn {
 
 // variant 5 (mla_fp8_ws.cu)
 void launch_mla_fp8_ws(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& plan, cudaStream_t s);
+// variant 11 (mla_fp8_ss.cu / mla_fp8_seesaw.cuh)
+void launch_mla_fp8_seesaw(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& plan, int pf, cudaStream_t s);
 
 namespace {
 using namespace fp8k;
@@ -372,11 +374,14 @@ namespace {
 int g_fp8_variant = 6;
 }
 void mla_decode_fp8_set_variant(int v) {
-  if (v != 4 && v != 5 && v != 6) throw std::invalid_argument("mla_decode_fp8_set_variant: variants are 4, 5 and 6");
+  if (v != 4 && v != 5 && v != 6 && v != 11) throw std::invalid_argument("mla_decode_fp8_set_variant: variants are 4, 5, 6 and 11");
   g_fp8_variant = v;
 }
 const char* mla_decode_fp8_config() {
-  return g_fp8_variant == 5 ? "wgmma_fp8kv_ws_m64_tn64" : g_fp8_variant == 6 ? "wgmma_fp8kv_f16_m64_tn64" : "wgmma_fp8kv_m64_tn64";
+  return g_fp8_variant == 5    ? "wgmma_fp8kv_ws_m64_tn64"
+         : g_fp8_variant == 6  ? "wgmma_fp8kv_f16_m64_tn64"
+         : g_fp8_variant == 11 ? "wgmma_fp8kv_f16_seesaw_m64_tn64"
+                               : "wgmma_fp8kv_m64_tn64";
 }
 
 void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& plan, cudaStream_t s) {
@@ -401,6 +406,8 @@ void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& p
   if (plan.n_work > 0) {
     if (g_fp8_variant == 5) {
       launch_mla_fp8_ws(a, cache_fp8, plan, s);
+    } else if (g_fp8_variant == 11) {
+      launch_mla_fp8_seesaw(a, cache_fp8, plan, pf, s);
     } else if (g_fp8_variant == 6) {
       mla_decode_fp8_kernel<true><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p, pf);
       SS_LAUNCH_CHECK();

@@ -227,3 +227,24 @@ TEST(MlaFp8Decode, Variant4Bf16Gemms) {
   variant_cases();
   mla_decode_fp8_set_variant(6);
 }
+// Variant 11 (fp8kv3: the seesaw over thread-filled FP16 / BF16 stages): the variant-6 cases plus
+// 1-tile items (split 64), odd and even tile counts (1, 2, 3 tiles, 4097 tokens) at 128 / 64 heads.
+TEST(MlaFp8Decode, Variant11Seesaw) {
+  SKIP_WITHOUT_GPU();
+  mla_decode_fp8_set_variant(11);
+  variant_cases();
+  fp8_case({128, 192, 65, 4097}, 128, 64, true);
+  fp8_case({4096, 1, 64}, 64, 128, true);
+  fp8_case({130, 3000}, 32, 0, false, 128);
+  mla_decode_fp8_set_variant(6);
+}
+// The memcheck subset of Variant11Seesaw (small: compute-sanitizer runs it in seconds).
+TEST(MlaFp8Decode, Variant11SeesawSmall) {
+  SKIP_WITHOUT_GPU();
+  mla_decode_fp8_set_variant(11);
+  fp8_case({1, 130, 200}, 128, 64, true);
+  fp8_case({700, 5}, 64, 0, true);
+  fp8_case({300, 65}, 16, 128, true, 192);
+  fp8_case({129, 64}, 96, 0, false, 64, 20);
+  mla_decode_fp8_set_variant(6);
+}
