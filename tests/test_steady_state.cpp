@@ -14,6 +14,8 @@
 
 #include <filesystem>
 #include <regex>
+#include <sstream>
+#include <fstream>
 #include <map>
 
 using namespace servesim;
@@ -232,6 +234,43 @@ TEST(SteadyState, RunWarmupSplitsTheArrivals) {
   EXPECT_EQ(jd["throughput"]["duration_s"].get<double>(), 0.0);
   EXPECT_EQ(jd["window"]["duration_s"].get<double>(), 0.0);
   EXPECT_EQ(jd["requests"]["arrived"].get<long long>(), 0);
+  fs::remove_all(out);
+}
+
+// kv_tiers.token_hit_rate with a warm-up: numerators and denominator over the same requests, those
+// that arrived in the window and were admitted (rev25: the denominator held the warm-up's prompts
+// too, so L2_host read 0.022 where requests.csv gives 0.140). Recomputed from requests.csv.
+TEST(SteadyState, TierHitRatesWithAWarmupAreSharesOfTheWindowsAdmittedPrompts) {
+  const fs::path out = fs::temp_directory_path() / ("servesim-warmup-tiers-" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  auto a = ::test::sh("run " + servesim::test::data("scenarios/agent-sessions.json") + " --only v4pro-h200 --horizon 120 --warmup 40 --no-timeline --quiet --out " +
+                      out.string());
+  ASSERT_EQ(a.status, 0) << a.text;
+  std::ifstream csv(out / "v4pro-h200" / "requests.csv");
+  std::string line;
+  std::getline(csv, line);
+  long long admitted = 0, l1 = 0, l2 = 0, l3 = 0, warm = 0;
+  while (std::getline(csv, line)) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, ',');) f.push_back(c);
+    f.resize(26);  // id,status,reason,arrival_s,admit_s,...,input_tokens(16),cached_tokens(17),loaded_tokens(18),load_tier(19)
+    if (std::stod(f[3]) < 40) {
+      ++warm;
+      continue;
+    }
+    if (f[4].empty()) continue;
+    const long long in = std::stoll(f[16]), cached = std::stoll(f[17]), loaded = std::stoll(f[18]);
+    admitted += in, l1 += cached - loaded;
+    if (f[19] == "2") l2 += loaded;
+    if (f[19] == "3") l3 += loaded;
+  }
+  ASSERT_GT(warm, 0);
+  ASSERT_GT(l2, 0);
+  const auto hr = nlohmann::json::parse(::test::slurp(out / "v4pro-h200" / "summary.json"))["kv_tiers"]["token_hit_rate"];
+  EXPECT_NEAR(hr["L1_gpu"].get<double>(), static_cast<double>(l1) / admitted, 1e-6);
+  EXPECT_NEAR(hr["L2_host"].get<double>(), static_cast<double>(l2) / admitted, 1e-6);
+  EXPECT_NEAR(hr["L3_storage"].get<double>(), static_cast<double>(l3) / admitted, 1e-6);
   fs::remove_all(out);
 }
 #endif

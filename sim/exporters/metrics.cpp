@@ -75,6 +75,7 @@ void MetricsCollector::on_request(const RequestRecord& r) {
   ++s_.arrived;
   if (r.prefill_end_s >= 0) s_.input_tokens += r.input_tokens, s_.cached_tokens += r.cached_tokens;
   if (r.admit_s >= 0) {
+    s_.prompt_tokens_admitted += r.input_tokens;
     s_.tokens_l1 += r.cached_tokens - r.loaded_tokens;
     if (r.load_tier == 2) s_.tokens_l2 += r.loaded_tokens;
     if (r.load_tier == 3) s_.tokens_l3 += r.loaded_tokens;

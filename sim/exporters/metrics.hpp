@@ -68,8 +68,10 @@ struct Summary {
   // a prefill rank), load-back of the session's KV from L2/L3, prefill (→ last chunk), waiting for
   // KV room on a decode rank, the P→D KV transfer itself, waiting for a slot in a decode batch
   Percentiles ttft_queue_s, ttft_load_s, ttft_prefill_s, ttft_decode_kv_wait_s, ttft_transfer_s, ttft_slot_wait_s;
-  // where the skipped prompt tokens came from (requests whose prefill was admitted)
-  long long tokens_l1 = 0, tokens_l2 = 0, tokens_l3 = 0;
+  // where the skipped prompt tokens came from, over the requests that arrived in the window and
+  // were admitted to prefill; prompt_tokens_admitted: those requests' prompt tokens (the shares'
+  // denominator, kv_tiers.token_hit_rate)
+  long long tokens_l1 = 0, tokens_l2 = 0, tokens_l3 = 0, prompt_tokens_admitted = 0;
   // sessions
   long long sessions = 0, sessions_completed = 0;
   double session_rounds = 0, session_life_s = 0, session_gpu_s = 0, session_decode_s = 0, session_idle_s = 0;

@@ -185,7 +185,9 @@ void cache_json(const RunReport& r, nlohmann::json& j) {
 void tiers_json(const RunReport& r, nlohmann::json& j) {
   const DeploymentSpec& d = *r.deployment;
   const Summary& s = r.summary;
-  const double admitted = static_cast<double>(r.totals.prompt_tokens_admitted);
+  // numerators and denominator over the same requests: those that arrived in the window (after any
+  // warm-up) and were admitted (the whole run's admitted prompts made the shares too small, rev25)
+  const double admitted = static_cast<double>(s.prompt_tokens_admitted);
   auto share = [&](long long x) { return admitted > 0 ? r6(x / admitted) : 0.0; };
   const RunTotals& t = r.totals;
   const bool l3 = d.kv_tiers.enabled && d.kv_tiers.storage_enabled;  // no tiers: no storage either
@@ -194,8 +196,8 @@ void tiers_json(const RunReport& r, nlohmann::json& j) {
                    {"storage_enabled", l3},
                    {"storage_tb_per_node", l3 ? r3(d.kv_tiers.storage_bytes_per_node / 1e12) : 0.0},
                    {"token_hit_rate", {{"L1_gpu", share(s.tokens_l1)}, {"L2_host", share(s.tokens_l2)}, {"L3_storage", share(s.tokens_l3)},
-                                       {"note", "shares of the prompt tokens of every request admitted to prefill in the window (its prefill "
-                                                "finished or not), so they need not add up to prefix_cache.token_hit_rate, whose denominator is "
+                                       {"note", "shares of the prompt tokens of the requests that arrived in the window and were admitted to prefill "
+                                                "(their prefill finished or not), so they need not add up to prefix_cache.token_hit_rate, whose denominator is "
                                                 "the prompts whose prefill finished; bytes_loaded_from_L2/L3 count a load when it starts (in "
                                                 "flight at the end included), tokens and bytes_left_store when it ends"}}},
                    {"offloads", t.offloads},
