@@ -160,5 +160,27 @@ TEST(Sweep, TableHasOneRowPerPointInGridOrderAndResumes) {
   ASSERT_EQ(o3.status, 0) << o3.text;
   EXPECT_EQ(slurp(d / "out1" / "results.csv"), csv);
   EXPECT_EQ(slurp(d / "out1" / "results.json"), json);
+  // The same points with another "only" (not in point.json) run again: rev25 found the old
+  // deployment's rows resumed under the new grid. And a truncated deployment summary re-runs its point.
+  std::string other = slurp(g);
+  other.replace(other.find("\"k3-h200\""), 9, "\"v4pro-h200\"");
+  std::ofstream(g) << other;
+  {
+    std::ofstream trunc(d / "out1" / "points" / "p0001" / "k3-h200" / "summary.json");
+    trunc << "{\"deployment\": \"k3";
+  }
+  const Out o4 = sh("sweep " + g.string() + " --out " + out.string() + " --jobs 1");
+  ASSERT_EQ(o4.status, 0) << o4.text;
+  EXPECT_NE(o4.text.find("4 to run"), std::string::npos) << o4.text;
+  const auto rows4 = lines(slurp(out / "results.csv"));
+  ASSERT_EQ(rows4.size(), 5u);
+  for (size_t i = 1; i < rows4.size(); ++i) EXPECT_NE(rows4[i].find(",ok,v4pro-h200,"), std::string::npos) << rows4[i];
+  std::string back = slurp(g);
+  back.replace(back.find("\"v4pro-h200\""), 12, "\"k3-h200\"");
+  std::ofstream(g) << back;
+  const Out o5 = sh("sweep " + g.string() + " --out " + (d / "out1").string() + " --jobs 1");
+  ASSERT_EQ(o5.status, 0) << o5.text;
+  EXPECT_NE(o5.text.find("1 to run"), std::string::npos) << o5.text;  // p0001, whose k3-h200/summary.json was cut
+  EXPECT_EQ(slurp(d / "out1" / "results.csv"), csv);
   fs::remove_all(d);
 }

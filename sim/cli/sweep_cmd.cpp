@@ -133,7 +133,7 @@ int sweep(const SweepArgs& a) {
   pr.on = w.rank == 0 && isatty(2);
   std::vector<size_t> pending;
   for (size_t i = 0; i < g.points.size(); ++i)
-    if (w.rank == 0 && point_done(out / "points" / g.points[i].id, g.points[i])) ++pr.done, ++pr.skipped;
+    if (w.rank == 0 && point_done(out / "points" / g.points[i].id, g.points[i], g.only)) ++pr.done, ++pr.skipped;
     else if (w.rank == 0) pending.push_back(i);
   if (w.rank == 0)
     fmt::print(stderr, "sweep: {} points ({} axes) of {}, {} to run, {} at a time{}, into {}\n", g.points.size(), g.axes.size(),

@@ -84,7 +84,7 @@ void worker(const Grid& g, const fs::path& pts, int jobs) {
 void keep_remote(const Grid& g, const fs::path& pts, size_t i, const std::string& summary) {
   const auto& p = g.points[i];
   const fs::path dir = pts / p.id;
-  if (point_done(dir, p) && slurp_file(dir / "summary.json") == summary) return;  // a shared filesystem
+  if (point_done(dir, p, g.only) && slurp_file(dir / "summary.json") == summary) return;  // a shared filesystem
   fs::create_directories(dir);
   std::ofstream(dir / "point.json") << p.scenario.dump(2) << "\n";
   std::ofstream(dir / "summary.json", std::ios::binary) << summary;

@@ -27,12 +27,24 @@ std::string slurp_file(const fs::path& p) {
   return ss.str();
 }
 
-bool point_done(const fs::path& dir, const SweepPoint& p) {
+bool point_done(const fs::path& dir, const SweepPoint& p, const std::string& only) {
   if (!fs::exists(dir / "summary.json") || !fs::exists(dir / "point.json")) return false;
   try {
     if (ojson::parse(slurp_file(dir / "point.json")) != p.scenario) return false;
     const ojson s = ojson::parse(slurp_file(dir / "summary.json"));
-    return s.contains("deployments") && s["deployments"].is_array() && !s["deployments"].empty();
+    if (!s.contains("deployments") || !s["deployments"].is_array() || s["deployments"].empty()) return false;
+    // the deployments this sweep simulates (a grid's "only" is not in point.json: rev25 found a
+    // re-run with another "only" resuming the old deployment's results), each with a readable summary
+    std::vector<std::string> want, have;
+    if (!only.empty()) want.push_back(only);
+    else
+      for (const auto& d : p.scenario.at("deployments")) want.push_back(d.at("name").get<std::string>());
+    for (const auto& d : s["deployments"]) {
+      have.push_back(d.at("deployment").get<std::string>());
+      const fs::path ds = dir / have.back() / "summary.json";  // absent where an MPI rank sent only the top-level file
+      if (fs::exists(ds) && !ojson::parse(slurp_file(ds)).is_object()) return false;
+    }
+    return want == have;
   } catch (const std::exception&) {
     return false;
   }

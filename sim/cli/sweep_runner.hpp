@@ -17,8 +17,11 @@ namespace servesim::cli {
 /// The whole file at `p` ("" when it cannot be read).
 std::string slurp_file(const std::filesystem::path& p);
 
-/// A finished point: `dir` holds the same point.json and a summary.json with at least one deployment.
-bool point_done(const std::filesystem::path& dir, const SweepPoint& p);
+/// A finished point: `dir` holds the same point.json and a summary.json whose deployments are the
+/// ones this sweep simulates (`only`, or every deployment of the point when empty), in order, and
+/// each <deployment>/summary.json that exists readable (an MPI rank keeps only the top-level file of
+/// a remote point). False on anything unreadable (the point runs again).
+bool point_done(const std::filesystem::path& dir, const SweepPoint& p, const std::string& only);
 
 /// Child processes `servesim run <pts>/.tmp-<id>/point.json --jobs 1 --no-timeline`; a point that
 /// exited 0 is renamed to <pts>/<id>, a failed one keeps its temporary folder (run.log inside).
