@@ -164,6 +164,32 @@ TEST(Report, RunChartsFromHandMadeFilesAndMissingOnesListed) {
   EXPECT_NE(html.find("Chart.js v4.5.1"), std::string::npos);
   EXPECT_EQ(html.find("<script src"), std::string::npos);
   EXPECT_NE(html.find("\"cdf-ttft\""), std::string::npos);
+  // with a --timeline-window timeline (rev25: its slices' bytes were shown as the run's P->D bytes and
+  // its KV counters plotted from 0 s): summary.json's 2 GB split 3:1 as the slices are (NIC 3 GB, NVLink
+  // 1 GB), the samples span the window, the all-to-all caption names it
+  write(d / "a" / "timeline.json", R"({"traceEvents": [
+    {"ph": "b", "cat": "kv", "name": "KV P0→D0", "id": 1, "pid": 4, "tid": 0, "ts": 51000000, "args": {"bytes": 3e9}},
+    {"ph": "e", "cat": "kv", "name": "KV P0→D0", "id": 1, "pid": 4, "tid": 0, "ts": 51100000},
+    {"ph": "b", "cat": "kv", "name": "KV P0→D1", "id": 2, "pid": 4, "tid": 1, "ts": 52000000, "args": {"bytes": 1e9}},
+    {"ph": "e", "cat": "kv", "name": "KV P0→D1", "id": 2, "pid": 4, "tid": 1, "ts": 52100000},
+    {"ph": "b", "cat": "kv-tier", "name": "GPU→L2 session 3", "id": 0, "pid": 4, "tid": 4, "ts": 53000000, "args": {"bytes": 9e9}},
+    {"ph": "e", "cat": "kv-tier", "name": "GPU→L2 session 3", "id": 0, "pid": 4, "tid": 4, "ts": 53100000},
+    {"ph": "X", "name": "decode all-to-all", "pid": 3, "tid": 1000, "ts": 55000000, "dur": 2000, "args": {"exposed_ms": 1.0}},
+    {"ph": "C", "name": "decode instance 0 KV GB per GPU", "pid": 2, "tid": 0, "ts": 54000000, "args": {"mean": 7.0, "busiest": 8.0}}],
+    "metadata": {"end_s": 120.0, "step_slices_written": 0, "step_slices_dropped": 0, "window_start_s": 50.0, "window_end_s": 60.0}})");
+  const auto rw = rp::build_report(d.string());
+  const auto* tvw = chart(rw, "transfer-volume");
+  ASSERT_NE(tvw, nullptr);
+  ASSERT_GE(tvw->config["data"]["datasets"].size(), 2u);
+  EXPECT_DOUBLE_EQ(tvw->config["data"]["datasets"][0]["data"][0].get<double>(), 1.5);  // NIC: 2 GB x 3/4 (the kv-tier slice is not P->D)
+  EXPECT_DOUBLE_EQ(tvw->config["data"]["datasets"][1]["data"][0].get<double>(), 0.5);  // NVLink
+  const auto* kv = chart(rw, "kv-time-0");
+  ASSERT_NE(kv, nullptr);
+  EXPECT_EQ(kv->config["data"]["datasets"][0]["data"].front()["x"], 50.0);
+  EXPECT_EQ(kv->config["data"]["datasets"][0]["data"].back()["x"], 60.0);
+  const auto* a2a = chart(rw, "a2a-time");
+  ASSERT_NE(a2a, nullptr);
+  EXPECT_NE(a2a->caption.find("--timeline-window [50, 60] s only"), std::string::npos) << a2a->caption;
   fs::remove_all(d);
 }
 
@@ -207,6 +233,17 @@ TEST(Report, SweepNodesNeededAndThroughputAgainstLoad) {
   EXPECT_EQ(nn->config["data"]["datasets"][0]["data"], (ojson::array({{{"x", 100.0}, {"y", 6.0}}})));
   EXPECT_EQ(nn->config["data"]["datasets"][1]["data"], (ojson::array({{{"x", 100.0}, {"y", 4.0}}})));
   EXPECT_TRUE(omitted(r, "HBM per GPU"));  // the summaries have no memory_per_gpu
+  // a point results.json lists as ok whose summary is cut or gone: exit 2 naming the file (rev25: it
+  // was skipped, and nodes needed changed silently); the failed point p0003 needs none
+  write(d / "points/p0001/summary.json", "{\"deployments\": [{\"deployment\": \"x\", ");
+  const auto o = test::sh("report " + d.string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find((d / "points/p0001/summary.json").string() + ": not valid JSON"), std::string::npos) << o.text;
+  fs::remove(d / "points/p0001/summary.json");
+  const auto o2 = test::sh("report " + d.string());
+  EXPECT_EQ(o2.status, 2) << o2.text;
+  EXPECT_NE(o2.text.find((d / "points/p0001/summary.json").string() + ": missing, but results.json lists point p0001 as ok"), std::string::npos)
+      << o2.text;
   fs::remove_all(d);
 }
 

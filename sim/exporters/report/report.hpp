@@ -87,6 +87,13 @@ struct TimelineSeries {
   bool has_prefill = false, has_decode = false, has_tiers = false;
   double kv_bytes_nic = 0, kv_bytes_nvlink = 0;
   double a2a_s_prefill = 0, a2a_s_decode = 0, a2a_exposed_s_prefill = 0, a2a_exposed_s_decode = 0;
+  /// the file's --timeline-window (metadata window_start_s / window_end_s, seconds): the samples
+  /// span it; windowed = false for a whole-run timeline
+  bool windowed = false;
+  double window_start_s = 0, window_end_s = 0;
+  /// "over the whole run (warm-up included)" or "over the timeline's window [a, b] s": what the
+  /// sums above cover, for captions
+  std::string span() const;
 };
 TimelineSeries read_timeline(const std::string& path, size_t samples = 400);
 

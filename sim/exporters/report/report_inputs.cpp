@@ -4,6 +4,7 @@
 
 #include "scenarios/json_unique.hpp"
 
+#include <fmt/format.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -255,11 +256,24 @@ TimelineSeries read_timeline(const std::string& path, size_t samples) {
   }
   if (!doc.is_object() || !doc.contains("traceEvents")) throw ReportError(path + ": no \"traceEvents\" array (not a servesim timeline)");
   end_s = std::max(end_s, num(doc, {"metadata", "end_s"}));
+  // a --timeline-window file: sample its window only (before it the counters are not in the file)
+  double from = 0, to = end_s;
+  if (at(doc, {"metadata", "window_start_s"}).is_number()) {
+    s.windowed = true;
+    s.window_start_s = from = std::min(num(doc, {"metadata", "window_start_s"}), end_s);
+    s.window_end_s = to = std::clamp(num(doc, {"metadata", "window_end_s"}, end_s), from, end_s);
+  }
   std::stable_sort(cs.begin(), cs.end(), [](const Counter& x, const Counter& y) { return x.t_s < y.t_s; });
   if (samples < 2) samples = 2;
-  for (size_t k = 0; k < samples; ++k) s.t_s.push_back(round_to(end_s * static_cast<double>(k) / static_cast<double>(samples - 1), 3));
+  for (size_t k = 0; k < samples; ++k)
+    s.t_s.push_back(round_to(from + (to - from) * static_cast<double>(k) / static_cast<double>(samples - 1), 3));
   resample(cs, s.t_s, s);
   return s;
+}
+
+std::string TimelineSeries::span() const {
+  return windowed ? fmt::format("over the timeline's --timeline-window [{:g}, {:g}] s only", window_start_s, window_end_s)
+                  : std::string("over the whole run, warm-up included");
 }
 
 std::string bytes_text(double bytes) {

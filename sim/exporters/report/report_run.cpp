@@ -134,9 +134,10 @@ void kv_over_time(Report& r, const Dep& d, const TimelineSeries& t, size_t index
   if (t.has_tiers) cfg["options"]["scales"]["y2"] = {{"type", "linear"}, {"position", "right"}, {"title", {{"display", true}, {"text", "L2 / L3, GB (all nodes)"}}},
                                                       {"grid", {{"drawOnChartArea", false}}}};
   r.charts.push_back({fmt::format("kv-time-{}", index), title,
-                      fmt::format("timeline.json counters, sampled at {} even times (the latest value of each instance, averaged over the pool's "
-                                  "instances){}",
-                                  t.t_s.size(), t.has_tiers ? "; L2 and L3 on the right axis" : "; no KV tiers in this deployment"),
+                      fmt::format("timeline.json counters, sampled at {} even times {} (the latest value of each instance, averaged over the "
+                                  "pool's instances{}){}",
+                                  t.t_s.size(), t.span(), t.windowed ? "; a counter not set inside the window reads 0 until it is" : "",
+                                  t.has_tiers ? "; L2 and L3 on the right axis" : "; no KV tiers in this deployment"),
                       cfg});
 }
 
@@ -152,9 +153,12 @@ void transfer_volume(Report& r, const std::vector<Dep>& deps, const std::vector<
   for (size_t i = 0; i < deps.size(); ++i) {
     const ojson& s = deps[i].summary;
     labels.push_back(deps[i].name);
+    // summary.json's P→D bytes (the window's), split in the proportion of the timeline's slices (rev25:
+    // the slices' own bytes, warm-up or a --timeline-window span, were shown as the run's)
     const double pd = num(s, {"kv_transfer", "bytes"});
     const bool split = tl[i] && (tl[i]->kv_bytes_nic + tl[i]->kv_bytes_nvlink) > 0;
-    const double vals[] = {split ? tl[i]->kv_bytes_nic : 0, split ? tl[i]->kv_bytes_nvlink : 0, split ? 0 : pd,
+    const double nic = split ? tl[i]->kv_bytes_nic / (tl[i]->kv_bytes_nic + tl[i]->kv_bytes_nvlink) : 0;
+    const double vals[] = {split ? pd * nic : 0, split ? pd * (1 - nic) : 0, split ? 0 : pd,
                            num(s, {"kv_tiers", "bytes_offload_copies_started"}), num(s, {"kv_tiers", "bytes_demoted_L2_to_L3"}),
                            num(s, {"kv_tiers", "bytes_loaded_from_L2"}), num(s, {"kv_tiers", "bytes_loaded_from_L3"})};
     for (size_t k = 0; k < 7; ++k) v[k].push_back(vals[k] / 1e9), any = any || vals[k] > 0;
@@ -166,8 +170,9 @@ void transfer_volume(Report& r, const std::vector<Dep>& deps, const std::vector<
     for (size_t k = 0; k < 7; ++k)
       if (std::any_of(v[k].begin(), v[k].end(), [](double x) { return x > 0; })) ds.push_back(bar_dataset(classes[k], v[k], k));
     r.charts.push_back({"transfer-volume", "Transfer volume per link class",
-                        "Bytes moved over the run, per deployment: prefill→decode KV (summary.json kv_transfer.bytes; split by NIC / NVLink "
-                        "from timeline.json's KV transfer slices when there is one), KV tier offloads, demotions and load-backs "
+                        "Bytes moved, per deployment: prefill→decode KV of the transfers that started in the measured window (summary.json "
+                        "kv_transfer.bytes; split between NIC and NVLink in the proportion of timeline.json's KV transfer slices when "
+                        "there is one), and KV tier offloads, demotions and load-backs over the whole run, warm-up included "
                         "(summary.json kv_tiers); log scale",
                         bar_chart(labels, ds, "GB moved", false, true)});
   }
@@ -188,10 +193,14 @@ void transfer_volume(Report& r, const std::vector<Dep>& deps, const std::vector<
   ds.push_back(bar_dataset("prefill: exposed (not hidden by two-batch overlap)", pre_x, 1));
   ds.push_back(bar_dataset("decode: all-to-all + TP all-reduce", dec, 2));
   ds.push_back(bar_dataset("decode: exposed", dec_x, 3));
+  std::string spans;
+  for (size_t i = 0; i < deps.size(); ++i)
+    if (tl[i]) spans += fmt::format("{}{}: {}", spans.empty() ? "" : "; ", deps[i].name, tl[i]->span());
   r.charts.push_back({"a2a-time", "EP all-to-all time per pool",
                       "Seconds of communication slices in timeline.json per pool (summed over its instances), and the part the step "
-                      "waited for; the timeline records times, not bytes, of the all-to-all",
-                      bar_chart(labels, ds, "seconds over the run", false)});
+                      "waited for (" + spans + "; summary.json's engine figures cover the measured window); the timeline records "
+                      "times, not bytes, of the all-to-all",
+                      bar_chart(labels, ds, "seconds in the timeline", false)});
 }
 
 void unit_cost(Report& r, const std::vector<Dep>& deps) {
