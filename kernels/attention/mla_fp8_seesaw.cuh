@@ -46,9 +46,17 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs_tb_f16(float (&d)[128], cons
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
 }
+// S = Q K^T, one FP16 k-step, write-only accumulator (S's old registers are dead before it).
+__device__ __forceinline__ void wgmma_m64n64k16_ss_f16_w(float (&d)[32], uint64_t da, uint64_t db) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, 0, 1, 1, 0, 0;\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31])
+      : "l"(da), "l"(db));
+}
 // S (+)= Q K^T over column blocks [B0, B1) of a stage, each block waited on its mbarrier (parity
-// par); FP16 k-steps on blocks 0-7, BF16 on the RoPE block 8; the first k-step of block FIRST
-// overwrites S.
+// par); FP16 k-steps on blocks 0-7, BF16 on the RoPE block 8; the first k-step of block FIRST (< 8)
+// overwrites S and does not read it.
 template <int B0, int B1, int FIRST>
 __device__ __forceinline__ void s_gemm(float (&s)[32], uint32_t sq, uint32_t kv, uint64_t* bars, uint32_t par) {
   using namespace sm90;
@@ -60,7 +68,9 @@ __device__ __forceinline__ void s_gemm(float (&s)[32], uint32_t sq, uint32_t kv,
     for (int k4 = 0; k4 < 4; ++k4) {
       const uint32_t off = cb * 8192 + k4 * 32;
       const int acc = (cb != FIRST || k4 > 0) ? 1 : 0;
-      if (cb < 8)
+      if (cb < 8 && !acc)
+        wgmma_m64n64k16_ss_f16_w(s, sw128_desc(sq + off, 16, 1024), sw128_desc(kv + off, 16, 1024));
+      else if (cb < 8)
         wgmma_m64n64k16_ss_f16(s, sw128_desc(sq + off, 16, 1024), sw128_desc(kv + off, 16, 1024), acc);
       else
         wgmma_m64n64k16_ss(s, sw128_desc(sq + off, 16, 1024), sw128_desc(kv + off, 16, 1024), acc);
@@ -162,6 +172,11 @@ __device__ __forceinline__ void fill_store(const ShareH<W, ROPE>& f, uint32_t T,
   if constexpr (ROPE) sm90::mbar_arrive(&bars[8]);
 }
 
+// kEarly (bit mask): which refills have their 16-B loads issued before the release (else right at it):
+// 1 = K0 0-3 at the top of the pair (warpgroup 0), 2 = K1 0-3 + 8 after warpgroup 0's c1 P0 store,
+// 4 = K1 4-7 at the top of the pair (warpgroup 1), 8 = K0 4-8 after warpgroup 1's P1 store. Early loads
+// hide the load latency but hold 36-52 more registers (ptxas spills for 2, 4, 8 at 255 registers).
+template <int kEarly>
 __global__ void __launch_bounds__(256, 1)
     mla_decode_fp8_seesaw_kernel(MqaArgs a, const uint8_t* __restrict__ cache, const int4* __restrict__ work, int pf) {
   using namespace sm90;
@@ -301,8 +316,9 @@ __global__ void __launch_bounds__(256, 1)
         prefetch(j0 + pf);
         prefetch(j1 + pf);
       }
-      ShareH<0, false> fa;  // K0 blocks 0-3 of tile j0+2: loads in flight through softmax 0 and P0 V0L
-      if (next0) fa.load(tile_base(j0 + 2), tile_valid(j0 + 2), tw);
+      ShareH<0, false> fa;  // K0 blocks 0-3 of tile j0+2
+      if (kEarly & 1)
+        if (next0) fa.load(tile_base(j0 + 2), tile_valid(j0 + 2), tw);
       const int valid0 = tile_valid(j0);
       float mxA, mxB, sumA, sumB;
       tile_max_raw(s, valid0, sl2, t4, mxA, mxB);
@@ -325,6 +341,7 @@ __global__ void __launch_bounds__(256, 1)
       wg_wait<0>();
       fence_regs(o);
       if (next0) {
+        if (!(kEarly & 1)) fa.load(tile_base(j0 + 2), tile_valid(j0 + 2), tw);
         named_bar_sync(5, 128);  // P0 V0L done in every warp: K0 0-3 free
         fill_store(fa, kv0, tw, bar);
       }
@@ -337,7 +354,9 @@ __global__ void __launch_bounds__(256, 1)
       store_p(stg0 + 8 * 8192, p, c1A, c1B, true, rA, rB, t4);  // c1 P0 over block 8 (S0 read it)
       fence_proxy_async();
       named_bar_arrive(3, 256);  // c1 P0 ready for warpgroup 1
-      ShareH<0, true> fb;
+      ShareH<0, true> fb;  // K1 blocks 0-3 + 8 of tile j1+2
+      if (kEarly & 2)
+        if (next1) fb.load(tile_base(j1 + 2), tile_valid(j1 + 2), tw);
       scale_o(o, c1A, c1B);
       named_bar_sync(4, 256);  // warpgroup 1 stored P1 and issued c1 P0 V0R
       if (have1) {
@@ -355,7 +374,7 @@ __global__ void __launch_bounds__(256, 1)
         named_bar_arrive(7, 256);  // S0 blocks 0-3 issued: warpgroup 1 may issue S1
         wg_wait<1>();              // P1 V1L done: K1 blocks 0-3 and 8 are free
         if (next1) {
-          fb.load(tile_base(j1 + 2), tile_valid(j1 + 2), tw);
+          if (!(kEarly & 2)) fb.load(tile_base(j1 + 2), tile_valid(j1 + 2), tw);
           named_bar_sync(5, 128);
           fill_store(fb, kv1, tw, bar + 9);
         }
@@ -372,7 +391,9 @@ __global__ void __launch_bounds__(256, 1)
       const int j0 = 2 * i, j1 = j0 + 1;
       const bool have1 = j1 < ntiles, next0 = j0 + 2 < ntiles, next1 = j1 + 2 < ntiles;
       const uint32_t par = i & 1;
-      ShareH<1, false> fc;
+      ShareH<1, false> fc;  // K1 blocks 4-7 of tile j1+2
+      if (kEarly & 4)
+        if (next1) fc.load(tile_base(j1 + 2), tile_valid(j1 + 2), tw);
       named_bar_sync(7, 256);  // S0 of this pair issued first (one arrival per pair)
       if (have1) {  // S1 over K1 blocks 4-7, 0-3, 8
         wg_fence();
@@ -418,7 +439,9 @@ __global__ void __launch_bounds__(256, 1)
         store_p(stg1 + 8 * 8192, p, 1.f, 1.f, false, rA, rB, t4);  // P1 for warpgroup 0's P1 V1L
         fence_proxy_async();
       }
-      ShareH<1, true> fd;
+      ShareH<1, true> fd;  // K0 blocks 4-8 of tile j0+2
+      if (kEarly & 8)
+        if (next0) fd.load(tile_base(j0 + 2), tile_valid(j0 + 2), tw);
       named_bar_sync(3, 256);  // c1 P0 from warpgroup 0
       wg_fence();
       pv_gemm_ss(o, kv0, 1);  // c1 P0 V0R
@@ -427,7 +450,7 @@ __global__ void __launch_bounds__(256, 1)
       if (have1) {
         wg_wait<1>();  // P1 V1R done: K1 blocks 4-7 are free
         if (next1) {
-          fc.load(tile_base(j1 + 2), tile_valid(j1 + 2), tw);
+          if (!(kEarly & 4)) fc.load(tile_base(j1 + 2), tile_valid(j1 + 2), tw);
           named_bar_sync(6, 128);
           fill_store(fc, kv1, tw, bar + 9);
         }
@@ -435,7 +458,7 @@ __global__ void __launch_bounds__(256, 1)
       wg_wait<0>();  // c1 P0 V0R done: K0 blocks 4-8 are free
       fence_regs(o);
       if (next0) {
-        fd.load(tile_base(j0 + 2), tile_valid(j0 + 2), tw);
+        if (!(kEarly & 8)) fd.load(tile_base(j0 + 2), tile_valid(j0 + 2), tw);
         named_bar_sync(6, 128);
         fill_store(fd, kv0, tw, bar);
       }

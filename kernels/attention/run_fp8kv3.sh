@@ -11,6 +11,9 @@
 #  4. ncu (--clock-control none) of vNEW at H=64 512 x 4K (stall reasons, pipes), time permitting;
 #  5. only if the gate passes and time is left: the 702-point mla_decode_fp8kv sweep with vNEW (as run_fp8.sh).
 set -uo pipefail
+# MODE=explore (call 2): instead of steps 1-5, test_mla_fp8 Variant11SeesawSmall under each kEarly mask
+# (SERVESIM_MLA_FP8_EARLY 1 3 5 9 15), then the 12 points with v6, v11 x each mask, v11 at L2 prefetch distances
+# 6 / 8 (SERVESIM_MLA_FP8_PF), 2 reps in reverse order, BF16 once; table per configuration.
 if [ "${1:-}" = carry ]; then
   BUILD=${BUILD:-build-v4f}
   C=build-carry/fp8kv3
@@ -36,6 +39,55 @@ T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
 left() { echo $(( GUARD - $(el) )); }
 CP=${COMPARE_POINTS:-256:128:2048,16:128:65536,512:128:4096,512:64:4096,128:64:32768,64:48:32768,64:32:32768,64:24:32768,64:16:32768,64:12:32768,512:96:4096,1:128:65536}
+if [ "${MODE:-}" = explore ]; then
+{
+  echo "commit $SERVESIM_COMMIT $(date -u +%FT%TZ) guard $GUARD explore"
+  for e in 1 3 5 9 15; do
+    SERVESIM_MLA_FP8_EARLY=$e timeout 60 "$BIN/test_mla_fp8" --gtest_filter=MlaFp8Decode.Variant11SeesawSmall > "$W/test_e$e.log" 2>&1
+    echo "early $e: test exit $? $(grep -cE 'attn-test' "$W/test_e$e.log") checks, max out rel_l2 $(grep -oE 'rel_l2=[0-9.e+-]+' "$W/test_e$e.log" | cut -d= -f2 | sort -g | tail -1)"
+  done
+  CONFS="v6 e1 e3 e5 e9 e15 p6 p8"
+  for rep in 1 2; do
+    [ $rep = 2 ] && CONFS=$(echo $CONFS | tr ' ' '\n' | tac | tr '\n' ' ')
+    for c in $CONFS; do
+      [ "$(left)" -gt 20 ] || { echo "guard: skip $c"; continue; }
+      case $c in
+        v6) env_="" ; v=6 ;;
+        e*) env_="SERVESIM_MLA_FP8_EARLY=${c#e}" ; v=$NEW ;;
+        p*) env_="SERVESIM_MLA_FP8_PF=${c#p}" ; v=$NEW ;;
+      esac
+      env $env_ timeout 100 "$BIN/bench_attn" --out "$W/cmp_${c}_r$rep" --only mla_decode_fp8kv --budget 100 --share-scale 2 --mla-fp8-variant $v \
+        --mla-decode-point "$CP" > "$W/compare_${c}_r$rep.log" 2>&1
+      echo "$c rep $rep exit $? after $(el) s"
+    done
+  done
+  timeout 100 "$BIN/bench_attn" --out "$W/cmp_bf16_r1" --only mla_decode --budget 100 --share-scale 2 --mla-decode-point "$CP" > "$W/compare_bf16_r1.log" 2>&1
+  echo "bf16 exit $? after $(el) s"
+  python3 - "$W" <<'PY'
+import json, sys, glob, os, statistics as st
+W = sys.argv[1]
+t = {}
+for f in glob.glob(os.path.join(W, "cmp_*_r*", "*.json")):
+    c = os.path.basename(os.path.dirname(f)).split("_")[1]
+    for r in json.load(open(f))["rows"]:
+        s = r["shape"]
+        if s.get("mixed"): continue
+        t.setdefault((s["heads"], s["batch"], s["ctx"]), {}).setdefault(c, []).append(r["us_median"])
+confs = ["v6", "e1", "e3", "e5", "e9", "e15", "p6", "p8", "bf16"]
+print("H B L | " + " | ".join(confs) + "  (best of reps, us)")
+for k in sorted(t, key=lambda k: (-k[0], k[1] * k[2])):
+    print(f"{k[0]} {k[1]} {k[2]} | " + " | ".join(f"{min(t[k][c]):.1f}" if c in t[k] else "-" for c in confs))
+for c in confs[1:]:
+    r = [min(t[k]["v6"]) / min(t[k][c]) for k in t if c in t[k] and "v6" in t[k]]
+    m = [min(t[k][c]) for k in t if c in t[k]]
+    if r: print(f"{c}: median time {st.median(m):.1f} us; v6/{c} per point median {st.median(r):.3f} (min {min(r):.3f}, max {max(r):.3f})")
+PY
+  echo "total $(el) s"
+} 2>&1 | tee "$OUT/run.log"
+tar czf "$OUT/cmp.tar.gz" -C "$W" $(cd "$W" && ls -d cmp_* *.log 2>/dev/null)
+rm -rf "$W"
+exit 0
+fi
 {
   echo "commit $SERVESIM_COMMIT $(date -u +%FT%TZ) guard $GUARD new $NEW"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu --format=csv
