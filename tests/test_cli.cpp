@@ -12,6 +12,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <regex>
 
 #include <cstdio>
 #include <filesystem>
@@ -179,6 +180,33 @@ TEST(Cli, StepDefaultsFollowThePhaseAndWrongNamesListTheDeployments) {
   o = sh("step --ops");
   ASSERT_EQ(o.status, 0) << o.text;
   for (const char* s : {"kda_decode", "mla_decode", "moe_experts", "fitted"}) EXPECT_NE(o.text.find(s), std::string::npos) << s;
+  // ... priced as the step prices them (two-batch overlap: per micro-batch), so the rows, with what
+  // the step adds (rest of attention / FFN, exposed all-to-all, LM head + host), add up to the step
+  // time, and the extrapolated rows to the header's extrapolated share (rev25: 47% of the step, and
+  // 2.0% against 4.0%); a decode step and a prefill chunk of the default (overlap on)
+  for (const char* args : {"step --ops --seqs-per-rank 32", "step --ops --phase prefill --seqs-per-rank 2 --tokens 4096"}) {
+    o = sh(args);
+    ASSERT_EQ(o.status, 0) << o.text;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(o.text, m, std::regex(R"(step time\s+([0-9.]+) ms)"))) << o.text;
+    const double step_ms = std::stod(m[1]);
+    ASSERT_TRUE(std::regex_search(o.text, m, std::regex(R"(extrapolated\s+([0-9.]+)% of the step)"))) << o.text;
+    const double extrapolated_pct = std::stod(m[1]);
+    double sum = 0, extra = 0;
+    int n = 0;
+    std::stringstream ss(o.text.substr(o.text.find("layer kind")));
+    std::string line;
+    std::getline(ss, line);  // header
+    const std::regex r(R"(([0-9.]+)\s+([0-9.]+)%\s*(\S*))");  // ms per step, share, answered
+    while (std::getline(ss, line) && line.rfind("  step ", 0) != 0)
+      if (std::regex_search(line, m, r)) {
+        sum += std::stod(m[1]), ++n;
+        if (m[3] == "extrapolated") extra += std::stod(m[2]);
+      }
+    EXPECT_GT(n, 10) << o.text;
+    EXPECT_NEAR(sum, step_ms, 0.0005 * n + 1e-9) << args << "\n" << o.text;
+    EXPECT_NEAR(extra, extrapolated_pct, 0.05 * 4 + 0.05) << args << "\n" << o.text;
+  }
   // a batch no rank can hold is priced with a warning (review: 300 x 32K on K3 printed a throughput
   // silently): the edge is `servesim plan`'s decode rank capacity at 32K (76 sequences at attn TP 8)
   o = sh("plan");

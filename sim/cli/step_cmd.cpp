@@ -13,40 +13,76 @@ namespace servesim::cli {
 namespace {
 
 /// `servesim step --ops`: every op of one layer of each attention and FFN kind on one GPU (DP rank
-/// 0 for attention; the busiest rank for the FFN), with its latency, the layers that run it and
-/// its share of the step. Communication and the LM head are left out (the summary line has them).
-void print_step_ops(const StepCostModel& m, const std::vector<SeqWork>& rank, Phase phase, double rank_tokens, double all_tokens,
-                    double seqs_eff, double step_s) {
+/// 0 for attention; the busiest rank for the FFN), priced as the step prices it: with two-batch
+/// overlap each micro-batch on its own (decode attention: the sequences alternate between two
+/// halves; the FFN: two halves of the tokens), the row the sum over the micro-batches. Then what the
+/// step adds beyond those ops, so that the rows add up to the step (rev25: with overlap the rows
+/// were priced at the whole batch and summed to 47% of the step): the rest of attention and of the
+/// FFN (the attention-TP all-reduces, and with MTP the draft passes), the exposed all-to-all, and
+/// the LM head with host time.
+void print_step_ops(const StepCostModel& m, const PoolSpec& pool, const std::vector<SeqWork>& rank, Phase phase, double rank_tokens,
+                    double all_tokens, double seqs_eff, const StepTime& t) {
   const ModelSpec& model = m.model();
+  const double step_s = t.total_s;
   fmt::print("\n  {:<22}{:<18}{:>7}{:>14}{:>14}{:>9}  {}\n", "layer kind", "op", "layers", "µs per layer", "ms per step", "share", "answered");
-  std::vector<Op> ops;
-  auto rows = [&](const std::string& kind, int layers) {
-    for (const auto& o : ops) {
-      const OpLatency l = m.cost_model().latency(o);
+  auto row = [&](const std::string& kind, const std::string& op, const std::string& layers, const std::string& per_layer, double per_step_s,
+                 const std::string& answered) {
+    fmt::print("  {:<22}{:<18}{:>7}{:>14}{:>14.3f}{:>8.1f}%  {}\n", kind, op, layers, per_layer, per_step_s * 1e3, 100 * per_step_s / step_s, answered);
+  };
+  // one row per op: the sum of its latency over the micro-batches' op lists (the same ops in order)
+  auto rows = [&](const std::string& kind, int layers, const std::vector<std::vector<Op>>& parts, double factor) {
+    double sum = 0;
+    for (size_t i = 0; i < parts.front().size(); ++i) {
+      double sec = 0, outside = 0;
+      Provenance src = static_cast<Provenance>(0);
+      for (const auto& ops : parts) {
+        if (i >= ops.size()) continue;
+        const OpLatency l = m.cost_model().latency(ops[i]);
+        sec += factor * l.seconds, outside += factor * l.outside_s();
+        if (static_cast<int>(l.source) > static_cast<int>(src)) src = l.source;
+      }
       // an op of several kernels of which only some were answered outside the measurements:
       // the share of its time those take
-      std::string answered(to_string(l.source));
-      if (l.source == Provenance::extrapolated && l.outside_s() < l.seconds * (1 - 1e-9))
-        answered += fmt::format(" ({:.0f}% of its time)", 100 * l.outside_s() / l.seconds);
-      fmt::print("  {:<22}{:<18}{:>7}{:>14.1f}{:>14.3f}{:>8.1f}%  {}\n", kind, std::string(to_string(o.kind)), layers, l.seconds * 1e6,
-                 layers * l.seconds * 1e3, 100 * layers * l.seconds / step_s, answered);
+      std::string answered(to_string(src));
+      if (src == Provenance::extrapolated && outside < sec * (1 - 1e-9)) answered += fmt::format(" ({:.0f}% of its time)", 100 * outside / sec);
+      row(kind, std::string(to_string(parts.front()[i].kind)), std::to_string(layers), fmt::format("{:.1f}", sec * 1e6), layers * sec, answered);
+      sum += layers * sec;
     }
+    return sum;
   };
+  const bool tbo = pool.two_batch_overlap;
+  const bool split = phase == Phase::decode && tbo && rank.size() >= 2;  // as StepCostModel::attention_part
+  std::vector<std::vector<SeqWork>> halves;
+  if (split) {
+    halves.resize(2);
+    for (size_t i = 0; i < rank.size(); ++i) halves[i % 2].push_back(rank[i]);
+  } else {
+    halves.push_back(rank);
+  }
+  double attn = 0, ffn = 0;
   for (size_t i = 0; i < model.attention_kinds.size(); ++i) {
     const int n = model.count_attention(static_cast<int>(i));
     if (n == 0) continue;
-    ops.clear();
-    m.attention_ops(static_cast<int>(i), rank, phase, ops);
-    rows(model.attention_kinds[i].name, n);
+    std::vector<std::vector<Op>> parts(halves.size());
+    for (size_t h = 0; h < halves.size(); ++h) m.attention_ops(static_cast<int>(i), halves[h], phase, parts[h]);
+    attn += rows(model.attention_kinds[i].name, n, parts, 1.0);
   }
+  const double mb = tbo && (phase == Phase::prefill || rank.size() >= 2) ? 2.0 : 1.0;  // as StepCostModel::finish
   for (size_t i = 0; i < model.ffn_kinds.size(); ++i) {
     const int n = model.count_ffn(static_cast<int>(i));
     if (n == 0) continue;
-    ops.clear();
-    // at the step's expected busiest/mean load, as the step itself is priced
-    m.ffn_ops(static_cast<int>(i), rank_tokens, all_tokens, ops, m.expert_load(static_cast<int>(i), all_tokens, seqs_eff, -1));
-    rows(model.ffn_kinds[i].name, n);
+    std::vector<std::vector<Op>> parts(1);
+    // at the step's expected busiest/mean load, as the step itself is priced; mb micro-batches of half the tokens
+    m.ffn_ops(static_cast<int>(i), rank_tokens / mb, all_tokens / mb, parts[0], m.expert_load(static_cast<int>(i), all_tokens, seqs_eff, -1));
+    ffn += rows(model.ffn_kinds[i].name, n, parts, mb);
   }
+  const bool mtp = phase == Phase::decode && pool.mtp_draft_tokens > 0;
+  const std::string also = mtp ? " + MTP passes" : "";
+  row("rest of attention", "TP all-reduce" + also, "", "", t.attention_s - attn, "");
+  row("rest of FFN", "TP all-reduce" + also, "", "", t.ffn_s - ffn, "");
+  row("all-to-all", "exposed", "", "", t.comm_s, "");
+  row("other", "LM head + host", "", "", t.other_s, "");
+  fmt::print("  {:<22}{:<18}{:>7}{:>14}{:>14.3f}{:>8.1f}%\n", "step", "", "", "", step_s * 1e3, 100.0);
 }
 
 }  // namespace
@@ -125,8 +161,7 @@ int step(const StepArgs& a) {
              t.host_s * 1e3, pool.cuda_graph ? "CUDA graph" : "eager launches", t.comm_total_s * 1e3, t.comm_s * 1e3);
   const double seqs_eff = u.model.attention_part(u.ranks, decode ? Phase::decode : Phase::prefill).seqs_eff;
   const double rank_computed = static_cast<double>(u.verified * a.seqs_per_rank);  // (with MTP: verified tokens, not made ones)
-  if (a.ops) print_step_ops(u.model, u.ranks.front(), decode ? Phase::decode : Phase::prefill, rank_computed, rank_computed * pool.dp(), seqs_eff,
-                            t.total_s);
+  if (a.ops) print_step_ops(u.model, pool, u.ranks.front(), decode ? Phase::decode : Phase::prefill, rank_computed, rank_computed * pool.dp(), seqs_eff, t);
   return 0;
 }
 
