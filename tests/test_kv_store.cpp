@@ -63,6 +63,8 @@ TEST(KvStore, StaleDemotionDoesNotMoveTheNewerObject) {
   ASSERT_NE(s.find(1), nullptr);
   EXPECT_EQ(s.find(1)->tier, KvStore::Tier::l2);
   EXPECT_EQ(s.find(1)->tokens, 20);
+  EXPECT_DOUBLE_EQ(s.dropped_bytes(), 0);  // the replaced copy was released, not pushed out by capacity
+  EXPECT_DOUBLE_EQ(s.left_bytes(), 80);
   ledger(s);
 }
 

@@ -12,7 +12,9 @@ KvStore::KvStore(TierSpec spec, int nodes, const std::function<std::unique_ptr<E
 double KvStore::bytes_on(Tier t, int node) const { return (t == Tier::l2 ? node2_ : node3_)[static_cast<size_t>(node)]; }
 
 std::vector<KvStore::Demotion> KvStore::put_l2(long long session, long long tokens, double bytes, int node, double t_s) {
-  if (objects_.count(session)) erase(session, true);  // an older copy of the same session is stale
+  // an older copy of the same session is stale: released (it left the store), not dropped, which
+  // counts only what capacity pushed out (rev25: 17 GB of replaced copies read as a too-small L2)
+  if (objects_.count(session)) erase(session, false);
   const size_t n = static_cast<size_t>(node);
   offloaded_ += bytes;
   objects_[session] = Object{session, tokens, bytes, node, Tier::l2, false, ++next_gen_};

@@ -6,7 +6,7 @@
 // recurrent states whole) with the number of history tokens it covers. Invariant (tested): every
 // object is in exactly one of {being offloaded, L2, L3, being loaded back} until it is freed, and
 //   bytes offloaded into the store = bytes held in L2 + L3 + bytes that left the store
-// (loaded back, dropped, or dropped as stale).
+// (loaded back, dropped for room, or released as stale: an older copy a newer offload replaces).
 #pragma once
 #include "scenarios/deployment.hpp"
 #include "sim/kvcache/prefix_cache.hpp"
