@@ -42,11 +42,12 @@ CP=${COMPARE_POINTS:-256:128:2048,16:128:65536,512:128:4096,512:64:4096,128:64:3
 if [ "${MODE:-}" = explore ]; then
 {
   echo "commit $SERVESIM_COMMIT $(date -u +%FT%TZ) guard $GUARD explore"
-  for e in 1 3 5 9 15; do
+  for e in ${TEST_EARLY-1 3 5 9 15}; do
     SERVESIM_MLA_FP8_EARLY=$e timeout 60 "$BIN/test_mla_fp8" --gtest_filter=MlaFp8Decode.Variant11SeesawSmall > "$W/test_e$e.log" 2>&1
     echo "early $e: test exit $? $(grep -cE 'attn-test' "$W/test_e$e.log") checks, max out rel_l2 $(grep -oE 'rel_l2=[0-9.e+-]+' "$W/test_e$e.log" | cut -d= -f2 | sort -g | tail -1)"
   done
-  CONFS="v6 e1 e3 e5 e9 e15 p6 p8"
+  CONFS=${CONFS:-v6 e1 e3 e5 e9 e15 p6 p8}
+  export CONFS
   for rep in 1 2; do
     [ $rep = 2 ] && CONFS=$(echo $CONFS | tr ' ' '\n' | tac | tr '\n' ' ')
     for c in $CONFS; do
@@ -73,7 +74,7 @@ for f in glob.glob(os.path.join(W, "cmp_*_r*", "*.json")):
         s = r["shape"]
         if s.get("mixed"): continue
         t.setdefault((s["heads"], s["batch"], s["ctx"]), {}).setdefault(c, []).append(r["us_median"])
-confs = ["v6", "e1", "e3", "e5", "e9", "e15", "p6", "p8", "bf16"]
+confs = os.environ["CONFS"].split() + ["bf16"]
 print("H B L | " + " | ".join(confs) + "  (best of reps, us)")
 for k in sorted(t, key=lambda k: (-k[0], k[1] * k[2])):
     print(f"{k[0]} {k[1]} {k[2]} | " + " | ".join(f"{min(t[k][c]):.1f}" if c in t[k] else "-" for c in confs))
