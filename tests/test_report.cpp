@@ -305,6 +305,14 @@ TEST(Report, CapacityFolderTablesAndP99AgainstNodes) {
   const auto o = test::sh("report " + d.string() + " --out " + (d / "r.html").string());
   EXPECT_EQ(o.status, 0) << o.text;
   EXPECT_TRUE(fs::exists(d / "r.html"));
+  // nothing found: the answer row says why per configuration (rev25: "within the node bound" for a
+  // search that stopped as latency-bound at 256 nodes)
+  write(d / "capacity.json", R"({"found": false, "deployment": "k3", "configurations": [
+    {"attn_tp": 8, "max_running": 64, "found": false, "why": "attn TP 8: TTFT p99 12.000 s stayed put: bound by one request's latency"},
+    {"attn_tp": 4, "max_running": 64, "found": false, "runs": 9}], "runs": []})");
+  const rp::Report rn = rp::build_report(d.string());
+  EXPECT_EQ(rn.tables[0].rows[1][0],
+            "no: no configuration met the SLO: attn TP 8: TTFT p99 12.000 s stayed put: bound by one request's latency; attn TP 4: not within the node bound");
   fs::remove_all(d);
 }
 

@@ -415,7 +415,16 @@ int capacity(const CapacityArgs& a) {
       if (r.found && (!best || r.nodes < best->r.nodes)) best = Answer{c, r, run.run(c, {r.best}, s.seed)[0]};  // run already, or inferred: run now
     }
     if (!best) {
-      fmt::print("no configuration met the SLO within {} nodes (every run and why: {}/capacity.json)\n", a.max_nodes, out.string());
+      // why, per configuration (rev25: a search stopped as latency-bound at 256 nodes was reported as
+      // nothing met "within 2048 nodes")
+      int bound = 0;
+      for (const auto& c : searched) bound += c.contains("why");
+      const int others = static_cast<int>(searched.size()) - bound;
+      const std::string why = bound > 0 && others == 0 ? "each configuration was bound by one request's latency before the node bound"
+                              : bound > 0 ? fmt::format("{} configuration{} bound by one request's latency, {} not within {} nodes", bound,
+                                                        bound == 1 ? "" : "s", others, a.max_nodes)
+                                          : fmt::format("not within {} nodes", a.max_nodes);
+      fmt::print("no configuration met the SLO: {} (every run and why: {}/capacity.json)\n", why, out.string());
       json pts = json::array();
       for (const Point& p : run.done()) pts.push_back(point_json(p));
       std::ofstream(out / "capacity.json") << json{{"found", false}, {"scenario", s.path}, {"deployment", base.name}, {"asked", asked(a)},

@@ -59,13 +59,21 @@ Report build_capacity_report(const std::string& dir, const ojson& c) {
   Table ans{"Answer (capacity.json)", {{"found", "nodes", "prefill x decode instances", "attn TP", "decode batch limit", "TTFT p99 (s)",
                                          "TPOT p99 (ms)", "requests in the window", "band p10-p90 (nodes)"}}};
   const ojson& b = at(c, {"band"});
-  if (!c.value("found", false))
-    ans.rows.push_back({"no: no configuration met the SLO within the node bound (every run below says why)", "-", "-", "-", "-", "-", "-", "-", "-"});
-  else
+  if (!c.value("found", false)) {
+    // why, from the configurations searched: bound by one request's latency, or not within the node bound
+    std::string why;
+    for (const auto& cf : at(c, {"configurations"}))
+      if (cf.is_object())
+        why += (why.empty() ? "" : "; ") + (cf.contains("why") ? cell(cf["why"]) : std::string("attn TP ") + cell(at(cf, {"attn_tp"})) +
+                                                                                       ": not within the node bound");
+    ans.rows.push_back({"no: no configuration met the SLO" + (why.empty() ? std::string(" (every run below says why)") : ": " + why), "-", "-", "-", "-",
+                        "-", "-", "-", "-"});
+  } else {
     ans.rows.push_back({cell(at(c, {"found"})), cell(at(a, {"nodes"})), cell(at(a, {"prefill_instances"})) + " x " + cell(at(a, {"decode_instances"})),
                       cell(at(a, {"attn_tp"})), cell(at(a, {"max_running"})), cell(at(a, {"ttft_p99_s"})),
                       at(a, {"tpot_p99_s"}).is_number() ? fmt::format("{:.1f}", 1e3 * a["tpot_p99_s"].get<double>()) : "-", cell(at(a, {"arrived"})),
                       cell(at(b, {"nodes_p10"})) + " - " + cell(at(b, {"nodes_p90"}))});
+  }
   r.tables.push_back(std::move(ans));
   const ojson& se = at(c, {"nodes_at_serving_error"});
   if (se.is_object() && se.contains("least")) {
