@@ -106,7 +106,8 @@ TEST(Sweep, PointsTheScenarioRefusesExit2BeforeAnyRun) {
   EXPECT_NE(o.text.find(g.string() + ": point p0001 (seed = 1, deployments.0.prefill.max_batch_tokens = -10): "), std::string::npos) << o.text;
   EXPECT_NE(o.text.find("max_batch_tokens"), std::string::npos) << o.text;
   EXPECT_FALSE(fs::exists(d / "o1" / "points")) << "a point was started";
-  g = write_grid(d, R"({"deployments.0.name": ["ok", "../../evil"]})");
+  g = d / "evil.json";  // (no "only": a grid renaming "only"'s deployment is refused for that first)
+  std::ofstream(g) << "{\"scenario\": \"" << SERVESIM_SOURCE_DIR << "/scenarios/default.json\", \"grid\": {\"deployments.0.name\": [\"ok\", \"../../evil\"]}}\n";
   o = sh("sweep " + g.string() + " --out " + (d / "o2").string());
   EXPECT_EQ(o.status, 2) << o.text;
   EXPECT_NE(o.text.find("point p0001 (deployments.0.name = \"../../evil\"): "), std::string::npos) << o.text;
@@ -122,6 +123,30 @@ TEST(Sweep, PointsTheScenarioRefusesExit2BeforeAnyRun) {
   o = sh("sweep " + g.string() + " --out " + (d / "o3").string());
   EXPECT_EQ(o.status, 2) << o.text;
   EXPECT_NE(o.text.find("grid field \"seed\": value 1 appears twice"), std::string::npos) << o.text;
+  // rev25: a value twice as 2 and 2.0; a layout run refuses (attn TP 8 does not divide EP 7, found at
+  // run time, exit 1); an axis over the deployment "only" leaves out; a grid renaming "only"'s
+  // deployment; an empty "only"
+  g = write_grid(d, R"({"workload.rate_per_s": [2, 2.0]})");
+  o = sh("sweep " + g.string() + " --out " + (d / "o6").string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("grid field \"workload.rate_per_s\": value 2.0 appears twice"), std::string::npos) << o.text;
+  g = write_grid(d, R"({"deployments.0.decode.ep": [32, 7]})");
+  o = sh("sweep " + g.string() + " --out " + (d / "o7").string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("point p0001 (deployments.0.decode.ep = 7): deployments[0].decode.attn_tp: 8 must divide ep = 7"), std::string::npos) << o.text;
+  EXPECT_FALSE(fs::exists(d / "o7" / "points")) << "a point was started";
+  g = write_grid(d, R"({"deployments.1.decode.max_running": [1, 64]})");  // deployments[1] is v4pro-h200; "only" is k3-h200
+  o = sh("sweep " + g.string() + " --out " + (d / "o8").string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("varies deployment \"v4pro-h200\", which \"only\": \"k3-h200\" leaves out"), std::string::npos) << o.text;
+  g = write_grid(d, R"({"deployments.0.name": ["x", "y"]})");
+  o = sh("sweep " + g.string() + " --out " + (d / "o9").string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("point p0000 (deployments.0.name = \"x\"): \"only\": no deployment \"k3-h200\" in this point"), std::string::npos) << o.text;
+  std::ofstream(d / "empty-only.json") << "{\"scenario\": \"" << SERVESIM_SOURCE_DIR << "/scenarios/default.json\", \"only\": \"\", \"grid\": {\"seed\": [1]}}\n";
+  o = sh("sweep " + (d / "empty-only.json").string() + " --out " + (d / "o10").string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("\"only\" is empty"), std::string::npos) << o.text;
   g = write_grid(d, R"({"deployments.00.decode.max_running": [8]})");
   o = sh("sweep " + g.string() + " --out " + (d / "o4").string());
   EXPECT_EQ(o.status, 2) << o.text;
@@ -162,8 +187,10 @@ TEST(Sweep, TableHasOneRowPerPointInGridOrderAndResumes) {
   EXPECT_EQ(slurp(d / "out1" / "results.json"), json);
   // The same points with another "only" (not in point.json) run again: rev25 found the old
   // deployment's rows resumed under the new grid. And a truncated deployment summary re-runs its point.
-  std::string other = slurp(g);
-  other.replace(other.find("\"k3-h200\""), 9, "\"v4pro-h200\"");
+  // (here: "only" left out, so both deployments run; the grid's axis is deployments[0]'s)
+  const std::string with_only = slurp(g);
+  std::string other = with_only;
+  other.erase(other.find("\"only\": \"k3-h200\", "), 19);
   std::ofstream(g) << other;
   {
     std::ofstream trunc(d / "out1" / "points" / "p0001" / "k3-h200" / "summary.json");
@@ -173,11 +200,9 @@ TEST(Sweep, TableHasOneRowPerPointInGridOrderAndResumes) {
   ASSERT_EQ(o4.status, 0) << o4.text;
   EXPECT_NE(o4.text.find("4 to run"), std::string::npos) << o4.text;
   const auto rows4 = lines(slurp(out / "results.csv"));
-  ASSERT_EQ(rows4.size(), 5u);
-  for (size_t i = 1; i < rows4.size(); ++i) EXPECT_NE(rows4[i].find(",ok,v4pro-h200,"), std::string::npos) << rows4[i];
-  std::string back = slurp(g);
-  back.replace(back.find("\"v4pro-h200\""), 12, "\"k3-h200\"");
-  std::ofstream(g) << back;
+  ASSERT_EQ(rows4.size(), 9u);  // header + 4 points x 2 deployments
+  for (size_t i = 1; i < rows4.size(); ++i) EXPECT_NE(rows4[i].find(i % 2 ? ",ok,k3-h200," : ",ok,v4pro-h200,"), std::string::npos) << rows4[i];
+  std::ofstream(g) << with_only;
   const Out o5 = sh("sweep " + g.string() + " --out " + (d / "out1").string() + " --jobs 1");
   ASSERT_EQ(o5.status, 0) << o5.text;
   EXPECT_NE(o5.text.find("1 to run"), std::string::npos) << o5.text;  // p0001, whose k3-h200/summary.json was cut

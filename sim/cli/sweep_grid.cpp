@@ -1,9 +1,12 @@
 // servesim sweep: grid expansion (dotted JSON paths into the base scenario) and the results table.
 #include "sim/cli/sweep_grid.hpp"
+#include "costmodels/feasibility.hpp"
 #include "scenarios/file_names.hpp"
 
 #include "scenarios/json_unique.hpp"
 #include "scenarios/scenario.hpp"
+
+#include <fmt/format.h>
 
 #include <filesystem>
 #include <fstream>
@@ -98,9 +101,11 @@ void read_axes(Grid& g, const ojson& grid, const ojson& base) {
       if (!same_kind(*field, v))
         fail(g.file, std::string("grid field \"").append(path).append("\": value ").append(v.dump()).append(" is ").append(kind(v)).append(", the scenario's is ")
                          .append(kind(*field)).append(" (").append(field->dump()).append(")"));
-    std::set<std::string> seen;  // by the value's JSON text: linear in the axis' length (review)
+    // by the value's JSON text, numbers by their value (rev25: 2 and 2.0 made two identical runs);
+    // linear in the axis' length (review)
+    std::set<std::string> seen;
     for (const auto& v : values)
-      if (!seen.insert(v.dump()).second)
+      if (!seen.insert(v.is_number() ? fmt::format("{}", v.get<double>()) : v.dump()).second)
         fail(g.file, std::string("grid field \"").append(path).append("\": value ").append(v.dump()).append(" appears twice (two points would be the same run)"));
     g.axes.push_back({path, std::vector<ojson>(values.begin(), values.end())});
   }
@@ -177,14 +182,25 @@ const std::vector<std::pair<std::string, std::vector<const char*>>>& metric_keys
 // Every point parsed as `run` will parse it, before any run starts (review, twenty-third session: a
 // bad value, e.g. "workload.requests": [-10] or a deployment name escaping the output folder,
 // surfaced only in each point's run.log, exit 1): the first bad point exits 2 naming the grid file,
-// the point and its values; `check` adds the command's own (policy names). What only a run can find
-// (a deployment that does not fit its GPUs) stays a failed point.
+// the point and its values; `check` adds the command's own (policy names), and the deployments the
+// sweep runs are checked as `run` checks them (layout, node and HBM fit: validate_deployment), so a
+// point `run` would refuse with exit 2 is refused here. What only a simulation finds stays a failed point.
 void check_points(const Grid& g, const std::function<void(const Scenario&)>& check) {
   const std::string base_dir = fs::absolute(g.scenario_file).parent_path().string();
   for (const auto& p : g.points) {
     try {
       const Scenario sc = parse_scenario(p.scenario.dump(), g.scenario_file, base_dir);
       if (check) check(sc);
+      // the deployments this sweep runs, as `run` checks them before simulating (layout, node and
+      // HBM fit: rev25 found "decode.ep": [7] failing at run time, exit 1) and "only" still naming
+      // one of them (a grid that renames it failed every point)
+      bool only_found = g.only.empty();
+      for (size_t i = 0; i < sc.deployments.size(); ++i) {
+        if (!g.only.empty() && sc.deployments[i].name != g.only) continue;
+        only_found = true;
+        validate_deployment(sc.deployments[i], "deployments[" + std::to_string(i) + "]");
+      }
+      if (!only_found) throw std::invalid_argument("\"only\": no deployment \"" + g.only + "\" in this point (does the grid rename it?)");
     } catch (const std::exception& e) {
       std::string values;
       for (size_t k = 0; k < g.axes.size(); ++k) values.append(k ? ", " : "").append(g.axes[k].path).append(" = ").append(p.params[k].dump());
@@ -207,6 +223,7 @@ Grid load_grid(const std::string& path, const std::function<void(const Scenario&
   if (doc.contains("only")) {
     if (!doc["only"].is_string()) fail(path, std::string("\"only\" must be a deployment's name (a string), got ").append(doc["only"].dump()));
     g.only = doc["only"].get<std::string>();
+    if (g.only.empty()) fail(path, "\"only\" is empty: name a deployment, or leave the key out to run every deployment");
   }
   ojson base = read_json(g.scenario_file, path);
   if (!g.only.empty()) {  // a name no deployment has would fail every point (review): refused here
@@ -222,6 +239,17 @@ Grid load_grid(const std::string& path, const std::function<void(const Scenario&
   }
   absolutize(base, fs::absolute(g.scenario_file).parent_path());
   read_axes(g, doc.contains("grid") ? doc["grid"] : ojson(), base);
+  // an axis over a deployment "only" leaves out changes no run (rev25: two identical rows, no word)
+  if (!g.only.empty())
+    for (const auto& a : g.axes) {
+      if (a.path.rfind("deployments.", 0) != 0) continue;
+      const std::string idx = a.path.substr(12, a.path.find('.', 12) == std::string::npos ? std::string::npos : a.path.find('.', 12) - 12);
+      const size_t k = static_cast<size_t>(std::stoul(idx));  // read_axes checked it is an index of the array
+      const ojson& d = base["deployments"][k];
+      if (d.contains("name") && d["name"].is_string() && d["name"].get<std::string>() != g.only)
+        fail(path, std::string("grid field \"").append(a.path).append("\" varies deployment \"").append(d["name"].get<std::string>())
+                       .append("\", which \"only\": \"").append(g.only).append("\" leaves out (the points would be the same run)"));
+    }
   expand(g, base);
   check_points(g, check);
   return g;
