@@ -176,6 +176,8 @@ __device__ __forceinline__ void fill_store(const ShareH<W, ROPE>& f, uint32_t T,
 // 1 = K0 0-3 at the top of the pair (warpgroup 0), 2 = K1 0-3 + 8 after warpgroup 0's c1 P0 store,
 // 4 = K1 4-7 at the top of the pair (warpgroup 1), 8 = K0 4-8 after warpgroup 1's P1 store. Early loads
 // hide the load latency but hold 36-52 more registers (ptxas spills for 2, 4, 8 at 255 registers).
+// 16 = K1 0-3 + 8 loaded right after barrier 4 (through P1 V1L), stored before S0 is issued (all of S0
+// after the refill); 32 = K0 4-8 loaded right after warpgroup 1's K1 4-7 refill (through the rest of c1 P0 V0R).
 template <int kEarly>
 __global__ void __launch_bounds__(256, 1)
     mla_decode_fp8_seesaw_kernel(MqaArgs a, const uint8_t* __restrict__ cache, const int4* __restrict__ work, int pf) {
@@ -359,6 +361,8 @@ __global__ void __launch_bounds__(256, 1)
         if (next1) fb.load(tile_base(j1 + 2), tile_valid(j1 + 2), tw);
       scale_o(o, c1A, c1B);
       named_bar_sync(4, 256);  // warpgroup 1 stored P1 and issued c1 P0 V0R
+      if (kEarly & 16)
+        if (next1) fb.load(tile_base(j1 + 2), tile_valid(j1 + 2), tw);  // in flight through P1 V1L
       if (have1) {
 #pragma unroll
         for (int cb = 0; cb < 4; ++cb) mbar_wait_uniform(&bar[9 + cb], par);
@@ -367,14 +371,26 @@ __global__ void __launch_bounds__(256, 1)
         pv_gemm_ss(o, kv1, 0);  // P1 V1L, P1 from shared memory
         wg_commit();
       }
-      if (next0) {
+      if ((kEarly & 16) && next0) {  // K1 0-3 + 8 refilled before S0 is issued (s dead while fb is held)
+        wg_wait<0>();  // P1 V1L done
+        if (next1) {
+          named_bar_sync(5, 128);
+          fill_store(fb, kv1, tw, bar + 9);
+        }
+        wg_fence();
+        s_gemm<0, 4, 0>(s, sb, kv0, bar, par ^ 1);
+        wg_commit();
+        named_bar_arrive(7, 256);
+        s_gemm<4, 9, 0>(s, sb, kv0, bar, par ^ 1);
+        wg_commit();
+      } else if (next0) {
         wg_fence();
         s_gemm<0, 4, 0>(s, sb, kv0, bar, par ^ 1);
         wg_commit();
         named_bar_arrive(7, 256);  // S0 blocks 0-3 issued: warpgroup 1 may issue S1
         wg_wait<1>();              // P1 V1L done: K1 blocks 0-3 and 8 are free
         if (next1) {
-          if (!(kEarly & 2)) fb.load(tile_base(j1 + 2), tile_valid(j1 + 2), tw);
+          if (!(kEarly & 18)) fb.load(tile_base(j1 + 2), tile_valid(j1 + 2), tw);
           named_bar_sync(5, 128);
           fill_store(fb, kv1, tw, bar + 9);
         }
@@ -455,10 +471,12 @@ __global__ void __launch_bounds__(256, 1)
           fill_store(fc, kv1, tw, bar + 9);
         }
       }
+      if (kEarly & 32)
+        if (next0) fd.load(tile_base(j0 + 2), tile_valid(j0 + 2), tw);  // in flight through the rest of c1 P0 V0R
       wg_wait<0>();  // c1 P0 V0R done: K0 blocks 4-8 are free
       fence_regs(o);
       if (next0) {
-        if (!(kEarly & 8)) fd.load(tile_base(j0 + 2), tile_valid(j0 + 2), tw);
+        if (!(kEarly & 40)) fd.load(tile_base(j0 + 2), tile_valid(j0 + 2), tw);
         named_bar_sync(6, 128);
         fill_store(fd, kv0, tw, bar);
       }
