@@ -247,6 +247,22 @@ TEST(Report, SweepNodesNeededAndThroughputAgainstLoad) {
   fs::remove_all(d);
 }
 
+// Legend labels tell apart axes whose last segments are equal (rev25: a prefill/decode instances
+// sweep read "instances=1, instances=2"): the shortest unique tail of each path.
+TEST(Report, SweepLegendsTellAxesWithTheSameLastSegmentApart) {
+  const fs::path d = scratch("legend");
+  write(d / "results.json", R"({"parameters": [{"path": "deployments.1.prefill.instances", "values": [1, 2]},
+      {"path": "deployments.1.decode.instances", "values": [1, 2]}, {"path": "workload.concurrency", "values": [10, 20]}],
+    "rows": [{"point": "p0000", "deployments.1.prefill.instances": 1, "deployments.1.decode.instances": 2, "workload.concurrency": 10,
+              "status": "ok", "deployment": "x", "output_tokens_per_s_per_gpu": 1.0}]})");
+  write(d / "points/p0000/summary.json", R"({"deployments": [{"deployment": "x"}]})");
+  const auto r = rp::build_report(d.string());
+  const auto* tp = chart(r, "throughput-output");
+  ASSERT_NE(tp, nullptr);
+  EXPECT_EQ(tp->config["data"]["datasets"][0]["label"], "prefill.instances=1, decode.instances=2");
+  fs::remove_all(d);
+}
+
 TEST(Report, NotAnOutputFolderExits2) {
   const fs::path d = scratch("bad");
   const auto o = test::sh("report " + d.string());

@@ -27,6 +27,23 @@ std::string last_segment(const std::string& path) {
 
 std::string text(const ojson& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
+// The shortest tail of `path` (whole dotted segments) that no other of `paths` ends with: a legend
+// label that tells the axes apart (rev25: deployments.1.prefill.instances and .decode.instances both
+// read "instances").
+std::string short_name(const std::string& path, const std::vector<std::string>& paths) {
+  for (size_t k = path.size(); k != std::string::npos && k > 0; k = path.rfind('.', k - 1)) {
+    const std::string tail = k == path.size() ? last_segment(path) : path.substr(path.rfind('.', k - 1) + 1);
+    bool unique = true;
+    for (const auto& o : paths)
+      if (o != path && (o == tail || (o.size() > tail.size() && o.compare(o.size() - tail.size(), tail.size(), tail) == 0 &&
+                                      o[o.size() - tail.size() - 1] == '.')))
+        unique = false;
+    if (unique) return tail;
+    if (k == 0 || path.rfind('.', k - 1) == std::string::npos) break;
+  }
+  return path;
+}
+
 // The axis that sets the load: sessions, arrival rate or request count (in that order of preference).
 std::string load_axis(const ojson& params) {
   for (const char* want : {"concurrency", "sessions", "rate_per_s", "time_scale", "requests"})
@@ -66,7 +83,7 @@ Sweep read_rows(const std::string& dir, const ojson& results) {
     Row r;
     r.row = row;
     if (!s.load.empty() && row.contains(s.load) && row[s.load].is_number()) r.load = row[s.load].get<double>();
-    for (const auto& v : varying) r.series += (r.series.empty() ? "" : ", ") + last_segment(v) + "=" + text(row.value(v, ojson()));
+    for (const auto& v : varying) r.series += (r.series.empty() ? "" : ", ") + short_name(v, varying) + "=" + text(row.value(v, ojson()));
     if (deployments.size() > 1 || r.series.empty()) r.series += (r.series.empty() ? "" : ", ") + text(row.value("deployment", ojson()));
     const std::string id = row.value("point", "");
     if (!is_safe_file_name(id)) throw ReportError(dir + "/results.json: point \"" + id + "\": " + safe_file_name_rule());
