@@ -278,6 +278,22 @@ TEST(Report, NotAnOutputFolderExits2) {
   const auto o3 = test::sh("report " + d.string());
   EXPECT_EQ(o3.status, 2) << o3.text;
   EXPECT_NE(o3.text.find("deployment \"../default/k3-h200\": use letters, digits"), std::string::npos) << o3.text;
+  // two commands' outputs in one folder (rev25: reported as a sweep without a word)
+  write(d / "results.json", R"({"parameters": [], "rows": []})");
+  const auto o4 = test::sh("report " + d.string());
+  EXPECT_EQ(o4.status, 2) << o4.text;
+  EXPECT_NE(o4.text.find("holds results.json and summary.json, the outputs of two commands"), std::string::npos) << o4.text;
+  fs::remove(d / "results.json");
+  fs::remove(d / "summary.json");
+  // a capacity run with figures that are not numbers (rev25: "abc" and -5 nodes were taken silently)
+  write(d / "capacity.json", R"({"found": false, "runs": [{"nodes": 4, "ttft_p99_s": null, "tpot_p99_s": 0.05}, {"nodes": -5, "ttft_p99_s": 1}]})");
+  const auto o5 = test::sh("report " + d.string());
+  EXPECT_EQ(o5.status, 2) << o5.text;
+  EXPECT_NE(o5.text.find("capacity.json: runs[1].nodes: must be a whole number of nodes, at least 1 (got -5)"), std::string::npos) << o5.text;
+  write(d / "capacity.json", R"({"found": false, "runs": [{"nodes": 4, "ttft_p99_s": "abc", "tpot_p99_s": 0.05}]})");
+  const auto o6 = test::sh("report " + d.string());
+  EXPECT_EQ(o6.status, 2) << o6.text;
+  EXPECT_NE(o6.text.find("capacity.json: runs[0].ttft_p99_s: must be seconds (a number >= 0) or null (got \"abc\")"), std::string::npos) << o6.text;
   fs::remove_all(d);
 }
 
@@ -344,6 +360,12 @@ TEST(Report, AnUnreadableRequestsFileIsListedAsLeftOut) {
   EXPECT_EQ(chart(r, "cdf-ttft")->config["data"]["datasets"].size(), 1u);
   EXPECT_TRUE(omitted(r, "TTFT / TPOT / end-to-end CDF lines of b"));
   EXPECT_FALSE(omitted(r, "TTFT / TPOT / end-to-end CDF lines of a"));
+  EXPECT_EQ(chart(r, "cdf-ttft")->caption.find("no requests.csv for b"), std::string::npos);  // it exists: cut, not absent (rev25)
+  // no requests.csv at all (a run with --requests none): listed as left out too, not only in a caption (rev25)
+  fs::remove(d / "b" / "requests.csv");
+  const auto r2 = rp::build_report(d.string());
+  EXPECT_TRUE(omitted(r2, "TTFT / TPOT / end-to-end CDF lines of b"));
+  EXPECT_NE(chart(r2, "cdf-ttft")->caption.find("no lines for b (no requests.csv)"), std::string::npos) << chart(r2, "cdf-ttft")->caption;
   fs::remove_all(d);
 }
 

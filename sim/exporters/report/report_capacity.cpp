@@ -87,6 +87,20 @@ Report build_capacity_report(const std::string& dir, const ojson& c) {
     r.tables.push_back(std::move(t));
   }
   const ojson& runs = at(c, {"runs"});
+  // a run's figures are numbers (a p99 may be null: no finished request); anything else is refused,
+  // naming the field (rev25: "abc" and -5 nodes were taken, and the run left the charts unsaid)
+  if (runs.is_array())
+    for (size_t i = 0; i < runs.size(); ++i) {
+      auto bad = [&](const char* k, const std::string& why) {
+        throw ReportError(dir + "/capacity.json: runs[" + std::to_string(i) + "]." + k + ": " + why + " (got " + at(runs[i], {k}).dump() + ")");
+      };
+      const ojson& n = at(runs[i], {"nodes"});
+      if (!n.is_number_integer() || n.get<long long>() < 1) bad("nodes", "must be a whole number of nodes, at least 1");
+      for (const char* k : {"ttft_p99_s", "tpot_p99_s"}) {
+        const ojson& v = at(runs[i], {k});
+        if (!v.is_null() && (!v.is_number() || v.get<double>() < 0)) bad(k, "must be seconds (a number >= 0) or null");
+      }
+    }
   if (!runs.is_array() || runs.empty()) {
     r.omitted.push_back({"runs", "capacity.json has no \"runs\""});
     return r;

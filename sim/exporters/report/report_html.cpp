@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <string_view>
+#include <vector>
 
 namespace servesim::report {
 
@@ -75,6 +76,13 @@ std::string render_html(const Report& r) {
 Report build_report(const std::string& dir) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(dir)) throw ReportError(dir + ": not a folder");
+  // one command's output per folder: two of these files make the folder's kind a guess (rev25: a
+  // folder with both summary.json and results.json was reported as a sweep without a word)
+  std::vector<std::string> kinds;
+  for (const char* f : {"results.json", "summary.json", "capacity.json"})
+    if (fs::exists(fs::path(dir) / f)) kinds.push_back(f);
+  if (kinds.size() > 1)
+    throw ReportError(dir + ": holds " + kinds[0] + " and " + kinds[1] + ", the outputs of two commands (run, sweep, capacity): report one folder per command");
   if (fs::exists(fs::path(dir) / "results.json")) return build_sweep_report(dir, read_json_file((fs::path(dir) / "results.json").string()));
   if (fs::exists(fs::path(dir) / "summary.json")) return build_run_report(dir, read_json_file((fs::path(dir) / "summary.json").string()));
   if (fs::exists(fs::path(dir) / "capacity.json")) return build_capacity_report(dir, read_json_file((fs::path(dir) / "capacity.json").string()));
