@@ -223,6 +223,12 @@ TEST(Cli, StepDefaultsFollowThePhaseAndWrongNamesListTheDeployments) {
   ASSERT_EQ(o.status, 0) << o.text;
   EXPECT_NE(o.text.find("warning: " + std::to_string(fit + 1) + " sequences of 32768 tokens need"), std::string::npos) << o.text;
   EXPECT_NE(o.text.find(kv_warning), std::string::npos) << o.text;
+  // a context past the model's limit (K3: 1,048,576 tokens, model-facts.md) is priced with a warning (rev25)
+  o = sh("step --context 1048575 --seqs-per-rank 1");
+  EXPECT_EQ(o.text.find("run rejects such requests"), std::string::npos) << o.text;  // 1,048,575 + 1: at the limit
+  o = sh("step --context 1048576 --seqs-per-rank 1");
+  ASSERT_EQ(o.status, 0) << o.text;
+  EXPECT_NE(o.text.find("warning: 1048576 cached + 1 new = 1048577 tokens of context, above kimi-k3's 1048576"), std::string::npos) << o.text;
 }
 
 // One CommandLine parses many argvs (fuzz/fuzz_cli.cpp builds CLI11's table once per campaign):

@@ -133,6 +133,10 @@ int step(const StepArgs& a) {
     fmt::print(stderr, "warning: {} sequences of {} tokens need {} of KV per GPU, the {} pool's GPUs hold {} (servesim plan): "
                "no rank of this deployment runs this batch; priced anyway\n",
                a.seqs_per_rank, context + tokens, gb(kv_need), a.phase, gb(mem.kv_budget));
+  // a context past the model's limit, which `run` rejects (rev25: priced without a word)
+  if (d->model.max_context_tokens > 0 && context + tokens > d->model.max_context_tokens)
+    fmt::print(stderr, "warning: {} cached + {} new = {} tokens of context, above {}'s {} (run rejects such requests): priced anyway\n", context, tokens,
+               context + tokens, d->model.name, d->model.max_context_tokens);
   if (decode && a.seqs_per_rank > pool.max_running)
     fmt::print(stderr, "warning: {} sequences per rank is above the decode pool's max_running {}: priced anyway\n", a.seqs_per_rank, pool.max_running);
   if (!decode && a.seqs_per_rank * tokens > pool.max_batch_tokens)
