@@ -19,9 +19,10 @@
 //   K0 blocks 0-3  by warpgroup 0 after P0 V0L        K1 blocks 0-3 + 8 by warpgroup 0 after P1 V1L
 //   K1 blocks 4-7  by warpgroup 1 after P1 V1R        K0 blocks 4-8     by warpgroup 1 after c1 P0 V0R
 // The 16-B loads of a refill (fp8k::ShareH chunk maps: 8 E4M3 chunks + 2 scale pairs, + 4 RoPE
-// chunks): K0 0-3's at the top of the pair (in flight through softmax 0 and P0 V0L), the other three
-// right at their release (holding them earlier spilled 88-172 B at 255 registers: ptxas, this
-// session); the conversion and st.shared follow the release. Each of the 128 threads then
+// chunks) are issued right at the release by default (kEarly 0); issuing them earlier and holding
+// them in registers (kEarly masks below) was slower in every measured form (fp8kv3 calls 2 and 4:
+// ptxas spills 88-640 B at 255 registers, and even the spill-free mask 1 lost 3-4%); the
+// conversion and st.shared follow the loads. Each of the 128 threads then
 // fences (generic -> async proxy) and arrives on the block's mbarrier (count 128); the S GEMMs
 // wait per block exactly as on the TMA barriers. Rows past the context are written as zeros (no
 // tail zeroing). Thread 0 prefetches the tiles pf ahead into L2 (cp.async.bulk.prefetch).
@@ -172,7 +173,8 @@ __device__ __forceinline__ void fill_store(const ShareH<W, ROPE>& f, uint32_t T,
   if constexpr (ROPE) sm90::mbar_arrive(&bars[8]);
 }
 
-// kEarly (bit mask): which refills have their 16-B loads issued before the release (else right at it):
+// kEarly (bit mask; 0 = the default, mla_fp8_ss.cu): which refills have their 16-B loads issued before
+// the release (else right at it):
 // 1 = K0 0-3 at the top of the pair (warpgroup 0), 2 = K1 0-3 + 8 after warpgroup 0's c1 P0 store,
 // 4 = K1 4-7 at the top of the pair (warpgroup 1), 8 = K0 4-8 after warpgroup 1's P1 store. Early loads
 // hide the load latency but hold 36-52 more registers (ptxas spills for 2, 4, 8 at 255 registers).
