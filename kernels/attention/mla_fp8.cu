@@ -393,7 +393,7 @@ void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& p
   if (plan.nq != a.nq) throw std::invalid_argument("mla_decode_fp8: plan built for another query count");
   if (a.sink) throw std::invalid_argument("mla_decode_fp8: MLA has no attention sink (sink must be null)");
   // L2 prefetch distance in tiles (4; SERVESIM_MLA_FP8_PF overrides it for experiments)
-  // (variant 11: 3 unless overridden -- 2-5% faster than 4 at the 12 reference points, fp8kv3 call 3)
+  // (variant 11: 3 unless overridden -- 2-3% faster than 4 at the 12 reference points, fp8kv3 calls 3 and 5)
   static const int pf_env = [] {
     const char* e = std::getenv("SERVESIM_MLA_FP8_PF");
     return e ? std::max(1, std::atoi(e)) : 0;

@@ -44,7 +44,8 @@ const char* mla_decode_fp8_config();
 /// the kernel of results/mla_decode_fp8kv.json (2.7% faster than 4 over its 702 shapes).
 /// 11 (issue 12, fp8kv3; mla_fp8_seesaw.cuh): variant 6's FP16 GEMMs in the BF16 kernel's seesaw
 /// schedule (two 64-row chains per SM ping-ponged over tile pairs), each 16-bit stage refilled from
-/// the FP8 cache by the warpgroup that released it; NOTES.md has its numbers.
+/// the FP8 cache by the warpgroup that released it. Correct but 0.98x variant 6's speed (same run, 12 points; NOTES.md
+/// "helper fp8kv3"): opt-in only.
 void mla_decode_fp8_set_variant(int v);
 
 /// Host: quantises one token's 576 latent values (512 NoPE + 64 RoPE) into the 656-B layout

@@ -21,7 +21,7 @@
 // The 16-B loads of a refill (fp8k::ShareH chunk maps: 8 E4M3 chunks + 2 scale pairs, + 4 RoPE
 // chunks) are issued right at the release by default (kEarly 0); issuing them earlier and holding
 // them in registers (kEarly masks below) was slower in every measured form (fp8kv3 calls 2 and 4:
-// ptxas spills 88-640 B at 255 registers, and even the spill-free mask 1 lost 3-4%); the
+// ptxas spills 88-640 B at 255 registers, and even the spill-free mask 1 took 1.04x the time); the
 // conversion and st.shared follow the loads. Each of the 128 threads then
 // fences (generic -> async proxy) and arrives on the block's mbarrier (count 128); the S GEMMs
 // wait per block exactly as on the TMA barriers. Rows past the context are written as zeros (no
