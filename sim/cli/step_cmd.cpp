@@ -85,6 +85,27 @@ void print_step_ops(const StepCostModel& m, const PoolSpec& pool, const std::vec
   fmt::print("  {:<22}{:<18}{:>7}{:>14}{:>14.3f}{:>8.1f}%\n", "step", "", "", "", step_s * 1e3, 100.0);
 }
 
+// A batch the deployment could not run is still priced (what-if), with a warning naming the limit
+// it passes: KV per GPU, the pool's batch limits, the model's context.
+void warn_what_if(const DeploymentSpec& d, const PoolSpec& pool, const StepArgs& a, bool decode, long long context, long long tokens) {
+  // (review: `step --seqs-per-rank 300 --context 32768` on K3 printed a throughput no rank reaches)
+  const double kv_need = static_cast<double>(a.seqs_per_rank) * kv_bytes(d.model, context + tokens, pool.attn_tp);
+  const GpuMemoryPlan mem = plan_gpu_memory(d, pool);
+  if (kv_need > mem.kv_budget)
+    fmt::print(stderr, "warning: {} sequences of {} tokens need {} of KV per GPU, the {} pool's GPUs hold {} (servesim plan): "
+               "no rank of this deployment runs this batch; priced anyway\n",
+               a.seqs_per_rank, context + tokens, gb(kv_need), a.phase, gb(mem.kv_budget));
+  // a context past the model's limit, which `run` rejects (rev25: priced without a word)
+  if (d.model.max_context_tokens > 0 && context + tokens > d.model.max_context_tokens)
+    fmt::print(stderr, "warning: {} cached + {} new = {} tokens of context, above {}'s {} (run rejects such requests): priced anyway\n", context, tokens,
+               context + tokens, d.model.name, d.model.max_context_tokens);
+  if (decode && a.seqs_per_rank > pool.max_running)
+    fmt::print(stderr, "warning: {} sequences per rank is above the decode pool's max_running {}: priced anyway\n", a.seqs_per_rank, pool.max_running);
+  if (!decode && a.seqs_per_rank * tokens > pool.max_batch_tokens)
+    fmt::print(stderr, "warning: {} new tokens per rank is above the prefill pool's max_batch_tokens {}: priced anyway\n", a.seqs_per_rank * tokens,
+               pool.max_batch_tokens);
+}
+
 }  // namespace
 
 int step(const StepArgs& a) {
@@ -125,23 +146,7 @@ int step(const StepArgs& a) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 2;
   }
-  // a batch the deployment could not hold is still priced (what-if), with a warning naming the limit
-  // (review: `step --seqs-per-rank 300 --context 32768` on K3 printed a throughput no rank reaches)
-  const double kv_need = static_cast<double>(a.seqs_per_rank) * kv_bytes(d->model, context + tokens, pool.attn_tp);
-  const GpuMemoryPlan mem = plan_gpu_memory(*d, pool);
-  if (kv_need > mem.kv_budget)
-    fmt::print(stderr, "warning: {} sequences of {} tokens need {} of KV per GPU, the {} pool's GPUs hold {} (servesim plan): "
-               "no rank of this deployment runs this batch; priced anyway\n",
-               a.seqs_per_rank, context + tokens, gb(kv_need), a.phase, gb(mem.kv_budget));
-  // a context past the model's limit, which `run` rejects (rev25: priced without a word)
-  if (d->model.max_context_tokens > 0 && context + tokens > d->model.max_context_tokens)
-    fmt::print(stderr, "warning: {} cached + {} new = {} tokens of context, above {}'s {} (run rejects such requests): priced anyway\n", context, tokens,
-               context + tokens, d->model.name, d->model.max_context_tokens);
-  if (decode && a.seqs_per_rank > pool.max_running)
-    fmt::print(stderr, "warning: {} sequences per rank is above the decode pool's max_running {}: priced anyway\n", a.seqs_per_rank, pool.max_running);
-  if (!decode && a.seqs_per_rank * tokens > pool.max_batch_tokens)
-    fmt::print(stderr, "warning: {} new tokens per rank is above the prefill pool's max_batch_tokens {}: priced anyway\n", a.seqs_per_rank * tokens,
-               pool.max_batch_tokens);
+  warn_what_if(*d, pool, a, decode, context, tokens);
   const UniformStep u = uniform_step(*d, cost, decode, a.seqs_per_rank, tokens, context);
   const StepTime& t = u.time;
   const double all_tokens = u.tokens;
