@@ -286,14 +286,24 @@ TEST(Report, NotAnOutputFolderExits2) {
   fs::remove(d / "results.json");
   fs::remove(d / "summary.json");
   // a capacity run with figures that are not numbers (rev25: "abc" and -5 nodes were taken silently)
-  write(d / "capacity.json", R"({"found": false, "runs": [{"nodes": 4, "ttft_p99_s": null, "tpot_p99_s": 0.05}, {"nodes": -5, "ttft_p99_s": 1}]})");
+  write(d / "capacity.json", R"({"found": false, "runs": [{"nodes": 4, "meets_slo": false, "ttft_p99_s": null, "tpot_p99_s": 0.05},
+    {"nodes": -5, "meets_slo": false, "ttft_p99_s": 1}]})");
   const auto o5 = test::sh("report " + d.string());
   EXPECT_EQ(o5.status, 2) << o5.text;
   EXPECT_NE(o5.text.find("capacity.json: runs[1].nodes: must be a whole number of nodes, at least 1 (got -5)"), std::string::npos) << o5.text;
-  write(d / "capacity.json", R"({"found": false, "runs": [{"nodes": 4, "ttft_p99_s": "abc", "tpot_p99_s": 0.05}]})");
+  write(d / "capacity.json", R"({"found": false, "runs": [{"nodes": 4, "meets_slo": false, "ttft_p99_s": "abc", "tpot_p99_s": 0.05}]})");
   const auto o6 = test::sh("report " + d.string());
   EXPECT_EQ(o6.status, 2) << o6.text;
   EXPECT_NE(o6.text.find("capacity.json: runs[0].ttft_p99_s: must be seconds (a number >= 0) or null (got \"abc\")"), std::string::npos) << o6.text;
+  // a verdict that is not a boolean, and "found" likewise (rev25b: the library's bare type error, no file or field)
+  write(d / "capacity.json", R"({"found": false, "runs": [{"nodes": 4, "meets_slo": "yes", "ttft_p99_s": 1, "tpot_p99_s": 0.05}]})");
+  const auto o7 = test::sh("report " + d.string());
+  EXPECT_EQ(o7.status, 2) << o7.text;
+  EXPECT_NE(o7.text.find("capacity.json: runs[0].meets_slo: must be true or false (got \"yes\")"), std::string::npos) << o7.text;
+  write(d / "capacity.json", R"({"found": "no", "runs": []})");
+  const auto o8 = test::sh("report " + d.string());
+  EXPECT_EQ(o8.status, 2) << o8.text;
+  EXPECT_NE(o8.text.find("capacity.json: found: must be true or false (got \"no\")"), std::string::npos) << o8.text;
   fs::remove_all(d);
 }
 
@@ -344,7 +354,8 @@ TEST(Report, CapacityFolderTablesAndP99AgainstNodes) {
     {"attn_tp": 4, "max_running": 64, "found": false, "runs": 9}], "runs": []})");
   const rp::Report rn = rp::build_report(d.string());
   EXPECT_EQ(rn.tables[0].rows[1][0],
-            "no: no configuration met the SLO: attn TP 8: TTFT p99 12.000 s stayed put: bound by one request's latency; attn TP 4: not within the node bound");
+            "no: no configuration met the SLO: attn TP 8: TTFT p99 12.000 s stayed put: bound by one request's latency; attn TP 4, decode batch limit 64: "
+            "not within the node bound");
   fs::remove_all(d);
 }
 

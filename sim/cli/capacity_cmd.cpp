@@ -67,7 +67,8 @@ int set_load(Scenario& s, const CapacityArgs& a) {
 }
 
 // The configurations to search: attention TP × decode batch limit, those whose deployment fits.
-std::vector<Config> configs(const DeploymentSpec& d, const CapacityArgs& a) {
+// Those that do not fit are listed in `skipped` with why (capacity.json's configurations: rev25b).
+std::vector<Config> configs(const DeploymentSpec& d, const CapacityArgs& a, json& skipped) {
   std::vector<Config> out;
   for (int tp : a.attn_tp.empty() ? std::vector<int>{d.decode.attn_tp} : a.attn_tp)
     for (int mr : a.max_running.empty() ? std::vector<int>{d.decode.max_running} : a.max_running) {
@@ -77,6 +78,7 @@ std::vector<Config> configs(const DeploymentSpec& d, const CapacityArgs& a) {
         out.push_back(c);
       } catch (const std::exception& e) {
         fmt::print("skipped {}: {}\n", c.label(), e.what());
+        skipped.push_back({{"attn_tp", tp}, {"max_running", mr}, {"found", false}, {"skipped", true}, {"why", c.label() + ": skipped: " + e.what()}});
       }
     }
   return out;
@@ -387,7 +389,8 @@ int capacity(const CapacityArgs& a) {
     fmt::print(stderr, "error: {}{}\n", a.cost_model.empty() ? "" : "--cost-model: ", e.what());
     return 2;
   }
-  const std::vector<Config> cfgs = configs(base, a);
+  json searched = json::array();  // every configuration: skipped (does not fit) or searched, with its outcome
+  const std::vector<Config> cfgs = configs(base, a, searched);
   if (cfgs.empty()) {
     fmt::print(stderr, "error: --attn-tp / --max-running: no combination fits {} (each is listed above with why)\n", base.name);
     return 2;
@@ -405,7 +408,6 @@ int capacity(const CapacityArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   Runner run(s, base, a, out);
   std::optional<Answer> best;
-  json searched = json::array();
   try {
     const double prior_ctx = a.plan_start && a.sessions > 0 ? prior_context(s, base, a.sessions) : 0;
     for (const Config& c : cfgs) {
@@ -417,13 +419,15 @@ int capacity(const CapacityArgs& a) {
     if (!best) {
       // why, per configuration (rev25: a search stopped as latency-bound at 256 nodes was reported as
       // nothing met "within 2048 nodes")
-      int bound = 0;
-      for (const auto& c : searched) bound += c.contains("why");
-      const int others = static_cast<int>(searched.size()) - bound;
-      const std::string why = bound > 0 && others == 0 ? "each configuration was bound by one request's latency before the node bound"
-                              : bound > 0 ? fmt::format("{} configuration{} bound by one request's latency, {} not within {} nodes", bound,
-                                                        bound == 1 ? "" : "s", others, a.max_nodes)
-                                          : fmt::format("not within {} nodes", a.max_nodes);
+      int bound = 0, skipped = 0, others = 0;
+      for (const auto& c : searched) (c.value("skipped", false) ? skipped : c.contains("why") ? bound : others) += 1;
+      std::vector<std::string> parts;
+      if (bound > 0) parts.push_back(others + skipped == 0 ? std::string("each configuration was bound by one request's latency before the node bound")
+                                                           : fmt::format("{} bound by one request's latency", bound));
+      if (others > 0) parts.push_back(bound + skipped == 0 ? fmt::format("not within {} nodes", a.max_nodes)
+                                                           : fmt::format("{} not within {} nodes", others, a.max_nodes));
+      if (skipped > 0) parts.push_back(fmt::format("{} skipped (does not fit)", skipped));
+      const std::string why = fmt::format("{}", fmt::join(parts, "; "));
       fmt::print("no configuration met the SLO: {} (every run and why: {}/capacity.json)\n", why, out.string());
       json pts = json::array();
       for (const Point& p : run.done()) pts.push_back(point_json(p));

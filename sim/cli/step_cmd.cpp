@@ -7,6 +7,8 @@
 #include "costmodels/memory.hpp"
 #include "costmodels/step_cost.hpp"
 
+#include <cmath>
+
 namespace servesim::cli {
 
 
@@ -24,10 +26,11 @@ void print_step_ops(const StepCostModel& m, const PoolSpec& pool, const std::vec
                     double all_tokens, double seqs_eff, const StepTime& t) {
   const ModelSpec& model = m.model();
   const double step_s = t.total_s;
-  fmt::print("\n  {:<22}{:<18}{:>7}{:>14}{:>14}{:>9}  {}\n", "layer kind", "op", "layers", "µs per layer", "ms per step", "share", "answered");
+  fmt::print("\n  {:<22}{:<27}{:>7}{:>14}{:>14}{:>9}  {}\n", "layer kind", "op", "layers", "µs per layer", "ms per step", "share", "answered");
   auto row = [&](const std::string& kind, const std::string& op, const std::string& layers, const std::string& per_layer, double per_step_s,
                  const std::string& answered) {
-    fmt::print("  {:<22}{:<18}{:>7}{:>14}{:>14.3f}{:>8.1f}%  {}\n", kind, op, layers, per_layer, per_step_s * 1e3, 100 * per_step_s / step_s, answered);
+    if (std::fabs(per_step_s) < 1e-12) per_step_s = 0;  // a residual of rounding, not -0.000
+    fmt::print("  {:<22}{:<27}{:>7}{:>14}{:>14.3f}{:>8.1f}%  {}\n", kind, op, layers, per_layer, per_step_s * 1e3, 100 * per_step_s / step_s, answered);
   };
   // one row per op: the sum of its latency over the micro-batches' op lists (the same ops in order)
   auto rows = [&](const std::string& kind, int layers, const std::vector<std::vector<Op>>& parts, double factor) {
@@ -82,7 +85,7 @@ void print_step_ops(const StepCostModel& m, const PoolSpec& pool, const std::vec
   row("rest of FFN", "TP all-reduce" + also, "", "", t.ffn_s - ffn, "");
   row("all-to-all", "exposed", "", "", t.comm_s, "");
   row("other", "LM head + host", "", "", t.other_s, "");
-  fmt::print("  {:<22}{:<18}{:>7}{:>14}{:>14.3f}{:>8.1f}%\n", "step", "", "", "", step_s * 1e3, 100.0);
+  fmt::print("  {:<22}{:<27}{:>7}{:>14}{:>14.3f}{:>8.1f}%\n", "step", "", "", "", step_s * 1e3, 100.0);
 }
 
 // A batch the deployment could not run is still priced (what-if), with a warning naming the limit

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -88,6 +89,18 @@ void absolutize(ojson& s, const fs::path& base_dir) {
         if (d.is_object() && d.contains(k)) fix(d[k]);
 }
 
+// A value's identity on an axis: numbers by value (2 and 2.0 are one), integers exactly (two seeds
+// above 2^53 stay two: rev25b), other values by their JSON text.
+std::string number_key(const ojson& v) {
+  if (v.is_number_integer()) return v.dump();
+  if (v.is_number_float()) {
+    const double x = v.get<double>();
+    if (std::floor(x) == x && std::fabs(x) <= 9007199254740992.0) return fmt::format("{}", static_cast<long long>(x));
+    return fmt::format("{}", x);
+  }
+  return v.dump();
+}
+
 void read_axes(Grid& g, const ojson& grid, const ojson& base) {
   if (!grid.is_object() || grid.empty()) fail(g.file, "\"grid\" must be a non-empty object of \"field.path\": [values]");
   for (const auto& [path, values] : grid.items()) {
@@ -105,7 +118,7 @@ void read_axes(Grid& g, const ojson& grid, const ojson& base) {
     // linear in the axis' length (review)
     std::set<std::string> seen;
     for (const auto& v : values)
-      if (!seen.insert(v.is_number() ? fmt::format("{}", v.get<double>()) : v.dump()).second)
+      if (!seen.insert(number_key(v)).second)
         fail(g.file, std::string("grid field \"").append(path).append("\": value ").append(v.dump()).append(" appears twice (two points would be the same run)"));
     g.axes.push_back({path, std::vector<ojson>(values.begin(), values.end())});
   }

@@ -85,6 +85,7 @@ void keep_remote(const Grid& g, const fs::path& pts, size_t i, const std::string
   const auto& p = g.points[i];
   const fs::path dir = pts / p.id;
   if (point_done(dir, p, g.only) && slurp_file(dir / "summary.json") == summary) return;  // a shared filesystem
+  fs::remove_all(dir);  // an earlier run's files (a cut deployment summary would fail point_done at every resume: rev25b)
   fs::create_directories(dir);
   std::ofstream(dir / "point.json") << p.scenario.dump(2) << "\n";
   std::ofstream(dir / "summary.json", std::ios::binary) << summary;

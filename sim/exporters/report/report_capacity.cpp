@@ -59,13 +59,15 @@ Report build_capacity_report(const std::string& dir, const ojson& c) {
   Table ans{"Answer (capacity.json)", {{"found", "nodes", "prefill x decode instances", "attn TP", "decode batch limit", "TTFT p99 (s)",
                                          "TPOT p99 (ms)", "requests in the window", "band p10-p90 (nodes)"}}};
   const ojson& b = at(c, {"band"});
+  if (!at(c, {"found"}).is_boolean()) throw ReportError(dir + "/capacity.json: found: must be true or false (got " + at(c, {"found"}).dump() + ")");
   if (!c.value("found", false)) {
     // why, from the configurations searched: bound by one request's latency, or not within the node bound
     std::string why;
     for (const auto& cf : at(c, {"configurations"}))
       if (cf.is_object())
-        why += (why.empty() ? "" : "; ") + (cf.contains("why") ? cell(cf["why"]) : std::string("attn TP ") + cell(at(cf, {"attn_tp"})) +
-                                                                                       ": not within the node bound");
+        why += (why.empty() ? "" : "; ") + (cf.contains("why") ? cell(cf["why"])
+                                                               : "attn TP " + cell(at(cf, {"attn_tp"})) + ", decode batch limit " +
+                                                                     cell(at(cf, {"max_running"})) + ": not within the node bound");
     ans.rows.push_back({"no: no configuration met the SLO" + (why.empty() ? std::string(" (every run below says why)") : ": " + why), "-", "-", "-", "-",
                         "-", "-", "-", "-"});
   } else {
@@ -94,6 +96,7 @@ Report build_capacity_report(const std::string& dir, const ojson& c) {
       auto bad = [&](const char* k, const std::string& why) {
         throw ReportError(dir + "/capacity.json: runs[" + std::to_string(i) + "]." + k + ": " + why + " (got " + at(runs[i], {k}).dump() + ")");
       };
+      if (!at(runs[i], {"meets_slo"}).is_boolean()) bad("meets_slo", "must be true or false");
       const ojson& n = at(runs[i], {"nodes"});
       if (!n.is_number_integer() || n.get<long long>() < 1) bad("nodes", "must be a whole number of nodes, at least 1");
       for (const char* k : {"ttft_p99_s", "tpot_p99_s"}) {

@@ -97,6 +97,9 @@ Sweep read_rows(const std::string& dir, const ojson& results) {
     }
     for (const auto& d : at(summaries[id], {"deployments"}))
       if (text(d.value("deployment", ojson())) == text(row.value("deployment", ojson()))) r.dep = d;
+    if (r.dep.is_null() && row.value("status", "") == "ok")  // (rev25b: a summary without the row's deployment was skipped)
+      throw ReportError((fs::path(dir) / "points" / id / "summary.json").string() + ": no deployment \"" + text(row.value("deployment", ojson())) +
+                        "\", but results.json lists it for point " + id + " as ok");
     r.model = text(at(r.dep, {"model"}));
     r.hardware = text(at(r.dep, {"hardware"}));
     if (std::find(s.series.begin(), s.series.end(), r.series) == s.series.end()) s.series.push_back(r.series);
