@@ -255,6 +255,17 @@ def check_deployment(ddir, dsum, dep, horizon):
                     nbytes[e["tid"]] += e["args"]["bytes"]
             if n[4] != t["offloads"] - t["offloads_in_flight_at_end"]:
                 bad.append(f"KV tiers: {n[4]} offload slices, summary {t['offloads']} offloads - {t['offloads_in_flight_at_end']} in flight")
+            # a finished load-back has a slice on its tier's track: requests.csv rows with load_end_s
+            # set, by load_tier (rev25b: an upper bound alone missed a dropped slice)
+            rows_csv = os.path.join(ddir, "requests.csv")
+            if os.path.exists(rows_csv):
+                done = {2: 0, 3: 0}
+                for row in csv.DictReader(open(rows_csv)):
+                    if row["load_end_s"] and row["load_tier"] in ("2", "3"):
+                        done[int(row["load_tier"])] += 1
+                for tier in (2, 3):
+                    if n[tier] != done[tier]:
+                        bad.append(f"KV tiers: {n[tier]} load-back slices from L{tier}, requests.csv has {done[tier]} finished loads from L{tier}")
             for tid, count, by in ((2, "loads_from_L2", "bytes_loaded_from_L2"), (3, "loads_from_L3", "bytes_loaded_from_L3"),
                                    (4, "offloads", "bytes_offload_copies_started"), (5, None, "bytes_demoted_L2_to_L3")):
                 if count and n[tid] > t[count]:
@@ -301,19 +312,23 @@ def self_test(o1, dsum, dep, horizon, tiers_only=False):
         json.dump(tl, open(os.path.join(tmp, "timeline.json"), "w"))
         return tmp
 
-    def offload_slice_dropped():
-        tmp = ddir + ".nooffload"
+    def offload_slice_dropped(tid=4):
+        tmp = ddir + f".nomove{tid}"
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(ddir, tmp)
         tl = json.load(open(os.path.join(tmp, "timeline.json")))
         ev = tl["traceEvents"]
-        b = next(e for e in ev if e.get("cat") == "kv-tier" and e["tid"] == 4)
+        b = next(e for e in ev if e.get("cat") == "kv-tier" and e["tid"] == tid)
         tl["traceEvents"] = [e for e in ev if not (e.get("cat") == "kv-tier" and e["id"] == b["id"])]
         json.dump(tl, open(os.path.join(tmp, "timeline.json"), "w"))
         return tmp
 
     if tiers_only:
-        return [] if check_deployment(offload_slice_dropped(), dsum, dep, horizon) else ["an offload missing from the timeline"]
+        missed = [] if check_deployment(offload_slice_dropped(), dsum, dep, horizon) else ["an offload missing from the timeline"]
+        tl = json.load(open(os.path.join(ddir, "timeline.json")))["traceEvents"]
+        if any(e.get("cat") == "kv-tier" and e["tid"] == 2 for e in tl) and not check_deployment(offload_slice_dropped(2), dsum, dep, horizon):
+            missed.append("a load-back missing from the timeline")
+        return missed
     i = rows.index(done[0])
     plants = {
         "a row dropped": (with_rows(lambda rs: rs.pop(i)), dsum),
@@ -437,7 +452,7 @@ def main():
                 if missed:
                     problems.append(f"self-test: the checker missed planted faults: {missed}")
                 else:
-                    print("[efuzz] self-test: a dropped KV-tier offload slice was caught", flush=True)
+                    print("[efuzz] self-test: a dropped KV-tier offload slice (and load-back slice, where the run has one) was caught", flush=True)
         if problems:
             findings += 1
             keep = os.path.join(a.work, "findings", f"{sc['name']}.json")

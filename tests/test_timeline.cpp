@@ -7,6 +7,7 @@
 #include "sim/exporters/writers.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -123,7 +124,7 @@ TEST(Timeline, KvTierMovesAreSlicesMatchingTheSummaryAndTheRequests) {
   scn["horizon_s"] = 60;
   scn["deployments"][0]["kv_tiers"] = {{"enabled", true}, {"host_gb_per_node", 20}};
   scn["deployments"][1]["kv_tiers"] = {{"enabled", true}, {"host_gb_per_node", 2}};
-  const fs::path dir = fs::temp_directory_path() / "servesim_timeline_tiers";
+  const fs::path dir = fs::temp_directory_path() / ("servesim_timeline_tiers_" + std::to_string(::getpid()));  // (rev25b: concurrent test runs)
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "s.json") << scn.dump();

@@ -198,8 +198,9 @@ void tiers_json(const RunReport& r, nlohmann::json& j) {
                    {"token_hit_rate", {{"L1_gpu", share(s.tokens_l1)}, {"L2_host", share(s.tokens_l2)}, {"L3_storage", share(s.tokens_l3)},
                                        {"note", "shares of the prompt tokens of the requests that arrived in the window and were admitted to prefill "
                                                 "(their prefill finished or not), so they need not add up to prefix_cache.token_hit_rate, whose denominator is "
-                                                "the prompts whose prefill finished; bytes_loaded_from_L2/L3 count a load when it starts (in "
-                                                "flight at the end included), tokens and bytes_left_store when it ends"}}},
+                                                "the prompts whose prefill finished; the counts and bytes below cover the whole run, warm-up included; "
+                                                "bytes_loaded_from_L2/L3 count a load when it starts (in flight at the end included), tokens and "
+                                                "bytes_left_store when it ends"}}},
                    {"offloads", t.offloads},
                    {"offloads_in_flight_at_end", t.offloads_in_flight},
                    {"loads_from_L2", t.loads_l2},
