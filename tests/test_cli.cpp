@@ -8,6 +8,7 @@
 #include "sim/cli/args.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <deque>
 #include <limits>
@@ -61,6 +62,23 @@ TEST(Cli, MalformedTraceLineStopsBeforeRunningAndNamesIt) {
   EXPECT_EQ(o.status, 2);
   EXPECT_NE(o.text.find("t.jsonl:2: \"output_length\" must be ≥ 1, got -3"), std::string::npos) << o.text;
   EXPECT_FALSE(fs::exists(dir / "out" / "flash" / "summary.json"));
+}
+
+// --trace replays a Mooncake file at its own 512-token blocks whatever block size the scenario's
+// synthetic or agent workload uses (rev25d: block_tokens 16 refused every real row as malformed).
+TEST(Cli, TraceOverrideUsesMooncakes512TokenBlocks) {
+  const fs::path dir = tmp("trace512");
+  fs::create_directories(dir);
+  auto scn = nlohmann::json::parse(slurp(test::data("tests/data/small.json")));
+  scn["workload"]["block_tokens"] = 16;
+  std::ofstream(dir / "s.json") << scn.dump();
+  // 1,000 prompt tokens: ceil(1000 / 512) = 2 hash ids (at 16-token blocks it would need 63)
+  std::ofstream(dir / "t.jsonl") << "{\"timestamp\": 0, \"input_length\": 1000, \"output_length\": 3, \"hash_ids\": [1, 2]}\n"
+                                 << "{\"timestamp\": 10, \"input_length\": 1000, \"output_length\": 3, \"hash_ids\": [1, 3]}\n";
+  const Out o = sh("run " + (dir / "s.json").string() + " --trace " + (dir / "t.jsonl").string() + " --quiet --out " + (dir / "out").string());
+  ASSERT_EQ(o.status, 0) << o.text;
+  const auto j = nlohmann::json::parse(slurp(dir / "out" / "flash" / "summary.json"));
+  EXPECT_EQ(j["requests"]["completed"], 2);
 }
 
 TEST(Cli, BadScenarioExitsWithStatus2) {

@@ -395,8 +395,9 @@ TEST(Validate, ServingErrorByRegimeIsTheRowsRange) {
   ASSERT_GT(d33, 0);
   const fs::path dir = tmp("regimes");
   auto r = [](const char* phase, int seqs, double published, const char* more) {
-    return fmt::format(R"({{"metric": "{} {} {}", "unit": "tok/s", "published": {:.17g}, "phase": "{}", "seqs_per_rank": {}, "context": {}{}, "expected_fail": "x"}})",
-                       phase, seqs, published, published, phase, seqs, std::string(phase) == "decode" ? 2000 : 0, more);
+    return fmt::format(R"({{"metric": "{} {} {}", "unit": "{} tok/s per node", "published": {:.17g}, "phase": "{}", "seqs_per_rank": {}, "context": {}{}, "expected_fail": "x"}})",
+                       phase, seqs, published, std::string(phase) == "decode" ? "output" : "input", published, phase, seqs,
+                       std::string(phase) == "decode" ? 2000 : 0, more);
   };
   write_step_case(dir, r("prefill", 4, p / 1.25, R"(, "tokens": 1024)") + "," + r("prefill", 4, p / 0.9, R"(, "tokens": 1024)") + "," +
                            r("decode", 256, d256 / 1.05, "") + "," + r("decode", 33, d33 / 0.97, "") + "," + r("decode", 32, d32 / 0.9, "") + "," +
@@ -416,5 +417,40 @@ TEST(Validate, ServingErrorByRegimeIsTheRowsRange) {
   range("decode > 32 seq/rank", -3.0, 5.0, 2);
   range("decode <= 32 seq/rank", -20.0, -10.0, 2);
   EXPECT_EQ(o.text.find("one)"), std::string::npos) << o.text;
+  fs::remove_all(dir);
+}
+
+// Rows that cannot check what they say are refused, exit 2 naming the field (rev25d): a step row
+// whose unit is not the per-node throughput it simulates, a published value <= 0 (its error led the
+// regime summary capacity reuses), a relative bound of 100% or more (1e308 printed ±inf% and passed
+// everything), two case files of one name (a copy beside the original ran every row twice); and a
+// top-level field is named "file: field", not "file.field".
+TEST(Validate, RowsThatCannotCheckWhatTheySayAreRefused) {
+  const fs::path dir = tmp("refused");
+  const std::string row = R"({"metric": "m", "unit": "output tok/s per node", "published": 1000, "phase": "decode", "seqs_per_rank": 8, "context": 100)";
+  write_step_case(dir, row + "}");
+  ASSERT_EQ(sh("validate --dir " + dir.string()).status, 1) << "the well-formed row runs (and misses its bound)";
+  write_step_case(dir, R"({"metric": "m", "unit": "ms", "published": 1000, "phase": "decode", "seqs_per_rank": 8, "context": 100})");
+  Out o = sh("validate --dir " + dir.string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("case.json: rows[0].unit: a decode row compares \"output tok/s per node\", got \"ms\""), std::string::npos) << o.text;
+  write_step_case(dir, R"({"metric": "m", "unit": "output tok/s per node", "published": -22282, "phase": "decode", "seqs_per_rank": 8, "context": 100})");
+  o = sh("validate --dir " + dir.string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("case.json: rows[0].published: must be > 0"), std::string::npos) << o.text;
+  write_step_case(dir, row + R"(, "bound": {"relative": 1e308}})");
+  o = sh("validate --dir " + dir.string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("case.json: rows[0].bound.relative: must be below 1"), std::string::npos) << o.text;
+  write_step_case(dir, row + "}");
+  fs::copy_file(dir / "case.json", dir / "copy.json");
+  o = sh("validate --dir " + dir.string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("copy.json: name \"t\" is also the name of"), std::string::npos) << o.text;
+  fs::remove(dir / "copy.json");
+  std::ofstream(dir / "case.json") << R"({"name": "t", "kind": 5})";
+  o = sh("validate --dir " + dir.string());
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("case.json: kind: expected a string, got 5"), std::string::npos) << o.text;
   fs::remove_all(dir);
 }

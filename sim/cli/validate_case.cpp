@@ -32,18 +32,27 @@ Verdict Row::verdict() const {
 
 namespace {
 
+// "file.json:" + key reads "file.json: key"; "file.json: rows[2]" + key reads "file.json: rows[2].key"
+// (rev25d: top-level fields read "file.json.kind")
+std::string sub(const std::string& where, const std::string& key) { return where + (!where.empty() && where.back() == ':' ? " " : ".") + key; }
+std::string colon(const std::string& where) { return !where.empty() && where.back() == ':' ? where : where + ":"; }
+
 const json& field(const json& j, const std::string& key, const std::string& where) {
-  if (!j.is_object() || !j.contains(key)) throw CaseError(where + ": missing \"" + key + "\"");
+  if (!j.is_object() || !j.contains(key)) throw CaseError(colon(where) + " missing \"" + key + "\"");
   return j.at(key);
 }
 
 Bound read_bound(const json& j, const std::string& where) {
   if (!j.is_object() || j.size() != 1 || !(j.contains("relative") || j.contains("absolute")))
-    throw CaseError(where + ": \"bound\" must be {\"relative\": fraction} or {\"absolute\": value}");
+    throw CaseError(colon(where) + " \"bound\" must be {\"relative\": fraction} or {\"absolute\": value}");
   Bound b;
   b.relative = j.contains("relative");
-  b.value = num(j, b.relative ? "relative" : "absolute", where + ".bound");
-  if (b.value < 0) throw CaseError(where + ".bound: must be ≥ 0");
+  b.value = num(j, b.relative ? "relative" : "absolute", sub(where, "bound"));
+  if (b.value < 0) throw CaseError(sub(where, "bound") + ": must be ≥ 0");
+  // a relative bound of 100% or more passes any result within a factor of two of the figure or beyond
+  // (rev25d: 1e308 printed ±inf% and passed every row): a check that cannot fail is refused
+  if (b.relative && b.value >= 1) throw CaseError(sub(where, "bound.relative") + ": must be below 1 (a fraction: 0.1 = ±10%), got " + std::to_string(b.value));
+  if (!std::isfinite(b.value)) throw CaseError(sub(where, "bound") + ": must be finite");
   return b;
 }
 
@@ -51,19 +60,19 @@ Bound read_bound(const json& j, const std::string& where) {
 
 double num(const json& j, const std::string& key, const std::string& where) {
   const json& v = field(j, key, where);
-  if (!v.is_number() || !std::isfinite(v.get<double>())) throw CaseError(where + "." + key + ": expected a finite number, got " + v.dump());
+  if (!v.is_number() || !std::isfinite(v.get<double>())) throw CaseError(sub(where, key) + ": expected a finite number, got " + v.dump());
   return v.get<double>();
 }
 
 long long integer(const json& j, const std::string& key, const std::string& where) {
   const json& v = field(j, key, where);
-  if (!v.is_number_integer()) throw CaseError(where + "." + key + ": expected an integer, got " + v.dump());
+  if (!v.is_number_integer()) throw CaseError(sub(where, key) + ": expected an integer, got " + v.dump());
   return v.get<long long>();
 }
 
 std::string str(const json& j, const std::string& key, const std::string& where) {
   const json& v = field(j, key, where);
-  if (!v.is_string()) throw CaseError(where + "." + key + ": expected a string, got " + v.dump());
+  if (!v.is_string()) throw CaseError(sub(where, key) + ": expected a string, got " + v.dump());
   return v.get<std::string>();
 }
 
@@ -83,14 +92,18 @@ Case load_case(const std::string& path) {
   } catch (const json::exception& e) {  // parse_error, and out_of_range 406 (a number beyond double range)
     throw CaseError(path + ": not valid JSON: " + e.what());
   }
-  c.name = str(c.j, "name", path);
-  c.kind = str(c.j, "kind", path);
-  c.source = str(c.j, "source", path);
-  str(c.j, "deployment", path);  // what the measured deployment did: required, for the reader
-  c.bound = read_bound(field(c.j, "bound", path), path);
-  if (c.j.contains("expected_fail_reason")) c.expected_fail_reason = str(c.j, "expected_fail_reason", path);
-  if (c.j.contains("quick")) c.quick = field(c.j, "quick", path).get<bool>();
-  if (!field(c.j, "rows", path).is_array() || c.j["rows"].empty()) throw CaseError(path + ": \"rows\" must be a non-empty array");
+  const std::string top = path + ":";
+  c.name = str(c.j, "name", top);
+  c.kind = str(c.j, "kind", top);
+  c.source = str(c.j, "source", top);
+  str(c.j, "deployment", top);  // what the measured deployment did: required, for the reader
+  c.bound = read_bound(field(c.j, "bound", top), top);
+  if (c.j.contains("expected_fail_reason")) c.expected_fail_reason = str(c.j, "expected_fail_reason", top);
+  if (c.j.contains("quick")) {
+    if (!c.j.at("quick").is_boolean()) throw CaseError(top + " quick: expected true or false, got " + c.j.at("quick").dump());
+    c.quick = c.j.at("quick").get<bool>();
+  }
+  if (!field(c.j, "rows", top).is_array() || c.j["rows"].empty()) throw CaseError(path + ": \"rows\" must be a non-empty array");
   return c;
 }
 
@@ -119,7 +132,9 @@ std::vector<RowSpec> selected_rows(const Case& c, bool quick) {
     s.row.metric = str(r, "metric", where);
     s.row.unit = str(r, "unit", where);
     s.row.published = num(r, "published", where);
-    if (s.row.published == 0) throw CaseError(where + ".published: must not be 0 (the error is simulated/published − 1)");
+    // every compared quantity is positive (throughput, time, bandwidth, counts): rev25d found -5 taken,
+    // its error -1316457% leading the regime summary capacity reuses
+    if (!(s.row.published > 0)) throw CaseError(where + ".published: must be > 0 (the error is simulated/published − 1), got " + r.at("published").dump());
     s.row.bound = r.contains("bound") ? read_bound(r.at("bound"), where) : c.bound;
     if (r.contains("expected_fail")) {
       const json& x = r.at("expected_fail");

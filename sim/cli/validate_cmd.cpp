@@ -8,6 +8,7 @@
 
 #include "scenarios/scenario.hpp"
 
+#include <map>
 #include <fmt/format.h>
 
 #include <chrono>
@@ -42,8 +43,10 @@ int validate(const ValidateArgs& a) {
   std::vector<Row> rows;
   std::vector<std::string> sources;
   try {
+    std::map<std::string, std::string> names;  // case name -> file: a copy beside the original ran twice (rev25d)
     for (const auto& f : case_files(dir)) {
       const Case c = load_case(f);
+      if (!names.emplace(c.name, f).second) throw CaseError(f + ": name \"" + c.name + "\" is also the name of " + names[c.name] + " (each case once)");
       auto r = evaluate(c, a.quick);
       if (!r.empty()) sources.push_back(fmt::format("{}: {}", c.name, c.source));
       rows.insert(rows.end(), r.begin(), r.end());

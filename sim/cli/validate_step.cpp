@@ -116,11 +116,18 @@ std::vector<Row> eval_step_throughput(const Case& c, bool quick) {
     const long long tokens = decode ? 1 : integer(*r.j, "tokens", r.where);
     const long long context = integer(*r.j, "context", r.where);
     if (seqs < 1 || seqs > (1 << 20) || tokens < 1 || tokens > kMaxTokens || context < 0 || context > kMaxTokens || seqs * tokens > kMaxTokens)
-      throw CaseError(r.where + ": seqs_per_rank 1-2^20, tokens 1-2^40, context 0-2^40, at most 2^40 tokens per rank");
+    {
+      const char* f = seqs < 1 || seqs > (1 << 20) ? "seqs_per_rank" : tokens < 1 || tokens > kMaxTokens ? "tokens" : context < 0 || context > kMaxTokens ? "context" : "seqs_per_rank";
+      throw CaseError(r.where + "." + f + ": seqs_per_rank 1-2^20, tokens 1-2^40, context 0-2^40, at most 2^40 tokens per rank (seqs_per_rank " +
+                      std::to_string(seqs) + ", tokens " + std::to_string(tokens) + ", context " + std::to_string(context) + ")");
+    }
     const DeploymentSpec dr = with_row_settings(d, *r.j, decode, r.where);
     const double simulated = uniform_step(dr, cost, decode, seqs, tokens, context).tokens_per_s_per_node();
     if (!r.j->contains("baseline")) {
       if (r.row.unit == "ratio") throw CaseError(r.where + ".baseline: a ratio row needs a baseline (the settings of the step it is divided by)");
+      // what is simulated is per-node throughput of the phase (rev25d: any unit was taken, "ms" too)
+      const char* want = decode ? "output tok/s per node" : "input tok/s per node";
+      if (r.row.unit != want) throw CaseError(r.where + ".unit: a " + phase + " row compares \"" + want + "\", got \"" + r.row.unit + "\"");
       r.row.simulated = simulated;
       r.row.regime = regime_of(decode, seqs);
       out.push_back(r.row);

@@ -72,6 +72,10 @@ std::vector<Row> eval_trace_statistics(const Case& c, bool quick) {
         }
       }
     }
+    // each statistic in its own unit (rev25d: any unit was taken)
+    static const std::map<std::string, std::string> unit_of = {{"requests", "requests"}, {"avg_input", "tokens"}, {"avg_output", "tokens"}, {"block_reuse", "%"}};
+    if (unit_of.count(stat) && unit_of.at(stat) != r.row.unit)
+      throw CaseError(r.where + ".unit: statistic " + stat + " is in \"" + unit_of.at(stat) + "\", got \"" + r.row.unit + "\"");
     const auto& s = cache[key];
     if (!s) r.row.skipped = "trace not found (" + path + ")";
     else if (stat == "requests") r.row.simulated = s->requests;
