@@ -210,6 +210,17 @@ TEST(Azure, MalformedRowsNameFileAndLineOrAreSkippedAndCounted) {
   EXPECT_NE(err("2023-11-16 18:17:02.0,12,3\n").find("azb.csv:3: time goes backwards"), std::string::npos);
   EXPECT_NE(error_of<CsvRequestReader>(CsvRequestReader::Format::azure, write_tmp("azh.csv", "time,a,b\n"), 1.0, 0LL, false).find("azh.csv:1: header"),
             std::string::npos);
+  // rev25d: impossible dates and times were normalised (Nov 31 -> Dec 1, "18:18:-5.0" -> 18:17:55), and
+  // a header that only begins like Azure's was taken
+  for (const char* t : {"2023-11-31 18:17:05.0", "2023-11-16 18:18:-5.0", "2023-11-16 19:-1:00.0", "2023-11-16 18:17:60.5", "2023-02-29 18:17:05.0",
+                        "2023-11-16 24:00:00.0"})
+    EXPECT_NE(err(std::string(t) + ",12,3\n").find("azb.csv:3: column TIMESTAMP: expected \"YYYY-MM-DD HH:MM:SS.fff\", got \"" + std::string(t) + "\""),
+              std::string::npos)
+        << t;
+  EXPECT_EQ(err("2024-02-29 18:17:05.0,12,3\n"), "");  // a leap day
+  EXPECT_NE(error_of<CsvRequestReader>(CsvRequestReader::Format::azure, write_tmp("azh2.csv", "TIMESTAMP,ContextTokens,GeneratedTokensXYZ\n" + ok), 1.0, 0LL, false)
+                .find("azh2.csv:1: header \"TIMESTAMP,ContextTokens,GeneratedTokensXYZ\" is not"),
+            std::string::npos);
   // skipped and counted under skip_bad_rows
   CsvRequestReader r(CsvRequestReader::Format::azure, write_tmp("azs.csv", head + ok + "x,y\n" + "2023-11-16 18:17:05.0,100,2\n"), 1.0, 0, true);
   int n = 0;
@@ -341,6 +352,18 @@ TEST(BurstGpt, MapsTokensAndSkipsFailedRequestsWhenAsked) {
   EXPECT_EQ(a->output_tokens, 18);
   EXPECT_DOUBLE_EQ(b->arrival_s, (9.25 - 5.0) * 2.0);
   EXPECT_EQ(r.skipped_rows(), 1);
+  // RFC 4180 quotes (rev25d: "1,087" was split, and the row replayed as 1 prompt token and 87 output
+  // tokens): a comma inside quotes stays in its field, here a Log Type; in a number column it is refused
+  const std::string q = write_tmp("bgq.csv", head + "5.0,ChatGPT,\"472\",18,490,\"API, log\"\n");
+  CsvRequestReader rq(CsvRequestReader::Format::burstgpt, q, 1.0, 0, false);
+  const auto c = rq.next();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->input_tokens, 472);
+  EXPECT_EQ(c->output_tokens, 18);
+  EXPECT_NE(error_of<CsvRequestReader>(CsvRequestReader::Format::burstgpt, write_tmp("bgq2.csv", head + "6,ChatGPT,\"1,087\",18,1105,\"API, log\"\n"), 1.0,
+                                       0LL, false)
+                .find("bgq2.csv:2: column Request tokens: expected an integer, got \"1,087\""),
+            std::string::npos);
 }
 
 TEST(Agent, ASessionsContentDoesNotDependOnTheOrderOfCalls) {

@@ -26,13 +26,23 @@ void refuse_nul(std::string_view text, const std::string& file, long line) {
 }
 
 std::vector<std::string_view> split_csv(std::string_view line) {
+  // RFC 4180: a field in double quotes may hold commas ("" is a quote inside it; the view keeps it
+  // doubled, which no numeric column accepts). rev25d: "1,087" was split into two columns, which
+  // shifted the row silently. An unterminated quote runs to the end of the line.
   std::vector<std::string_view> out;
   size_t start = 0;
-  for (size_t i = 0; i <= line.size(); ++i)
-    if (i == line.size() || line[i] == ',') {
+  bool quoted = false;
+  for (size_t i = 0; i <= line.size(); ++i) {
+    if (i < line.size() && line[i] == '"') {
+      if (quoted && i + 1 < line.size() && line[i + 1] == '"') ++i;  // "" inside a quoted field
+      else quoted = !quoted;
+      continue;
+    }
+    if (i == line.size() || (line[i] == ',' && !quoted)) {
       out.push_back(trim(line.substr(start, i - start)));
       start = i + 1;
     }
+  }
   return out;
 }
 
@@ -71,10 +81,16 @@ double csv_datetime(std::string_view f, const std::string& file, long line, std:
     const auto [p, ec] = std::from_chars(f.data() + pos, f.data() + pos + len, out);
     if (ec != std::errc() || p != f.data() + pos + len) throw bad();
   };
+  // digits only where digits go (from_chars takes a '-': "18:18:-5.0" read as 18:17:55, rev25d)
+  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18})
+    if (f[i] < '0' || f[i] > '9') throw bad();
   num(0, 4, y), num(5, 2, mo), num(8, 2, d), num(11, 2, h), num(14, 2, mi);
   const std::string_view s = f.substr(17);
   const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), sec);
-  if (ec != std::errc() || p != s.data() + s.size() || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec >= 61) throw bad();
+  // a real calendar day (2023-11-31 read as 1 Dec, rev25d), no leap second
+  const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  const int days_in[] = {31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (ec != std::errc() || p != s.data() + s.size() || mo < 1 || mo > 12 || d < 1 || d > days_in[mo - 1] || h > 23 || mi > 59 || sec >= 60) throw bad();
   // days from civil (H. Hinnant's algorithm)
   const int yy = y - (mo <= 2);
   const int era = (yy >= 0 ? yy : yy - 399) / 400;

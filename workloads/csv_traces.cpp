@@ -26,7 +26,13 @@ CsvRequestReader::CsvRequestReader(Format format, std::string path, double time_
   if (!header.empty() && header.back() == '\r') header.pop_back();
   refuse_nul(header, path_, line_);
   const std::string want = format_ == Format::azure ? kAzureHeader : kBurstHeader;
-  if (header.rfind(want, 0) != 0) throw TraceError(path_, line_, "header \"" + header + "\" is not \"" + want + "\"" + (format_ == Format::burstgpt ? " (optionally followed by ,Session ID,Elapsed time)" : ""));
+  // the whole header (rev25d: a prefix match took "GeneratedTokensXYZ"); BurstGPT may add its two
+  // session columns. A wrong header is a wrong file, not a bad row: --skip-bad-rows does not apply
+  const std::string burst_long = std::string(kBurstHeader) + ",Session ID,Elapsed time";
+  const bool ok = header == want || (format_ == Format::burstgpt && header == burst_long);
+  if (!ok)
+    throw TraceError(path_, line_, "header \"" + header + "\" is not \"" + want + "\"" + (format_ == Format::burstgpt ? " (or that followed by ,Session ID,Elapsed time)" : "") +
+                                       ": is the file in the format of workload.kind? (--skip-bad-rows skips rows, not a header)");
 }
 
 Request CsvRequestReader::parse(const std::string& line) {
