@@ -81,6 +81,23 @@ TEST(Cli, TraceOverrideUsesMooncakes512TokenBlocks) {
   EXPECT_EQ(j["requests"]["completed"], 2);
 }
 
+// A synthetic workload is generated as the run goes: 2^31 requests under a 2 s horizon start at once
+// (rev25d: the parent generated all of them first to count them); the summary counts what arrived.
+TEST(Cli, AHugeSyntheticWorkloadIsNotGeneratedUpFront) {
+  const fs::path dir = tmp("hugesyn");
+  fs::create_directories(dir);
+  auto scn = nlohmann::json::parse(slurp(test::data("tests/data/small.json")));
+  scn["workload"]["requests"] = 2147483648LL;
+  scn["horizon_s"] = 2;
+  std::ofstream(dir / "s.json") << scn.dump();
+  const Out o = sh("run " + (dir / "s.json").string() + " --no-timeline --requests none --out " + (dir / "out").string());
+  ASSERT_EQ(o.status, 0) << o.text;
+  EXPECT_NE(o.text.find("(2147483648 requests)"), std::string::npos) << o.text;
+  const auto j = nlohmann::json::parse(slurp(dir / "out" / "flash" / "summary.json"));
+  EXPECT_LT(j["requests"]["arrived"].get<long long>(), 1000);  // 6 per second for 2 s
+  EXPECT_GT(j["requests"]["arrived"].get<long long>(), 0);
+}
+
 TEST(Cli, BadScenarioExitsWithStatus2) {
   const fs::path dir = tmp("scen");
   fs::create_directories(dir);

@@ -175,6 +175,13 @@ int read_workload(const Scenario& s, const RunArgs& a, long long& requests) {
   try {
     auto src = make_source(s.workload, s.seed);
     const bool walk = is_trace(s.workload.kind);
+    // a synthetic workload is generated, not read: nothing to check, and its count is the scenario's
+    // (rev25d: 2^31 requests were all generated here before a 2 s horizon began)
+    if (s.workload.kind == WorkloadSpec::Kind::synthetic) {
+      requests = s.workload.requests;
+      spdlog::info("workload: {} ({} requests)", src->describe(), requests);
+      return 0;
+    }
     while (auto r = src->next()) {
       ++requests;
       for (auto f = walk ? src->follow_up(*r, r->arrival_s) : std::nullopt; f; f = src->follow_up(*f, f->arrival_s)) ++requests;
@@ -194,7 +201,9 @@ int read_workload(const Scenario& s, const RunArgs& a, long long& requests) {
     spdlog::info("workload: {} ({} {}{})", src->describe(), requests, walk || s.workload.kind == WorkloadSpec::Kind::synthetic ? "requests" : "sessions",
                  src->skipped_rows() ? fmt::format(", {} malformed rows skipped", src->skipped_rows()) : std::string());
   } catch (const TraceError& e) {
-    fmt::print(stderr, "error: {}\n(fix the row, or pass --skip-bad-rows to skip malformed rows and count them in summary.json)\n", e.what());
+    const bool header = std::string(e.what()).find(": header \"") != std::string::npos;  // a wrong file, not a bad row (rev25d)
+    fmt::print(stderr, "error: {}\n{}", e.what(),
+               header ? "" : "(fix the row, or pass --skip-bad-rows to skip malformed rows and count them in summary.json)\n");
     return 2;
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}: workload{}: {}\n", s.path, a.trace.empty() ? ".trace" : " (--trace)", e.what());
