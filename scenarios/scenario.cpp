@@ -124,11 +124,16 @@ PoolSpec read_pool(Obj o, const PoolSpec& def) {
 DeploymentSpec read_deployment(Obj o, const std::string& base_dir) {
   DeploymentSpec d;
   d.name = o.str("name", std::nullopt);
-  try {
-    d.model = load_model(resolve_data_file(o.str("model", std::nullopt), "models", base_dir));
-    d.gpu = load_hardware(resolve_data_file(o.str("hardware", std::nullopt), "hardware", base_dir));
-  } catch (const ScenarioError& e) {
-    throw ScenarioError(o.origin() + ": " + o.path() + ": " + e.what());
+  // the field whose file failed is named (rev25d: "deployments[0]: no models file", not ".model")
+  for (const char* field : {"model", "hardware"}) {
+    const std::string ref = o.str(field, std::nullopt);  // (a missing field names itself)
+    try {
+      const std::string f = resolve_data_file(ref, field == std::string("model") ? "models" : "hardware", base_dir);
+      if (field == std::string("model")) d.model = load_model(f);
+      else d.gpu = load_hardware(f);
+    } catch (const ScenarioError& e) {
+      throw ScenarioError(o.origin() + ": " + o.path() + "." + field + ": " + e.what());
+    }
   }
   if (o.has("kv_cache_dtype")) {
     const DType t = o.dtype("kv_cache_dtype", std::nullopt);

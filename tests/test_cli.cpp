@@ -98,6 +98,15 @@ TEST(Cli, AHugeSyntheticWorkloadIsNotGeneratedUpFront) {
   EXPECT_GT(j["requests"]["arrived"].get<long long>(), 0);
 }
 
+// A validation case where a scenario goes is named as such, with its scenario (rev25d: plan said
+// only "workload: missing").
+TEST(Cli, AValidationCaseGivenAsAScenarioIsNamedAsOne) {
+  const Out o = sh("plan " + test::data("scenarios/validation/sglang-dsv3-96xh100.json"));
+  EXPECT_EQ(o.status, 2) << o.text;
+  EXPECT_NE(o.text.find("is a validation case of `servesim validate`, not a scenario; its scenario is ../dsv3-sglang-96xh100.json"), std::string::npos)
+      << o.text;
+}
+
 TEST(Cli, BadScenarioExitsWithStatus2) {
   const fs::path dir = tmp("scen");
   fs::create_directories(dir);
@@ -123,7 +132,7 @@ TEST(Cli, PathsTheFileSystemRefusesExitWithStatusTwo) {
   std::ofstream(dir / "s.json") << sc;
   Out o = sh("run " + (dir / "s.json").string() + " --out " + (dir / "o").string());
   EXPECT_EQ(o.status, 2) << o.text;
-  EXPECT_NE(o.text.find("no hardware file for \"hhhh"), std::string::npos) << o.text.substr(0, 300);
+  EXPECT_NE(o.text.find("deployments[0].hardware: no hardware file for \"hhhh"), std::string::npos) << o.text.substr(0, 300);  // the field named (rev25d)
   o = sh("run " + test::data("scenarios/default.json") + " --horizon 1 --out " + (dir / longname).string());
   EXPECT_EQ(o.status, 2) << o.text.substr(0, 300);
   EXPECT_NE(o.text.find("File name too long"), std::string::npos) << o.text.substr(0, 300);
