@@ -423,6 +423,16 @@ TEST(TraceLab, RoundJsonlBadValuesStopOrAreSkippedWithTheirSession) {
   }
   EXPECT_EQ(n, 2);               // session a keeps round 0 only; session b
   EXPECT_EQ(r.skipped_rows(), 2);  // the bad row and the round after it
+  // rev25d: a prefix longer than the prompt (was clamped) and a tool result before its call (was taken)
+  std::string bad = row("c", 0, 10);
+  bad.replace(bad.find("\"prefix_tokens\":0"), 17, "\"prefix_tokens\":2000");
+  EXPECT_NE(error_of<TraceLabRoundsReader>(write_tmp("tlr2.jsonl", bad), 1.0, 0LL, 512, false).find("tlr2.jsonl:1: prefix_tokens 2000 is more than input_tokens_total 1000"),
+            std::string::npos);
+  std::string tool = row("d", 0, 10);
+  tool.replace(tool.find("\"tools\":[]"), 10,
+               "\"tools\":[{\"emitted_at\":\"2026-01-01T00:00:05.000Z\",\"result_at\":\"2026-01-01T00:00:04.000Z\"}]");
+  EXPECT_NE(error_of<TraceLabRoundsReader>(write_tmp("tlr3.jsonl", tool), 1.0, 0LL, 512, false).find("tlr3.jsonl:1: tools[].result_at 2026-01-01T00:00:04.000Z is before its emitted_at"),
+            std::string::npos);
 }
 
 // The trace's provenance in summary.json: absolute path, size and FNV-1a 64 of its bytes, checked

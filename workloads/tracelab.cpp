@@ -264,7 +264,9 @@ TraceLabRoundsReader::TraceLabRoundsReader(std::string path, double time_scale, 
 TraceLabRoundsReader::Round TraceLabRoundsReader::parse_round(const nlohmann::json& j, long line) const {
   Round r;
   r.prompt = json_int(j, "input_tokens_total", 1, path_, line, kMaxTokens);
-  r.prefix = std::min(json_int(j, "prefix_tokens", 0, path_, line, kMaxTokens), r.prompt);
+  r.prefix = json_int(j, "prefix_tokens", 0, path_, line, kMaxTokens);
+  if (r.prefix > r.prompt)  // (rev25d: clamped silently)
+    throw TraceError(path_, line, "prefix_tokens " + std::to_string(r.prefix) + " is more than input_tokens_total " + std::to_string(r.prompt));
   r.output = std::max<long long>(1, json_int(j, "output_tokens", 0, path_, line, kMaxTokens));
   double first = std::numeric_limits<double>::infinity(), last = -first, sum_ms = 0;
   if (j.contains("tools") && j["tools"].is_array())
@@ -276,8 +278,11 @@ TraceLabRoundsReader::Round TraceLabRoundsReader::parse_round(const nlohmann::js
         sum_ms += ms;
       }
       if (t.contains("emitted_at") && t.contains("result_at") && t["emitted_at"].is_string() && t["result_at"].is_string()) {
-        first = std::min(first, iso_time(t["emitted_at"], path_, line, "tools[].emitted_at"));
-        last = std::max(last, iso_time(t["result_at"], path_, line, "tools[].result_at"));
+        const double e = iso_time(t["emitted_at"], path_, line, "tools[].emitted_at"), res = iso_time(t["result_at"], path_, line, "tools[].result_at");
+        if (res < e)  // a result before its call (rev25d: taken)
+          throw TraceError(path_, line, "tools[].result_at " + t["result_at"].get<std::string>() + " is before its emitted_at " + t["emitted_at"].get<std::string>());
+        first = std::min(first, e);
+        last = std::max(last, res);
       }
     }
   r.wait_s = (last > first ? last - first : sum_ms / 1000.0) * wait_scale_;
