@@ -121,10 +121,9 @@ PoolSpec read_pool(Obj o, const PoolSpec& def) {
   return p;
 }
 
-DeploymentSpec read_deployment(Obj o, const std::string& base_dir) {
-  DeploymentSpec d;
-  d.name = o.str("name", std::nullopt);
-  // the field whose file failed is named (rev25d: "deployments[0]: no models file", not ".model")
+// The deployment's model and hardware files; the field whose file failed is named (rev25d:
+// "deployments[0]: no models file", not ".model").
+void read_model_and_gpu(Obj& o, const std::string& base_dir, DeploymentSpec& d) {
   for (const char* field : {"model", "hardware"}) {
     const std::string ref = o.str(field, std::nullopt);  // (a missing field names itself)
     try {
@@ -135,6 +134,12 @@ DeploymentSpec read_deployment(Obj o, const std::string& base_dir) {
       throw ScenarioError(o.origin() + ": " + o.path() + "." + field + ": " + e.what());
     }
   }
+}
+
+DeploymentSpec read_deployment(Obj o, const std::string& base_dir) {
+  DeploymentSpec d;
+  d.name = o.str("name", std::nullopt);
+  read_model_and_gpu(o, base_dir, d);
   if (o.has("kv_cache_dtype")) {
     const DType t = o.dtype("kv_cache_dtype", std::nullopt);
     for (auto& a : d.model.attention_kinds)
