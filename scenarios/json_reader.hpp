@@ -2,6 +2,7 @@
 // syntax error, or the field path ("deployments[1].decode.ep"), what was found and what was
 // expected. Internal to the scenario and data-file parsers (scenario.cpp, data_files.cpp).
 #pragma once
+#include <fmt/format.h>
 #include "scenarios/json_unique.hpp"
 #include "scenarios/scenario.hpp"
 
@@ -118,9 +119,8 @@ class Obj {
     if (!v.is_number()) fail(k, "expected a number, got " + describe(v));
     const double x = v.get<double>();
     if (!std::isfinite(x) || x < min || x > max) {
-      std::ostringstream o;
-      o << "must be in [" << min << ", " << max << "], got " << x;
-      fail(k, o.str());
+      // the value as written (rev25d: 2^40 + 1 printed as 1.09951e+12, which looked in range)
+      fail(k, fmt::format("must be in [{}, {}], got {}", min, max, v.dump()));
     }
     return x;
   }
