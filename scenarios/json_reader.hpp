@@ -2,7 +2,6 @@
 // syntax error, or the field path ("deployments[1].decode.ep"), what was found and what was
 // expected. Internal to the scenario and data-file parsers (scenario.cpp, data_files.cpp).
 #pragma once
-#include <fmt/format.h>
 #include "scenarios/json_unique.hpp"
 #include "scenarios/scenario.hpp"
 
@@ -120,7 +119,19 @@ class Obj {
     const double x = v.get<double>();
     if (!std::isfinite(x) || x < min || x > max) {
       // the value as written (rev25d: 2^40 + 1 printed as 1.09951e+12, which looked in range)
-      fail(k, fmt::format("must be in [{}, {}], got {}", min, max, v.dump()));
+      // the bounds to as many digits as they need (no fmt here: this library links only nlohmann_json)
+      auto full = [](double b) {
+        std::string t;
+        for (int digits = 6; digits <= 17; ++digits) {
+          std::ostringstream o;
+          o.precision(digits);
+          o << b;
+          t = o.str();
+          if (std::strtod(t.c_str(), nullptr) == b) break;
+        }
+        return t;
+      };
+      fail(k, "must be in [" + full(min) + ", " + full(max) + "], got " + v.dump());
     }
     return x;
   }
