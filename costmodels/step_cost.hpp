@@ -158,6 +158,13 @@ class StepCostModel {
   /// (0: one token each) at `sample` (−1: expected).
   double expert_load(int f, double tokens, double seqs, int sample) const;
 
+  /// Two-batch overlap as this instance applies it, given the busiest DP rank's sequence count:
+  /// whether a decode rank's attention runs as two micro-batches of alternating sequences (prefill
+  /// attention stays whole), and how many micro-batches each layer's FFN and all-to-all run in (2, or
+  /// 1 without overlap or for a decode rank of one sequence). No errors.
+  bool splits_attention(Phase phase, double seqs) const { return phase == Phase::decode && shape_.two_batch_overlap && seqs >= 2; }
+  double micro_batches(Phase phase, double seqs) const { return shape_.two_batch_overlap && (phase == Phase::prefill || seqs >= 2) ? 2.0 : 1.0; }
+
   /// Ops of one attention layer of kind `a` for one rank's sequences (on one GPU of its TP group).
   void attention_ops(int a, const std::vector<SeqWork>& seqs, Phase phase, std::vector<Op>& out) const;
   /// Ops of one FFN layer of kind `f` on one GPU: `rank_tokens` tokens of the busiest DP rank,

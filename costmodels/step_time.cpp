@@ -75,7 +75,7 @@ StepParts StepCostModel::attention_part(const std::vector<std::vector<SeqWork>>&
   // (alternate sequences), each priced on its own: at small batches a half costs nearly what the
   // whole does (SGLang's TBO ablation: -27% at 32 tokens per GPU, "small decode batch sizes hinder
   // kernel efficiency"). Prefill keeps whole-batch pricing (long prompts: the halves add up).
-  const bool split = phase == Phase::decode && shape_.two_batch_overlap && p.Smax >= 2;
+  const bool split = splits_attention(phase, p.Smax);
   // multi-token prediction's k − 1 draft passes run one query token per sequence (the verify
   // pass's k + 1 attend as k + 1 queries): their attention is priced on its own (attn_draft)
   const bool drafts = phase == Phase::decode && shape_.mtp_draft_tokens > 1;
@@ -225,8 +225,8 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
   const double Tmax = parts.Tmax, Ttot = parts.Ttot;
   // two-batch overlap: two micro-batches, each priced at half the tokens; a decode step whose
   // busiest DP rank has a single sequence cannot be split
-  const bool overlap = shape_.two_batch_overlap && (phase == Phase::prefill || parts.Smax >= 2);
-  const double mb = overlap ? 2.0 : 1.0;
+  const double mb = micro_batches(phase, parts.Smax);
+  const bool overlap = mb > 1;
   const bool normal = shape_.dispatch == EpDispatch::hierarchical;
   st.expert_load = main_moe_ >= 0 ? expert_load(main_moe_, Ttot, parts.seqs_eff, sample) : 1.0;
   int kernels = 0, syncs = 0;

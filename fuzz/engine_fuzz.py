@@ -312,7 +312,7 @@ def self_test(o1, dsum, dep, horizon, tiers_only=False):
         json.dump(tl, open(os.path.join(tmp, "timeline.json"), "w"))
         return tmp
 
-    def offload_slice_dropped(tid=4):
+    def tier_slice_dropped(tid=4):
         tmp = ddir + f".nomove{tid}"
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(ddir, tmp)
@@ -324,9 +324,9 @@ def self_test(o1, dsum, dep, horizon, tiers_only=False):
         return tmp
 
     if tiers_only:
-        missed = [] if check_deployment(offload_slice_dropped(), dsum, dep, horizon) else ["an offload missing from the timeline"]
+        missed = [] if check_deployment(tier_slice_dropped(), dsum, dep, horizon) else ["an offload missing from the timeline"]
         tl = json.load(open(os.path.join(ddir, "timeline.json")))["traceEvents"]
-        if any(e.get("cat") == "kv-tier" and e["tid"] == 2 for e in tl) and not check_deployment(offload_slice_dropped(2), dsum, dep, horizon):
+        if any(e.get("cat") == "kv-tier" and e["tid"] == 2 for e in tl) and not check_deployment(tier_slice_dropped(2), dsum, dep, horizon):
             missed.append("a load-back missing from the timeline")
         return missed
     i = rows.index(done[0])

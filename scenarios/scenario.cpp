@@ -125,10 +125,11 @@ PoolSpec read_pool(Obj o, const PoolSpec& def) {
 // "deployments[0]: no models file", not ".model").
 void read_model_and_gpu(Obj& o, const std::string& base_dir, DeploymentSpec& d) {
   for (const char* field : {"model", "hardware"}) {
+    const bool model = field == std::string("model");
     const std::string ref = o.str(field, std::nullopt);  // (a missing field names itself)
     try {
-      const std::string f = resolve_data_file(ref, field == std::string("model") ? "models" : "hardware", base_dir);
-      if (field == std::string("model")) d.model = load_model(f);
+      const std::string f = resolve_data_file(ref, model ? "models" : "hardware", base_dir);
+      if (model) d.model = load_model(f);
       else d.gpu = load_hardware(f);
     } catch (const ScenarioError& e) {
       throw ScenarioError(o.origin() + ": " + o.path() + "." + field + ": " + e.what());

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace servesim::test {
 
@@ -17,6 +18,16 @@ inline std::string slurp(const std::filesystem::path& p) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+/// The comma-separated cells of one requests.csv line (no quoted cells there), padded with empty
+/// cells to `width` (a row's trailing empty cells).
+inline std::vector<std::string> csv_row(const std::string& line, size_t width) {
+  std::vector<std::string> f;
+  std::stringstream ss(line);
+  for (std::string c; std::getline(ss, c, ',');) f.push_back(c);
+  if (f.size() < width) f.resize(width);
+  return f;
 }
 
 #ifdef SERVESIM_BINARY

@@ -259,7 +259,9 @@ TEST(Cli, StepDefaultsFollowThePhaseAndWrongNamesListTheDeployments) {
     // of a K3 layer end in the same attention-TP all-reduce of every token (93 attention layers, 93 FFN
     // layers with a dense or shared expert): so the two residuals are equal only if the FFN rows were
     // priced per micro-batch as the step is (rev25b: the residuals absorbed any mispricing)
-    if (std::string(args).find("prefill") != std::string::npos) EXPECT_NEAR(rest_attn, rest_ffn, 0.002) << o.text;
+    if (std::string(args).find("prefill") != std::string::npos) {
+      EXPECT_NEAR(rest_attn, rest_ffn, 0.002) << o.text;
+    }
   }
   // a batch no rank can hold is priced with a warning (review: 300 x 32K on K3 printed a throughput
   // silently): the edge is `servesim plan`'s decode rank capacity at 32K (76 sequences at attn TP 8)

@@ -251,10 +251,8 @@ TEST(SteadyState, TierHitRatesWithAWarmupAreSharesOfTheWindowsAdmittedPrompts) {
   std::getline(csv, line);
   long long admitted = 0, l1 = 0, l2 = 0, l3 = 0, warm = 0;
   while (std::getline(csv, line)) {
-    std::vector<std::string> f;
-    std::stringstream ss(line);
-    for (std::string c; std::getline(ss, c, ',');) f.push_back(c);
-    f.resize(26);  // id,status,reason,arrival_s,admit_s,...,input_tokens(16),cached_tokens(17),loaded_tokens(18),load_tier(19)
+    // id,status,reason,arrival_s,admit_s,...,input_tokens(16),cached_tokens(17),loaded_tokens(18),load_tier(19)
+    const std::vector<std::string> f = servesim::test::csv_row(line, 26);
     if (std::stod(f[3]) < 40) {
       ++warm;
       continue;

@@ -3,6 +3,7 @@
 // overlap (Perfetto drops the others); counters are keyed by process and name, so each instance's
 // counter needs a name of its own; async begin/end pairs match. Checked on the timelines of the
 // shipped default scenario and the small test scenario, run by the servesim binary.
+#include "cli_run.hpp"
 #include "helpers.hpp"
 #include "sim/exporters/writers.hpp"
 
@@ -142,10 +143,7 @@ TEST(Timeline, KvTierMovesAreSlicesMatchingTheSummaryAndTheRequests) {
     std::string line;
     std::getline(csv, line);
     while (std::getline(csv, line)) {
-      std::vector<std::string> f;
-      std::stringstream ss(line);
-      for (std::string c; std::getline(ss, c, ',');) f.push_back(c);
-      f.resize(26);
+      const std::vector<std::string> f = test::csv_row(line, 26);
       auto num = [&](int i) { return f[i].empty() ? -1.0 : std::stod(f[i]); };
       rows[std::stoll(f[0])] = {num(12), num(5), num(6), std::stoi(f[19]), std::stoll(f[16]) + std::stoll(f[20])};
     }
@@ -177,7 +175,9 @@ TEST(Timeline, KvTierMovesAreSlicesMatchingTheSummaryAndTheRequests) {
         ASSERT_NE(b, begins.end()) << "end before begin: " << e.dump();
         EXPECT_GE(e.at("ts").get<double>(), std::get<0>(b->second));
         const long long tid_b = std::get<1>(b->second);
-        if (tid_b == 2 || tid_b == 3) EXPECT_NEAR(e.at("ts").get<double>() / 1e6, rows.at(std::get<2>(b->second)).load1, 1.5e-6) << e.dump();
+        if (tid_b == 2 || tid_b == 3) {
+          EXPECT_NEAR(e.at("ts").get<double>() / 1e6, rows.at(std::get<2>(b->second)).load1, 1.5e-6) << e.dump();
+        }
         ++ended;
       }
     }

@@ -22,7 +22,7 @@ namespace {
 /// were priced at the whole batch and summed to 47% of the step): the rest of attention and of the
 /// FFN (the attention-TP all-reduces, and with MTP the draft passes), the exposed all-to-all, and
 /// the LM head with host time.
-void print_step_ops(const StepCostModel& m, const PoolSpec& pool, const std::vector<SeqWork>& rank, Phase phase, double rank_tokens,
+void print_step_ops(const StepCostModel& m, const std::vector<SeqWork>& rank, Phase phase, double rank_tokens,
                     double all_tokens, double seqs_eff, const StepTime& t) {
   const ModelSpec& model = m.model();
   const double step_s = t.total_s;
@@ -53,10 +53,9 @@ void print_step_ops(const StepCostModel& m, const PoolSpec& pool, const std::vec
     }
     return sum;
   };
-  const bool tbo = pool.two_batch_overlap;
-  const bool split = phase == Phase::decode && tbo && rank.size() >= 2;  // as StepCostModel::attention_part
+  const double seqs = static_cast<double>(rank.size());
   std::vector<std::vector<SeqWork>> halves;
-  if (split) {
+  if (m.splits_attention(phase, seqs)) {
     halves.resize(2);
     for (size_t i = 0; i < rank.size(); ++i) halves[i % 2].push_back(rank[i]);
   } else {
@@ -70,7 +69,7 @@ void print_step_ops(const StepCostModel& m, const PoolSpec& pool, const std::vec
     for (size_t h = 0; h < halves.size(); ++h) m.attention_ops(static_cast<int>(i), halves[h], phase, parts[h]);
     attn += rows(model.attention_kinds[i].name, n, parts, 1.0);
   }
-  const double mb = tbo && (phase == Phase::prefill || rank.size() >= 2) ? 2.0 : 1.0;  // as StepCostModel::finish
+  const double mb = m.micro_batches(phase, seqs);
   for (size_t i = 0; i < model.ffn_kinds.size(); ++i) {
     const int n = model.count_ffn(static_cast<int>(i));
     if (n == 0) continue;
@@ -79,7 +78,7 @@ void print_step_ops(const StepCostModel& m, const PoolSpec& pool, const std::vec
     m.ffn_ops(static_cast<int>(i), rank_tokens / mb, all_tokens / mb, parts[0], m.expert_load(static_cast<int>(i), all_tokens, seqs_eff, -1));
     ffn += rows(model.ffn_kinds[i].name, n, parts, mb);
   }
-  const bool mtp = phase == Phase::decode && pool.mtp_draft_tokens > 0;
+  const bool mtp = phase == Phase::decode && m.shape().mtp_draft_tokens > 0;
   const std::string also = mtp ? " + MTP passes" : "";
   row("rest of attention", "TP all-reduce" + also, "", "", t.attention_s - attn, "");
   row("rest of FFN", "TP all-reduce" + also, "", "", t.ffn_s - ffn, "");
@@ -173,7 +172,7 @@ int step(const StepArgs& a) {
              t.host_s * 1e3, pool.cuda_graph ? "CUDA graph" : "eager launches", t.comm_total_s * 1e3, t.comm_s * 1e3);
   const double seqs_eff = u.model.attention_part(u.ranks, decode ? Phase::decode : Phase::prefill).seqs_eff;
   const double rank_computed = static_cast<double>(u.verified * a.seqs_per_rank);  // (with MTP: verified tokens, not made ones)
-  if (a.ops) print_step_ops(u.model, pool, u.ranks.front(), decode ? Phase::decode : Phase::prefill, rank_computed, rank_computed * pool.dp(), seqs_eff, t);
+  if (a.ops) print_step_ops(u.model, u.ranks.front(), decode ? Phase::decode : Phase::prefill, rank_computed, rank_computed * pool.dp(), seqs_eff, t);
   return 0;
 }
 

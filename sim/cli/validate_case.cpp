@@ -117,6 +117,17 @@ std::vector<std::string> json_files(const std::string& dir) {
   return files;
 }
 
+std::vector<Case> load_cases(const std::string& dir) {
+  std::vector<Case> cases;
+  std::map<std::string, std::string> names;  // case name -> file (rev25d: a copy ran every row twice)
+  for (const auto& f : json_files(dir)) {
+    cases.push_back(load_case(f));
+    const std::string& name = cases.back().name;
+    if (!names.emplace(name, f).second) throw CaseError(f + ": name \"" + name + "\" is also the name of " + names[name] + " (each case once)");
+  }
+  return cases;
+}
+
 std::vector<RowSpec> selected_rows(const Case& c, bool quick) {
   std::vector<RowSpec> out;
   const json& rows = c.j.at("rows");

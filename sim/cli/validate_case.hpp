@@ -58,6 +58,10 @@ Case load_case(const std::string& path);
 /// is not a folder.
 std::vector<std::string> json_files(const std::string& dir);
 
+/// Every case of folder `dir` (json_files order), each name once: a second file of a name (a copy
+/// beside the original) throws CaseError naming both files. Possibly none.
+std::vector<Case> load_cases(const std::string& dir);
+
 /// The case's "rows" that run (all, or with --quick those whose "quick" is true), and a Row for
 /// each with the metric, unit, published value, bound and expected-fail reason filled in.
 struct RowSpec {

@@ -8,7 +8,6 @@
 
 #include "scenarios/scenario.hpp"
 
-#include <map>
 #include <fmt/format.h>
 
 #include <chrono>
@@ -26,13 +25,13 @@ std::vector<Row> evaluate(const Case& c, bool quick) {
   if (c.kind == "deepep_alltoall") return eval_deepep(c, quick);
   if (c.kind == "h800_kernels") return eval_h800_kernels(c, quick);
   if (c.kind == "trace_statistics") return eval_trace_statistics(c, quick);
-  throw CaseError(c.file + ".kind: step_throughput, deepep_alltoall, h800_kernels or trace_statistics, got \"" + c.kind + "\"");
+  throw CaseError(c.file + ": kind: step_throughput, deepep_alltoall, h800_kernels or trace_statistics, got \"" + c.kind + "\"");
 }
 
-std::vector<std::string> case_files(const std::string& dir) {
-  auto files = json_files(dir);
-  if (files.empty()) throw CaseError(dir + ": no case files (*.json)");
-  return files;
+std::vector<Case> all_cases(const std::string& dir) {
+  auto cases = load_cases(dir);
+  if (cases.empty()) throw CaseError(dir + ": no case files (*.json)");
+  return cases;
 }
 
 }  // namespace
@@ -43,10 +42,7 @@ int validate(const ValidateArgs& a) {
   std::vector<Row> rows;
   std::vector<std::string> sources;
   try {
-    std::map<std::string, std::string> names;  // case name -> file: a copy beside the original ran twice (rev25d)
-    for (const auto& f : case_files(dir)) {
-      const Case c = load_case(f);
-      if (!names.emplace(c.name, f).second) throw CaseError(f + ": name \"" + c.name + "\" is also the name of " + names[c.name] + " (each case once)");
+    for (const Case& c : all_cases(dir)) {
       auto r = evaluate(c, a.quick);
       if (!r.empty()) sources.push_back(fmt::format("{}: {}", c.name, c.source));
       rows.insert(rows.end(), r.begin(), r.end());

@@ -5,7 +5,6 @@
 
 #include "costmodels/step_cost.hpp"
 
-#include <map>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -46,10 +45,7 @@ std::vector<RegimeError> regime_errors(const std::vector<Row>& rows) {
 
 std::vector<RegimeError> serving_regime_errors(const std::string& dir) {
   std::vector<Row> rows;
-  std::map<std::string, std::string> names;  // as validate: each case once
-  for (const auto& f : json_files(dir)) {
-    const Case c = load_case(f);
-    if (!names.emplace(c.name, f).second) throw CaseError(f + ": name \"" + c.name + "\" is also the name of " + names[c.name] + " (each case once)");
+  for (const Case& c : load_cases(dir)) {
     if (c.kind != "step_throughput") continue;
     auto r = eval_step_throughput(c, false);
     rows.insert(rows.end(), r.begin(), r.end());
