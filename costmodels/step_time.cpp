@@ -128,7 +128,11 @@ double StepCostModel::rank_attention_s(int a, const std::vector<SeqWork>& seqs, 
       pst.source = static_cast<Provenance>(0);
       scratch_.clear();
       attention_ops(a, part, phase, scratch_);
-      p.s = sum_ops(scratch_, pst, p.extra) + allreduce_time(fabric_, shape_.attn_tp, tokens * model_.hidden * kAct);
+      // the attention output's TP all-reduce, one per micro-batch: a split decode half is one
+      // micro-batch; prefill with two-batch overlap prices its ops whole but runs (and reduces) the
+      // batch as micro_batches() parts, each paying the call's latency floor
+      const double calls = split ? 1.0 : micro_batches(phase, static_cast<double>(part.size()));
+      p.s = sum_ops(scratch_, pst, p.extra) + calls * allreduce_time(fabric_, shape_.attn_tp, tokens / calls * model_.hidden * kAct);
       for (const auto& o : scratch_) p.kernels += kernels_of(o);
       p.source = pst.source, p.extrapolated_ops = pst.extrapolated_ops;
       if (kda) {
@@ -205,7 +209,8 @@ StepCostModel::FfnLayer StepCostModel::ffn_layer(int f, double mb, double Tm, do
   l.ffn = mb * sum_ops(scratch_, st, extra);
   l.ffn_extra = mb * extra;
   for (const auto& o : scratch_) l.kernels += kernels_of(o);
-  if (spec.op == FfnOp::dense || spec.shared_experts > 0) l.ffn += allreduce_time(fabric_, shape_.attn_tp, Tm * model_.hidden * kAct);
+  // the dense / shared-expert output's TP all-reduce: one per micro-batch, as the ops above
+  if (spec.op == FfnOp::dense || spec.shared_experts > 0) l.ffn += mb * allreduce_time(fabric_, shape_.attn_tp, Tm / mb * model_.hidden * kAct);
   // each micro-batch dispatches and combines its own tokens: mb calls, each paying the per-call
   // latency floor (alltoall_time), as the FFN ops above are priced per micro-batch
   l.comm = mb * moe_comm_s(f, Tm / mb, Tt / mb, load);

@@ -262,6 +262,37 @@ TEST(StepOverheads, SmallAllReducesFollowTheMeasuredCustomKernel) {
   EXPECT_NEAR(allreduce_time(f, 8, 64e6), ring, 1e-9);
 }
 
+// Two-batch overlap runs a step as two micro-batches, and each reduces its own attention output and
+// its own dense / shared-expert output over attention TP. tiny-moe (4 layers: 1 dense + 3 with a
+// shared expert; hidden 1,024, BF16) at attention TP 2 on EP 2 (one DP rank), with kernels that cost
+// nothing: the step's attention and FFN seconds are its all-reduces alone, by hand.
+TEST(StepOverheads, EachMicroBatchPaysItsOwnTpAllReduce) {
+  const ModelSpec m = load_model(test::data("tests/data/tiny-moe.json"));
+  const FabricParams fab = fabric_of(test::gpu("h200"));
+  auto ar = [&](double tokens) { return allreduce_time(fab, 2, tokens * 1024 * 2); };
+  // the call's floor is paid per call: two reduces of 2 tokens cost more than one of 4
+  ASSERT_GT(2 * ar(2) - ar(4), 1e-6);
+  InstanceShape s;
+  s.ep = 2, s.attn_tp = 2, s.two_batch_overlap = true, s.dispatch = EpDispatch::direct;
+  const std::vector<std::vector<SeqWork>> dec(1, std::vector<SeqWork>(4, SeqWork{1, 100, true}));
+  const std::vector<std::vector<SeqWork>> pre(1, std::vector<SeqWork>{{512, 0, true}});
+  const StepCostModel tbo(m, std::make_shared<test::ZeroCost>(), fab, s, 0.0);
+  // decode, 4 sequences: two micro-batches of 2 tokens; prefill, one 512-token prompt: two of 256
+  const StepTime d = tbo.step(dec, Phase::decode), p = tbo.step(pre, Phase::prefill);
+  EXPECT_NEAR(d.attention_s, 4 * 2 * ar(2), 1e-15);
+  EXPECT_NEAR(d.ffn_s, 4 * 2 * ar(2), 1e-15);
+  EXPECT_NEAR(p.attention_s, 4 * 2 * ar(256), 1e-15);
+  EXPECT_NEAR(p.ffn_s, 4 * 2 * ar(256), 1e-15);
+  // without overlap: one reduce of the whole batch per layer and side
+  s.two_batch_overlap = false;
+  const StepCostModel plain(m, std::make_shared<test::ZeroCost>(), fab, s, 0.0);
+  const StepTime dp = plain.step(dec, Phase::decode), pp = plain.step(pre, Phase::prefill);
+  EXPECT_NEAR(dp.attention_s, 4 * ar(4), 1e-15);
+  EXPECT_NEAR(dp.ffn_s, 4 * ar(4), 1e-15);
+  EXPECT_NEAR(pp.attention_s, 4 * ar(512), 1e-15);
+  EXPECT_NEAR(pp.ffn_s, 4 * ar(512), 1e-15);
+}
+
 namespace {
 // One 1,000-token prompt with `out` output tokens on the tiny deployment with MTP (ZeroCost: a
 // decode step is its 2 ms host overhead). Returns decode time (E2E − TTFT) and decode steps.

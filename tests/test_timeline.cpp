@@ -122,7 +122,7 @@ TEST(Timeline, AnyNameGivesValidJson) {
 // "KV per token per layer"; KDA states are per sequence, so they cancel in the difference).
 TEST(Timeline, KvTierMovesAreSlicesMatchingTheSummaryAndTheRequests) {
   nlohmann::json scn = nlohmann::json::parse(std::ifstream(test::data("scenarios/agent-sessions.json")));
-  scn["horizon_s"] = 60;
+  scn["horizon_s"] = 65;
   scn["deployments"][0]["kv_tiers"] = {{"enabled", true}, {"host_gb_per_node", 20}};
   scn["deployments"][1]["kv_tiers"] = {{"enabled", true}, {"host_gb_per_node", 2}};
   const fs::path dir = fs::temp_directory_path() / ("servesim_timeline_tiers_" + std::to_string(::getpid()));  // (rev25b: concurrent test runs)
@@ -139,6 +139,9 @@ TEST(Timeline, KvTierMovesAreSlicesMatchingTheSummaryAndTheRequests) {
     // requests.csv: id -> (done_s, load_start_s, load_end_s, load_tier, input + output tokens)
     struct Row { double done = -1, load0 = -1, load1 = -1; int tier = 0; long long tokens = 0; };
     std::map<long long, Row> rows;
+    // loads in flight at the horizon, per tier (rows "in_flight, loading_kv"): summary.json counts a
+    // load when it starts, the timeline has a slice only for one that ended (as for demotions)
+    long long loading[4] = {0};
     std::ifstream csv(dir / "o" / d / "requests.csv");
     std::string line;
     std::getline(csv, line);
@@ -146,6 +149,7 @@ TEST(Timeline, KvTierMovesAreSlicesMatchingTheSummaryAndTheRequests) {
       const std::vector<std::string> f = test::csv_row(line, 26);
       auto num = [&](int i) { return f[i].empty() ? -1.0 : std::stod(f[i]); };
       rows[std::stoll(f[0])] = {num(12), num(5), num(6), std::stoi(f[19]), std::stoll(f[16]) + std::stoll(f[20])};
+      if (f[1] == "in_flight" && f[2] == "loading_kv") ++loading[std::stoi(f[19])];
     }
     std::map<long long, std::tuple<double, long long, long long>> begins;  // id -> (ts us, tid, request or -1)
     long long n[6] = {0}, ended = 0;
@@ -182,14 +186,21 @@ TEST(Timeline, KvTierMovesAreSlicesMatchingTheSummaryAndTheRequests) {
       }
     }
     EXPECT_EQ(ended, n[2] + n[3] + n[4] + n[5]);
-    // every copy that finished once: loads and offloads all finished here (none in flight at 60 s)
-    EXPECT_EQ(n[2], tiers.at("loads_from_L2").get<long long>());
-    EXPECT_EQ(n[3], tiers.at("loads_from_L3").get<long long>());
+    // every copy that finished once; a load still running at the horizon is counted by the summary
+    // and has no slice (the session's dynamics decide whether one is: at 60 s a K3 L3 load was)
+    EXPECT_EQ(n[2] + loading[2], tiers.at("loads_from_L2").get<long long>());
+    EXPECT_EQ(n[3] + loading[3], tiers.at("loads_from_L3").get<long long>());
     EXPECT_GT(n[3], 0);
     EXPECT_EQ(tiers.at("offloads_in_flight_at_end").get<long long>(), 0);
     EXPECT_EQ(n[4], tiers.at("offloads").get<long long>());
-    EXPECT_DOUBLE_EQ(bytes[2], tiers.at("bytes_loaded_from_L2").get<double>());
-    EXPECT_DOUBLE_EQ(bytes[3], tiers.at("bytes_loaded_from_L3").get<double>());
+    for (int tier : {2, 3}) {
+      const double summary_bytes = tiers.at("bytes_loaded_from_L" + std::to_string(tier)).get<double>();
+      if (loading[tier] == 0) {
+        EXPECT_DOUBLE_EQ(bytes[tier], summary_bytes) << "L" << tier;
+      } else {
+        EXPECT_LT(bytes[tier], summary_bytes) << "L" << tier;
+      }
+    }
     EXPECT_DOUBLE_EQ(bytes[4], tiers.at("bytes_offload_copies_started").get<double>());
     // demotions are counted when they start: those still running at the end have no slice
     EXPECT_GT(n[5], 0);
