@@ -42,6 +42,8 @@ namespace servesim::attn {
 void launch_mla_fp8_ws(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& plan, cudaStream_t s);
 // variant 11 (mla_fp8_ss.cu / mla_fp8_seesaw.cuh)
 void launch_mla_fp8_seesaw(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& plan, int pf, cudaStream_t s);
+// variant 12 (mla_fp8_ring.cu / mla_fp8_ring.cuh): variant 11 on 32-token tiles from a bulk-copy FP8 ring
+void launch_mla_fp8_ring(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& plan, int pf, cudaStream_t s);
 
 namespace {
 using namespace fp8k;
@@ -374,13 +376,15 @@ namespace {
 int g_fp8_variant = 6;
 }
 void mla_decode_fp8_set_variant(int v) {
-  if (v != 4 && v != 5 && v != 6 && v != 11) throw std::invalid_argument("mla_decode_fp8_set_variant: variants are 4, 5, 6 and 11");
+  if (v != 4 && v != 5 && v != 6 && v != 11 && v != 12)
+    throw std::invalid_argument("mla_decode_fp8_set_variant: variants are 4, 5, 6, 11 and 12");
   g_fp8_variant = v;
 }
 const char* mla_decode_fp8_config() {
   return g_fp8_variant == 5    ? "wgmma_fp8kv_ws_m64_tn64"
          : g_fp8_variant == 6  ? "wgmma_fp8kv_f16_m64_tn64"
          : g_fp8_variant == 11 ? "wgmma_fp8kv_f16_seesaw_m64_tn64"
+         : g_fp8_variant == 12 ? "wgmma_fp8kv_f16_seesaw_ring_m64_tn32"
                                : "wgmma_fp8kv_m64_tn64";
 }
 
@@ -398,7 +402,8 @@ void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& p
     const char* e = std::getenv("SERVESIM_MLA_FP8_PF");
     return e ? std::max(1, std::atoi(e)) : 0;
   }();
-  const int pf = pf_env > 0 ? pf_env : g_fp8_variant == 11 ? 3 : 4;
+  // (variant 12: in 64-token pages beyond its ring, 3 unless overridden)
+  const int pf = pf_env > 0 ? pf_env : g_fp8_variant == 11 || g_fp8_variant == 12 ? 3 : 4;
   static bool attr = false;
   if (!attr) {
     SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
@@ -410,6 +415,8 @@ void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& p
       launch_mla_fp8_ws(a, cache_fp8, plan, s);
     } else if (g_fp8_variant == 11) {
       launch_mla_fp8_seesaw(a, cache_fp8, plan, pf, s);
+    } else if (g_fp8_variant == 12) {
+      launch_mla_fp8_ring(a, cache_fp8, plan, pf, s);
     } else if (g_fp8_variant == 6) {
       mla_decode_fp8_kernel<true><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p, pf);
       SS_LAUNCH_CHECK();

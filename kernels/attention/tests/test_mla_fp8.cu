@@ -248,3 +248,28 @@ TEST(MlaFp8Decode, Variant11SeesawSmall) {
   fp8_case({129, 64}, 96, 0, false, 64, 20);
   mla_decode_fp8_set_variant(6);
 }
+// Variant 12 (fp8kv4: 32-token tiles from the bulk-copy FP8 ring): variant 11's cases, plus contexts of
+// 1..7 32-token tiles (every ring slot / pair / refill combination at the start and the end), 31 / 33
+// tokens (partial tiles), forced splits of 64 and 128 tokens, pages of 128 / 192 / 256.
+TEST(MlaFp8Decode, Variant12Ring) {
+  SKIP_WITHOUT_GPU();
+  mla_decode_fp8_set_variant(12);
+  variant_cases();
+  fp8_case({128, 192, 65, 4097}, 128, 64, true);
+  fp8_case({4096, 1, 64}, 64, 128, true);
+  fp8_case({130, 3000}, 32, 0, false, 128);
+  fp8_case({31, 32, 33, 63, 96, 97, 128, 160, 161, 192, 224, 225}, 64, 0, true);
+  fp8_case({31, 33, 95, 129, 161, 200, 223}, 128, 0, true, 256);
+  mla_decode_fp8_set_variant(6);
+}
+// The memcheck subset of Variant12Ring.
+TEST(MlaFp8Decode, Variant12RingSmall) {
+  SKIP_WITHOUT_GPU();
+  mla_decode_fp8_set_variant(12);
+  fp8_case({1, 130, 200}, 128, 64, true);
+  fp8_case({700, 5}, 64, 0, true);
+  fp8_case({300, 65}, 16, 128, true, 192);
+  fp8_case({129, 64}, 96, 0, false, 64, 20);
+  fp8_case({31, 33, 96, 97, 161, 225}, 64, 0, true);
+  mla_decode_fp8_set_variant(6);
+}
