@@ -47,14 +47,17 @@ void launch_mla_fp8_ring(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPl
 
 namespace {
 using namespace fp8k;
-template <bool F16>
+// SH (variant 13, fp8kv4 experiment): the 1024-B alignment by pointer arithmetic on the shared array, so the
+// compiler keeps the shared address space (ld/st.shared instead of generic ld/st for the softmax rows and P)
+template <bool F16, bool SH = false>
 __global__ void __launch_bounds__(256, 1)
     mla_decode_fp8_kernel(MqaArgs a, const uint8_t* __restrict__ cache, const int4* __restrict__ work, int pf) {
   using namespace sm90;
   using S0 = std::conditional_t<F16, ShareH0, Share0>;
   using S1 = std::conditional_t<F16, ShareH1, Share1>;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  uint8_t* smem = SH ? smem_raw + ((1024u - (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) & 1023u)) & 1023u)
+                     : reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
   const uint32_t sb = saddr(smem);
   uint8_t* sP = smem + kOffP;
   float* sAlpha = reinterpret_cast<float*>(smem + kOffF);
@@ -376,8 +379,8 @@ namespace {
 int g_fp8_variant = 6;
 }
 void mla_decode_fp8_set_variant(int v) {
-  if (v != 4 && v != 5 && v != 6 && v != 11 && v != 12)
-    throw std::invalid_argument("mla_decode_fp8_set_variant: variants are 4, 5, 6, 11 and 12");
+  if (v != 4 && v != 5 && v != 6 && v != 11 && v != 12 && v != 13)
+    throw std::invalid_argument("mla_decode_fp8_set_variant: variants are 4, 5, 6, 11, 12 and 13");
   g_fp8_variant = v;
 }
 const char* mla_decode_fp8_config() {
@@ -385,6 +388,7 @@ const char* mla_decode_fp8_config() {
          : g_fp8_variant == 6  ? "wgmma_fp8kv_f16_m64_tn64"
          : g_fp8_variant == 11 ? "wgmma_fp8kv_f16_seesaw_m64_tn64"
          : g_fp8_variant == 12 ? "wgmma_fp8kv_f16_seesaw_ring_m64_tn32"
+         : g_fp8_variant == 13 ? "wgmma_fp8kv_f16_shsp_m64_tn64"
                                : "wgmma_fp8kv_m64_tn64";
 }
 
@@ -408,6 +412,7 @@ void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& p
   if (!attr) {
     SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_fp8_kernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     attr = true;
   }
   if (plan.n_work > 0) {
@@ -417,6 +422,9 @@ void mla_decode_fp8(const MqaArgs& a, const uint8_t* cache_fp8, const MqaPlan& p
       launch_mla_fp8_seesaw(a, cache_fp8, plan, pf, s);
     } else if (g_fp8_variant == 12) {
       launch_mla_fp8_ring(a, cache_fp8, plan, pf, s);
+    } else if (g_fp8_variant == 13) {
+      mla_decode_fp8_kernel<true, true><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p, pf);
+      SS_LAUNCH_CHECK();
     } else if (g_fp8_variant == 6) {
       mla_decode_fp8_kernel<true><<<dim3((a.H + 63) / 64, plan.n_work), 256, kSmem, s>>>(a, cache_fp8, plan.work.p, pf);
       SS_LAUNCH_CHECK();

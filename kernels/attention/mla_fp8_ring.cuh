@@ -159,6 +159,16 @@ __device__ __forceinline__ void tile_exp_fma(float (&s)[16], float sl2, float mn
     sumB += s[4 * jj + 2] + s[4 * jj + 3];
   }
 }
+__device__ __forceinline__ uint4 lds128(uint32_t a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a) : "memory");
+  return v;
+}
+__device__ __forceinline__ float2 lds64f(uint32_t a) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(a) : "memory");
+  return v;
+}
 // One warpgroup's share of a 32-token tile, read from its FP8 ring slot: thread t takes token t/4,
 // E4M3 chunk t % 4 of column blocks 4W .. 4W + 3 (their scales 2W, 2W + 1: one 8-B load), and with
 // ROPE the RoPE chunks (t/8 + 16 u, chunk t % 8), u < 2. Rows at or past `valid` become zeros.
@@ -167,20 +177,20 @@ struct Refill {
   uint4 raw[4];
   float2 sc;
   uint4 rope[ROPE ? 2 : 1];
-  __device__ __forceinline__ void load(const uint8_t* slot, int valid, int t) {
+  // slot: shared-memory address of the tile in the ring (explicit ld.shared: a generic load of the
+  // ring is an LD through the long-scoreboard path, fp8kv4 call 1)
+  __device__ __forceinline__ void load(uint32_t slot, int valid, int t) {
     const int r = t >> 2;
-    const uint8_t* tok = slot + r * kMlaFp8TokenBytes;
+    const uint32_t tok = slot + r * kMlaFp8TokenBytes;
     const bool ok = r < valid;
-    sc = ok ? *reinterpret_cast<const float2*>(tok + kMlaFp8ScaleOff + 8 * W) : make_float2(0.f, 0.f);
+    sc = ok ? lds64f(tok + kMlaFp8ScaleOff + 8 * W) : make_float2(0.f, 0.f);
 #pragma unroll
-    for (int u = 0; u < 4; ++u)
-      raw[u] = ok ? *reinterpret_cast<const uint4*>(tok + 64 * (4 * W + u) + 16 * (t & 3)) : make_uint4(0, 0, 0, 0);
+    for (int u = 0; u < 4; ++u) raw[u] = ok ? lds128(tok + 64 * (4 * W + u) + 16 * (t & 3)) : make_uint4(0, 0, 0, 0);
     if constexpr (ROPE) {
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         const int q = (t >> 3) + 16 * u;
-        rope[u] = q < valid ? *reinterpret_cast<const uint4*>(slot + q * kMlaFp8TokenBytes + kMlaFp8RopeOff + 16 * (t & 7))
-                            : make_uint4(0, 0, 0, 0);
+        rope[u] = q < valid ? lds128(slot + q * kMlaFp8TokenBytes + kMlaFp8RopeOff + 16 * (t & 7)) : make_uint4(0, 0, 0, 0);
       }
     }
   }
@@ -220,7 +230,9 @@ __global__ void __launch_bounds__(256, 1)
     mla_decode_fp8_ring_kernel(MqaArgs a, const uint8_t* __restrict__ cache, const int4* __restrict__ work, int pf) {
   using namespace sm90;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  // 1024-B aligned by pointer arithmetic on the shared array (not through an integer cast), so the
+  // compiler keeps the shared address space: the exchange rows and P stores are ld/st.shared, not generic
+  uint8_t* smem = smem_raw + ((1024u - (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) & 1023u)) & 1023u);
   const uint32_t sb = saddr(smem);
   float* sSc0 = reinterpret_cast<float*>(smem + kOffF);
   float* sM0 = sSc0 + 64;
@@ -245,7 +257,6 @@ __global__ void __launch_bounds__(256, 1)
   uint8_t* sP0 = smem + kOffP;
   uint8_t* sP1 = smem + kOffP + 8192;
   const uint32_t kv0 = sb + kOffK, kv1 = sb + kOffK + kStage, sp0 = sb + kOffP, sp1 = sp0 + 8192;
-  const uint8_t* ring = smem + kOffR;
   auto tile_base = [&](int j) {
     const int tok = rb + kT * j;
     const long row = static_cast<long>(bt[tok / ps]) * ps + tok % ps;
@@ -268,10 +279,10 @@ __global__ void __launch_bounds__(256, 1)
       __syncwarp();
     }
   };
-  // a warpgroup's wait for tile t in the ring; returns the slot's generic address
+  // a warpgroup's wait for tile t in the ring; returns the slot's shared-memory address
   auto ring_wait = [&](int t) {
     mbar_wait_uniform(&full[t % kRing], (t / kRing) & 1);
-    return ring + (t % kRing) * kSlot;
+    return sb + kOffR + (t % kRing) * kSlot;
   };
 
   if (tid == 0) {

@@ -185,7 +185,10 @@ __global__ void __launch_bounds__(256, 1)
     mla_decode_fp8_seesaw_kernel(MqaArgs a, const uint8_t* __restrict__ cache, const int4* __restrict__ work, int pf) {
   using namespace sm90;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  // kEarly bit 64 (fp8kv4): the 1024-B alignment by pointer arithmetic on the shared array, so the exchange
+  // rows and P stores compile to ld/st.shared instead of generic ld/st (the integer cast loses the space)
+  uint8_t* smem = (kEarly & 64) ? smem_raw + ((1024u - (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) & 1023u)) & 1023u)
+                                : reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
   const uint32_t sb = saddr(smem);
   float* sSc0 = reinterpret_cast<float*>(smem + kOffF);
   float* sM0 = sSc0 + 64;

@@ -2,7 +2,8 @@
 // stages; the kernel and its description in mla_fp8_seesaw.cuh). Launched by mla_decode_fp8
 // (mla_fp8.cu) when mla_decode_fp8_set_variant(11) is set. SERVESIM_MLA_FP8_EARLY (experiments):
 // the kernel's kEarly mask, one of 0 (the default: every refill loads at its release; the
-// fastest in fp8kv3 call 4), 1, 3, 5, 9, 15, 16, 17, 32, 33.
+// fastest in fp8kv3 call 4), 1, 3, 5, 9, 15, 16, 17, 32, 33; 64 (fp8kv4): 0 with the shared-memory pointers kept in
+// the shared address space (ld/st.shared instead of generic for the exchange rows and P stores).
 #include "attention/mla_fp8_seesaw.cuh"
 
 #include <cstdlib>
@@ -39,7 +40,8 @@ void launch_mla_fp8_seesaw(const MqaArgs& a, const uint8_t* cache_fp8, const Mqa
     case 0: launch_e<0>(a, cache_fp8, plan, pf, s); break;
     case 16: launch_e<16>(a, cache_fp8, plan, pf, s); break;
     case 32: launch_e<32>(a, cache_fp8, plan, pf, s); break;
-    default: throw std::invalid_argument("SERVESIM_MLA_FP8_EARLY: 0, 1, 3, 5, 9, 15, 16, 17, 32 or 33");
+    case 64: launch_e<64>(a, cache_fp8, plan, pf, s); break;  // kEarly 0 with shared-space pointers (fp8kv4)
+    default: throw std::invalid_argument("SERVESIM_MLA_FP8_EARLY: 0, 1, 3, 5, 9, 15, 16, 17, 32, 33 or 64");
   }
 }
 

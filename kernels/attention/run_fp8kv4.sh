@@ -3,7 +3,7 @@
 # bulk-copy FP8 ring) vs variant 6 (the default) and the BF16
 # kernel (mla_decode, bench default variant 12) on the device, one call.
 #   here:   bash kernels/attention/run_fp8kv4.sh carry   (strips + xz's test_mla_fp8 / bench_attn of $BUILD into build-carry/fp8kv4)
-#   device: OUT=$OUT SERVESIM_COMMIT=<sha> [GUARD=300] [NEW=12] [PF_EXTRA="2 4"] bash kernels/attention/run_fp8kv4.sh
+#   device: OUT=$OUT SERVESIM_COMMIT=<sha> [GUARD=300] [NEW=12] [EXTRA="v13 e64 p2"] [E_TEST=64] bash kernels/attention/run_fp8kv4.sh
 # Steps (each behind the time guard GUARD, seconds from the start):
 #  1. test_mla_fp8 (Variant11*, DeepSeekHeadCounts: variant 6), double CPU reference;
 #  2. compute-sanitizer memcheck of MlaFp8Decode.Variant12RingSmall;
@@ -94,7 +94,7 @@ fi
   echo "commit $SERVESIM_COMMIT $(date -u +%FT%TZ) guard $GUARD new $NEW"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu --format=csv
   echo "=== 1. test_mla_fp8"
-  timeout ${TEST_S:-100} "$BIN/test_mla_fp8" --gtest_filter="${TEST_FILTER:-MlaFp8Decode.Variant12*:MlaFp8Decode.DeepSeekHeadCounts:MlaFp8Format.*}" > "$W/test_mla_fp8.log" 2>&1
+  timeout ${TEST_S:-100} "$BIN/test_mla_fp8" --gtest_filter="${TEST_FILTER:-MlaFp8Decode.Variant12*:MlaFp8Decode.Variant13*:MlaFp8Decode.DeepSeekHeadCounts:MlaFp8Format.*}" > "$W/test_mla_fp8.log" 2>&1
   RC=$?
   grep -E "attn-test|OK \]|FAILED|PASSED|Failure|Expected|Which is|error" "$W/test_mla_fp8.log" | cut -c1-220
   echo "test_mla_fp8 exit $RC after $(el) s"
@@ -154,28 +154,47 @@ print(f"median time over {len(sn)} points: v6 {st.median(s6):.1f} us, {vn} {st.m
 open(os.path.join(W, "gate.txt"), "w").write("pass" if ok else "")
 PY
   fi
-  if [ "$RC" = 0 ] && [ -n "${PF_EXTRA:-}" ]; then
-    echo "=== 3b. v$NEW at L2 prefetch distances $PF_EXTRA (pages), v6 again"
-    for c in $PF_EXTRA 6; do
-      [ "$(left)" -gt 40 ] || { echo "guard: skip $c"; continue; }
-      if [ "$c" = 6 ]; then env_=""; v=6; else env_="SERVESIM_MLA_FP8_PF=$c"; v=$NEW; fi
-      env $env_ timeout 100 "$BIN/bench_attn" --out "$W/pf_$c" --only mla_decode_fp8kv --budget 100 --share-scale 2 --mla-fp8-variant $v \
-        --mla-decode-point "$CP" > "$W/pf_$c.log" 2>&1
-      echo "pf $c exit $? after $(el) s"
+  if [ "$RC" = 0 ] && [ -n "${EXTRA:-}" ]; then
+    # EXTRA: configurations beside v6 (same run, 2 reps, the second in reverse order): pN = vNEW at L2 prefetch
+    # distance N pages, vN = variant N, eN = variant 11 with SERVESIM_MLA_FP8_EARLY=N
+    echo "=== 3b. extra configurations: $EXTRA (+ v6)"
+    [ -n "${E_TEST:-}" ] && for e in $E_TEST; do
+      SERVESIM_MLA_FP8_EARLY=$e timeout 60 "$BIN/test_mla_fp8" --gtest_filter=MlaFp8Decode.Variant11SeesawSmall > "$W/test_e$e.log" 2>&1
+      echo "v11 early $e: Variant11SeesawSmall exit $?, max out rel_l2 $(grep -oE 'rel_l2=[0-9.e+-]+' "$W/test_e$e.log" | cut -d= -f2 | sort -g | tail -1)"
     done
-    python3 - "$W" $PF_EXTRA <<'PY'
+    XC="v6 $EXTRA"
+    for rep in 1 2; do
+      [ $rep = 2 ] && XC=$(echo $XC | tr ' ' '\n' | tac | tr '\n' ' ')
+      for c in $XC; do
+        [ "$(left)" -gt 40 ] || { echo "guard: skip $c"; continue; }
+        case $c in
+          v*) env_=""; v=${c#v} ;;
+          p*) env_="SERVESIM_MLA_FP8_PF=${c#p}"; v=$NEW ;;
+          e*) env_="SERVESIM_MLA_FP8_EARLY=${c#e}"; v=11 ;;
+        esac
+        env $env_ timeout 100 "$BIN/bench_attn" --out "$W/x_${c}_r$rep" --only mla_decode_fp8kv --budget 100 --share-scale 2 --mla-fp8-variant $v \
+          --mla-decode-point "$CP" > "$W/x_${c}_r$rep.log" 2>&1
+        echo "$c rep $rep exit $? after $(el) s"
+      done
+    done
+    python3 - "$W" v6 $EXTRA <<'PY'
 import json, sys, glob, os, statistics as st
 W = sys.argv[1]
 t = {}
-for c in sys.argv[2:] + ["6"]:
-    for f in glob.glob(os.path.join(W, f"pf_{c}", "*.json")):
+for c in sys.argv[2:]:
+    for f in glob.glob(os.path.join(W, f"x_{c}_r*", "*.json")):
         for r in json.load(open(f))["rows"]:
             s = r["shape"]
             if s.get("mixed"): continue
-            t.setdefault(c, {})[(s["heads"], s["batch"], s["ctx"])] = r["us_median"]
-for c in sys.argv[2:]:
-    r = [t["6"][k] / t[c][k] for k in t.get(c, {}) if k in t.get("6", {})]
-    if r: print(f"pf {c}: v6/vNEW per point median {st.median(r):.3f} (min {min(r):.3f}, max {max(r):.3f}) over {len(r)} points")
+            k = (s["heads"], s["batch"], s["ctx"])
+            t.setdefault(c, {})[k] = min(t.get(c, {}).get(k, 1e30), r["us_median"])
+cs = sys.argv[2:]
+print("H B L | " + " | ".join(cs) + "  (best of 2, us)")
+for k in sorted(t.get("v6", {}), key=lambda k: (-k[0], k[1] * k[2])):
+    print(f"{k[0]} {k[1]} {k[2]} | " + " | ".join(f"{t[c][k]:.1f}" if k in t.get(c, {}) else "-" for c in cs))
+for c in cs[1:]:
+    r = [t["v6"][k] / t[c][k] for k in t.get(c, {}) if k in t.get("v6", {})]
+    if r: print(f"{c}: median time {st.median(t[c].values()):.1f} us (v6 {st.median(t['v6'].values()):.1f}); v6/{c} per point median {st.median(r):.3f} (min {min(r):.3f}, max {max(r):.3f}) over {len(r)} points")
 PY
   fi
   if [ "$RC" = 0 ] && command -v ncu > /dev/null && [ "$(left)" -gt ${NCU_MIN:-150} ]; then

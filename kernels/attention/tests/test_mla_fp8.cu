@@ -248,6 +248,16 @@ TEST(MlaFp8Decode, Variant11SeesawSmall) {
   fp8_case({129, 64}, 96, 0, false, 64, 20);
   mla_decode_fp8_set_variant(6);
 }
+// Variant 13 (fp8kv4 experiment: variant 6 with its shared-memory pointers in the shared address space).
+TEST(MlaFp8Decode, Variant13SharedSpaceSmall) {
+  SKIP_WITHOUT_GPU();
+  mla_decode_fp8_set_variant(13);
+  fp8_case({1, 130, 200}, 128, 64, true);
+  fp8_case({700, 5}, 64, 0, true);
+  fp8_case({300, 65}, 16, 128, true, 192);
+  fp8_case({129, 64}, 96, 0, false, 64, 20);
+  mla_decode_fp8_set_variant(6);
+}
 // Variant 12 (fp8kv4: 32-token tiles from the bulk-copy FP8 ring): variant 11's cases, plus contexts of
 // 1..7 32-token tiles (every ring slot / pair / refill combination at the start and the end), 31 / 33
 // tokens (partial tiles), forced splits of 64 and 128 tokens, pages of 128 / 192 / 256.
