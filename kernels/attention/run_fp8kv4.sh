@@ -105,7 +105,7 @@ fi
   fi
   if [ "$RC" = 0 ] && command -v compute-sanitizer > /dev/null && [ "$(left)" -gt ${SAN_MIN:-200} ]; then
     echo "=== 2. memcheck"
-    timeout ${MEM_S:-90} compute-sanitizer --tool memcheck --print-limit 20 "$BIN/test_mla_fp8" --gtest_filter=MlaFp8Decode.Variant12RingSmall > "$W/memcheck.log" 2>&1
+    timeout ${MEM_S:-90} compute-sanitizer --tool memcheck --print-limit 20 "$BIN/test_mla_fp8" --gtest_filter=${SAN_TEST:-MlaFp8Decode.Variant12RingSmall} > "$W/memcheck.log" 2>&1
     echo "memcheck exit $?: $(grep -E 'ERROR SUMMARY' "$W/memcheck.log" | tr '\n' ' ') after $(el) s"
     grep -E "Invalid|out of bounds|FAILED|attn-test" "$W/memcheck.log" | head -8 | cut -c1-200
   fi

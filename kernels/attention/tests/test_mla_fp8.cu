@@ -249,6 +249,12 @@ TEST(MlaFp8Decode, Variant11SeesawSmall) {
   mla_decode_fp8_set_variant(6);
 }
 // Variant 13 (fp8kv4 experiment: variant 6 with its shared-memory pointers in the shared address space).
+TEST(MlaFp8Decode, Variant13SharedSpace) {
+  SKIP_WITHOUT_GPU();
+  mla_decode_fp8_set_variant(13);
+  variant_cases();
+  mla_decode_fp8_set_variant(6);
+}
 TEST(MlaFp8Decode, Variant13SharedSpaceSmall) {
   SKIP_WITHOUT_GPU();
   mla_decode_fp8_set_variant(13);
