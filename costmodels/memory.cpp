@@ -14,6 +14,9 @@ namespace {
 // Weight elements of one attention layer of kind `a` (model-facts §1 tensor shapes).
 struct AttnParams {
   double proj = 0;   // projections in proj_dtype
+  // the part of proj every attention-TP rank holds whole: the low-rank down-projections that
+  // step_cost.cpp prices at full width on each rank (kda_proj_gemms, mla_gemms, v4_proj_gemms)
+  double replicated = 0;
   double fp32 = 0;   // small fp32 tensors (conv weights, dt_bias, A_log, attention sinks)
   double norm = 0;   // norm weights (bf16)
 };
@@ -28,6 +31,7 @@ AttnParams attention_params(const AttentionSpec& a, int hidden) {
                + (a.full_rank_output_gate ? D * hd : 0)    // g (sigmoid-gated RMSNorm input)
                + D * a.gate_rank + a.gate_rank * hd        // decay gate f_a, f_b
                + D * a.heads;                              // beta (b_proj)
+      p.replicated = D * a.gate_rank;                      // f_a
       p.fp32 = 3 * hd * a.conv_kernel + hd + a.head_dim;   // conv q/k/v, dt_bias, A_log [128]
       p.norm = a.head_dim + D;                             // o_norm, input norm
       break;
@@ -40,6 +44,7 @@ AttnParams attention_params(const AttentionSpec& a, int hidden) {
                + static_cast<double>(a.heads) * a.v_head_dim * D         // o_proj
                + (a.output_gate ? D * a.heads * a.v_head_dim : 0);       // g_proj
       p.norm = a.q_lora_rank + a.kv_lora_rank + D;
+      p.replicated = (a.q_lora_rank > 0 ? D * a.q_lora_rank : 0) + D * (a.kv_lora_rank + a.qk_rope_dim);  // q_a, kv_a
       break;
     }
     case AttentionOp::csa:
@@ -50,9 +55,11 @@ AttnParams attention_params(const AttentionSpec& a, int hidden) {
                + D * hd                                                             // wkv
                + static_cast<double>(a.heads) * hd * a.o_lora_rank                  // wo_a (G groups)
                + static_cast<double>(a.o_groups) * a.o_lora_rank * D;               // wo_b
+      p.replicated = D * a.q_lora_rank + D * hd;                                   // wq_a, wkv
       if (a.compress_ratio > 0) {
         const double coff = a.compressor_overlap ? 2 : 1;
         p.proj += 2 * D * coff * hd;                    // compressor wkv + wgate
+        p.replicated += 2 * D * coff * hd;
         p.fp32 += a.compress_ratio * coff * hd;         // positional bias ape
       }
       if (a.indexer_heads > 0) {
@@ -60,6 +67,7 @@ AttnParams attention_params(const AttentionSpec& a, int hidden) {
         p.proj += static_cast<double>(a.q_lora_rank) * a.indexer_heads * id  // indexer wq_b
                   + D * a.indexer_heads                                      // weights_proj
                   + 2 * D * 2 * id;                                          // indexer compressor (overlap)
+        p.replicated += 2 * D * 2 * id;
         p.norm += id;
       }
       p.fp32 += a.heads;  // attention sink
@@ -80,6 +88,7 @@ double expert_params(const FfnSpec& f, int hidden) {
 }
 
 double attention_projection_params(const AttentionSpec& a, int hidden) { return attention_params(a, hidden).proj; }
+double attention_replicated_params(const AttentionSpec& a, int hidden) { return attention_params(a, hidden).replicated; }
 
 double ParamBreakdown::total_params() const {
   double s = 0;
@@ -97,31 +106,43 @@ double ParamBreakdown::non_expert_bytes() const {
   return s;
 }
 
-ParamBreakdown count_params(const ModelSpec& m) {
+namespace {
+
+// The model's tensor groups as count_params fills them, layer by layer.
+struct ParamCounter {
+  const ModelSpec& m;
   ParamGroup attn{"attention"}, small{"norms_and_small_fp32"}, dense{"dense_ffn"}, routed{"routed_experts", 0, 0, true},
       shared{"shared_experts"}, latent{"latent_moe_projections"}, router{"routers"}, emb{"embeddings_and_lm_head"},
       mhc{"mhc_mixing"};
-  double active = 0;
-  const double D = m.hidden;
-  auto add = [](ParamGroup& g, double n, DType t) { g.params += n; g.bytes += n * bytes_per_element(t); };
-  // one layer's parameters into the groups; returns its active parameters
-  auto layer = [&](const LayerSpec& l, double scale, ParamBreakdown* mtp) -> double {
+  double replicated = 0;  // bytes every attention-TP rank holds whole (ParamBreakdown::replicated_bytes)
+
+  static void add(ParamGroup& g, double n, DType t) { g.params += n, g.bytes += n * bytes_per_element(t); }
+
+  // One layer's parameters into the groups (or, for an MTP layer, into mtp's extra counts);
+  // returns its active parameters.
+  double layer(const LayerSpec& l, ParamBreakdown* mtp) {
     const AttentionSpec& a = m.attention_kinds[l.attention];
     const FfnSpec& f = m.ffn_kinds[l.ffn];
     const AttnParams ap = attention_params(a, m.hidden);
+    const double D = m.hidden;
     double act = ap.proj + ap.fp32 + ap.norm;
-    double exp_bytes = 0, nonexp_bytes = 0;
+    double exp_bytes = 0, nonexp_bytes = 0, rep_bytes = 0;
     auto put = [&](ParamGroup& g, double n, DType t) {
       if (mtp) {
         (g.expert ? exp_bytes : nonexp_bytes) += n * bytes_per_element(t);
-        mtp->mtp_params += n * scale;
+        mtp->mtp_params += n;
       } else {
-        add(g, n * scale, t);
+        add(g, n, t);
       }
     };
+    // tensors every attention-TP rank holds whole (as step_cost.cpp prices them): the attention's
+    // down-projections, norms, LatentMoE projections, routers, mHC mixing
+    auto whole = [&](double n, DType t) { rep_bytes += n * bytes_per_element(t); };
     put(attn, ap.proj, a.proj_dtype);
+    whole(ap.replicated, a.proj_dtype);
     put(small, ap.fp32, DType::fp32);
     put(small, ap.norm + D, DType::bf16);  // + post-attention norm
+    whole(ap.norm + D, DType::bf16);
     if (f.op == FfnOp::dense) {
       put(dense, 3 * D * f.intermediate, f.dtype);
       act += 3 * D * f.intermediate;
@@ -135,10 +156,12 @@ ParamBreakdown count_params(const ModelSpec& m) {
       }
       if (f.latent_dim > 0) {
         put(latent, 2 * D * f.latent_dim + f.latent_dim, f.latent_dtype);
+        whole(2 * D * f.latent_dim + f.latent_dim, f.latent_dtype);
         act += 2 * D * f.latent_dim + f.latent_dim;
       }
       if (f.gate != GateKind::hash) {
         put(router, f.experts * D + f.experts, f.gate_dtype);
+        whole(f.experts * D + f.experts, f.gate_dtype);
         act += f.experts * D;
       }
     }
@@ -147,31 +170,44 @@ ParamBreakdown count_params(const ModelSpec& m) {
       const double s = m.residual_streams;
       const double n = 2 * (s * D * (2 + s) * s + (2 + s) * s);
       put(mhc, n, DType::fp32);
+      whole(n, DType::fp32);
       act += n;
     }
     if (mtp) {
-      mtp->mtp_expert_bytes += exp_bytes * scale;
-      mtp->mtp_other_bytes += nonexp_bytes * scale;
+      mtp->mtp_expert_bytes += exp_bytes, mtp->mtp_other_bytes += nonexp_bytes, mtp->mtp_replicated_bytes += rep_bytes;
+    } else {
+      replicated += rep_bytes;
     }
     return act;
-  };
+  }
+};
 
+}  // namespace
+
+ParamBreakdown count_params(const ModelSpec& m) {
+  ParamCounter c{m};
   ParamBreakdown pb;
-  for (const auto& l : m.layers) active += layer(l, 1.0, nullptr);
+  const double D = m.hidden;
+  double active = 0;
+  for (const auto& l : m.layers) active += c.layer(l, nullptr);
   // embeddings (the input lookup touches one row per token: not counted as active) and lm_head
   const double ev = static_cast<double>(m.vocab) * D;
-  add(emb, m.tied_embeddings ? ev : 2 * ev, m.embedding_dtype);
-  add(small, D, DType::bf16);  // final norm
-  active += ev;                // lm_head
+  ParamCounter::add(c.emb, m.tied_embeddings ? ev : 2 * ev, m.embedding_dtype);
+  ParamCounter::add(c.small, D, DType::bf16);  // final norm
+  c.replicated += D * kBf16;
+  active += ev;  // lm_head
   // MTP: one extra decoder layer of the last layer's kinds plus its projection (2D -> D) and norms
   for (int i = 0; i < m.mtp_layers && !m.layers.empty(); ++i) {
-    layer(m.layers.back(), 1.0, &pb);
+    c.layer(m.layers.back(), &pb);
     pb.mtp_params += 2 * D * D + 3 * D;
-    pb.mtp_other_bytes += (2 * D * D) * bytes_per_element(m.attention_kinds[m.layers.back().attention].proj_dtype) + 3 * D * kBf16;
+    const double eh_norms = (2 * D * D) * bytes_per_element(m.attention_kinds[m.layers.back().attention].proj_dtype) + 3 * D * kBf16;
+    pb.mtp_other_bytes += eh_norms;
+    pb.mtp_replicated_bytes += eh_norms;  // eh_proj is a plain (replicated) linear in SGLang's NextN layer
   }
-  for (ParamGroup* g : {&attn, &routed, &shared, &latent, &dense, &router, &mhc, &emb, &small})
+  for (ParamGroup* g : {&c.attn, &c.routed, &c.shared, &c.latent, &c.dense, &c.router, &c.mhc, &c.emb, &c.small})
     if (g->params > 0) pb.groups.push_back(*g);
   pb.active_params = active;
+  pb.replicated_bytes = c.replicated;
   return pb;
 }
 
@@ -191,7 +227,9 @@ WeightsPerGpu weights_per_gpu(const ModelSpec& m, int ep, int attn_tp, int redun
     const double frac = f.op == FfnOp::moe ? std::ceil(static_cast<double>(f.experts + redundant_experts) / ep) / f.experts : 1.0;
     w.expert_bytes += pb.mtp_expert_bytes * frac;
   }
-  w.non_expert_bytes = (pb.non_expert_bytes() + pb.mtp_other_bytes) / attn_tp;
+  const double whole = pb.replicated_bytes + pb.mtp_replicated_bytes;
+  w.replicated_bytes = whole;
+  w.non_expert_bytes = (pb.non_expert_bytes() + pb.mtp_other_bytes - whole) / attn_tp + whole;
   return w;
 }
 

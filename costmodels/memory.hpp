@@ -14,6 +14,9 @@ double expert_params(const FfnSpec& f, int hidden);
 /// Weight elements of one attention layer's projections (incl. gates, compressors, indexer
 /// projections; excl. norms and small fp32 tensors). model-facts §2.1-2.4 "Projections".
 double attention_projection_params(const AttentionSpec& a, int hidden);
+/// Of those, the elements every attention-TP rank holds whole: the low-rank down-projections
+/// (MLA q_a and kv_a, KDA f_a, V4 wq_a, wkv and the compressors'), as step_cost.cpp prices them.
+double attention_replicated_params(const AttentionSpec& a, int hidden);
 
 /// Bytes one token's MLA latent takes in the KV cache: BF16 (kv_lora + rope) × 2 (DeepSeek-V3:
 /// 576 × 2 = 1,152); FP8 as FlashMLA stores it: kv_lora e4m3 values, one fp32 scale per 128 of
@@ -35,6 +38,11 @@ struct ParamBreakdown {
   double total_params() const;           ///< without MTP layers (as published totals are)
   double mtp_params = 0;                 ///< extra parameters of the MTP layers (held in memory)
   double mtp_expert_bytes = 0, mtp_other_bytes = 0;
+  /// Of the non-expert bytes (stored precision), those every attention-TP rank holds whole, as
+  /// step_cost.cpp prices them at full width: the attention's low-rank down-projections (MLA q_a /
+  /// kv_a, KDA f_a, V4 wq_a / wkv / compressors), norms, LatentMoE down / up projections, routers,
+  /// mHC mixing; mtp_replicated_bytes the same of the MTP layers (with their eh_proj).
+  double replicated_bytes = 0, mtp_replicated_bytes = 0;
   double active_params = 0;              ///< parameters one token uses (routed: top_k experts; no MTP)
   double expert_bytes() const;           ///< routed experts, all layers, stored precision
   double non_expert_bytes() const;       ///< everything else (incl. embeddings), stored precision
@@ -47,14 +55,18 @@ ParamBreakdown count_params(const ModelSpec& m);
 /// How an instance's weights land on one of its GPUs.
 struct WeightsPerGpu {
   double expert_bytes = 0;      ///< routed experts (+ redundant copies) held by this GPU
-  double non_expert_bytes = 0;  ///< attention, dense/shared FFN, router, embeddings, norms: 1/attn_tp share
+  /// attention, dense/shared FFN, router, embeddings, norms: the TP-split tensors' 1/attn_tp share
+  /// plus the replicated ones whole (replicated_bytes)
+  double non_expert_bytes = 0;
+  double replicated_bytes = 0;  ///< of non_expert_bytes, held whole on every attention-TP rank
   double total() const { return expert_bytes + non_expert_bytes; }
 };
 
 /// Weights on one GPU of an EP group of `ep` GPUs whose attention runs with tensor parallelism
 /// `attn_tp` (DP = ep / attn_tp). Routed experts are split over the EP group (+ `redundant_experts`
 /// extra copies per MoE layer, spread evenly); everything else is split over the attention-TP group
-/// and replicated across DP groups. MTP layers are held in memory.
+/// (ParamBreakdown::replicated_bytes excepted: whole on each of its GPUs) and replicated across DP
+/// groups. MTP layers are held in memory.
 /// Throws std::invalid_argument if ep or attn_tp < 1.
 WeightsPerGpu weights_per_gpu(const ModelSpec& m, int ep, int attn_tp, int redundant_experts = 0);
 

@@ -231,6 +231,7 @@ StepCostModel::StepCostModel(const ModelSpec& model, std::shared_ptr<const CostM
     if (a.op == AttentionOp::mla)  // kv_b is applied per cached token (prefill) or absorbed (decode): costed there
       p -= static_cast<double>(a.kv_lora_rank) * a.heads * (a.qk_nope_dim + a.v_head_dim);
     attn_proj_params_.push_back(p);
+    attn_rep_params_.push_back(attention_replicated_params(a, model_.hidden));
   }
   // GEMM shapes of every op on one GPU of an attention-TP group (model-facts §1 tensor shapes).
   const double t = shape_.attn_tp, D = model_.hidden;
@@ -289,7 +290,9 @@ void StepCostModel::attention_ops(int ai, const std::vector<SeqWork>& seqs, Phas
 
   // Projections (model-facts §2.1-2.4 "Projections"): 2 FLOP per weight per token; weights read once.
   {
-    const double p = attn_proj_params_[ai] / t;
+    // the TP-split projections' 1/t share and the replicated down-projections whole (each rank
+    // runs them over all T tokens)
+    const double p = (attn_proj_params_[ai] - attn_rep_params_[ai]) / t + attn_rep_params_[ai];
     out.push_back(make(OpKind::attn_proj, OpClass::gemm, a.proj_dtype, 2 * T * p,
                        p * bytes_per_element(a.proj_dtype) + T * (hidden + H * std::max(a.head_dim, a.v_head_dim) * 4) * kAct,
                        T, S, ctx_sum, ctx_max, H));
@@ -345,9 +348,10 @@ void StepCostModel::ffn_ops(int fi, double Tr, double Tt, std::vector<Op>& out, 
     out.back().act = activation_of(f.activation), out.back().width = f.shared_intermediate / t;
   }
   if (f.latent_dim > 0) {
-    const double p = 2 * hidden * f.latent_dim / t;
-    out.push_back(make(OpKind::moe_latent_proj, OpClass::gemm, f.latent_dtype, 2 * Tr * p,
-                       p * bytes_per_element(f.latent_dtype) + Tr * 2 * (hidden + f.latent_dim) * kAct, Tr, 0, 0, 0, 0));
+    // full weights (read whole on every rank) over the Tr / t tokens this GPU routes
+    const double w = 2 * hidden * f.latent_dim;
+    out.push_back(make(OpKind::moe_latent_proj, OpClass::gemm, f.latent_dtype, 2 * Tr / t * w,
+                       w * bytes_per_element(f.latent_dtype) + Tr / t * 2 * (hidden + f.latent_dim) * kAct, Tr, 0, 0, 0, 0));
     set_gemms(out.back(), g_tok, ffn_gemms_[fi].latent);
     out.back().width = f.latent_dim, out.back().hidden = hidden;
   }

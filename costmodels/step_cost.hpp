@@ -193,6 +193,7 @@ class StepCostModel {
   StepScale scale_;
   std::vector<LayerPair> pairs_;
   std::vector<double> attn_proj_params_;  // per attention kind, whole layer (before TP split)
+  std::vector<double> attn_rep_params_;   // of those, the ones each attention-TP rank holds whole
   // GEMM shapes on one GPU (after the attention-TP split) that the ops point to (Op::gemms)
   struct KindGemms {
     std::vector<GemmShape> proj;    // attention projections (M = new tokens)

@@ -46,8 +46,21 @@ TEST(Params, K3NonExpertWeightsAreAbout113GB) {
   // 896/32 = 28 experts × 3·3584·3072 params × 0.53125 B × 92 MoE layers
   EXPECT_DOUBLE_EQ(w.expert_bytes, 28.0 * 3 * 3584 * 3072 * 0.53125 * 92);
   EXPECT_NEAR(w.expert_bytes / 1e9, 45.2, 0.1);
-  // attention TP 8 splits the non-expert part
-  EXPECT_DOUBLE_EQ(weights_per_gpu(k3, 32, 8).non_expert_bytes, w.non_expert_bytes / 8);
+  // attention TP 8 splits the non-expert part except what every TP rank holds whole, as the step
+  // prices it (step_cost.cpp: the down-projections, the LatentMoE projections and the routers at
+  // full width; SGLang keeps q_a / kv_a and the gate as ReplicatedLinear), and the norms, by hand
+  // (BF16): LatentMoE down + up 92 x (2 x 7168 x 3584 + 3584), routers 92 x (896 x 7168 + 896),
+  // MLA q_a + kv_a 24 x 7168 x (1536 + 576), KDA f_a 69 x 7168 x 128, norms KDA 69 x (128 + 2 x 7168),
+  // MLA 24 x (1536 + 512 + 2 x 7168), final 7168
+  const double whole = 2.0 * (92.0 * (2 * 7168.0 * 3584 + 3584) + 92.0 * (896.0 * 7168 + 896) + 24.0 * 7168 * (1536 + 576) +
+                              69.0 * 7168 * 128 + 69.0 * (128 + 2 * 7168.0) + 24.0 * (1536 + 512 + 2 * 7168.0) + 7168);
+  EXPECT_NEAR(whole / 1e9, 11.49, 0.01);  // (rev26 review: 10 GB per GPU were missing at attention TP 8)
+  const WeightsPerGpu w8 = weights_per_gpu(k3, 32, 8);
+  EXPECT_NEAR(w8.replicated_bytes, whole, 1e-6 * whole);
+  EXPECT_NEAR(w8.non_expert_bytes, (w.non_expert_bytes - whole) / 8 + whole, 1e-9 * w.non_expert_bytes);
+  EXPECT_DOUBLE_EQ(w8.expert_bytes, w.expert_bytes);
+  // at TP 1 the replicated part is simply in the whole
+  EXPECT_NEAR(w.replicated_bytes, whole, 1e-6 * whole);
 }
 
 TEST(Kv, K3PerTokenAndPerSequence) {

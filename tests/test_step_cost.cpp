@@ -48,6 +48,30 @@ TEST(Ops, K3MlaDecodeReadsTheLatentOncePerToken) {
   EXPECT_EQ(o.cls, OpClass::attention_decode);
 }
 
+// At attention TP 8 the roofline reads what each GPU holds (memory.cpp): the TP-split projections'
+// 1/8 share and the replicated ones whole (MLA q_a, kv_a; the LatentMoE down + up projections,
+// each GPU routing 1/8 of the rank's tokens through them). rev26 review: both were read at 1/8.
+TEST(Ops, K3ReplicatedWeightsAreReadWholeOnEachAttentionTpRank) {
+  Fixture f("kimi-k3", {32, 8});
+  std::vector<Op> ops;
+  const int mla = attention_kind(f.m, AttentionOp::mla);
+  f.step->attention_ops(mla, {{1, 4095, true}, {1, 999, true}}, Phase::decode, ops);
+  const Op& proj = costmodel_test::find_op(ops, OpKind::attn_proj);
+  // split: q_b 1536 x 96·192, o_proj 96·128 x 7168, output gate 7168 x 96·128; whole: q_a 7168 x 1536, kv_a 7168 x 576
+  const double split = 1536.0 * 96 * 192 + 2.0 * 96 * 128 * 7168, whole = 7168.0 * 1536 + 7168.0 * 576;
+  const double p = split / 8 + whole;
+  EXPECT_DOUBLE_EQ(proj.flops, 2 * 2 * p);
+  const AttentionSpec& a = f.m.attention_kinds[static_cast<size_t>(mla)];
+  EXPECT_DOUBLE_EQ(proj.bytes, p * 2 + 2 * (7168 + 12.0 * std::max(a.head_dim, a.v_head_dim) * 4) * 2);
+  ops.clear();
+  const int moe = static_cast<int>(f.m.main_moe() - f.m.ffn_kinds.data());
+  f.step->ffn_ops(moe, 64, 256, ops);
+  const Op& lat = costmodel_test::find_op(ops, OpKind::moe_latent_proj);
+  // 64 / 8 = 8 tokens through 2 x 7168 x 3584 BF16 weights, activations in and out of both
+  EXPECT_DOUBLE_EQ(lat.flops, 2 * 8 * 2 * 7168.0 * 3584);
+  EXPECT_DOUBLE_EQ(lat.bytes, 2 * 7168.0 * 3584 * 2 + 8 * 2 * (7168 + 3584) * 2.0);
+}
+
 TEST(Ops, K3KdaDecodeIsStateBandwidth) {
   Fixture f("kimi-k3", {8, 2});
   std::vector<Op> ops;

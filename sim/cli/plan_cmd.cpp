@@ -28,7 +28,7 @@ void print_memory(const DeploymentSpec& d) {
   row("HBM", p.hbm, q.hbm);
   row(fmt::format("usable (x{})", d.memory_utilization).c_str(), p.usable, q.usable);
   row("routed experts", p.expert_weights, q.expert_weights);
-  row("other weights (1/attn_tp)", p.other_weights, q.other_weights);
+  row("other weights (split + whole)", p.other_weights, q.other_weights);
   row("activation workspace", p.workspace, q.workspace);
   row("reserved (context, buffers)", p.reserved, q.reserved);
   row("KV budget", p.kv_budget, q.kv_budget);
