@@ -46,6 +46,10 @@ const char* mla_decode_fp8_config();
 /// schedule (two 64-row chains per SM ping-ponged over tile pairs), each 16-bit stage refilled from
 /// the FP8 cache by the warpgroup that released it. Correct but 0.98x variant 6's speed (same run, 12 points; NOTES.md
 /// "helper fp8kv3"): opt-in only.
+/// 12 (issue 12, fp8kv4; mla_fp8_ring.cuh): variant 11 on 32-token tiles, refilled from a 3-slot FP8 staging ring
+/// that cp.async.bulk fills. Correct but 0.86x variant 6's speed (NOTES.md "helper fp8kv4"): opt-in only.
+/// 13 (fp8kv4): variant 6 with its shared-memory pointers kept in the shared address space (ld/st.shared instead of
+/// generic); correct, 1.035x variant 6 in the same run (below the 1.05 gate): opt-in only.
 void mla_decode_fp8_set_variant(int v);
 
 /// Host: quantises one token's 576 latent values (512 NoPE + 64 RoPE) into the 656-B layout
