@@ -4,6 +4,7 @@
 #include "cli_run.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -151,6 +152,37 @@ TEST(Sweep, PointsTheScenarioRefusesExit2BeforeAnyRun) {
   o = sh("sweep " + g.string() + " --out " + (d / "o4").string());
   EXPECT_EQ(o.status, 2) << o.text;
   EXPECT_NE(o.text.find("grid field \"deployments.00.decode.max_running\": no such field"), std::string::npos) << o.text;
+  fs::remove_all(d);
+}
+
+// An axis of paths reads them relative to the base scenario's folder, as the scenario's own paths
+// (rev26: a trace axis ["a.jsonl", "b.jsonl"] passed the up-front check and every point's run then
+// looked for points/.tmp-*/a.jsonl: 2 failed, exit 1). Two 3-row Mooncake traces beside the scenario;
+// the second's prompts are twice as long, so the two rows must differ.
+TEST(Sweep, PathAxesAreReadRelativeToTheScenario) {
+  const fs::path d = scratch("paths");
+  // the default scenario with a Mooncake trace named relative to this folder
+  nlohmann::json sc = nlohmann::json::parse(std::ifstream(std::string(SERVESIM_SOURCE_DIR) + "/scenarios/default.json"));
+  sc["workload"] = {{"kind", "mooncake"}, {"trace", "a.jsonl"}, {"block_tokens", 512}};
+  std::ofstream(d / "s.json") << sc.dump();
+  for (const auto& [name, len] : std::vector<std::pair<std::string, int>>{{"a.jsonl", 1000}, {"b.jsonl", 2000}}) {
+    std::ofstream t(d / name);
+    for (int i = 0; i < 3; ++i)
+    {  // one hash id per 512-token block
+      t << "{\"timestamp\": " << i * 100 << ", \"input_length\": " << len << ", \"output_length\": 20, \"hash_ids\": [";
+      for (int b = 0; b < (len + 511) / 512; ++b) t << (b ? ", " : "") << 10 * i + b;
+      t << "]}\n";
+    }
+  }
+  std::ofstream(d / "grid.json") << R"({"scenario": "s.json", "only": "v4pro-h200", "grid": {"workload.trace": ["a.jsonl", "b.jsonl"]}})";
+  const Out o = sh("sweep " + (d / "grid.json").string() + " --out " + (d / "out").string() + " --jobs 1");
+  ASSERT_EQ(o.status, 0) << o.text;
+  EXPECT_NE(o.text.find("2/2 points done"), std::string::npos) << o.text;
+  const auto rows = lines(slurp(d / "out" / "results.csv"));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[1].rfind("p0000,a.jsonl,ok,v4pro-h200,", 0), 0u) << rows[1];
+  EXPECT_EQ(rows[2].rfind("p0001,b.jsonl,ok,v4pro-h200,", 0), 0u) << rows[2];
+  EXPECT_NE(rows[1].substr(rows[1].find("v4pro-h200")), rows[2].substr(rows[2].find("v4pro-h200")));
   fs::remove_all(d);
 }
 

@@ -149,6 +149,10 @@ void expand(Grid& g, const ojson& base) {
       rest /= a.values.size();
     }
     for (size_t k = 0; k < g.axes.size(); ++k) *find_field(p.scenario, g.axes[k].path) = p.params[k];
+    // an axis of paths (a trace, a model or hardware file) is read relative to the base scenario's
+    // folder, as the base's own paths and check_points read them (rev26: the point's run read them
+    // relative to points/.tmp-*/ and failed every point the check had passed)
+    absolutize(p.scenario, fs::absolute(g.scenario_file).parent_path());
     g.points.push_back(std::move(p));
   }
 }
