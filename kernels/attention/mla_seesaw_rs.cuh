@@ -120,14 +120,20 @@ __device__ __forceinline__ void scale_o(float (&o)[128], float fA, float fB) {
 //   (S1 interleaves with S0 4-8 as in variant 10). Measured (NOTES.md, eleventh session): 12 is 1.06x
 //   variant 10 at the 128-head median and the table's kernel; 11 loses at 512 x 4K (S1 then also
 //   waits for K0 4-8, the blocks refilled last).
-template <int kGate>
+// kSh (smemfix, issue 12): the 1024-B alignment by pointer arithmetic on the __shared__ array instead of a
+//   uintptr_t round trip, so the compiler keeps the shared address space and the softmax-row / P / O
+//   accesses through smem compile to ld/st.shared (LDS/STS) instead of generic ld/st (LD/ST); pure codegen,
+//   same algorithm. Variant 12 launches <2, true> unless SERVESIM_MLA_SMEM_GENERIC=1 (the old form, kept
+//   for same-run comparison); variants 10 / 11 keep the old form.
+template <int kGate, bool kSh = false>
 __global__ void __launch_bounds__(256, 1)
     mla_decode_seesaw_rs_kernel(const __grid_constant__ CUtensorMap tmap, MqaArgs a, const int4* __restrict__ work) {
   constexpr bool kNew = kGate > 0;
   using namespace sm90;
   using namespace wgs;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  uint8_t* smem = kSh ? smem_raw + ((1024u - (saddr(smem_raw) & 1023u)) & 1023u)
+                      : reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
   const uint32_t sb = saddr(smem);
   float* sSc0 = reinterpret_cast<float*>(smem + kOffF);
   float* sM0 = sSc0 + 64;

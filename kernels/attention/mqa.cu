@@ -73,6 +73,12 @@ int seesaw_noload() {
   }();
   return v;
 }
+// SERVESIM_MLA_SMEM_GENERIC=1 (smemfix, comparison only): variant 12 runs its old form, the shared-memory
+// base aligned through a uintptr_t cast (generic ld/st); default: the shared-space form (kSh, mla_seesaw_rs.cuh)
+bool mla_smem_generic() {
+  static const bool g = [] { const char* e = std::getenv("SERVESIM_MLA_SMEM_GENERIC"); return e && std::atoi(e) == 1; }();
+  return g;
+}
 void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, bool ns4, int seesaw = 0) {
   if (a.H <= 0) throw std::invalid_argument("mqa: head count must be positive");
   if (!a.q || !a.out) throw std::invalid_argument("mqa: q and out are required");
@@ -93,6 +99,7 @@ void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, boo
     SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_rs_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
     SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_rs_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
     SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_rs_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
+    SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_rs_kernel<2, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
     SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw2_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmem));
     SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_sp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmemSp));
     SS_CUDA(cudaFuncSetAttribute(mla_decode_seesaw_p0_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wgs::kSmemSp));
@@ -106,7 +113,8 @@ void launch_mla_wgmma(const MqaArgs& a, const MqaPlan& plan, cudaStream_t s, boo
     if (seesaw == 2) mla_decode_seesaw2_kernel<<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
     else if (seesaw == 7) mla_decode_seesaw_rs_kernel<0><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
     else if (seesaw == 8) mla_decode_seesaw_rs_kernel<1><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
-    else if (seesaw == 9) mla_decode_seesaw_rs_kernel<2><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
+    else if (seesaw == 9 && mla_smem_generic()) mla_decode_seesaw_rs_kernel<2><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
+    else if (seesaw == 9) mla_decode_seesaw_rs_kernel<2, true><<<dim3(groups, plan.n_work), 256, wgs::kSmem, s>>>(tm, a, plan.work.p);
     else if (seesaw == 10) mla_decode_seesaw_sp_kernel<<<dim3(groups, plan.n_work), 256, wgs::kSmemSp, s>>>(tm, a, plan.work.p);
     else if (seesaw == 11) mla_decode_seesaw_p0_kernel<<<dim3(groups, plan.n_work), 256, wgs::kSmemSp, s>>>(tm, a, plan.work.p);
     else if (seesaw == 12) mla_decode_seesaw_lz_kernel<<<dim3(groups, plan.n_work), 256, wgs::kSmemSp, s>>>(tm, a, plan.work.p);

@@ -197,6 +197,16 @@ TEST(MlaDecode, WgmmaSeesawFastSoftmax) {
   seesaw_cases(V);
   mla_case({5000, 2, 129}, 128, V, 12, true);
 }
+// Variant 12's memcheck subset (smemfix: the default form now keeps smem in the shared address space;
+// SERVESIM_MLA_SMEM_GENERIC=1 runs the old uintptr_t-aligned form): variant 13's small cases.
+TEST(MlaDecode, WgmmaSeesawFastSoftmaxSmall) {
+  SKIP_WITHOUT_GPU();
+  constexpr int V = 12;
+  mla_case({129, 192, 191, 65, 128, 127}, 0, V, 128, true);
+  mla_case({3000, 77}, 256, V, 128, true);
+  mla_case({1, 300, 65}, 0, V, 32, true);
+  mla_case({700, 1, 300}, 0, V, 256, true);
+}
 // Variant 13 (issue 12, twenty-fourth session): variant 12 with P0 in its own shared-memory buffer and
 // warpgroup 1's P0 V0R ahead of softmax 1 (K0 blocks 4-8 released earlier). seesaw_cases' shapes, made
 // smaller (the double CPU reference of the full set plus larger batches ran past the device call's test
