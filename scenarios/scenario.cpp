@@ -255,5 +255,12 @@ Scenario load_scenario(const std::string& path) {
   return parse_scenario(read_file(path), path, fs::path(path).parent_path().string());
 }
 
+std::string never_ending_workload(const Scenario& s) {
+  const WorkloadSpec& w = s.workload;
+  if (s.horizon_s > 0 || w.kind != WorkloadSpec::Kind::agent || w.requests > 0 || w.duration_s > 0) return "";
+  return "workload: agent sessions with neither \"sessions\" nor \"duration_s\" start new sessions without end, and horizon_s 0 "
+         "runs until every request ends: set horizon_s (or --horizon), workload.duration_s or workload.sessions";
+}
+
 }  // namespace servesim
 

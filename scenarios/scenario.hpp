@@ -87,4 +87,9 @@ bool path_exists(const std::string& path) noexcept;
 /// Resolves a model/hardware reference as load_scenario does. Throws ScenarioError if not found.
 std::string resolve_data_file(const std::string& ref, const std::string& kind, const std::string& base_dir);
 
+/// Empty, or why a run of `s` would never end: agent sessions with neither `sessions` nor
+/// `duration_s` keep starting new sessions, and horizon_s 0 runs until every request ends (rev26:
+/// a hang). Call it after command-line overrides of the horizon. No errors.
+std::string never_ending_workload(const Scenario& s);
+
 }  // namespace servesim

@@ -150,9 +150,42 @@ TEST(Cli, ABadCfgItemExitsWithStatusTwoBeforeRunning) {
     EXPECT_NE(o.text.find("error: --cfg: SimGrid refused one of " + c), std::string::npos) << o.text.substr(0, 300);
     EXPECT_FALSE(fs::exists(dir / "o")) << c;
   }
+  // a precision SimGrid would take and then crash on (-1: segfault) or loop on (surf -5) (rev26)
+  for (const std::string c : {"maxmin/precision:-1", "maxmin/precision:0", "surf/precision:-5", "surf/precision:nan", "maxmin/precision:1e-9x"}) {
+    const Out o = sh("run " + test::data("scenarios/default.json") + " --only k3-h200 --horizon 1 --quiet --out " + (dir / "o").string() + " --cfg " + c);
+    EXPECT_EQ(o.status, 2) << c << ": " << o.text.substr(0, 300);
+    EXPECT_NE(o.text.find("must be a positive number"), std::string::npos) << o.text.substr(0, 300);
+    EXPECT_FALSE(fs::exists(dir / "o")) << c;
+  }
   const Out ok = sh("run " + test::data("scenarios/default.json") + " --only k3-h200 --horizon 1 --quiet --out " + (dir / "o").string() + " --cfg network/model:CM02");
   EXPECT_EQ(ok.status, 0) << ok.text.substr(0, 300);
   EXPECT_TRUE(fs::exists(dir / "o" / "k3-h200" / "summary.json"));
+}
+
+// Agent sessions with neither "sessions" nor "duration_s" never stop starting sessions: with
+// horizon 0 ("until every request ends") the run never ended (rev26: a hang, killed after 100 s).
+// Refused before any run, naming the ways out; in a sweep the point is refused the same way.
+TEST(Cli, AnAgentWorkloadWithoutEndNeedsAHorizon) {
+  const fs::path dir = tmp("noend");
+  const std::string agents = test::data("scenarios/agent-sessions.json");
+  Out o = sh("run " + agents + " --only v4pro-h200 --horizon 0 --quiet --out " + (dir / "o").string());
+  EXPECT_EQ(o.status, 2) << o.text.substr(0, 300);
+  EXPECT_NE(o.text.find("agent-sessions.json: workload: agent sessions with neither \"sessions\" nor \"duration_s\""), std::string::npos) << o.text.substr(0, 300);
+  EXPECT_NE(o.text.find("set horizon_s (or --horizon), workload.duration_s or workload.sessions"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir / "o"));
+  fs::create_directories(dir);
+  std::ofstream(dir / "g.json") << "{\"scenario\": \"" << agents << "\", \"only\": \"v4pro-h200\", \"grid\": {\"horizon_s\": [5, 0]}}";
+  o = sh("sweep " + (dir / "g.json").string() + " --out " + (dir / "s").string());
+  EXPECT_EQ(o.status, 2) << o.text.substr(0, 300);
+  EXPECT_NE(o.text.find("point p0001 (horizon_s = 0): workload: agent sessions with neither"), std::string::npos) << o.text.substr(0, 400);
+  // bounded by its sessions, horizon 0 is fine: 4 sessions of 2 rounds end
+  nlohmann::json sc = nlohmann::json::parse(std::ifstream(agents));
+  sc["horizon_s"] = 0, sc["workload"]["sessions"] = 4, sc["workload"]["concurrency"] = 2;
+  sc["workload"]["rounds"] = {{"dist", "constant"}, {"value", 2}};
+  std::ofstream(dir / "bounded.json") << sc.dump();
+  o = sh("run " + (dir / "bounded.json").string() + " --only v4pro-h200 --quiet --no-timeline --out " + (dir / "b").string());
+  EXPECT_EQ(o.status, 0) << o.text.substr(0, 300);
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(dir / "b" / "v4pro-h200" / "summary.json")).at("requests").at("completed").get<int>(), 8);
 }
 
 TEST(Cli, PlanShowsTheArticleNextToTheRealConfigs) {

@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -128,6 +130,10 @@ int apply_overrides(Scenario& s, const RunArgs& a) {
   if (a.seed >= 0) s.seed = static_cast<std::uint64_t>(a.seed);
   if (a.horizon_s >= 0) s.horizon_s = a.horizon_s;
   if (a.warmup_s >= 0) s.warmup_s = a.warmup_s;
+  if (const std::string why = never_ending_workload(s); !why.empty()) {
+    fmt::print(stderr, "error: {}: {}\n", s.path, why);
+    return 2;
+  }
   if (s.horizon_s > 0 && s.warmup_s >= s.horizon_s) {
     fmt::print(stderr, "error: warm-up {} s (warmup_s / --warmup) must be below the horizon {} s (horizon_s / --horizon)\n", s.warmup_s, s.horizon_s);
     return 2;
@@ -215,6 +221,19 @@ int read_workload(const Scenario& s, const RunArgs& a, long long& requests) {
 // One process per deployment: SimGrid's engine is a per-process singleton, and the processes run
 // in parallel on the available cores. Exit status (the worst child's).
 int simulate_deployments(const Scenario& s, const fs::path& out, const RunArgs& a, Outputs o, long long requests) {
+  // SimGrid takes a precision of 0 or below and then crashes (maxmin/precision:-1, a segfault) or
+  // never ends (surf/precision:-5) (rev26 review): every *precision item must be a positive number
+  for (const auto& c : a.simgrid_cfg) {
+    const size_t colon = c.find(':');
+    const std::string key = c.substr(0, colon), value = colon == std::string::npos ? "" : c.substr(colon + 1);
+    if (key.size() < 9 || key.compare(key.size() - 9, 9, "precision") != 0) continue;
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0' || !(v > 0) || !std::isfinite(v)) {
+      fmt::print(stderr, "error: --cfg {}: {} must be a positive number\n", c, key);
+      return 2;
+    }
+  }
   if (!a.simgrid_cfg.empty() && !Simulation::simgrid_accepts(a.simgrid_cfg)) {
     fmt::print(stderr, "error: --cfg: SimGrid refused one of {} (its message is above)\n", fmt::join(a.simgrid_cfg, ", "));
     return 2;

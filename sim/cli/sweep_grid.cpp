@@ -208,6 +208,7 @@ void check_points(const Grid& g, const std::function<void(const Scenario&)>& che
     try {
       const Scenario sc = parse_scenario(p.scenario.dump(), g.scenario_file, base_dir);
       if (check) check(sc);
+      if (const std::string why = never_ending_workload(sc); !why.empty()) throw std::invalid_argument(why);
       // the deployments this sweep runs, as `run` checks them before simulating (layout, node and
       // HBM fit: rev25 found "decode.ep": [7] failing at run time, exit 1) and "only" still naming
       // one of them (a grid that renames it failed every point)
