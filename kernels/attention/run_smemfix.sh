@@ -41,6 +41,7 @@ PP=${PREFILL_POINTS:-512:4096:96,1024:8192:96,2048:65536:96,4096:0:96,8192:0:96,
 {
   echo "commit $SERVESIM_COMMIT $(date -u +%FT%TZ) guard $GUARD"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu --format=csv
+  if [ "${MODE:-}" != bench ]; then
   echo "=== 1. tests"
   timeout ${TEST_S:-150} "$BIN/test_mqa" --gtest_filter='MlaDecode.WgmmaSeesawFastSoftmax*' > "$W/test_mqa.log" 2>&1; R1=$?
   grep -E "OK \]|FAILED|PASSED|Failure|Expected|Which is" "$W/test_mqa.log" | cut -c1-200
@@ -74,13 +75,24 @@ for k, v in out.items(): print(sys.argv[1], re.sub(r".*?_cu_[0-9a-f]+\d*", "", k
     timeout 120 compute-sanitizer --tool memcheck --print-limit 20 "$BIN/test_mla_prefill" --gtest_filter=MlaPrefill.WgmmaChunkWithPrefixOddLengths > "$W/memcheck_prefill.log" 2>&1
     echo "memcheck prefill exit $?: $(grep -E 'ERROR SUMMARY' "$W/memcheck_prefill.log" | tr '\n' ' ') after $(el) s"
   fi
+  else
+    R1=0; R2=0
+    echo "=== MODE=bench: tests / memcheck skipped (call 1 ran them on the same binaries)"
+    for b in bench_attn bench_old; do
+      cuobjdump -sass "$BIN/$b" | awk '/Function :/ {f = ($0 ~ /prefill_wgmma_kernelILi2/)} f' | sed -E 's@/\*[0-9a-f]{4}\*/@@; s@/\* 0x[0-9a-f]+ \*/@@' | grep -vE '^\s*$' > "$W/sass_prefill2_$b.txt"
+    done
+    echo "prefill MODE 2 SASS lines old / new: $(wc -l < "$W/sass_prefill2_bench_old.txt") / $(wc -l < "$W/sass_prefill2_bench_attn.txt"); differing lines: $(diff "$W/sass_prefill2_bench_old.txt" "$W/sass_prefill2_bench_attn.txt" | grep -c '^[<>]')"
+    diff "$W/sass_prefill2_bench_old.txt" "$W/sass_prefill2_bench_attn.txt" | head -40 | cut -c1-120
+  fi
   if [ "$R1" = 0 ] && [ "$R2" = 0 ]; then
     echo "=== 4. same run"
-    for c in dnew:1 dold:1 pnew:1 pold:1 pold:2 pnew:2 dold:2 dnew:2; do
+    SEQ=${SEQ:-dnew:1 dold:1 pnew:1 pold:1 pold:2 pnew:2 dold:2 dnew:2}
+    for c in $SEQ; do
       k=${c%%:*}; rep=${c##*:}
       [ "$(left)" -gt 30 ] || { echo "guard: skip $c"; continue; }
       case $k in
         dnew) SERVESIM_MLA_SMEM_GENERIC=0 timeout 100 "$BIN/bench_attn" --out "$W/cmp_${k}_r$rep" --only mla_decode --budget 100 --share-scale 2 --mla-decode-point "$CP" > "$W/${k}_r$rep.log" 2>&1 ;;
+        dbin) timeout 100 "$BIN/bench_old" --out "$W/cmp_${k}_r$rep" --only mla_decode --budget 100 --share-scale 2 --mla-decode-point "$CP" > "$W/${k}_r$rep.log" 2>&1 ;;
         dold) SERVESIM_MLA_SMEM_GENERIC=1 timeout 100 "$BIN/bench_attn" --out "$W/cmp_${k}_r$rep" --only mla_decode --budget 100 --share-scale 2 --mla-decode-point "$CP" > "$W/${k}_r$rep.log" 2>&1 ;;
         pnew) timeout 100 "$BIN/bench_attn" --out "$W/cmp_${k}_r$rep" --only mla_prefill --budget 80 --share-scale 2.4 --mla-prefill-variant 4 --mla-prefill-point "$PP" > "$W/${k}_r$rep.log" 2>&1 ;;
         pold) timeout 100 "$BIN/bench_old" --out "$W/cmp_${k}_r$rep" --only mla_prefill --budget 80 --share-scale 2.4 --mla-prefill-variant 4 --mla-prefill-point "$PP" > "$W/${k}_r$rep.log" 2>&1 ;;
@@ -107,6 +119,11 @@ for op, name, key in (("d", "mla_decode v12 (H B L)", lambda k: (-k[0], k[1] * k
         if "old" not in d or "new" not in d: continue
         o, n = min(d["old"]), min(d["new"]); rs.append(o / n)
         print(f"{k} | {o:.1f} | {n:.1f} | {o/n:.3f} | {' '.join(f'{x:.1f}' for x in d['old'])} | {' '.join(f'{x:.1f}' for x in d['new'])}")
+    if "bin" in next(iter(t[op].values())):
+        rb = [st.median(d["bin"]) / st.median(d["new"]) for d in t[op].values() if "bin" in d and "new" in d]
+        print(f"{name}: old binary (96fee84) / new, median of reps per point: median {st.median(rb):.3f} (min {min(rb):.3f}, max {max(rb):.3f})")
+    rm = [st.median(d["old"]) / st.median(d["new"]) for d in t[op].values() if "old" in d and "new" in d]
+    if rm: print(f"{name}: old/new with the median of reps per point: median {st.median(rm):.3f} (min {min(rm):.3f}, max {max(rm):.3f})")
     if rs: print(f"{name}: old/new per point median {st.median(rs):.3f} (min {min(rs):.3f}, max {max(rs):.3f}) over {len(rs)} points; "
                   f"rule (median >= 1.0, no point < 0.98): {'PASS' if st.median(rs) >= 1.0 and min(rs) >= 0.98 else 'FAIL'}")
 PY
