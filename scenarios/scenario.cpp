@@ -8,22 +8,27 @@ namespace {
 
 // `hi`: the largest meaningful value (kMaxTokens for token counts, kMaxSeconds for times), also
 // the default clamp.
-Dist read_dist(Obj d, double hi) {
+// A length distribution; `count` (tokens, rounds): every draw must be able to be >= 1 (rev26: a
+// constant 0 or an exponential of mean 0 was silently made 1 token per request).
+Dist read_dist(Obj d, double hi, bool count = false) {
   Dist x;
   x.kind = d.choice<Dist::Kind>("dist", std::nullopt,
                                 {{"constant", Dist::Kind::constant}, {"lognormal", Dist::Kind::lognormal},
                                  {"exponential", Dist::Kind::exponential}, {"uniform", Dist::Kind::uniform}});
   switch (x.kind) {
-    case Dist::Kind::constant: x.value = d.num("value", std::nullopt, 0, hi); break;
+    case Dist::Kind::constant: x.value = d.num("value", std::nullopt, count ? 1 : 0, hi); break;
     case Dist::Kind::lognormal:
       x.mu = d.num("mu", std::nullopt, -std::log(hi), std::log(hi));
       x.sigma = d.num("sigma", std::nullopt, 0, 100);
       break;
-    case Dist::Kind::exponential: x.mean = d.num("mean", std::nullopt, 0, hi); break;
+    case Dist::Kind::exponential:
+      x.mean = d.num("mean", std::nullopt, 0, hi);
+      if (count && !(x.mean > 0)) d.fail("mean", "must be > 0 (a count of tokens or rounds: every draw would be 0)");
+      break;
     case Dist::Kind::uniform: break;
   }
   x.min = d.num("min", x.kind == Dist::Kind::uniform ? std::nullopt : std::optional<double>(0.0), 0, hi);
-  x.max = d.num("max", x.kind == Dist::Kind::uniform ? std::nullopt : std::optional<double>(hi), x.min, hi);
+  x.max = d.num("max", x.kind == Dist::Kind::uniform ? std::nullopt : std::optional<double>(hi), count ? std::max(1.0, x.min) : x.min, hi);
   d.done();
   return x;
 }
@@ -61,12 +66,16 @@ WorkloadSpec read_workload(Obj o, const std::string& base_dir) {
   } else if (w.kind == K::synthetic) {
     w.requests = o.integer("requests", std::nullopt, 1);
     w.rate_per_s = o.num("rate_per_s", std::nullopt, 1e-12, 1e12);
+    // the arrivals' expected span within the input bound on times (rev26: rate 1e-12 put arrivals
+    // at 5e12 s); a Poisson draw may pass it by a few sqrt(requests) / rate
+    if (static_cast<double>(w.requests) / w.rate_per_s > kMaxSeconds)
+      o.fail("rate_per_s", "requests / rate_per_s is more than 1e9 s: the arrivals would span past the bound on times (raise the rate or lower requests)");
     w.arrival = o.choice<WorkloadSpec::Arrival>("arrival", WorkloadSpec::Arrival::poisson,
                                                 {{"poisson", WorkloadSpec::Arrival::poisson}, {"gamma", WorkloadSpec::Arrival::gamma}});
     w.burstiness = o.num("burstiness", 1.0, 1e-6, 1e6);
     w.shared_prefix_tokens = o.integer("shared_prefix_tokens", 0, 0, kMaxTokens);
-    w.input = read_dist(o.child("input_tokens"), kTok);
-    w.output = read_dist(o.child("output_tokens"), kTok);
+    w.input = read_dist(o.child("input_tokens"), kTok, true);
+    w.output = read_dist(o.child("output_tokens"), kTok, true);
   } else {
     // agent sessions; defaults and their sources: README.md "Agent sessions"
     w.loop = o.choice<WorkloadSpec::Loop>("loop", WorkloadSpec::Loop::closed, {{"open", WorkloadSpec::Loop::open}, {"closed", WorkloadSpec::Loop::closed}});
@@ -79,12 +88,14 @@ WorkloadSpec read_workload(Obj o, const std::string& base_dir) {
       o.fail("start", "\"stationary\" applies to \"loop\": \"closed\" (an open loop's sessions start at round 0 as they arrive)");
     w.duration_s = o.num("duration_s", 0.0, 0, kMaxSeconds);
     w.requests = o.integer("sessions", 0, 0);
+    if (w.loop == WorkloadSpec::Loop::open && static_cast<double>(w.requests) / w.rate_per_s > kMaxSeconds)
+      o.fail("rate_per_s", "sessions / rate_per_s is more than 1e9 s: the sessions' arrivals would span past the bound on times (raise the rate or lower sessions)");
     w.shared_prefix_tokens = o.integer("shared_prefix_tokens", 0, 0, kMaxTokens);
     // a session's history sums its rounds' tokens: at most 1e6 rounds of 2 × 2^40 stays below 2^63
-    w.rounds = o.has("rounds") ? read_dist(o.child("rounds"), 1e6) : lognormal(std::log(157.0) - 0.5, 1.0, 1, 2000);
-    w.first_prompt_tokens = o.has("first_prompt_tokens") ? read_dist(o.child("first_prompt_tokens"), kTok) : lognormal(std::log(4000.0), 1.0, 16, 65536);
-    w.append_tokens = o.has("append_tokens") ? read_dist(o.child("append_tokens"), kTok) : lognormal(std::log(429.0) - 0.5, 1.0, 1, 32768);
-    w.output_tokens = o.has("output_tokens") ? read_dist(o.child("output_tokens"), kTok) : lognormal(5.7737, 1.1312, 1, 8192);
+    w.rounds = o.has("rounds") ? read_dist(o.child("rounds"), 1e6, true) : lognormal(std::log(157.0) - 0.5, 1.0, 1, 2000);
+    w.first_prompt_tokens = o.has("first_prompt_tokens") ? read_dist(o.child("first_prompt_tokens"), kTok, true) : lognormal(std::log(4000.0), 1.0, 16, 65536);
+    w.append_tokens = o.has("append_tokens") ? read_dist(o.child("append_tokens"), kTok, true) : lognormal(std::log(429.0) - 0.5, 1.0, 1, 32768);
+    w.output_tokens = o.has("output_tokens") ? read_dist(o.child("output_tokens"), kTok, true) : lognormal(5.7737, 1.1312, 1, 8192);
     w.think_s = o.has("think_s") ? read_dist(o.child("think_s"), kMaxSeconds) : lognormal(-0.7606, 2.3555, 0, 600);
   }
   o.done();
@@ -143,8 +154,11 @@ DeploymentSpec read_deployment(Obj o, const std::string& base_dir) {
   read_model_and_gpu(o, base_dir, d);
   if (o.has("kv_cache_dtype")) {
     const DType t = o.dtype("kv_cache_dtype", std::nullopt);
+    bool mla = false;
     for (auto& a : d.model.attention_kinds)
-      if (a.op == AttentionOp::mla) a.kv_dtype = t;
+      if (a.op == AttentionOp::mla) a.kv_dtype = t, mla = true;
+    // (rev26: accepted and ignored for DeepSeek V4, whose KV entries the model file fixes)
+    if (!mla) o.fail("kv_cache_dtype", "sets the dtype of MLA latent caches; " + d.model.name + " has no MLA layer (its KV format is the model file's)");
   }
   const PoolSpec pdef = default_prefill_pool(), ddef = default_decode_pool();
   d.prefill = o.has("prefill") ? read_pool(o.child("prefill"), pdef) : pdef;

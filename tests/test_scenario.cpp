@@ -237,14 +237,45 @@ TEST(InputRules, HostileScenarioNumbersAreRefusedWithTheirField) {
   EXPECT_NE(error_of(t).find("s.json:1:14: a number is out of range"), std::string::npos) << error_of(t);
   const std::string w = R"({"kind":"synthetic","requests":3,"rate_per_s":1,"input_tokens":{"dist":"constant","value":1000,"max":1e19},
     "output_tokens":{"dist":"constant","value":10}})";
-  EXPECT_NE(error_of(scenario_with("", w)).find("workload.input_tokens.max: must be in [0, 1099511627776], got 1e+19"), std::string::npos)
+  EXPECT_NE(error_of(scenario_with("", w)).find("workload.input_tokens.max: must be in [1, 1099511627776], got 1e+19"), std::string::npos)
       << error_of(scenario_with("", w));
   // just past the bound reads as past it (rev25d: "must be in [0, 1.09951e+12], got 1.09951e+12")
   const std::string w2 = R"({"kind":"synthetic","requests":3,"rate_per_s":1,"input_tokens":{"dist":"constant","value":1099511627777},
     "output_tokens":{"dist":"constant","value":10}})";
-  EXPECT_NE(error_of(scenario_with("", w2)).find("must be in [0, 1099511627776], got 1099511627777"), std::string::npos) << error_of(scenario_with("", w2));
+  EXPECT_NE(error_of(scenario_with("", w2)).find("must be in [1, 1099511627776], got 1099511627777"), std::string::npos) << error_of(scenario_with("", w2));
   t = scenario_with(R"(,"slo":{"ttft_s":1e300})");
   EXPECT_NE(error_of(t).find("deployments[0].slo.ttft_s: must be in [1e-09, 1e+09]"), std::string::npos) << error_of(t);
+}
+
+// rev26 user review: a field accepted and then ignored or silently changed is refused naming it.
+// kv_cache_dtype on a model without MLA layers (V4-Flash: its KV entries are the model file's);
+// a token or round count whose every draw would be 0 (a constant 0 ran as 1 token, input 0 as the
+// shared prefix + 1). A model with MLA takes it, and counts of 1 are fine.
+TEST(InputRules, IgnoredOrSilentlyChangedFieldsAreRefused) {
+  EXPECT_NE(error_of(scenario_with(R"(,"kv_cache_dtype":"fp8")")).find("s.json: deployments[0].kv_cache_dtype: sets the dtype of MLA latent caches; deepseek-v4-flash has no MLA layer"),
+            std::string::npos)
+      << error_of(scenario_with(R"(,"kv_cache_dtype":"fp8")"));
+  std::string k3 = scenario_with(R"(,"kv_cache_dtype":"fp8")");
+  k3.replace(k3.find("deepseek-v4-flash"), 17, "deepseek-v3");
+  EXPECT_EQ(error_of(k3).find("kv_cache_dtype"), std::string::npos) << error_of(k3);  // (the layout may still be refused)
+  const std::string in = R"({"kind":"synthetic","requests":3,"rate_per_s":1,"input_tokens":)", out = R"(,"output_tokens":)";
+  const std::string one = R"({"dist":"constant","value":1})";
+  for (const auto& [dist, field, want] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {R"({"dist":"constant","value":0})", "output", "workload.output_tokens.value: must be in [1, "},
+           {R"({"dist":"exponential","mean":0})", "output", "workload.output_tokens.mean: must be > 0"},
+           {R"({"dist":"constant","value":0})", "input", "workload.input_tokens.value: must be in [1, "},
+           {R"({"dist":"lognormal","mu":3,"sigma":1,"max":0})", "input", "workload.input_tokens.max: must be in [1, "}}) {
+    const std::string w = field == "input" ? in + dist + out + one + "}" : in + one + out + dist + "}";
+    EXPECT_NE(error_of(scenario_with("", w)).find(want), std::string::npos) << w << ": " << error_of(scenario_with("", w));
+  }
+  EXPECT_EQ(error_of(scenario_with("", in + one + out + one + "}")), "");
+  // arrivals past the 1e9 s bound on times (rate 1e-12 put them at 5e12 s)
+  const std::string slow = R"({"kind":"synthetic","requests":3,"rate_per_s":1e-12,"input_tokens":{"dist":"constant","value":10},"output_tokens":{"dist":"constant","value":10}})";
+  EXPECT_NE(error_of(scenario_with("", slow)).find("workload.rate_per_s: requests / rate_per_s is more than 1e9 s"), std::string::npos) << error_of(scenario_with("", slow));
+  const std::string slow_open = R"({"kind":"agent","loop":"open","rate_per_s":1e-9,"sessions":2})";
+  EXPECT_NE(error_of(scenario_with("", slow_open)).find("workload.rate_per_s: sessions / rate_per_s is more than 1e9 s"), std::string::npos) << error_of(scenario_with("", slow_open));
+  const std::string agent = R"({"kind":"agent","concurrency":2,"sessions":2,"rounds":{"dist":"constant","value":0}})";
+  EXPECT_NE(error_of(scenario_with("", agent)).find("workload.rounds.value: must be in [1, "), std::string::npos) << error_of(scenario_with("", agent));
 }
 
 // A key given twice in one object is refused with the object's path (review, twenty-second
