@@ -388,6 +388,18 @@ std::string summary_without_workload(const fs::path& p) {
 
 }  // namespace
 
+// An empty path or name is an error, not the default (rev26: run --out "" wrote out/default/).
+TEST(Cli, EmptyPathsAndNamesAreRefused) {
+  const fs::path dir = tmp("empty");
+  for (const std::string& args : std::vector<std::string>{"run --out \"\"", "run --trace \"\"", "run --only \"\"", "report " + dir.string() + " --out \"\"",
+                                 "capacity " + test::data("scenarios/default.json") + " --sessions 10 --out \"\"",
+                                 "capacity " + test::data("scenarios/default.json") + " --sessions 10 --only \"\""}) {
+    const Out o = sh(args);
+    EXPECT_EQ(o.status, 2) << args << ": " << o.text.substr(0, 300);
+    EXPECT_NE(o.text.find("must not be empty"), std::string::npos) << args << ": " << o.text.substr(0, 300);
+  }
+}
+
 // Item 6: epoch-millisecond time stamps (1726000000000, 1726000000100) give byte-identical
 // requests.csv and the same summary as 0 and 100: time 0 is the first arrival, and the log says so.
 TEST(Cli, EpochMillisecondTimestampsGiveTheResultsOfZeroBasedOnes) {

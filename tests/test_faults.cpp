@@ -144,6 +144,12 @@ TEST(Faults, NoCompletionGivesNullPercentilesAndGoodputIsOverFinishedRequests) {
     EXPECT_NE(table.find("warning: tiny: the measurement window [1000.0, 73.0] s is empty: warmup_s is at or past the run's end"), std::string::npos)
         << table;
     EXPECT_EQ(table.find("a longer --horizon"), std::string::npos) << table;
+    // no warm-up and a run that ended at its start (horizon 1e-300 s): the horizon is named (rev26)
+    MetricsCollector z(slo, 1, 1, 0.0);
+    z.on_end(0.0);
+    rep.summary = z.summary();
+    const std::string t0 = summary_table({summary_json(rep)});
+    EXPECT_NE(t0.find("the measurement window [0.0, 0.0] s is empty: the run ended at its start; raise horizon_s"), std::string::npos) << t0;
   }
   {
     // completed within both bounds; completed with TTFT 3 s (miss); rejected (miss); in flight

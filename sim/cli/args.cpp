@@ -31,6 +31,10 @@ std::string bound(double x) {
   return o.str();
 }
 
+// A value that is not empty (rev26: --out "" silently meant the default folder, --trace "" no trace).
+const CLI::Validator kNotEmpty(
+    [](std::string& v) { return v.empty() ? std::string("must not be empty (leave the option out for its default)") : std::string(); }, "");
+
 // A whole integer in [lo, hi].
 CLI::Validator integer_in(long long lo, long long hi) {
   return CLI::Validator(
@@ -60,9 +64,9 @@ CLI::Validator number_in(double lo, double hi) {
 CLI::App* add_run(CLI::App& app, RunArgs& r) {
   auto* run = app.add_subcommand("run", "simulate every deployment of a scenario (default: the built-in scenario)");
   run->add_option("scenario", r.scenario, "scenario JSON file");
-  run->add_option("--trace", r.trace, "replay this Mooncake JSONL trace instead of the scenario's workload");
-  run->add_option("--out", r.out, "output folder (default out/<scenario name>)");
-  run->add_option("--only", r.only, "simulate only the deployment with this name");
+  run->add_option("--trace", r.trace, "replay this Mooncake JSONL trace instead of the scenario's workload")->check(kNotEmpty);
+  run->add_option("--out", r.out, "output folder (default out/<scenario name>)")->check(kNotEmpty);
+  run->add_option("--only", r.only, "simulate only the deployment with this name")->check(kNotEmpty);
   run->add_option("--seed", r.seed, "random seed (default: the scenario's)")->check(integer_in(0, std::numeric_limits<long long>::max()));
   run->add_option("--horizon", r.horizon_s, "stop at this simulated time in seconds (0: run to completion)")->check(number_in(0, kMaxSeconds));
   run->add_option("--warmup", r.warmup_s, "leave requests arriving before this simulated time (s) out of every metric")->check(number_in(0, kMaxSeconds));
@@ -128,8 +132,8 @@ CLI::App* add_capacity(CLI::App& app, CapacityArgs& c) {
   cap->add_option("scenario", c.scenario, "scenario JSON file (its workload, and the deployment to start from)")->required();
   auto* ses = cap->add_option("--sessions", c.sessions, "concurrent closed-loop agent sessions")->check(integer_in(1, kMaxSessions));
   cap->add_option("--rate", c.rate, "arrivals per second (synthetic requests or open-loop agent sessions)")->check(number_in(1e-9, 1e9))->excludes(ses);
-  cap->add_option("--only", c.only, "the deployment to size (default: the first)");
-  cap->add_option("--out", c.out, "output folder (default out/capacity/<scenario>-<deployment>)");
+  cap->add_option("--only", c.only, "the deployment to size (default: the first)")->check(kNotEmpty);
+  cap->add_option("--out", c.out, "output folder (default out/capacity/<scenario>-<deployment>)")->check(kNotEmpty);
   cap->add_option("--ttft-p99", c.ttft_p99_s, "SLO: TTFT p99 bound in seconds")->capture_default_str()->check(number_in(1e-6, kMaxSeconds));
   cap->add_option("--tpot-p99", c.tpot_p99_s, "SLO: TPOT p99 bound in seconds")->capture_default_str()->check(number_in(1e-6, kMaxSeconds));
   cap->add_option("--max-rejected", c.max_rejected, "SLO: largest rejected share of the measured requests")->capture_default_str()->check(number_in(0, 1));
@@ -190,7 +194,7 @@ struct CommandLine::Table {
     rep = add_report(app, rp);
     sweep = app.add_subcommand("sweep", "a Cartesian grid over scenario fields, run on the local cores, into one results table");
     sweep->add_option("grid", sw.grid, "grid JSON file (scenarios/sweeps/)")->required();
-    sweep->add_option("--out", sw.out, "output folder (default out/sweeps/<grid name>)");
+    sweep->add_option("--out", sw.out, "output folder (default out/sweeps/<grid name>)")->check(kNotEmpty);
     sweep->add_option("--jobs", sw.jobs, "points run in parallel (default: one per core)")->check(integer_in(1, 4096));
   }
 

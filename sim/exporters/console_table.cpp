@@ -69,8 +69,11 @@ std::string summary_table(const std::vector<nlohmann::json>& runs) {
     const auto& w = j.contains("window") ? j["window"] : nlohmann::json();
     if (w.is_object() && w.contains("start_s") && w.contains("end_s") && w["start_s"].is_number() && w["end_s"].is_number() &&
         w["start_s"].get<double>() >= w["end_s"].get<double>())
-      o += fmt::format("warning: {}: the measurement window [{}, {}] s is empty: warmup_s is at or past the run's end; lower warmup_s\n",
-                       j["deployment"].get<std::string>(), num(w["start_s"].get<double>()), num(w["end_s"].get<double>()));
+      // (rev26: with warmup_s 0 and a horizon of 1e-300 s it blamed warmup_s)
+      o += fmt::format("warning: {}: the measurement window [{}, {}] s is empty: {}\n", j["deployment"].get<std::string>(),
+                       num(w["start_s"].get<double>()), num(w["end_s"].get<double>()),
+                       w["start_s"].get<double>() > 0 ? "warmup_s is at or past the run's end; lower warmup_s"
+                                                      : "the run ended at its start; raise horizon_s");
     else if (j["requests"]["completed"].get<long long>() == 0)
       o += fmt::format("warning: {}: no request completed (latency percentiles and goodput are n/a); a longer --horizon or a lighter load?\n",
                        j["deployment"].get<std::string>());
