@@ -20,6 +20,11 @@ void validate_policy_names(const DeploymentSpec& d, const std::string& where) {
   };
   policy("router", d.router, make_router);
   policy("decode_router", d.decode_router, make_router);
+  // cache_aware places a prompt by its prefill ranks' prefix-cache hits; decode instances keep no
+  // prefix cache here, so it would route decode exactly as least_loaded (rev26: accepted silently)
+  if (d.decode_router == "cache_aware")
+    throw std::invalid_argument(where + ".decode_router: cache_aware ranks prefill instances by prefix-cache hits and decode instances have "
+                                "none; use least_loaded or round_robin");
   policy("batch_scheduler", d.batch_scheduler, make_batch_scheduler);
   policy("decode_batcher", d.decode_batcher, make_decode_batcher);
   policy("eviction", d.eviction, make_eviction_policy);

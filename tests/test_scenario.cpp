@@ -269,6 +269,11 @@ TEST(InputRules, IgnoredOrSilentlyChangedFieldsAreRefused) {
     EXPECT_NE(error_of(scenario_with("", w)).find(want), std::string::npos) << w << ": " << error_of(scenario_with("", w));
   }
   EXPECT_EQ(error_of(scenario_with("", in + one + out + one + "}")), "");
+  // a decode router that would route exactly as least_loaded under another name
+  EXPECT_NE(error_of(scenario_with(R"(,"decode_router":"cache_aware")")).find("s.json: deployments[0].decode_router: cache_aware ranks prefill instances"),
+            std::string::npos)
+      << error_of(scenario_with(R"(,"decode_router":"cache_aware")"));
+  EXPECT_EQ(error_of(scenario_with(R"(,"decode_router":"round_robin")")), "");
   // arrivals past the 1e9 s bound on times (rate 1e-12 put them at 5e12 s)
   const std::string slow = R"({"kind":"synthetic","requests":3,"rate_per_s":1e-12,"input_tokens":{"dist":"constant","value":10},"output_tokens":{"dist":"constant","value":10}})";
   EXPECT_NE(error_of(scenario_with("", slow)).find("workload.rate_per_s: requests / rate_per_s is more than 1e9 s"), std::string::npos) << error_of(scenario_with("", slow));
