@@ -190,6 +190,19 @@ TEST(Report, RunChartsFromHandMadeFilesAndMissingOnesListed) {
   const auto* a2a = chart(rw, "a2a-time");
   ASSERT_NE(a2a, nullptr);
   EXPECT_NE(a2a->caption.find("--timeline-window [50, 60] s only"), std::string::npos) << a2a->caption;
+  EXPECT_EQ(a2a->caption.find("dropped"), std::string::npos) << a2a->caption;
+  // a timeline that dropped step slices past max_step_events says its sums are a lower bound (rev26:
+  // "over the whole run" over 10 of 2,194 steps)
+  std::string t = test::slurp(d / "a" / "timeline.json");
+  const std::string none = "\"step_slices_written\": 0, \"step_slices_dropped\": 0";
+  ASSERT_NE(t.find(none), std::string::npos);
+  t.replace(t.find(none), none.size(), "\"step_slices_written\": 10, \"step_slices_dropped\": 2184");
+  write(d / "a" / "timeline.json", t);
+  const auto* a2a_cut = chart(rp::build_report(d.string()), "a2a-time");
+  ASSERT_NE(a2a_cut, nullptr);
+  EXPECT_NE(a2a_cut->caption.find("but of its 10 steps written only: 2184 more were dropped past timeline.max_step_events, so its sums are a lower bound"),
+            std::string::npos)
+      << a2a_cut->caption;
   fs::remove_all(d);
 }
 

@@ -105,6 +105,9 @@ int run_one(const Scenario& s, const DeploymentSpec& d, const fs::path& dir, con
     spdlog::info("{}: simulated {:.1f} s in {:.2f} s of wall time ({:.3g}x real time), peak RSS {} MiB; {} arrived, {} completed, {} rejected, {} in flight",
                  d.name, totals.end_s, wall, wall > 0 ? totals.end_s / wall : 0.0, ru.ru_maxrss / 1024, totals.arrivals, totals.completed,
                  totals.rejected, totals.in_flight);
+    if (timeline && timeline->dropped() > 0)  // (rev26: dropped silently; a report then summed 10 of 2,194 steps)
+      spdlog::warn("{}: timeline.json holds {} step slices; {} more were dropped past timeline.max_step_events ({})", d.name, timeline->written(),
+                   timeline->dropped(), s.timeline_max_events);
     (void)owned.release();  // see above: the process ends without destroying it
     return 0;
   } catch (const TraceError& e) {

@@ -62,6 +62,9 @@ class TimelineWriter final : public EventSink {
   void on_tier(const TierEvent& e) override;
   void on_kv_move(const KvMoveEvent& e) override;
   void on_end(double t_s) override;
+  /// Step slices dropped past max_step_events, and written. No errors.
+  long long dropped() const { return dropped_; }
+  long long written() const { return written_; }
 
  private:
   void write(const std::string& ev);

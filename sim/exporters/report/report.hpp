@@ -91,6 +91,9 @@ struct TimelineSeries {
   /// span it; windowed = false for a whole-run timeline
   bool windowed = false;
   double window_start_s = 0, window_end_s = 0;
+  /// step slices the writer dropped past timeline.max_step_events (metadata step_slices_dropped)
+  /// and those it wrote: with drops, the all-to-all sums cover only the written steps
+  long long slices_dropped = 0, slices_written = 0;
   /// "over the whole run (warm-up included)" or "over the timeline's window [a, b] s": what the
   /// sums above cover, for captions
   std::string span() const;

@@ -256,6 +256,8 @@ TimelineSeries read_timeline(const std::string& path, size_t samples) {
   }
   if (!doc.is_object() || !doc.contains("traceEvents")) throw ReportError(path + ": no \"traceEvents\" array (not a servesim timeline)");
   end_s = std::max(end_s, num(doc, {"metadata", "end_s"}));
+  s.slices_dropped = static_cast<long long>(num(doc, {"metadata", "step_slices_dropped"}));
+  s.slices_written = static_cast<long long>(num(doc, {"metadata", "step_slices_written"}));
   // a --timeline-window file: sample its window only (before it the counters are not in the file)
   double from = 0, to = end_s;
   if (at(doc, {"metadata", "window_start_s"}).is_number()) {

@@ -196,7 +196,14 @@ void transfer_volume(Report& r, const std::vector<Dep>& deps, const std::vector<
   ds.push_back(bar_dataset("decode: exposed", dec_x, 3));
   std::string spans;
   for (size_t i = 0; i < deps.size(); ++i)
-    if (tl[i]) spans += fmt::format("{}{}: {}", spans.empty() ? "" : "; ", deps[i].name, tl[i]->span());
+    if (tl[i]) {
+      spans += fmt::format("{}{}: {}", spans.empty() ? "" : "; ", deps[i].name, tl[i]->span());
+      // (rev26: with max_step_events 10 the chart said "whole run" over 10 of 4,568 steps)
+      if (tl[i]->slices_dropped > 0)
+        spans += fmt::format(", but of its {} steps written only: {} more were dropped past timeline.max_step_events, so its "
+                             "sums are a lower bound",
+                             tl[i]->slices_written, tl[i]->slices_dropped);
+    }
   r.charts.push_back({"a2a-time", "EP all-to-all time per pool",
                       "Seconds of communication slices in timeline.json per pool (summed over its instances), and the part the step "
                       "waited for (" + spans + "; summary.json's engine figures cover the measured window); the timeline records "
