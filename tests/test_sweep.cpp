@@ -183,6 +183,18 @@ TEST(Sweep, PathAxesAreReadRelativeToTheScenario) {
   EXPECT_EQ(rows[1].rfind("p0000,a.jsonl,ok,v4pro-h200,", 0), 0u) << rows[1];
   EXPECT_EQ(rows[2].rfind("p0001,b.jsonl,ok,v4pro-h200,", 0), 0u) << rows[2];
   EXPECT_NE(rows[1].substr(rows[1].find("v4pro-h200")), rows[2].substr(rows[2].find("v4pro-h200")));
+  // resume reads the inputs' bytes: a.jsonl changed (one more request), so p0000 runs again and
+  // p0001 resumes (rev26: a changed model file resumed the old results)
+  const Out same = sh("sweep " + (d / "grid.json").string() + " --out " + (d / "out").string() + " --jobs 1");
+  EXPECT_NE(same.text.find("2 resumed"), std::string::npos) << same.text;
+  std::ofstream(d / "a.jsonl", std::ios::app) << "{\"timestamp\": 300, \"input_length\": 1000, \"output_length\": 20, \"hash_ids\": [90, 91]}\n";
+  const Out changed = sh("sweep " + (d / "grid.json").string() + " --out " + (d / "out").string() + " --jobs 1");
+  ASSERT_EQ(changed.status, 0) << changed.text;
+  EXPECT_NE(changed.text.find("1 to run"), std::string::npos) << changed.text;
+  const auto rows2 = lines(slurp(d / "out" / "results.csv"));
+  ASSERT_EQ(rows2.size(), 3u);
+  EXPECT_NE(rows2[1], rows[1]);  // 4 requests now
+  EXPECT_EQ(rows2[2], rows[2]);
   fs::remove_all(d);
 }
 

@@ -2,6 +2,7 @@
 #include "sim/cli/sweep_grid.hpp"
 #include "costmodels/feasibility.hpp"
 #include "scenarios/file_names.hpp"
+#include "scenarios/fnv1a64.hpp"
 
 #include "scenarios/json_unique.hpp"
 #include "scenarios/scenario.hpp"
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -202,11 +204,32 @@ const std::vector<std::pair<std::string, std::vector<const char*>>>& metric_keys
 // the point and its values; `check` adds the command's own (policy names), and the deployments the
 // sweep runs are checked as `run` checks them (layout, node and HBM fit: validate_deployment), so a
 // point `run` would refuse with exit 2 is refused here. What only a simulation finds stays a failed point.
-void check_points(const Grid& g, const std::function<void(const Scenario&)>& check) {
+void check_points(Grid& g, const std::function<void(const Scenario&)>& check) {
   const std::string base_dir = fs::absolute(g.scenario_file).parent_path().string();
-  for (const auto& p : g.points) {
+  std::map<std::string, std::string> hashed;  // path -> FNV-1a 64 of its bytes (each file read once)
+  auto line = [&](const std::string& what, const std::string& path) {
+    if (path.empty()) return std::string();
+    auto it = hashed.find(path);
+    if (it == hashed.end()) {
+      std::ifstream in(path, std::ios::binary);
+      Fnv1a64 h;
+      char buf[1 << 16];
+      while (in.read(buf, sizeof buf) || in.gcount() > 0) h.add(buf, static_cast<size_t>(in.gcount()));
+      it = hashed.emplace(path, in.bad() ? std::string("unreadable") : h.hex()).first;
+    }
+    return what + " " + path + " " + it->second + "\n";
+  };
+  for (auto& p : g.points) {
     try {
       const Scenario sc = parse_scenario(p.scenario.dump(), g.scenario_file, base_dir);
+      p.inputs.clear();
+      if (!sc.workload.trace_path.empty()) p.inputs += line("trace", sc.workload.trace_path);
+      const ojson& ds = p.scenario.at("deployments");
+      for (size_t i = 0; i < sc.deployments.size() && i < ds.size(); ++i) {
+        p.inputs += line("model", resolve_data_file(ds[i].at("model").get<std::string>(), "models", base_dir));
+        p.inputs += line("hardware", resolve_data_file(ds[i].at("hardware").get<std::string>(), "hardware", base_dir));
+        p.inputs += line("fitted", sc.deployments[i].gpu.fitted_models_path);
+      }
       if (check) check(sc);
       if (const std::string why = never_ending_workload(sc); !why.empty()) throw std::invalid_argument(why);
       // the deployments this sweep runs, as `run` checks them before simulating (layout, node and

@@ -22,6 +22,10 @@ struct SweepPoint {
   std::string id;            ///< "p0000", grid order (the first axis varies slowest)
   std::vector<ojson> params; ///< one value per axis
   ojson scenario;            ///< the base scenario with the fields replaced
+  /// The bytes of every file the point reads, one line each, "<what> <path> <FNV-1a 64>": each
+  /// deployment's model, hardware and fitted-parameter files and the trace. A resumed point whose
+  /// recorded inputs differ runs again (rev26: a changed model file resumed the old results).
+  std::string inputs;
 };
 
 struct Grid {

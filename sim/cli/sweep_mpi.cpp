@@ -88,6 +88,7 @@ void keep_remote(const Grid& g, const fs::path& pts, size_t i, const std::string
   fs::remove_all(dir);  // an earlier run's files (a cut deployment summary would fail point_done at every resume: rev25b)
   fs::create_directories(dir);
   std::ofstream(dir / "point.json") << p.scenario.dump(2) << "\n";
+  std::ofstream(dir / "inputs.txt") << p.inputs;
   std::ofstream(dir / "summary.json", std::ios::binary) << summary;
 }
 

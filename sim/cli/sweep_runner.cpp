@@ -31,6 +31,9 @@ bool point_done(const fs::path& dir, const SweepPoint& p, const std::string& onl
   if (!fs::exists(dir / "summary.json") || !fs::exists(dir / "point.json")) return false;
   try {
     if (ojson::parse(slurp_file(dir / "point.json")) != p.scenario) return false;
+    // the files it read, byte for byte (a model, hardware, fitted-parameter or trace file changed
+    // since: run again)
+    if (!fs::exists(dir / "inputs.txt") || slurp_file(dir / "inputs.txt") != p.inputs) return false;
     const ojson s = ojson::parse(slurp_file(dir / "summary.json"));
     if (!s.contains("deployments") || !s["deployments"].is_array() || s["deployments"].empty()) return false;
     // the deployments this sweep simulates (a grid's "only" is not in point.json: rev25 found a
@@ -56,6 +59,7 @@ void LocalRunner::spawn(size_t index) {
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   std::ofstream(tmp / "point.json") << p.scenario.dump(2) << "\n";
+  std::ofstream(tmp / "inputs.txt") << p.inputs;
   // the simulator: this program, or the one that started the MPI helper (sweep_cmd.cpp)
   const char* run_binary = std::getenv("SERVESIM_RUN_BINARY");
   const std::string self = run_binary ? std::string(run_binary) : fs::read_symlink("/proc/self/exe").string();
