@@ -96,6 +96,47 @@ TEST(Timeline, TheRuleCheckerCatchesOverlapsAndMergedCounters) {
   EXPECT_NE(perfetto_violation(merged), "");
 }
 
+// A --timeline-window starts each counter at the value it had when the window opened (rev26: they
+// read 0 until next set), and leaves out an all-to-all slice that ended before the window even when
+// its step reaches into it. Window [10, 20] s, by hand.
+TEST(Timeline, AWindowStartsItsCountersWhereTheyStood) {
+  const fs::path p = fs::temp_directory_path() / ("servesim_timeline_window_" + std::to_string(::getpid()) + ".json");
+  {
+    TimelineWriter w(p.string(), "w", 100, 10.0, 20.0);
+    auto mem = [&](Phase role, int inst, double t, double gb) {
+      MemoryEvent m;
+      m.role = role, m.instance = inst, m.t_s = t, m.kv_bytes_mean = gb * 1e9, m.kv_bytes_max = gb * 1e9;
+      w.on_memory(m);
+    };
+    mem(Phase::prefill, 0, 5, 3), mem(Phase::prefill, 0, 8, 4), mem(Phase::decode, 1, 9, 2);
+    TierEvent tier;
+    tier.t_s = 7, tier.l2_bytes = 5e9, tier.l3_bytes = 1e9;
+    w.on_tier(tier);
+    StepEvent s;
+    s.role = Phase::decode, s.instance = 1, s.start_s = 9, s.end_s = 12, s.seqs = 1, s.tokens = 1;
+    s.time.comm_total_s = 0.5, s.time.comm_s = 0.1;  // its all-to-all ends at 9.5 s, before the window
+    w.on_step(s);
+    mem(Phase::prefill, 0, 15, 6);
+    w.on_end(30);
+  }
+  const nlohmann::json t = nlohmann::json::parse(std::ifstream(p));
+  EXPECT_EQ(perfetto_violation(t), "");
+  std::vector<std::tuple<std::string, double, double>> counters;  // (name, ts us, value)
+  int steps = 0, a2a = 0;
+  for (const auto& e : t.at("traceEvents")) {
+    if (e.at("ph") == "C") counters.emplace_back(e.at("name"), e.at("ts"), e.at("args").contains("mean") ? e.at("args").at("mean").get<double>() : e.at("args").at("L2 host DRAM").get<double>());
+    if (e.at("ph") == "X") (e.at("name") == "decode step" ? steps : a2a) += 1;
+  }
+  ASSERT_EQ(counters.size(), 4u) << t.dump();
+  EXPECT_EQ(counters[0], std::make_tuple(std::string("prefill instance 0 KV GB per GPU"), 10e6, 4.0));  // the latest before 10 s
+  EXPECT_EQ(counters[1], std::make_tuple(std::string("decode instance 1 KV GB per GPU"), 10e6, 2.0));
+  EXPECT_EQ(counters[2], std::make_tuple(std::string("KV GB"), 10e6, 5.0));
+  EXPECT_EQ(counters[3], std::make_tuple(std::string("prefill instance 0 KV GB per GPU"), 15e6, 6.0));
+  EXPECT_EQ(steps, 1);
+  EXPECT_EQ(a2a, 0);
+  fs::remove(p);
+}
+
 // Any title the user chose (scenario and deployment names) comes out as valid JSON, intact.
 TEST(Timeline, AnyNameGivesValidJson) {
   const fs::path p = fs::temp_directory_path() / "servesim_timeline_names.json";

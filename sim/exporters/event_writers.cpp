@@ -161,7 +161,9 @@ void TimelineWriter::on_step(const StepEvent& e) {
                     "\"attention_ms\":{:.4f},\"ffn_ms\":{:.4f},\"comm_ms\":{:.4f},\"other_ms\":{:.4f},\"host_ms\":{:.4f},\"expert_load\":{:.4f}}}}}",
                     to_string(e.role), pid, tid, us(t0), us(t1 - t0), e.seqs, e.tokens, e.time.attention_s * 1e3, e.time.ffn_s * 1e3,
                     e.time.comm_s * 1e3, e.time.other_s * 1e3, e.time.host_s * 1e3, e.time.expert_load));
-  if (e.time.comm_total_s > 0)  // within its step (with two-batch overlap it runs beside the compute)
+  // within its step (with two-batch overlap it runs beside the compute); only when it reaches the
+  // window (rev26: a step overlapping the window wrote its all-to-all that ended before it)
+  if (e.time.comm_total_s > 0 && inside(e.start_s, e.start_s + e.time.comm_total_s))
     write(fmt::format("{{\"ph\":\"X\",\"name\":\"{} all-to-all\",\"pid\":3,\"tid\":{},\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"exposed_ms\":{:.4f}}}}}",
                       to_string(e.role), (e.role == Phase::prefill ? 0 : 1000) + e.instance, us(t0),
                       us(std::min(ns(e.start_s + e.time.comm_total_s), t1) - t0), e.time.comm_s * 1e3));
@@ -194,19 +196,47 @@ void TimelineWriter::on_kv_move(const KvMoveEvent& e) {
 
 // Perfetto keys counter tracks by process and name: each instance's counter gets its own name.
 void TimelineWriter::on_memory(const MemoryEvent& e) {
+  if (e.t_s < from_) {
+    mem_before_[{static_cast<int>(e.role), e.instance}] = e;
+    return;
+  }
   if (!inside(e.t_s, e.t_s)) return;
+  flush_before_window();
+  write_memory(e, e.t_s);
+}
+
+void TimelineWriter::write_memory(const MemoryEvent& e, double t_s) {
   write(fmt::format("{{\"ph\":\"C\",\"name\":\"{} instance {} KV GB per GPU\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"args\":{{\"mean\":{:.4f},\"busiest\":{:.4f}}}}}",
-                    to_string(e.role), e.instance, e.role == Phase::prefill ? 1 : 2, e.instance, us(ns(e.t_s)), e.kv_bytes_mean / 1e9,
+                    to_string(e.role), e.instance, e.role == Phase::prefill ? 1 : 2, e.instance, us(ns(t_s)), e.kv_bytes_mean / 1e9,
                     e.kv_bytes_max / 1e9));
 }
 
 void TimelineWriter::on_tier(const TierEvent& e) {
+  if (e.t_s < from_) {
+    tier_before_ = e;
+    return;
+  }
   if (!inside(e.t_s, e.t_s)) return;
+  flush_before_window();
+  write_tier(e, e.t_s);
+}
+
+void TimelineWriter::write_tier(const TierEvent& e, double t_s) {
   write(fmt::format("{{\"ph\":\"C\",\"name\":\"KV GB\",\"pid\":5,\"tid\":0,\"ts\":{:.3f},\"args\":{{\"L2 host DRAM\":{:.4f},\"L3 storage\":{:.4f}}}}}",
-                    us(ns(e.t_s)), e.l2_bytes / 1e9, e.l3_bytes / 1e9));
+                    us(ns(t_s)), e.l2_bytes / 1e9, e.l3_bytes / 1e9));
+}
+
+// The counters set before a --timeline-window, at the window's start, once.
+void TimelineWriter::flush_before_window() {
+  if (flushed_) return;
+  flushed_ = true;
+  for (const auto& [key, e] : mem_before_) write_memory(e, from_);
+  if (tier_before_) write_tier(*tier_before_, from_);
+  mem_before_.clear();
 }
 
 void TimelineWriter::on_end(double t_s) {
+  if (t_s >= from_) flush_before_window();
   if (from_ > 0 || std::isfinite(to_))  // a window: stated (files without one keep their bytes)
     fmt::print(f_, "\n],\"metadata\":{{\"end_s\":{:.6f},\"step_slices_written\":{},\"step_slices_dropped\":{},\"window_start_s\":{:.6f},\"window_end_s\":{:.6f}}}}}\n",
                t_s, written_, dropped_, from_, std::min(to_, t_s));

@@ -13,6 +13,7 @@
 
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <set>
 #include <optional>
 #include <string>
@@ -69,6 +70,14 @@ class TimelineWriter final : public EventSink {
  private:
   void write(const std::string& ev);
   void name_track(int pid, int tid, const std::string& name);
+  void write_memory(const MemoryEvent& e, double t_s);
+  void write_tier(const TierEvent& e, double t_s);
+  void flush_before_window();
+  /// a --timeline-window's counters as they stood at its start (rev26: they read 0 until each was
+  /// next set): the latest value of each before the window, written at the window's start
+  std::map<std::pair<int, int>, MemoryEvent> mem_before_;
+  std::optional<TierEvent> tier_before_;
+  bool flushed_ = false;
   std::set<std::pair<int, int>> named_;
   std::FILE* f_ = nullptr;
   std::string path_;

@@ -137,7 +137,7 @@ void kv_over_time(Report& r, const Dep& d, const TimelineSeries& t, size_t index
   r.charts.push_back({fmt::format("kv-time-{}", index), title,
                       fmt::format("timeline.json counters, sampled at {} even times {} (the latest value of each instance, averaged over the "
                                   "pool's instances{}){}",
-                                  t.t_s.size(), t.span(), t.windowed ? "; a counter not set inside the window reads 0 until it is" : "",
+                                  t.t_s.size(), t.span(), t.windowed ? "; each counter starts at the value it had when the window opened" : "",
                                   t.has_tiers ? "; L2 and L3 on the right axis" : "; no KV tiers in this deployment"),
                       cfg});
 }
