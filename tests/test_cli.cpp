@@ -393,7 +393,8 @@ TEST(Cli, EmptyPathsAndNamesAreRefused) {
   const fs::path dir = tmp("empty");
   for (const std::string& args : std::vector<std::string>{"run --out \"\"", "run --trace \"\"", "run --only \"\"", "report " + dir.string() + " --out \"\"",
                                  "capacity " + test::data("scenarios/default.json") + " --sessions 10 --out \"\"",
-                                 "capacity " + test::data("scenarios/default.json") + " --sessions 10 --only \"\""}) {
+                                 "capacity " + test::data("scenarios/default.json") + " --sessions 10 --only \"\"", "step --deployment \"\"",
+                                 "step \"\"", "run \"\"", "plan \"\"", "validate --dir \"\"", "report " + dir.string() + " --json \"\""}) {
     const Out o = sh(args);
     EXPECT_EQ(o.status, 2) << args << ": " << o.text.substr(0, 300);
     EXPECT_NE(o.text.find("must not be empty"), std::string::npos) << args << ": " << o.text.substr(0, 300);

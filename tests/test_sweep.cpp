@@ -195,6 +195,21 @@ TEST(Sweep, PathAxesAreReadRelativeToTheScenario) {
   ASSERT_EQ(rows2.size(), 3u);
   EXPECT_NE(rows2[1], rows[1]);  // 4 requests now
   EXPECT_EQ(rows2[2], rows[2]);
+  // a model named bare is looked up as `run` of the scenario looks it up: the scenario folder's
+  // models/ first (rev26 review: the point ran the repository's file, and a name only the folder
+  // has failed every point); v4x is V4-Pro with a 4x vocabulary, so its weights per GPU differ
+  nlohmann::json m = nlohmann::json::parse(std::ifstream(std::string(SERVESIM_SOURCE_DIR) + "/scenarios/models/deepseek-v4-pro.json"));
+  m["name"] = "v4x", m["vocab_size"] = 4 * m["vocab_size"].get<long long>();
+  fs::create_directories(d / "models");
+  std::ofstream(d / "models" / "v4x.json") << m.dump();
+  std::ofstream(d / "g2.json") << R"({"scenario": "s.json", "only": "v4pro-h200", "grid": {"deployments.1.model": ["v4x", "deepseek-v4-pro"]}})";
+  const Out o2 = sh("sweep " + (d / "g2.json").string() + " --out " + (d / "o2").string() + " --jobs 1");
+  ASSERT_EQ(o2.status, 0) << o2.text;
+  auto weights = [&](const char* id) {
+    return nlohmann::json::parse(std::ifstream(d / "o2" / "points" / id / "v4pro-h200" / "summary.json"))["memory_per_gpu"]["decode"]["other_weights_gb"].get<double>();
+  };
+  EXPECT_GT(weights("p0000"), weights("p0001") + 1.0);
+  EXPECT_NE(slurp(d / "o2" / "points" / "p0000" / "inputs.txt").find((d / "models" / "v4x.json").string()), std::string::npos);
   fs::remove_all(d);
 }
 

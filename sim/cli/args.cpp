@@ -63,7 +63,7 @@ CLI::Validator number_in(double lo, double hi) {
 
 CLI::App* add_run(CLI::App& app, RunArgs& r) {
   auto* run = app.add_subcommand("run", "simulate every deployment of a scenario (default: the built-in scenario)");
-  run->add_option("scenario", r.scenario, "scenario JSON file");
+  run->add_option("scenario", r.scenario, "scenario JSON file")->check(kNotEmpty);
   run->add_option("--trace", r.trace, "replay this Mooncake JSONL trace instead of the scenario's workload")->check(kNotEmpty);
   run->add_option("--out", r.out, "output folder (default out/<scenario name>)")->check(kNotEmpty);
   run->add_option("--only", r.only, "simulate only the deployment with this name")->check(kNotEmpty);
@@ -96,8 +96,8 @@ CLI::App* add_run(CLI::App& app, RunArgs& r) {
 
 CLI::App* add_step(CLI::App& app, StepArgs& st) {
   auto* step = app.add_subcommand("step", "time of one batch step for a uniform batch and the throughput it implies (no queueing)");
-  step->add_option("scenario", st.scenario, "scenario JSON file (default: the built-in scenario)");
-  step->add_option("--deployment", st.deployment, "deployment name (default: the first)");
+  step->add_option("scenario", st.scenario, "scenario JSON file (default: the built-in scenario)")->check(kNotEmpty);
+  step->add_option("--deployment", st.deployment, "deployment name (default: the first)")->check(kNotEmpty);
   step->add_option("--phase", st.phase, "prefill or decode")->capture_default_str()->check(CLI::IsMember({"prefill", "decode"}));
   step->add_option("--seqs-per-rank", st.seqs_per_rank, "sequences per DP rank")->capture_default_str()->check(integer_in(1, 1 << 20));
   step->add_option("--tokens", st.tokens, "new tokens per sequence (prefill; default: the pool's chunk_tokens; decode: always 1)")
@@ -114,8 +114,8 @@ CLI::App* add_costmodel(CLI::App& app, CostModelArgs& cm, CLI::App*& cm_fit) {
   cm_fit = costmodel->add_subcommand("fit", "fit every kernel family and the communication parameters; write the parameter file");
   auto* cm_report = costmodel->add_subcommand("report", "held-out error per family, composite and published-number checks, communication rows");
   for (auto* sc : {cm_fit, cm_report}) {
-    sc->add_option("--data", cm.data, "folder of kernel tables (default: the folder of the parameter file)");
-    sc->add_option("--params", cm.params, "fitted-parameter file (default: the hardware file's fitted_models)");
+    sc->add_option("--data", cm.data, "folder of kernel tables (default: the folder of the parameter file)")->check(kNotEmpty);
+    sc->add_option("--params", cm.params, "fitted-parameter file (default: the hardware file's fitted_models)")->check(kNotEmpty);
     sc->add_option("--hardware", cm.hardware, "GPU the tables were measured on (default h200)");
     sc->add_option("--worst", cm.worst, "also print the N worst held-out rows of each family")->check(integer_in(0, 1000000));
     sc->add_option("--family", cm.family, "restrict --worst to this kernel family");
@@ -159,7 +159,7 @@ CLI::App* add_capacity(CLI::App& app, CapacityArgs& c) {
 CLI::App* add_validate(CLI::App& app, ValidateArgs& v) {
   auto* validate = app.add_subcommand("validate", "every case of scenarios/validation/ against its published numbers, as one table (exit 1 if a row misses its bound)");
   validate->add_flag("--quick", v.quick, "only the rows marked quick (the CI subset, well under a second here)");
-  validate->add_option("--dir", v.dir, "folder of validation case files (default: scenarios/validation)");
+  validate->add_option("--dir", v.dir, "folder of validation case files (default: scenarios/validation)")->check(kNotEmpty);
   return validate;
 }
 
@@ -184,9 +184,9 @@ struct CommandLine::Table {
     app.require_subcommand(1);
     run = add_run(app, r);
     plan = app.add_subcommand("plan", "memory per GPU, KV per request and capacity; the article's Section III next to the real configs");
-    plan->add_option("scenario", plan_file, "scenario JSON file (default: the built-in scenario)");
+    plan->add_option("scenario", plan_file, "scenario JSON file (default: the built-in scenario)")->check(kNotEmpty);
     topo = app.add_subcommand("topology", "GPUs, links, per-node and bisection bandwidth of each deployment's cluster");
-    topo->add_option("scenario", topo_file, "scenario JSON file (default: the built-in scenario)");
+    topo->add_option("scenario", topo_file, "scenario JSON file (default: the built-in scenario)")->check(kNotEmpty);
     step = add_step(app, st);
     costmodel = add_costmodel(app, cm, cm_fit);
     validate = add_validate(app, va);

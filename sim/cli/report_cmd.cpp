@@ -16,7 +16,8 @@ CLI::App* add_report(CLI::App& app, ReportArgs& a) {
   r->add_option("dir", a.dir, "a run's output folder (summary.json), a sweep's (results.json) or a capacity search's (capacity.json)")->required();
   r->add_option("--out", a.out, "the HTML file to write (default DIR/report.html)")
       ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("must not be empty (leave the option out for DIR/report.html)") : std::string(); }, ""));
-  r->add_option("--json", a.json, "also write the report's data (Chart.js configurations, tables, omitted charts) to this JSON file");
+  r->add_option("--json", a.json, "also write the report's data (Chart.js configurations, tables, omitted charts) to this JSON file")
+      ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("must not be empty") : std::string(); }, ""));
   return r;
 }
 

@@ -74,21 +74,23 @@ bool same_kind(const ojson& a, const ojson& b) {
 
 // Paths in the scenario that are read relative to its folder: made absolute in every point, whose
 // file lives elsewhere (the trace; a model or hardware given as a .json file).
+// A trace path relative to base_dir whatever its extension; a model or hardware reference (a name
+// or a file) resolved as `run` of the base scenario resolves it (rev26 review: a bare name was left
+// for the point's run to look up beside points/.tmp-*/ and so fell back to the repository's file
+// where the scenario's folder had its own; a .csv trace was left relative). A reference no file
+// answers is left as written, for the scenario reader to refuse naming it.
 void absolutize(ojson& s, const fs::path& base_dir) {
-  auto fix = [&](ojson& v) {
-    if (!v.is_string()) return;
-    const std::string t = v.get<std::string>();
-    if (fs::path(t).is_relative() && (t.find('/') != std::string::npos || fs::path(t).extension() == ".json" ||
-                                      fs::path(t).extension() == ".jsonl"))
-      v = (base_dir / t).lexically_normal().string();
-  };
   if (s.contains("workload") && s["workload"].is_object())
     for (auto& [k, v] : s["workload"].items())
-      if (k == "trace" || k == "path" || k == "file") fix(v);
+      if ((k == "trace" || k == "path" || k == "file") && v.is_string() && fs::path(v.get<std::string>()).is_relative())
+        v = (base_dir / v.get<std::string>()).lexically_normal().string();
   if (s.contains("deployments") && s["deployments"].is_array())
     for (auto& d : s["deployments"])
       for (const char* k : {"model", "hardware"})
-        if (d.is_object() && d.contains(k)) fix(d[k]);
+        if (d.is_object() && d.contains(k) && d[k].is_string()) try {
+            d[k] = resolve_data_file(d[k].get<std::string>(), std::string(k) == "model" ? "models" : "hardware", base_dir.string());
+          } catch (const std::exception&) {
+          }
 }
 
 // A value's identity on an axis: numbers by value (2 and 2.0 are one), integers exactly (two seeds

@@ -87,7 +87,7 @@ void hbm_breakdown(Report& r, const std::vector<Dep>& deps) {
     std::vector<double> v;
   };
   std::vector<std::string> labels;
-  std::vector<Part> parts = {{"routed expert weights", {}}, {"other weights (1/attn TP)", {}}, {"activation workspace", {}},
+  std::vector<Part> parts = {{"routed expert weights", {}}, {"other weights (split + whole)", {}}, {"activation workspace", {}},
                              {"reserved (context, buffers)", {}}, {"KV + per-sequence state at peak (KDA, compressor)", {}},
                              {"KV budget not used at peak", {}}, {"held back (HBM − usable)", {}}};
   for (const auto& d : deps)
