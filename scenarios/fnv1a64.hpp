@@ -6,7 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace servesim {
 
@@ -29,5 +32,29 @@ class Fnv1a64 {
  private:
   std::uint64_t h_ = 14695981039346656037ULL;
 };
+
+/// A whole file's FNV-1a 64 (16 hex digits) and size in bytes.
+struct FileDigest {
+  std::string fnv1a64;
+  long long bytes = 0;
+};
+
+/// Reads the file at `path` in 1 MiB pieces. Throws std::runtime_error "<path>: cannot open the
+/// <what>" or "<path>: read error".
+inline FileDigest fnv1a64_file(const std::string& path, const std::string& what = "file") {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open the " + what);
+  Fnv1a64 h;
+  FileDigest d;
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    h.add(buf.data(), static_cast<std::size_t>(in.gcount()));
+    d.bytes += in.gcount();
+  }
+  if (in.bad()) throw std::runtime_error(path + ": read error");
+  d.fnv1a64 = h.hex();
+  return d;
+}
 
 }  // namespace servesim

@@ -60,19 +60,10 @@ WorkloadSpec workload_for(WorkloadSpec w, const PrefixCacheSpec& cache) {
 }
 
 TraceFile trace_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open the trace");
+  const FileDigest d = fnv1a64_file(path, "trace");
   TraceFile t;
   t.path = std::filesystem::absolute(path).lexically_normal().string();
-  Fnv1a64 h;
-  std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    h.add(buf.data(), static_cast<std::size_t>(in.gcount()));
-    t.bytes += in.gcount();
-  }
-  if (in.bad()) throw std::runtime_error(path + ": read error");
-  t.fnv1a64 = h.hex();
+  t.bytes = d.bytes, t.fnv1a64 = d.fnv1a64;
   return t;
 }
 

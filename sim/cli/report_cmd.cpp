@@ -11,13 +11,19 @@
 
 namespace servesim::cli {
 
+namespace {
+// An empty --out / --json is refused, not read as the default (as args.cpp's options).
+const CLI::Validator kNotEmpty(
+    [](std::string& v) { return v.empty() ? std::string("must not be empty (leave the option out for its default)") : std::string(); }, "");
+}  // namespace
+
 CLI::App* add_report(CLI::App& app, ReportArgs& a) {
   auto* r = app.add_subcommand("report", "one self-contained HTML report (charts, no network needed) of a run's, a sweep's or a capacity search's output folder");
   r->add_option("dir", a.dir, "a run's output folder (summary.json), a sweep's (results.json) or a capacity search's (capacity.json)")->required();
   r->add_option("--out", a.out, "the HTML file to write (default DIR/report.html)")
-      ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("must not be empty (leave the option out for DIR/report.html)") : std::string(); }, ""));
+      ->check(kNotEmpty);
   r->add_option("--json", a.json, "also write the report's data (Chart.js configurations, tables, omitted charts) to this JSON file")
-      ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("must not be empty") : std::string(); }, ""));
+      ->check(kNotEmpty);
   return r;
 }
 

@@ -213,11 +213,13 @@ void check_points(Grid& g, const std::function<void(const Scenario&)>& check) {
     if (path.empty()) return std::string();
     auto it = hashed.find(path);
     if (it == hashed.end()) {
-      std::ifstream in(path, std::ios::binary);
-      Fnv1a64 h;
-      char buf[1 << 16];
-      while (in.read(buf, sizeof buf) || in.gcount() > 0) h.add(buf, static_cast<size_t>(in.gcount()));
-      it = hashed.emplace(path, in.bad() ? std::string("unreadable") : h.hex()).first;
+      std::string hex;
+      try {
+        hex = fnv1a64_file(path).fnv1a64;
+      } catch (const std::runtime_error&) {
+        hex = "unreadable";  // the point's run names the file
+      }
+      it = hashed.emplace(path, hex).first;
     }
     return what + " " + path + " " + it->second + "\n";
   };
