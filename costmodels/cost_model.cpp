@@ -24,6 +24,7 @@ std::string_view to_string(OpKind k) {
     case OpKind::moe_experts: return "moe_experts";
     case OpKind::moe_permute: return "moe_permute";
     case OpKind::lm_head: return "lm_head";
+    case OpKind::mtp_proj: return "mtp_proj";
     case OpKind::layer_norm: return "layer_norm";
     case OpKind::count_: break;
   }

@@ -31,6 +31,7 @@ enum class OpKind {
   moe_experts,        ///< grouped routed-expert GEMMs (+ activation)
   moe_permute,        ///< token permutation / weighted combine
   lm_head,            ///< logits
+  mtp_proj,           ///< MTP head's input: RMSNorms of the embedding and hidden state, eh_proj GEMM (2·D → D)
   layer_norm,         ///< a layer's two RMSNorms (each with its residual add), outside attention and FFN
   count_
 };

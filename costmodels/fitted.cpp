@@ -190,10 +190,17 @@ void map_op(const Op& op, Buf& b) {
       break;
     case OpKind::moe_experts: add_moe_experts(op, b); break;
     case OpKind::moe_permute: add_moe_permute(op, b); break;
-    // two fused residual-add + RMSNorms over the hidden width, each moving twice the bytes of the
-    // plain RMSNorm we measured (K3's 3,584-wide LatentMoE norm; other widths are answered by its
-    // fitted surface): four of it
-    case OpKind::layer_norm: b.add(Family::latent_rmsnorm, T, op.hidden, 1, 1, 4); break;
+    // two fused residual-add + RMSNorm kernels over the hidden width, each moving twice the bytes
+    // of the plain RMSNorm we measured (K3's 3,584-wide LatentMoE norm; other widths are answered
+    // by its fitted surface): two launches of it at twice the rows, so that decode pays two launch
+    // floors (the kernel is flat at ~3.4 µs from 1 to 256 rows), not four
+    case OpKind::layer_norm: b.add(Family::latent_rmsnorm, 2 * T, op.hidden, 1, 1, 2); break;
+    // the MTP head's RMSNorms of the token embedding and of the hidden state (one kernel each over
+    // the hidden width), then eh_proj (2·D → D)
+    case OpKind::mtp_proj:
+      b.add(Family::latent_rmsnorm, T, op.hidden, 1, 1, 2);
+      add_gemms(op, b);
+      break;
     case OpKind::count_: throw std::invalid_argument("FittedCostModel: OpKind::count_ is not an op");
   }
 }

@@ -261,6 +261,8 @@ StepCostModel::StepCostModel(const ModelSpec& model, std::shared_ptr<const CostM
     ffn_gemms_.push_back(std::move(g));
   }
   lm_head_gemm_ = {model_.vocab / t, D, 1, model_.embedding_dtype};
+  if (model_.mtp_layers > 0 && !model_.layers.empty())  // dtype as memory.cpp counts eh_proj
+    mtp_proj_gemm_ = {D, 2 * D, 1, model_.attention_kinds[static_cast<size_t>(model_.layers.back().attention)].proj_dtype};
   // routed-expert loads per MoE kind (costmodels/expert_load.hpp), unless fixed or balanced
   for (const auto& f : model_.ffn_kinds)
     loads_.push_back(shape_.expert_skew && shape_.expert_imbalance == 0 && f.op == FfnOp::moe

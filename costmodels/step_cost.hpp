@@ -206,6 +206,7 @@ class StepCostModel {
   std::vector<KindGemms> attn_gemms_;
   std::vector<FfnGemms> ffn_gemms_;
   GemmShape lm_head_gemm_;
+  GemmShape mtp_proj_gemm_;  // MTP eh_proj (2·D → D, full weights; n 0 without MTP layers)
   std::vector<std::unique_ptr<ExpertLoad>> loads_;  // per ffn kind (null: dense)
   int main_moe_ = -1;                              // ffn kind whose load StepTime reports
   mutable std::vector<Op> scratch_;
@@ -262,7 +263,7 @@ class StepCostModel {
   };
   static constexpr size_t kKdaMemoMax = size_t{1} << 16;
   mutable std::unordered_map<KdaKey, AttnPrice, KdaKeyHash> kda_memo_;
-  double lm_head_seconds(double rows, int calls, StepTime& st, int& kernels) const;
+  double head_seconds(OpKind kind, double rows, int calls, StepTime& st, int& kernels) const;
 };
 
 }  // namespace servesim

@@ -285,8 +285,15 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
   // logits of the busiest rank: of every verified token, and with MTP one row per sequence in each
   // of the k MTP passes (the draft head shares the model's LM head; the draft-extend pass needs
   // only the last verified token's): k more LM-head GEMMs of the whole vocabulary at L / (k + 1) rows
-  double logits = parts.logits_max > 0 ? lm_head_seconds(parts.logits_max, 1, st, kernels) : 0.0;
-  if (k > 0 && parts.logits_max > 0) logits += lm_head_seconds(parts.logits_max / (k + 1), k, st, kernels);
+  double logits = parts.logits_max > 0 ? head_seconds(OpKind::lm_head, parts.logits_max, 1, st, kernels) : 0.0;
+  if (k > 0 && parts.logits_max > 0) logits += head_seconds(OpKind::lm_head, parts.logits_max / (k + 1), k, st, kernels);
+  // each MTP pass starts with the head's eh_proj over its rows (the draft passes' one token per
+  // sequence, the draft-extend pass's k + 1): full weights on every attention-TP rank (a plain
+  // replicated linear in SGLang's NextN layer, as memory counts it)
+  if (k > 0 && Tmax > 0) {
+    if (k > 1) logits += head_seconds(OpKind::mtp_proj, Tmax / (k + 1), k - 1, st, kernels);
+    logits += head_seconds(OpKind::mtp_proj, Tmax, 1, st, kernels);
+  }
   st.host_s = host_seconds(kernels, st.total_s + logits, syncs);
   st.other_s = logits + st.host_s;
   st.total_s += st.other_s;
@@ -297,21 +304,30 @@ StepTime StepCostModel::finish(const StepParts& parts, Phase phase, int sample) 
   return st;
 }
 
-// n LM-head GEMMs of L rows each (the whole vocabulary over attention TP): their seconds; adds the
-// extrapolated part to st and n to kernels.
-double StepCostModel::lm_head_seconds(double L, int n, StepTime& st, int& kernels) const {
-  const double t = shape_.attn_tp, vocab = model_.vocab, hidden = model_.hidden;
+// n calls of a head op of L rows each: the LM head (the whole vocabulary over attention TP; one
+// GEMM) or the MTP head's input (mtp_proj: two RMSNorms and eh_proj, 2·D → D, full weights; three
+// kernels). Returns their seconds; adds the extrapolated part to st and the kernels to kernels.
+double StepCostModel::head_seconds(OpKind kind, double L, int n, StepTime& st, int& kernels) const {
+  const double t = shape_.attn_tp, vocab = model_.vocab, D = model_.hidden;
   scratch_.clear();
-  Op lm;
-  lm.kind = OpKind::lm_head, lm.cls = OpClass::gemm, lm.math = DType::bf16;
-  lm.flops = 2 * L * hidden * vocab / t;
-  lm.bytes = vocab * hidden * bytes_per_element(model_.embedding_dtype) / t + L * vocab / t * 4;
-  lm.tokens = L, lm.seqs = L;
-  lm.gemm_m = L, lm.gemms = &lm_head_gemm_, lm.gemm_count = 1;
-  scratch_.push_back(lm);
+  Op o;
+  o.kind = kind, o.cls = OpClass::gemm, o.hidden = D;
+  o.tokens = L, o.seqs = L, o.gemm_m = L, o.gemm_count = 1;
+  int launches = 1;
+  if (kind == OpKind::lm_head) {
+    o.math = DType::bf16, o.gemms = &lm_head_gemm_;
+    o.flops = 2 * L * D * vocab / t;
+    o.bytes = vocab * D * bytes_per_element(model_.embedding_dtype) / t + L * vocab / t * 4;
+  } else {
+    o.math = mtp_proj_gemm_.dtype, o.gemms = &mtp_proj_gemm_, launches = 3;
+    o.flops = 2 * L * (2 * D) * D;
+    // the weights once; per row: the two norms read and write D each, the GEMM reads 2·D, writes D
+    o.bytes = 2 * D * D * bytes_per_element(mtp_proj_gemm_.dtype) + L * (4 * D + 3 * D) * kAct;
+  }
+  scratch_.push_back(o);
   double extra = 0;
   const double s = sum_ops(scratch_, st, extra);
-  st.extrapolated_s += n * extra, kernels += n;
+  st.extrapolated_s += n * extra, kernels += n * launches;
   return n * s;
 }
 

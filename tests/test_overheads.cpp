@@ -383,6 +383,45 @@ TEST(Mtp, EachDraftPassComputesItsLogits) {
   EXPECT_NEAR(plain.step({{{1, 100, true}}}, Phase::decode).other_s, 1.001e-3, 1e-12);
 }
 
+TEST(Mtp, EachPassPaysTheHeadsInputProjection) {
+  // mtp_proj (the MTP head's two RMSNorms + eh_proj) at 2 ms + 1 µs per row, nothing else costs:
+  // with k = 2 drafts a sequence verifying 3 tokens pays one draft pass of 1 row and the
+  // draft-extend pass of 3 rows: 2.001 + 2.003 ms; eh_proj is one GEMM of the full 2·D → D weights
+  // (n = D, k = 2·D) in the last layer's projection dtype, 2·rows·2·D·D FLOP.
+  class ProjCost final : public CostModel {
+   public:
+    mutable std::vector<Op> seen;
+    std::string name() const override { return "proj"; }
+    OpLatency latency(const Op& o) const override {
+      if (o.kind != OpKind::mtp_proj) return {0.0, Provenance::roofline};
+      seen.push_back(o);
+      return {2e-3 + 1e-6 * o.tokens, Provenance::roofline};
+    }
+  };
+  ModelSpec m = load_model(test::data("tests/data/tiny-moe.json"));
+  m.mtp_layers = 1;
+  InstanceShape s;
+  s.ep = 1, s.kernel_launch_s = 0, s.mtp_draft_tokens = 2;
+  auto cost = std::make_shared<ProjCost>();
+  const StepCostModel mtp(m, cost, FabricParams{}, s, 0.0);
+  const StepTime t = mtp.step({{{3, 100, true}}}, Phase::decode);
+  EXPECT_NEAR(t.other_s, 2.001e-3 + 2.003e-3, 1e-12);
+  ASSERT_EQ(cost->seen.size(), 2u);
+  const double D = m.hidden;
+  for (const Op& o : cost->seen) {
+    ASSERT_EQ(o.gemm_count, 1);
+    EXPECT_EQ(o.gemms[0].n, D);
+    EXPECT_EQ(o.gemms[0].k, 2 * D);
+    EXPECT_EQ(o.gemms[0].dtype, m.attention_kinds[static_cast<size_t>(m.layers.back().attention)].proj_dtype);
+    EXPECT_NEAR(o.flops, 2 * o.tokens * 2 * D * D, 1e-6);
+  }
+  EXPECT_EQ(cost->seen[0].tokens, 1);
+  EXPECT_EQ(cost->seen[1].tokens, 3);
+  s.mtp_draft_tokens = 0;  // without MTP nothing of it
+  const StepCostModel plain(m, cost, FabricParams{}, s, 0.0);
+  EXPECT_EQ(plain.step({{{1, 100, true}}}, Phase::decode).other_s, 0.0);
+}
+
 TEST(Mtp, OnlyDecodeAndOnlyModelsWithADraftHead) {
   DeploymentSpec d = test::tiny(1000);
   d.decode.mtp_draft_tokens = 1, d.decode.mtp_acceptance = 0.8;

@@ -423,3 +423,42 @@ TEST(StepCost, ExtrapolatedSecondsCountThePartTheModelSays) {
   o.kind = OpKind::moe_shared;
   EXPECT_EQ(ScaledCostModel(inner, 0.953).latency(o).extrapolated_s, -1);
 }
+
+TEST(Fitted, LayerNormsAreTwoKernelsOfTwiceTheRows) {
+  // a layer's two residual-add + RMSNorm kernels each move twice a plain RMSNorm's bytes: two
+  // launches of the measured RMSNorm at 2·T rows. At decode sizes the kernel is flat (a launch
+  // floor), so the pair costs about two RMSNorms of T rows (it was priced as four); at prefill
+  // sizes it is bandwidth-bound, so it costs what four RMSNorms of T rows move.
+  const GpuSpec g = test::gpu("h200");
+  const FittedCostModel fit(load_fit_cached(g.fitted_models_path), g);
+  Op ln;
+  ln.kind = OpKind::layer_norm, ln.cls = OpClass::elementwise, ln.hidden = 3584;  // K3's measured width
+  auto one = [&](double rows) {
+    const double x[kMaxGridDims] = {rows, 3584};
+    return fit.kernel_seconds(Family::latent_rmsnorm, x, nullptr);
+  };
+  for (double T : {1.0, 8.0, 64.0}) {
+    ln.tokens = ln.seqs = T, ln.decode = true, ln.bytes = 16 * T * 3584;  // (an op that moves nothing costs 0)
+    const auto c = fit.components(ln);
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].family, Family::latent_rmsnorm);
+    EXPECT_EQ(c[0].x[0], 2 * T);
+    EXPECT_EQ(c[0].count, 2);
+    EXPECT_GT(fit.latency(ln).seconds, 1.7 * one(T)) << T;
+    EXPECT_LT(fit.latency(ln).seconds, 2.3 * one(T)) << T;  // two floors, not four
+  }
+  ln.tokens = ln.seqs = 8192, ln.decode = false, ln.bytes = 16 * 8192 * 3584;
+  EXPECT_NEAR(fit.latency(ln).seconds / (4 * one(8192)), 1.0, 0.1);
+  // the MTP head's input: its two plain RMSNorms of T rows and eh_proj (2·D → D)
+  Op mp;
+  mp.kind = OpKind::mtp_proj, mp.cls = OpClass::gemm, mp.hidden = 7168, mp.tokens = mp.seqs = mp.gemm_m = 4;
+  const GemmShape eh{7168, 2 * 7168, 1, DType::fp8};
+  mp.gemms = &eh, mp.gemm_count = 1;
+  const auto c = fit.components(mp);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].family, Family::latent_rmsnorm);
+  EXPECT_EQ(c[0].count, 2);
+  EXPECT_EQ(c[1].family, Family::gemm_fp8);
+  EXPECT_EQ(c[1].x[1], 7168);
+  EXPECT_EQ(c[1].x[2], 2 * 7168);
+}
