@@ -306,7 +306,7 @@ TEST(Validate, RatioRowIsTwoStepsOfOneShape) {
   ASSERT_TRUE(tbo.found) << o.text;
   EXPECT_GT(tbo.simulated, 1.0);
   // the baseline inherits the row's settings and changes only what it names: TBO on in both steps,
-  // the baseline without MTP, is MTP's gain with TBO (1.048 by hand from `servesim step` in the case
+  // the baseline without MTP, is MTP's gain with TBO (1.047 by hand from `servesim step` in the case
   // file's reason), not MTP + TBO over neither (1.31)
   const std::string mtp = R"({"metric": "m", "unit": "ratio", "published": 1, "phase": "decode", "seqs_per_rank": 128, "context": 2050, )"
                           R"("two_batch_overlap": true, "mtp_draft_tokens": 1, "mtp_acceptance": 0.6958, "baseline": {"mtp_draft_tokens": 0, "mtp_acceptance": 0}})";
@@ -314,7 +314,7 @@ TEST(Validate, RatioRowIsTwoStepsOfOneShape) {
   o = sh("validate --dir " + dir.string());
   const TableRow inherit = row(o.text, "m (ratio)");
   ASSERT_TRUE(inherit.found) << o.text;
-  EXPECT_NEAR(inherit.simulated, 1.048, 0.0015) << o.text;
+  EXPECT_NEAR(inherit.simulated, 1.047, 0.0015) << o.text;
   // bad input, named by its field, exit 2
   for (const auto& [row_tail, want] : std::vector<std::pair<std::string, std::string>>{
            {R"("two_batch_overlap": false})", "rows[0].baseline: a ratio row needs a baseline"},
