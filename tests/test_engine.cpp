@@ -84,6 +84,46 @@ TEST(Engine, RequestWaitsForDecodeKvAndTheWaitIsInItsTtft) {
   EXPECT_NEAR(b.first_token_s, a.done_s + transfer_s(d, 1000), 1e-9);
 }
 
+namespace {
+  // two single-rank decode instances, each with KV room for 3,675 tokens (tiny-moe: 1,152 B each);
+  // requests 0 and 1 (1,000 + 500 tokens) take one rank each; request 2 (1,000 + 2,000) then fits
+  // nowhere (2,175 free on each): it waits holding the most free rank (a tie: instance 0, where
+  // request 0 is). Requests 3 and 4 (1,000 + 50) finish prefill after it and go straight to the
+  // other rank (SGLang: a head that does not fit blocks its own DP rank's queue only); request 2 is
+  // admitted where it waited the moment request 0 frees it, not before.
+void fits_nowhere_holds_one_rank(const char* router) {  // one simulation per test process
+  {
+    DeploymentSpec d = tiny();
+    d.decode = test::pool(2, 1, 1);
+    d.decode.step_overhead_s = 0.002;
+    d.decode_router = router;
+    d.cluster.nodes = required_nodes(d);
+    d.reserved_bytes_per_gpu += plan_gpu_memory(d, d.decode).kv_budget - 3675 * kTinyKvPerToken;
+    ASSERT_NEAR(plan_gpu_memory(d, d.decode).kv_budget, 3675 * kTinyKvPerToken, 1.0);
+    validate_deployment(d, "tiny");
+    Records rec;
+    Simulation sim(d,
+                   std::make_unique<ListSource>(std::vector<Request>{req(0, 0, 1000, 500), req(1, 0, 1000, 500), req(2, 0, 1000, 2000),
+                                                                      req(3, 0, 1000, 50), req(4, 0, 1000, 50)}),
+                   std::make_shared<test::ZeroCost>(), rec, {});
+    sim.run();
+    const RequestRecord &r0 = rec.by_id.at(0), &r1 = rec.by_id.at(1), &r2 = rec.by_id.at(2), &r3 = rec.by_id.at(3), &r4 = rec.by_id.at(4);
+    ASSERT_NE(r0.decode_instance, r1.decode_instance) << router;
+    for (const RequestRecord* r : {&r3, &r4}) {
+      EXPECT_NEAR(r->transfer_start_s, r->prefill_end_s, 1e-9) << router << ": waited behind request 2";
+      EXPECT_EQ(r->decode_instance, r1.decode_instance) << router << ": took the held rank";
+    }
+    EXPECT_GT(r2.transfer_start_s, r4.done_s) << router;
+    EXPECT_NEAR(r2.transfer_start_s, r0.done_s, 1e-9) << router;
+    EXPECT_EQ(r2.decode_instance, r0.decode_instance) << router;
+    EXPECT_EQ(r2.status, RequestStatus::completed) << router;
+  }
+}
+}  // namespace
+
+TEST(Engine, ARequestThatFitsNowhereHoldsOneDecodeRankNotAll) { fits_nowhere_holds_one_rank("least_loaded"); }
+TEST(Engine, ARequestThatFitsNowhereHoldsOneDecodeRankNotAllRoundRobin) { fits_nowhere_holds_one_rank("round_robin"); }
+
 TEST(Engine, EveryRequestEndsCompletedRejectedOrInFlight) {
   DeploymentSpec d = tiny();
   // 3 requests too long for the model (4,096 tokens), a horizon that stops the run mid-way

@@ -1,8 +1,5 @@
 #include "sim/engine/engine.hpp"
 
-#include <ext/pb_ds/assoc_container.hpp>
-#include <ext/pb_ds/tree_policy.hpp>
-
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -16,51 +13,6 @@ bool later(const std::tuple<long long, std::uint64_t, ReqState*>& a, const std::
   return std::get<0>(a) != std::get<0>(b) ? std::get<0>(a) > std::get<0>(b) : std::get<1>(a) > std::get<1>(b);
 }
 }  // namespace
-
-DecodePool::DecodePool(Engine& e) : e_(e), mtp_rng_(e.opt.seed ^ 0x6d7470ULL), tokens_per_step_(e.d.decode.tokens_per_step()) {}
-
-// The decode ranks ordered by least_loaded's key: fewest admitted sequences, then most free KV
-// bytes, then candidate order (instance, rank), with order statistics (GNU pb_ds): the rank
-// least_loaded_decode would pick from the candidate vector, and its tied peers, are found in
-// O(running levels · log ranks) instead of a scan of every rank per dispatch (issue 15: 7,140
-// decode ranks at 10,000 nodes). Same choice, same tie rotation (Router::rotate_decode_tie).
-struct DecodePool::RankIndex {
-  struct Key {
-    int running = 0;
-    double free = 0;
-    int instance = 0, rank = 0;
-    bool operator<(const Key& o) const {
-      if (running != o.running) return running < o.running;
-      if (free != o.free) return free > o.free;
-      return instance != o.instance ? instance < o.instance : rank < o.rank;
-    }
-  };
-  __gnu_pbds::tree<Key, __gnu_pbds::null_type, std::less<Key>, __gnu_pbds::rb_tree_tag, __gnu_pbds::tree_order_statistics_node_update> t;
-};
-
-DecodePool::~DecodePool() = default;
-
-void DecodePool::reindex(const Instance& q, size_t rank, bool insert) {
-  if (!index_) return;
-  const Rank& dr = q.ranks[rank];
-  const RankIndex::Key k{dr.admitted, dr.capacity - dr.reserved, q.id, static_cast<int>(rank)};
-  if (insert) index_->t.insert(k);
-  else index_->t.erase(k);
-}
-
-// The best rank with room for `need` bytes: the first rank in key order of the lowest running
-// level whose most free rank has room; among its ties (same running and free), the router's turn.
-bool DecodePool::pick_indexed(double need, int& instance, int& rank) {
-  auto& t = index_->t;
-  auto it = t.begin();
-  while (it != t.end() && it->free < need)  // no rank of this level has room: the next level
-    it = t.lower_bound({it->running + 1, std::numeric_limits<double>::infinity(), INT_MIN, INT_MIN});
-  if (it == t.end()) return false;
-  const std::size_t first = t.order_of_key(*it), ties = t.order_of_key({it->running, it->free, INT_MAX, INT_MAX}) - first;
-  if (ties > 1) it = t.find_by_order(first + e_.decode_router->rotate_decode_tie(ties));
-  instance = it->instance, rank = it->rank;
-  return true;
-}
 
 // Decode steps a sequence needs for `tokens` more tokens: 1 without MTP; with k drafts each step
 // yields 1 + the run of accepted drafts (draft i accepted with probability a if i − 1 was).
@@ -90,11 +42,7 @@ void DecodePool::build(const std::vector<int>& first_gpus) {
     inst_.push_back(std::move(q));
   }
   e_.totals.decode_steps_per_event = e_.d.decode.all_to_all_on_fabric && e_.opt.all_to_all_flows ? 1 : std::max(1, e_.opt.decode_steps_per_event);
-  if (e_.decode_router->decode_least_loaded()) {
-    index_ = std::make_unique<RankIndex>();
-    for (const auto& q : inst_)
-      for (size_t k = 0; k < q.ranks.size(); ++k) reindex(q, k, true);
-  }
+  if (e_.decode_router->decode_least_loaded()) build_index();
   work_.resize(static_cast<size_t>(e_.d.decode.dp()));
 }
 
@@ -127,48 +75,6 @@ void DecodePool::emit_memory(int inst) {
   ev.kv_bytes_mean = sum / static_cast<double>(n);
   ev.kv_bytes_max = mx;
   e_.sink.on_memory(ev);
-}
-
-void DecodePool::enqueue(ReqState* r) {
-  pending_.push_back(r);
-  dispatch_pending();
-}
-
-// Admission on a decode rank: the head of the queue takes a rank with room for its whole KV
-// (prompt + output); FIFO: while it waits, so do those behind it.
-void DecodePool::dispatch_pending() {
-  std::vector<DecodeCandidate>& cand = cand_;
-  while (!pending_.empty()) {
-    ReqState* r = pending_.front();
-    const double need = r->kv_whole_bytes;
-    int instance = 0, rank = 0;
-    if (index_) {
-      if (!pick_indexed(need, instance, rank)) return;
-    } else {
-      cand.clear();
-      for (auto& q : inst_)
-        for (size_t k = 0; k < q.ranks.size(); ++k) {
-          const auto& dr = q.ranks[k];
-          const double free = dr.capacity - dr.reserved;
-          if (free >= need) cand.push_back({q.id, static_cast<int>(k), free, dr.admitted});
-        }
-      if (cand.empty()) return;
-      const DecodeCandidate& c = cand[e_.decode_router->pick_decode(r->req, cand)];
-      instance = c.instance, rank = c.rank;
-    }
-    Instance& q = inst_[static_cast<size_t>(instance)];
-    Rank& dr = q.ranks[static_cast<size_t>(rank)];
-    reindex(q, static_cast<size_t>(rank), false);
-    dr.reserved += need;
-    ++dr.admitted;
-    reindex(q, static_cast<size_t>(rank), true);
-    r->kv_decode_bytes = need;
-    r->rec.decode_instance = q.id;
-    r->decode_rank = rank;
-    pending_.pop_front();
-    emit_memory(q.id);
-    e_.mover.transfer(r);
-  }
 }
 
 void DecodePool::ready(ReqState* r) {

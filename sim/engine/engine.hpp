@@ -150,7 +150,7 @@ class PrefillPool {
   std::unique_ptr<PrefixIndex> index_;  // set when the router reads prefix matches and the pool is large
 };
 
-/// Decode instances: KV admission on a rank (FIFO), continuous batching steps.
+/// Decode instances: KV admission on a rank (decode_admission.cpp), continuous batching steps.
 class DecodePool {
  public:
   struct Rank {
@@ -214,7 +214,8 @@ class DecodePool {
   void start();  ///< creates the instances' actors
   std::vector<Instance>& instances() { return inst_; }
   int gpu0_of(const ReqState* r) const;
-  /// r finished its prefill: it waits (FIFO) for KV room on a decode rank, then its KV transfer starts.
+  /// r finished its prefill: it waits for KV room on a decode rank (decode_admission.cpp: in order,
+  /// a request that fits nowhere holding one rank, not all), then its KV transfer starts.
   void enqueue(ReqState* r);
   /// r's KV arrived: it joins the rank's ready queue.
   void ready(ReqState* r);
@@ -229,9 +230,17 @@ class DecodePool {
   void keep_alive();
 
  private:
+  // admission (decode_admission.cpp): requests in prefill-end order; one that fits nowhere holds
+  // the rank with the most free KV, later ones take any other rank
   void dispatch_pending();
-  struct RankIndex;  // the ranks by least_loaded's key (decode_pool.cpp), when the router uses that rule
+  void dispatch_once();
+  bool place(const ReqState* r, int& instance, int& rank);
+  bool hold_most_free();
+  void hold(int instance, int rank);
+  bool held(int instance, int rank) const;
+  struct RankIndex;  // the ranks by least_loaded's key (decode_admission.cpp), when the router uses that rule
   bool pick_indexed(double need, int& instance, int& rank);
+  void build_index();
   void reindex(const Instance& q, size_t rank, bool insert);
   void loop(Instance& q);
   void join_batch(Instance& q);
@@ -246,6 +255,9 @@ class DecodePool {
   std::deque<ReqState*> pending_;  // prefilled, waiting for KV room on a decode rank
   std::vector<DecodeCandidate> cand_;  // dispatch_pending's scratch (kept to avoid an allocation per call)
   std::unique_ptr<RankIndex> index_;   // set when the decode router is least_loaded's rule: no scan of every rank
+  std::vector<char> held_;             // per rank (instance · dp + rank): held by a waiting request in this dispatch
+  std::vector<size_t> held_list_;      // the held ranks (reset at the end of each dispatch)
+  bool dispatching_ = false, redispatch_ = false;
   long long steps_for(long long tokens);
   long long made(const Instance& q, const ReqState* r) const;
   long long made(long long steps) const;  ///< tokens made in `steps` decode steps
