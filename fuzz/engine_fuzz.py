@@ -85,6 +85,8 @@ def workload(rng, traces):
              "shared_prefix_tokens": rng.choice([0, 0, 512, 4096]), "block_tokens": rng.choice([64, 512])}
         if w["arrival"] == "gamma":
             w["burstiness"] = round(rng.uniform(0.5, 8), 3)
+        if w["shared_prefix_tokens"] >= w["input_tokens"]["max"]:  # the reader refuses a prefix at or past the longest prompt
+            w["shared_prefix_tokens"] = 512
         return w
     if k < 0.85 or not traces:
         w = {"kind": "agent", "shared_prefix_tokens": rng.choice([0, 4096]), "block_tokens": 512}

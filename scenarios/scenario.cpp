@@ -48,9 +48,14 @@ WorkloadSpec read_workload(Obj o, const std::string& base_dir) {
                        {{"synthetic", K::synthetic}, {"mooncake", K::mooncake}, {"azure", K::azure}, {"burstgpt", K::burstgpt},
                         {"tracelab_replay", K::tracelab_replay}, {"tracelab_rounds", K::tracelab_rounds}, {"agent", K::agent}});
   w.block_tokens = o.int32("block_tokens", 512, 1);
-  w.max_requests = o.integer("max_requests", 0, 0);
   const bool trace = w.kind != K::synthetic && w.kind != K::agent;
+  // max_requests caps a trace's rows; generated workloads have their own count (rev27 user review:
+  // it was read for every kind and ignored by these two)
+  if (!trace && o.has("max_requests"))
+    o.fail("max_requests", w.kind == K::synthetic ? "applies to trace replays (a synthetic workload's count is \"requests\")"
+                                                  : "applies to trace replays (an agent workload's count is \"sessions\")");
   if (trace) {
+    w.max_requests = o.integer("max_requests", 0, 0);
     const std::string t = o.str("trace", std::nullopt);
     w.trace_path = fs::path(t).is_absolute() ? t : (fs::path(base_dir) / t).lexically_normal().string();
     // the shared public traces may live elsewhere: $SERVESIM_SHARED_TRACES replaces everything up to
@@ -76,11 +81,24 @@ WorkloadSpec read_workload(Obj o, const std::string& base_dir) {
     w.shared_prefix_tokens = o.integer("shared_prefix_tokens", 0, 0, kMaxTokens);
     w.input = read_dist(o.child("input_tokens"), kTok, true);
     w.output = read_dist(o.child("output_tokens"), kTok, true);
+    // a prompt drawn shorter than the shared prefix + 1 is lengthened to it: a prefix at or past the
+    // distribution's max would make every prompt prefix + 1 tokens, above that max (rev27 user review)
+    const double top = w.input.kind == Dist::Kind::constant ? std::min(w.input.value, w.input.max) : w.input.max;  // the longest draw
+    if (w.shared_prefix_tokens > 0 && static_cast<double>(w.shared_prefix_tokens) >= top)
+      o.fail("shared_prefix_tokens", std::to_string(w.shared_prefix_tokens) + " is not below input_tokens' longest draw (" + std::to_string(static_cast<long long>(top)) +
+                                         "): every prompt would be the prefix + 1 tokens, past the distribution (the prefix is part of each prompt's drawn length)");
   } else {
     // agent sessions; defaults and their sources: README.md "Agent sessions"
     w.loop = o.choice<WorkloadSpec::Loop>("loop", WorkloadSpec::Loop::closed, {{"open", WorkloadSpec::Loop::open}, {"closed", WorkloadSpec::Loop::closed}});
-    w.concurrency = o.integer("concurrency", 100, 1, kMaxSessions);
-    w.rate_per_s = o.num("rate_per_s", 1.0, 1e-12, 1e12);
+    // a closed loop keeps `concurrency` sessions active, an open loop starts sessions at
+    // `rate_per_s`: the other loop's key would be ignored (rev27 user review), so it is refused
+    const bool closed = w.loop == WorkloadSpec::Loop::closed;
+    if (closed && o.has("rate_per_s"))
+      o.fail("rate_per_s", "applies to \"loop\": \"open\" (a closed loop keeps \"concurrency\" sessions active; the loop is closed unless \"loop\" says \"open\")");
+    if (!closed && o.has("concurrency"))
+      o.fail("concurrency", "applies to \"loop\": \"closed\" (an open loop starts sessions at \"rate_per_s\")");
+    if (closed) w.concurrency = o.integer("concurrency", 100, 1, kMaxSessions);
+    else w.rate_per_s = o.num("rate_per_s", 1.0, 1e-12, 1e12);
     w.ramp_s = o.num("ramp_s", 0.0, 0, kMaxSeconds);
     w.start = o.choice<WorkloadSpec::Start>("start", WorkloadSpec::Start::ramp,
                                             {{"ramp", WorkloadSpec::Start::ramp}, {"stationary", WorkloadSpec::Start::stationary}});
@@ -102,12 +120,17 @@ WorkloadSpec read_workload(Obj o, const std::string& base_dir) {
   return w;
 }
 
-PoolSpec read_pool(Obj o, const PoolSpec& def) {
+PoolSpec read_pool(Obj o, const PoolSpec& def, bool decode) {
   PoolSpec p = def;
   p.instances = o.int32("instances", def.instances, 1);
   p.ep = o.int32("ep", def.ep, 1);
   p.attn_tp = o.int32("attn_tp", def.attn_tp, 1);
   p.max_batch_tokens = o.integer("max_batch_tokens", def.max_batch_tokens, 1, kMaxTokens);
+  // chunked prefill is the prefill pool's, the running-sequence limit the decode pool's (rev27 user
+  // review: each was accepted in the other pool, echoed in summary.json and ignored)
+  if (decode && o.has("chunk_tokens")) o.fail("chunk_tokens", "applies to the prefill pool (chunked prefill); a decode step takes one token per sequence");
+  if (!decode && o.has("max_running"))
+    o.fail("max_running", "applies to the decode pool (sequences in a decode batch); a prefill step is bounded by max_batch_tokens");
   p.chunk_tokens = o.integer("chunk_tokens", def.chunk_tokens, 1, kMaxTokens);
   p.max_running = o.int32("max_running", def.max_running, 1);
   p.redundant_experts = o.int32("redundant_experts", def.redundant_experts, 0);
@@ -161,8 +184,8 @@ DeploymentSpec read_deployment(Obj o, const std::string& base_dir) {
     if (!mla) o.fail("kv_cache_dtype", "sets the dtype of MLA latent caches; " + d.model.name + " has no MLA layer (its KV format is the model file's)");
   }
   const PoolSpec pdef = default_prefill_pool(), ddef = default_decode_pool();
-  d.prefill = o.has("prefill") ? read_pool(o.child("prefill"), pdef) : pdef;
-  d.decode = o.has("decode") ? read_pool(o.child("decode"), ddef) : ddef;
+  d.prefill = o.has("prefill") ? read_pool(o.child("prefill"), pdef, false) : pdef;
+  d.decode = o.has("decode") ? read_pool(o.child("decode"), ddef, true) : ddef;
   d.decode.max_batch_tokens = std::max<long long>(d.decode.max_batch_tokens, d.decode.max_running);
   const long long gpus = static_cast<long long>(d.prefill.instances) * d.prefill.ep + static_cast<long long>(d.decode.instances) * d.decode.ep;
   if (gpus > kMaxClusterGpus)

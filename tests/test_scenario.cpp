@@ -283,6 +283,30 @@ TEST(InputRules, IgnoredOrSilentlyChangedFieldsAreRefused) {
   EXPECT_NE(error_of(scenario_with("", agent)).find("workload.rounds.value: must be in [1, "), std::string::npos) << error_of(scenario_with("", agent));
 }
 
+// Keys the run would accept and ignore are refused, naming what they apply to (user review,
+// twenty-seventh session: each of these ran byte-identical to the run without it).
+TEST(InputRules, KeysOfAnotherWorkloadOrPoolAreRefused) {
+  const std::string syn = R"({"kind":"synthetic","requests":3,"rate_per_s":1,"input_tokens":{"dist":"constant","value":1000},"output_tokens":{"dist":"constant","value":10})";
+  for (const auto& [extra, workload, want] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"", syn + R"(,"max_requests":5})", "workload.max_requests: applies to trace replays (a synthetic workload's count is \"requests\")"},
+           {"", R"({"kind":"agent","concurrency":2,"max_requests":5})", "workload.max_requests: applies to trace replays (an agent workload's count is \"sessions\")"},
+           {"", R"({"kind":"agent","concurrency":2,"rate_per_s":1000})", "workload.rate_per_s: applies to \"loop\": \"open\""},
+           {"", R"({"kind":"agent","rate_per_s":1000})", "workload.rate_per_s: applies to \"loop\": \"open\""},  // closed is the default
+           {"", R"({"kind":"agent","loop":"open","rate_per_s":1,"sessions":5,"concurrency":50})", "workload.concurrency: applies to \"loop\": \"closed\""},
+           {"", syn + R"(,"shared_prefix_tokens":1000})", "workload.shared_prefix_tokens: 1000 is not below input_tokens' longest draw (1000)"}}) {
+    EXPECT_NE(error_of(scenario_with(extra, workload)).find("s.json: " + want), std::string::npos) << workload << ": " << error_of(scenario_with(extra, workload));
+  }
+  EXPECT_EQ(error_of(scenario_with("", syn + R"(,"shared_prefix_tokens":999})")), "");
+  EXPECT_EQ(error_of(scenario_with("", R"({"kind":"agent","loop":"open","rate_per_s":1,"sessions":5})")), "");
+  // the pools: chunked prefill is the prefill pool's, the batch limit the decode pool's
+  std::string t = scenario_with("");
+  t.replace(t.find(R"("prefill":{"ep":8})"), 18, R"("prefill":{"ep":8,"max_running":1})");
+  EXPECT_NE(error_of(t).find("s.json: deployments[0].prefill.max_running: applies to the decode pool"), std::string::npos) << error_of(t);
+  t = scenario_with("");
+  t.replace(t.find(R"("decode":{"ep":8})"), 17, R"("decode":{"ep":8,"chunk_tokens":7})");
+  EXPECT_NE(error_of(t).find("s.json: deployments[0].decode.chunk_tokens: applies to the prefill pool"), std::string::npos) << error_of(t);
+}
+
 // A key given twice in one object is refused with the object's path (review, twenty-second
 // session: "seed": 42, "seed": 7 ran with seed 7; a second "deployments" dropped the first), and
 // cluster sizes beyond the input bounds are refused naming the field instead of exhausting memory

@@ -111,6 +111,7 @@ std::string AgentSessionSource::describe() const {
   std::ostringstream o;
   o << "agent sessions, " << (spec_.loop == WorkloadSpec::Loop::closed ? "closed loop of " + std::to_string(spec_.concurrency) + " active"
                                                                        : "open loop at " + std::to_string(spec_.rate_per_s) + "/s")
+    << (spec_.requests > 0 ? ", " + std::to_string(spec_.requests) + " sessions in all" : "")  // (rev27: a cap of 3 read as "closed loop of 100")
     << ", mean " << spec_.rounds.nominal_mean() << " rounds, " << spec_.append_tokens.nominal_mean() << " appended and "
     << spec_.output_tokens.nominal_mean() << " output tokens per round, think " << spec_.think_s.nominal_mean() << " s"
     << (spec_.start == WorkloadSpec::Start::stationary ? ", stationary start" : "");

@@ -364,12 +364,28 @@ void finish(Runner& run, const Answer& best, const Scenario& s, const Deployment
 
 }  // namespace
 
+// --attn-tp and --max-running list each value once (rev27 user review: a value given twice was
+// searched twice); as sweep refuses a value twice on an axis. Exit status (0: go on).
+static int check_lists(const CapacityArgs& a) {
+  for (const auto& [flag, v] : {std::pair<const char*, const std::vector<int>*>{"--attn-tp", &a.attn_tp}, {"--max-running", &a.max_running}}) {
+    std::vector<int> seen;
+    for (int x : *v) {
+      if (std::find(seen.begin(), seen.end(), x) != seen.end()) {
+        fmt::print(stderr, "error: {}: {} is given twice (list each value once)\n", flag, x);
+        return 2;
+      }
+      seen.push_back(x);
+    }
+  }
+  return 0;
+}
+
 int capacity(const CapacityArgs& a) {
   auto loaded = load_or_report(a.scenario);
   if (!loaded) return 2;
   Scenario s = std::move(*loaded);
   if (!a.cost_model.empty()) s.cost_model = a.cost_model;
-  if (int e = set_load(s, a)) return e;
+  if (int e = set_load(s, a); e || (e = check_lists(a))) return e;
   auto it = std::find_if(s.deployments.begin(), s.deployments.end(), [&](const DeploymentSpec& d) { return a.only.empty() || d.name == a.only; });
   if (it == s.deployments.end()) {
     fmt::print(stderr, "error: --only {}: no deployment of that name in {} (it has: {})\n", a.only, s.path, deployment_names(s));

@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include <filesystem>
+#include <tuple>
 #include <fstream>
 
 namespace servesim::cli {
@@ -27,7 +28,30 @@ CLI::App* add_report(CLI::App& app, ReportArgs& a) {
   return r;
 }
 
+// An output that would overwrite a file of the folder the report reads (its summary / results /
+// capacity JSON, requests.csv, timeline.json: the .json and .csv files under DIR), or the other
+// output: its why, else "" (rev27 user review: `--out DIR/summary.json` replaced the run's summary
+// with HTML and the next report failed).
+static std::string clobbers(const std::string& dir, const std::string& path, const std::string& other) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p = fs::weakly_canonical(path, ec), d = fs::weakly_canonical(dir, ec);
+  if (!other.empty() && p == fs::weakly_canonical(other, ec)) return "it is also the other output";
+  if (!fs::is_regular_file(p, ec) || (p.extension() != ".json" && p.extension() != ".csv") || p.filename() == "report.json") return "";
+  const auto rel = p.lexically_relative(d);
+  if (rel.empty() || *rel.begin() == "..") return "";
+  return "it is " + rel.string() + ", a file of the output the report reads";
+}
+
 int report(const ReportArgs& a) {
+  for (const auto& [flag, path, other] : {std::tuple<const char*, std::string, std::string>{"--out", a.out, a.json}, {"--json", a.json, ""}}) {
+    if (path.empty()) continue;
+    const std::string why = clobbers(a.dir, path, other);
+    if (!why.empty()) {
+      fmt::print(stderr, "error: report {}: {} would be overwritten: {} (choose another path)\n", flag, path, why);
+      return 2;
+    }
+  }
   report::Report r;
   try {
     r = report::build_report(a.dir);

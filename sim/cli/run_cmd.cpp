@@ -150,7 +150,19 @@ int apply_overrides(Scenario& s, const RunArgs& a) {
   }
   if (!a.cost_model.empty()) s.cost_model = a.cost_model;
   if (a.no_timeline) s.timeline = false;
-  if (a.skip_bad_rows) s.workload.skip_bad_rows = true;
+  // options that would do nothing here are refused, as --time-scale is (rev27 user review)
+  if (!a.timeline_window.empty() && !s.timeline) {
+    fmt::print(stderr, "error: --timeline-window: no timeline is written ({}): nothing to window\n",
+               a.no_timeline ? "--no-timeline" : "the scenario's \"timeline\" is off");
+    return 2;
+  }
+  if (a.skip_bad_rows) {
+    if (!is_trace(s.workload.kind)) {
+      fmt::print(stderr, "error: --skip-bad-rows applies to trace replays; this scenario's workload is generated (it has no rows)\n");
+      return 2;
+    }
+    s.workload.skip_bad_rows = true;
+  }
   if (!a.only.empty()) {
     const std::string names = deployment_names(s);
     std::erase_if(s.deployments, [&](const DeploymentSpec& d) { return d.name != a.only; });

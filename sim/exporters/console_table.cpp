@@ -22,7 +22,10 @@ std::string summary_table(const std::vector<nlohmann::json>& runs) {
   std::string o;
   auto row = [&](const std::string& label, auto&& get) {
     o += fmt::format("{:<34}", label);
-    for (const auto& j : runs) o += fmt::format("{:>22}", get(j));
+    for (const auto& j : runs) {  // a cell wider than its column keeps two spaces before it (rev27: B300's cost model ran together)
+      const std::string c = get(j);
+      o += c.size() >= 22 ? "  " + c : fmt::format("{:>22}", c);
+    }
     o += "\n";
   };
   auto num = [](double x, int p = 1) { return fmt::format("{:.{}f}", x, p); };
