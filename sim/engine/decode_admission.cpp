@@ -168,6 +168,11 @@ void DecodePool::dispatch_pending() {
   dispatching_ = false;
 }
 
+// At most this many waiting requests hold a rank in one dispatch. An assumption: with more waiting
+// than this the pool is overloaded (a capacity search's failing point), where what matters is that
+// it fails, not how the queue behind the eighth waits; at a served load a few requests wait.
+constexpr std::size_t kMaxHolds = 8;
+
 void DecodePool::dispatch_once() {
   std::size_t ranks = 0;
   for (const auto& q : inst_) ranks += q.ranks.size();
@@ -175,8 +180,10 @@ void DecodePool::dispatch_once() {
     ReqState* r = *at;
     int instance = 0, rank = 0;
     if (!place(r, instance, rank)) {
-      // it waits, holding a rank; once every rank is held nothing behind it can be admitted
-      if (held_list_.size() >= ranks || !hold_most_free()) break;
+      // it waits, holding a rank; once every rank is held, or kMaxHolds are, the requests behind it
+      // wait in order (the bound keeps a dispatch at O(kMaxHolds · log ranks) when the pool is
+      // overloaded and thousands wait: each free KV byte re-runs it)
+      if (held_list_.size() >= std::min(ranks, kMaxHolds) || !hold_most_free()) break;
       ++at;
       continue;
     }
