@@ -27,7 +27,8 @@ struct ReqState {
   RequestRecord rec;        ///< filled in as the request progresses; emitted when it ends
   int prefill_rank = -1, decode_rank = -1;
   long long prefilled = 0;  ///< prompt tokens whose KV exists on the prefill rank (cached + computed)
-  int pinned_blocks = 0;    ///< prefix-cache blocks pinned while prefilling
+  int pinned_blocks = 0;    ///< prefix-cache blocks pinned while prefilling (and, once cached, until its KV leaves)
+  bool cached = false;      ///< its prompt's blocks are in the prefill rank's prefix cache (from its prefill's end)
   bool loading = false;     ///< admitted, its session KV is being loaded back: not yet schedulable
   int active_index = -1;    ///< position in its decode rank's running batch
   long long start_step = 0; ///< decode instance step at which it joined the batch

@@ -176,6 +176,40 @@ TEST(Engine, PrefixCacheServesRepeatedPrefixes) {
   EXPECT_EQ(t.trace_blocks, 20);
 }
 
+// A prompt's blocks are in its prefill rank's cache from the end of its prefill, not from when its
+// KV leaves for decode (SGLang's radix cache holds them from the prefill on; user review,
+// twenty-seventh session). Decode holds 2,000 tokens: request 0 (1,000 + 500) decodes for ~1 s,
+// so request 1 (950 tokens, blocks 0-9) ends its prefill at 0.02 s and waits for decode room;
+// request 2, the same prompt, arrives at 0.1 s, while request 1 still waits, and finds all of it
+// but the last token, whose logits it must compute (949 tokens, all 10 blocks looked up and hit).
+// Before, it found nothing.
+TEST(Engine, APromptIsCachedFromTheEndOfItsPrefillNotFromItsCopy) {
+  DeploymentSpec d = tiny();
+  d.prefix_cache.enabled = true;
+  d.prefix_cache.block_tokens = 100;
+  d.reserved_bytes_per_gpu += plan_gpu_memory(d, d.decode).kv_budget - 2000 * kTinyKvPerToken;
+  auto with_blocks = [](Request r, std::vector<std::uint64_t> b) {
+    r.block_hashes = std::move(b);
+    r.block_tokens = 100;
+    return r;
+  };
+  const std::vector<std::uint64_t> shared{0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  Records rec;
+  Simulation sim(d,
+                 std::make_unique<ListSource>(std::vector<Request>{with_blocks(req(0, 0, 1000, 500), {20, 21, 22, 23, 24, 25, 26, 27, 28, 29}),
+                                                                  with_blocks(req(1, 0, 950, 10), shared), with_blocks(req(2, 0.1, 950, 10), shared)}),
+                 std::make_shared<test::ZeroCost>(), rec, {});
+  const RunTotals t = sim.run();
+  const RequestRecord &r0 = rec.by_id.at(0), &r1 = rec.by_id.at(1), &r2 = rec.by_id.at(2);
+  ASSERT_NEAR(r1.prefill_end_s, 0.02, 1e-9);
+  ASSERT_GT(r1.transfer_start_s, r0.first_token_s);  // request 1 waited for decode room...
+  ASSERT_LT(r2.prefill_start_s, r1.transfer_start_s);  // ...while request 2 was admitted
+  EXPECT_EQ(r1.cached_tokens, 0);
+  EXPECT_EQ(r2.cached_tokens, 949);
+  EXPECT_EQ(t.prefix_hit_blocks, 10);
+  EXPECT_EQ(t.completed, 3);
+}
+
 // The trace-level reuse closed form remembers at most RunOptions::trace_reuse_max_block_ids
 // distinct ids, then stops. With room for 17: request 0 brings 8 ids, request 1 9 (7 repeated: 10
 // distinct), request 2 3 (13 distinct); request 3's 9 ids would pass 17 (13 + 9 > 17, the check

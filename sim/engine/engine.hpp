@@ -135,6 +135,8 @@ class PrefillPool {
   /// r's prompt KV leaves the rank (transferred, or the request ends in prefill): frees the
   /// reservation and inserts the prompt's blocks into the rank's prefix cache.
   void release_kv(ReqState* r);
+  /// r's prefill ended: its prompt's blocks enter the rank's prefix cache, pinned until release_kv.
+  void cache_prompt(ReqState* r);
   void emit_memory(int inst);
   void wake(Instance& p);
 
