@@ -41,6 +41,41 @@ Dist lognormal(double mu, double sigma, double min, double max) {
   return d;
 }
 
+// The agent-session keys of a workload (read_workload's agent branch).
+void read_agent_workload(Obj& o, WorkloadSpec& w) {
+  // agent sessions; defaults and their sources: README.md "Agent sessions"
+  w.loop = o.choice<WorkloadSpec::Loop>("loop", WorkloadSpec::Loop::closed, {{"open", WorkloadSpec::Loop::open}, {"closed", WorkloadSpec::Loop::closed}});
+  // a closed loop keeps `concurrency` sessions active, an open loop starts sessions at
+  // `rate_per_s`: the other loop's key would be ignored (rev27 user review), so it is refused
+  const bool closed = w.loop == WorkloadSpec::Loop::closed;
+  if (closed && o.has("rate_per_s"))
+    o.fail("rate_per_s", "applies to \"loop\": \"open\" (a closed loop keeps \"concurrency\" sessions active; the loop is closed unless \"loop\" says \"open\")");
+  if (!closed && o.has("concurrency"))
+    o.fail("concurrency", "applies to \"loop\": \"closed\" (an open loop starts sessions at \"rate_per_s\")");
+  if (closed) w.concurrency = o.integer("concurrency", 100, 1, kMaxSessions);
+  else w.rate_per_s = o.num("rate_per_s", 1.0, 1e-12, 1e12);
+  if (!closed && o.has("ramp_s")) o.fail("ramp_s", "applies to \"loop\": \"closed\" (an open loop's sessions arrive at \"rate_per_s\" from the start)");
+  w.ramp_s = o.num("ramp_s", 0.0, 0, kMaxSeconds);
+  w.start = o.choice<WorkloadSpec::Start>("start", WorkloadSpec::Start::ramp,
+                                          {{"ramp", WorkloadSpec::Start::ramp}, {"stationary", WorkloadSpec::Start::stationary}});
+  if (w.start == WorkloadSpec::Start::stationary && w.loop != WorkloadSpec::Loop::closed)
+    o.fail("start", "\"stationary\" applies to \"loop\": \"closed\" (an open loop's sessions start at round 0 as they arrive)");
+  w.duration_s = o.num("duration_s", 0.0, 0, kMaxSeconds);
+  w.requests = o.integer("sessions", 0, 0);
+  if (w.loop == WorkloadSpec::Loop::open && static_cast<double>(w.requests) / w.rate_per_s > kMaxSeconds)
+    o.fail("rate_per_s", "sessions / rate_per_s is more than 1e9 s: the sessions' arrivals would span past the bound on times (raise the rate or lower sessions)");
+  w.shared_prefix_tokens = o.integer("shared_prefix_tokens", 0, 0, kMaxTokens);
+  // shared in whole blocks (review, twenty-seventh session: 500 at 512-token blocks shared nothing)
+  if (w.shared_prefix_tokens % w.block_tokens != 0)
+    o.fail("shared_prefix_tokens", std::to_string(w.shared_prefix_tokens) + " is not a multiple of block_tokens (" + std::to_string(w.block_tokens) + "): the prefix is shared in whole blocks");
+  // a session's history sums its rounds' tokens: at most 1e6 rounds of 2 × 2^40 stays below 2^63
+  w.rounds = o.has("rounds") ? read_dist(o.child("rounds"), 1e6, true) : lognormal(std::log(157.0) - 0.5, 1.0, 1, 2000);
+  w.first_prompt_tokens = o.has("first_prompt_tokens") ? read_dist(o.child("first_prompt_tokens"), kTok, true) : lognormal(std::log(4000.0), 1.0, 16, 65536);
+  w.append_tokens = o.has("append_tokens") ? read_dist(o.child("append_tokens"), kTok, true) : lognormal(std::log(429.0) - 0.5, 1.0, 1, 32768);
+  w.output_tokens = o.has("output_tokens") ? read_dist(o.child("output_tokens"), kTok, true) : lognormal(5.7737, 1.1312, 1, 8192);
+  w.think_s = o.has("think_s") ? read_dist(o.child("think_s"), kMaxSeconds) : lognormal(-0.7606, 2.3555, 0, 600);
+}
+
 WorkloadSpec read_workload(Obj o, const std::string& base_dir) {
   using K = WorkloadSpec::Kind;
   WorkloadSpec w;
@@ -77,8 +112,13 @@ WorkloadSpec read_workload(Obj o, const std::string& base_dir) {
       o.fail("rate_per_s", "requests / rate_per_s is more than 1e9 s: the arrivals would span past the bound on times (raise the rate or lower requests)");
     w.arrival = o.choice<WorkloadSpec::Arrival>("arrival", WorkloadSpec::Arrival::poisson,
                                                 {{"poisson", WorkloadSpec::Arrival::poisson}, {"gamma", WorkloadSpec::Arrival::gamma}});
+    if (w.arrival != WorkloadSpec::Arrival::gamma && o.has("burstiness"))  // (review, twenty-seventh session: ignored)
+      o.fail("burstiness", "applies to \"arrival\": \"gamma\" (Poisson arrivals have cv² 1)");
     w.burstiness = o.num("burstiness", 1.0, 1e-6, 1e6);
     w.shared_prefix_tokens = o.integer("shared_prefix_tokens", 0, 0, kMaxTokens);
+    // shared in whole blocks (review, twenty-seventh session: 500 at 512-token blocks shared nothing)
+    if (w.shared_prefix_tokens % w.block_tokens != 0)
+      o.fail("shared_prefix_tokens", std::to_string(w.shared_prefix_tokens) + " is not a multiple of block_tokens (" + std::to_string(w.block_tokens) + "): the prefix is shared in whole blocks");
     w.input = read_dist(o.child("input_tokens"), kTok, true);
     w.output = read_dist(o.child("output_tokens"), kTok, true);
     // a prompt drawn shorter than the shared prefix + 1 is lengthened to it: a prefix at or past the
@@ -88,33 +128,7 @@ WorkloadSpec read_workload(Obj o, const std::string& base_dir) {
       o.fail("shared_prefix_tokens", std::to_string(w.shared_prefix_tokens) + " is not below input_tokens' longest draw (" + std::to_string(static_cast<long long>(top)) +
                                          "): every prompt would be the prefix + 1 tokens, past the distribution (the prefix is part of each prompt's drawn length)");
   } else {
-    // agent sessions; defaults and their sources: README.md "Agent sessions"
-    w.loop = o.choice<WorkloadSpec::Loop>("loop", WorkloadSpec::Loop::closed, {{"open", WorkloadSpec::Loop::open}, {"closed", WorkloadSpec::Loop::closed}});
-    // a closed loop keeps `concurrency` sessions active, an open loop starts sessions at
-    // `rate_per_s`: the other loop's key would be ignored (rev27 user review), so it is refused
-    const bool closed = w.loop == WorkloadSpec::Loop::closed;
-    if (closed && o.has("rate_per_s"))
-      o.fail("rate_per_s", "applies to \"loop\": \"open\" (a closed loop keeps \"concurrency\" sessions active; the loop is closed unless \"loop\" says \"open\")");
-    if (!closed && o.has("concurrency"))
-      o.fail("concurrency", "applies to \"loop\": \"closed\" (an open loop starts sessions at \"rate_per_s\")");
-    if (closed) w.concurrency = o.integer("concurrency", 100, 1, kMaxSessions);
-    else w.rate_per_s = o.num("rate_per_s", 1.0, 1e-12, 1e12);
-    w.ramp_s = o.num("ramp_s", 0.0, 0, kMaxSeconds);
-    w.start = o.choice<WorkloadSpec::Start>("start", WorkloadSpec::Start::ramp,
-                                            {{"ramp", WorkloadSpec::Start::ramp}, {"stationary", WorkloadSpec::Start::stationary}});
-    if (w.start == WorkloadSpec::Start::stationary && w.loop != WorkloadSpec::Loop::closed)
-      o.fail("start", "\"stationary\" applies to \"loop\": \"closed\" (an open loop's sessions start at round 0 as they arrive)");
-    w.duration_s = o.num("duration_s", 0.0, 0, kMaxSeconds);
-    w.requests = o.integer("sessions", 0, 0);
-    if (w.loop == WorkloadSpec::Loop::open && static_cast<double>(w.requests) / w.rate_per_s > kMaxSeconds)
-      o.fail("rate_per_s", "sessions / rate_per_s is more than 1e9 s: the sessions' arrivals would span past the bound on times (raise the rate or lower sessions)");
-    w.shared_prefix_tokens = o.integer("shared_prefix_tokens", 0, 0, kMaxTokens);
-    // a session's history sums its rounds' tokens: at most 1e6 rounds of 2 × 2^40 stays below 2^63
-    w.rounds = o.has("rounds") ? read_dist(o.child("rounds"), 1e6, true) : lognormal(std::log(157.0) - 0.5, 1.0, 1, 2000);
-    w.first_prompt_tokens = o.has("first_prompt_tokens") ? read_dist(o.child("first_prompt_tokens"), kTok, true) : lognormal(std::log(4000.0), 1.0, 16, 65536);
-    w.append_tokens = o.has("append_tokens") ? read_dist(o.child("append_tokens"), kTok, true) : lognormal(std::log(429.0) - 0.5, 1.0, 1, 32768);
-    w.output_tokens = o.has("output_tokens") ? read_dist(o.child("output_tokens"), kTok, true) : lognormal(5.7737, 1.1312, 1, 8192);
-    w.think_s = o.has("think_s") ? read_dist(o.child("think_s"), kMaxSeconds) : lognormal(-0.7606, 2.3555, 0, 600);
+    read_agent_workload(o, w);
   }
   o.done();
   return w;

@@ -38,6 +38,8 @@ TEST(CliRules, OptionsThatWouldDoNothingAreRefused) {
   expect_refused("capacity " + def + " --only v4pro-h200 --rate 1 --horizon 30 --seeds 1 --max-nodes 8 --max-running 1,1 --out " + out,
                  "--max-running: 1 is given twice");
   expect_refused("capacity " + def + " --only v4pro-h200 --rate 1 --horizon 30 --seeds 1 --max-nodes 8 --attn-tp 1,2,1 --out " + out, "--attn-tp: 1 is given twice");
+  expect_refused("costmodel report --family gemm_fp8", "--family gemm_fp8: selects the family --worst lists");
+  expect_refused("costmodel fit --no-validate --worst 3", "--worst lists held-out rows of the validation, which --no-validate skips");
   EXPECT_FALSE(fs::exists(out)) << "a refused command wrote its output folder";
 }
 
@@ -48,6 +50,9 @@ TEST(CliRules, ReportDoesNotOverwriteTheFilesItReads) {
   expect_refused("report " + dir.string() + " --out " + (dir / "summary.json").string(), "is summary.json, a file of the output the report reads");
   expect_refused("report " + dir.string() + " --json " + (dir / "v4pro-h200" / "requests.csv").string(), "a file of the output the report reads");
   expect_refused("report " + dir.string() + " --out " + (dir / "r.html").string() + " --json " + (dir / "r.html").string(), "it is also the other output");
+  std::ofstream(dir / "v4pro-h200" / "timeline.json.gz") << "x";  // (a compressed input is one too)
+  expect_refused("report " + dir.string() + " --out " + (dir / "v4pro-h200" / "timeline.json.gz").string(), "a file of the output the report reads");
+  fs::remove(dir / "v4pro-h200" / "timeline.json.gz");
   EXPECT_EQ(servesim::test::slurp(dir / "summary.json"), before);
   const Out ok = sh("report " + dir.string() + " --json " + (dir / "report.json").string());  // its own outputs may be rewritten
   EXPECT_EQ(ok.status, 0) << ok.text;
@@ -69,4 +74,13 @@ TEST(CliRules, ValidationCaseKeysAreChecked) {
   expect_refused("validate --dir " + dir.string(), "c.json: bogus_top: not a key of a trace_statistics case");
   with("\"metric\"", "\"publishd\": 1, \"metric\"");  // (the first row's)
   expect_refused("validate --dir " + dir.string(), "c.json: rows[0].publishd: not a key of a trace_statistics case");
+  // a decode step row's "tokens" (decode computes one token per sequence) was read and ignored
+  fs::remove(dir / "c.json");
+  std::string step = servesim::test::slurp(servesim::test::data("scenarios/validation/sglang-dsv3-96xh100.json"));
+  step.replace(step.find("\"phase\": \"decode\""), 17, "\"phase\": \"decode\", \"tokens\": 4096");
+  const auto scen = step.find("\"scenario\": \"");
+  ASSERT_NE(scen, std::string::npos);
+  step.insert(scen + 13, servesim::test::data("scenarios/validation") + "/");
+  std::ofstream(dir / "s.json") << step;
+  expect_refused("validate --dir " + dir.string(), ".tokens: a decode step computes 1 new token per sequence");
 }

@@ -121,6 +121,57 @@ void fits_nowhere_holds_one_rank(const char* router) {  // one simulation per te
 }
 }  // namespace
 
+namespace {
+// decode: `ranks` single-rank instances with KV room for 3,000 tiny-moe tokens each
+DeploymentSpec decode_ranks(int ranks) {
+  DeploymentSpec d = tiny();
+  d.decode = test::pool(ranks, 1, 1);
+  d.decode.step_overhead_s = 0.002;
+  d.cluster.nodes = required_nodes(d);
+  d.reserved_bytes_per_gpu += plan_gpu_memory(d, d.decode).kv_budget - 3000 * kTinyKvPerToken;
+  validate_deployment(d, "tiny");
+  return d;
+}
+}  // namespace
+
+// Ranks X and Y hold requests 0 (1,000 + 1,000 tokens: 1,000 free) and 1 (2,000 + 500: 500 free).
+// Request 2 (1,200) fits nowhere and holds X; request 3 (800) fits only on X: it waits behind
+// request 2 and holds nothing; so request 4 (300) goes straight to Y (review of the session's
+// commits: request 3 had held Y, where it cannot fit, and request 4 waited).
+TEST(Engine, ARequestThatFitsOnlyOnAHeldRankWaitsWithoutHolding) {
+  Records rec;
+  Simulation sim(decode_ranks(2),
+                 std::make_unique<ListSource>(std::vector<Request>{req(0, 0, 1000, 1000), req(1, 0, 2000, 500), req(2, 0, 1100, 100),
+                                                                    req(3, 0, 700, 100), req(4, 0, 200, 100)}),
+                 std::make_shared<test::ZeroCost>(), rec, {});
+  sim.run();
+  const RequestRecord &r1 = rec.by_id.at(1), &r3 = rec.by_id.at(3), &r4 = rec.by_id.at(4);
+  EXPECT_NEAR(r4.transfer_start_s, r4.prefill_end_s, 1e-9);
+  EXPECT_EQ(r4.decode_instance, r1.decode_instance);
+  EXPECT_GT(r3.transfer_start_s, r3.prefill_end_s + 0.5);
+}
+
+namespace {
+// Ten ranks each hold a 2,000-token request (1,000 free); `big` requests of 1,510 tokens fit
+// nowhere, then one of 510 that fits anywhere. The first 8 waiting requests each hold a rank;
+// behind the eighth a pass stops (kMaxWaits): with 7 big ones the small one takes one of the 3
+// ranks still free of holds at once, with 9 it waits behind them.
+bool small_one_waits(int big) {
+  std::vector<Request> rs;
+  for (int i = 0; i < 10; ++i) rs.push_back(req(static_cast<std::uint64_t>(i), 0, 1000, 1000));
+  for (int i = 0; i < big; ++i) rs.push_back(req(static_cast<std::uint64_t>(10 + i), 0, 1500, 10));
+  rs.push_back(req(99, 0, 500, 10));
+  Records rec;
+  Simulation sim(decode_ranks(10), std::make_unique<ListSource>(rs), std::make_shared<test::ZeroCost>(), rec, {});
+  sim.run();
+  const RequestRecord& s = rec.by_id.at(99);
+  return s.transfer_start_s > s.prefill_end_s + 1e-9;
+}
+}  // namespace
+
+TEST(Engine, SevenWaitingRequestsLeaveTheRestOfTheRanksOpen) { EXPECT_FALSE(small_one_waits(7)); }
+TEST(Engine, BehindTheEighthWaitingRequestTheQueueWaitsInOrder) { EXPECT_TRUE(small_one_waits(9)); }
+
 TEST(Engine, ARequestThatFitsNowhereHoldsOneDecodeRankNotAll) { fits_nowhere_holds_one_rank("least_loaded"); }
 TEST(Engine, ARequestThatFitsNowhereHoldsOneDecodeRankNotAllRoundRobin) { fits_nowhere_holds_one_rank("round_robin"); }
 

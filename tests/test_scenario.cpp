@@ -293,10 +293,15 @@ TEST(InputRules, KeysOfAnotherWorkloadOrPoolAreRefused) {
            {"", R"({"kind":"agent","concurrency":2,"rate_per_s":1000})", "workload.rate_per_s: applies to \"loop\": \"open\""},
            {"", R"({"kind":"agent","rate_per_s":1000})", "workload.rate_per_s: applies to \"loop\": \"open\""},  // closed is the default
            {"", R"({"kind":"agent","loop":"open","rate_per_s":1,"sessions":5,"concurrency":50})", "workload.concurrency: applies to \"loop\": \"closed\""},
-           {"", syn + R"(,"shared_prefix_tokens":1000})", "workload.shared_prefix_tokens: 1000 is not below input_tokens' longest draw (1000)"}}) {
+           {"", syn + R"(,"shared_prefix_tokens":1000})", "workload.shared_prefix_tokens: 1000 is not a multiple of block_tokens (512)"},
+           {"", syn + R"(,"shared_prefix_tokens":1024})", "workload.shared_prefix_tokens: 1024 is not below input_tokens' longest draw (1000)"},
+           {"", syn + R"(,"shared_prefix_tokens":500})", "workload.shared_prefix_tokens: 500 is not a multiple of block_tokens (512)"},
+           {"", syn + R"(,"burstiness":8})", "workload.burstiness: applies to \"arrival\": \"gamma\""},
+           {"", R"({"kind":"agent","loop":"open","rate_per_s":1,"sessions":5,"ramp_s":50})", "workload.ramp_s: applies to \"loop\": \"closed\""}}) {
     EXPECT_NE(error_of(scenario_with(extra, workload)).find("s.json: " + want), std::string::npos) << workload << ": " << error_of(scenario_with(extra, workload));
   }
-  EXPECT_EQ(error_of(scenario_with("", syn + R"(,"shared_prefix_tokens":999})")), "");
+  EXPECT_EQ(error_of(scenario_with("", syn + R"(,"shared_prefix_tokens":512})")), "");
+  EXPECT_EQ(error_of(scenario_with("", syn + R"(,"arrival":"gamma","burstiness":8})")), "");
   EXPECT_EQ(error_of(scenario_with("", R"({"kind":"agent","loop":"open","rate_per_s":1,"sessions":5})")), "");
   // the pools: chunked prefill is the prefill pool's, the batch limit the decode pool's
   std::string t = scenario_with("");

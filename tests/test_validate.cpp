@@ -306,7 +306,7 @@ TEST(Validate, RatioRowIsTwoStepsOfOneShape) {
   ASSERT_TRUE(tbo.found) << o.text;
   EXPECT_GT(tbo.simulated, 1.0);
   // the baseline inherits the row's settings and changes only what it names: TBO on in both steps,
-  // the baseline without MTP, is MTP's gain with TBO (1.047 by hand from `servesim step` in the case
+  // the baseline without MTP, is MTP's gain with TBO (1.047: the engine's value from `servesim step` in the case
   // file's reason), not MTP + TBO over neither (1.31)
   const std::string mtp = R"({"metric": "m", "unit": "ratio", "published": 1, "phase": "decode", "seqs_per_rank": 128, "context": 2050, )"
                           R"("two_batch_overlap": true, "mtp_draft_tokens": 1, "mtp_acceptance": 0.6958, "baseline": {"mtp_draft_tokens": 0, "mtp_acceptance": 0}})";

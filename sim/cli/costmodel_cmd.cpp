@@ -41,15 +41,18 @@ void resolve_paths(const GpuSpec& gpu, std::string& data, std::string& params, b
   else if (std::error_code ec; !fs::is_directory(data, ec)) throw InputError("--data " + data + ": no such folder");
 }
 
-void check_family(const std::string& family) {
+void check_family(const std::string& family, int worst) {
   if (family.empty()) return;
   std::string names;
+  bool known = false;
   for (int i = 0; i < kFamilyCount; ++i) {
     const FamilyInfo& f = family_info(static_cast<Family>(i));
-    if (f.name == family) return;
+    known = known || f.name == family;
     names += (names.empty() ? "" : ", ") + std::string(f.name);
   }
-  throw InputError("--family " + family + ": no such kernel family (families: " + names + ")");
+  if (!known) throw InputError("--family " + family + ": no such kernel family (families: " + names + ")");
+  // (review, twenty-seventh session: --family without --worst did nothing)
+  if (worst <= 0) throw InputError("--family " + family + ": selects the family --worst lists; give --worst N too");
 }
 
 GpuSpec input_hardware(const std::string& name) {
@@ -164,7 +167,8 @@ std::map<std::string, ModelSpec> bench_models() {
 
 int costmodel_fit(const CostModelArgs& a) {
   try {
-    check_family(a.family);
+    check_family(a.family, a.worst);
+    if (a.no_validate && a.worst > 0) throw InputError("--worst lists held-out rows of the validation, which --no-validate skips");
     const GpuSpec gpu = input_hardware(a.hardware), h800 = hardware("h800");
     std::string data = a.data, params = a.params;
     resolve_paths(gpu, data, params, false);
@@ -197,7 +201,7 @@ int costmodel_fit(const CostModelArgs& a) {
 
 int costmodel_report(const CostModelArgs& a) {
   try {
-    check_family(a.family);
+    check_family(a.family, a.worst);
     const GpuSpec gpu = input_hardware(a.hardware), h800 = hardware("h800");
     std::string data = a.data, params = a.params;
     resolve_paths(gpu, data, params, true);

@@ -37,7 +37,9 @@ static std::string clobbers(const std::string& dir, const std::string& path, con
   std::error_code ec;
   const fs::path p = fs::weakly_canonical(path, ec), d = fs::weakly_canonical(dir, ec);
   if (!other.empty() && p == fs::weakly_canonical(other, ec)) return "it is also the other output";
-  if (!fs::is_regular_file(p, ec) || (p.extension() != ".json" && p.extension() != ".csv") || p.filename() == "report.json") return "";
+  // (.gz: requests.csv.gz and timeline.json.gz are read too)
+  const fs::path ext = p.extension() == ".gz" ? p.stem().extension() : p.extension();
+  if (!fs::is_regular_file(p, ec) || (ext != ".json" && ext != ".csv") || p.filename() == "report.json") return "";
   const auto rel = p.lexically_relative(d);
   if (rel.empty() || *rel.begin() == "..") return "";
   return "it is " + rel.string() + ", a file of the output the report reads";

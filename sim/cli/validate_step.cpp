@@ -109,6 +109,8 @@ std::vector<Row> eval_step_throughput(const Case& c, bool quick) {
     const std::string phase = str(*r.j, "phase", r.where);
     if (phase != "prefill" && phase != "decode") throw CaseError(r.where + ".phase: prefill or decode, got \"" + phase + "\"");
     const bool decode = phase == "decode";
+    if (decode && r.j->contains("tokens"))  // (review, twenty-seventh session: accepted and ignored)
+      throw CaseError(r.where + ".tokens: a decode step computes 1 new token per sequence (tokens is a prefill row's chunk)");
     const long long seqs = integer(*r.j, "seqs_per_rank", r.where);
     const long long tokens = decode ? 1 : integer(*r.j, "tokens", r.where);
     const long long context = integer(*r.j, "context", r.where);

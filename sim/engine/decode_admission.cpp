@@ -5,7 +5,9 @@
 // picks among the ranks with room that no earlier waiting request holds. One that fits nowhere
 // waits and holds the rank with the most free KV (where it will fit first): no later request is
 // admitted there, so that rank drains until the waiting request fits (or another rank frees more
-// and the hold moves there); later requests still go to every other rank. This is how SGLang's
+// and the hold moves there); later requests still go to every other rank. One that fits only on a
+// held rank waits behind its holder, holding nothing. Behind the eighth waiting request
+// (kMaxWaits) the queue waits in order. This is how SGLang's
 // disaggregated decode admits: each decode DP rank keeps a FIFO prealloc queue, and a head that does
 // not fit blocks its own rank only (python/sglang/srt/disaggregation/decode.py,
 // DecodePreallocQueue.pop_preallocated: `break` when a request's tokens exceed what its rank can
@@ -156,7 +158,7 @@ void DecodePool::enqueue(ReqState* r) {
 }
 
 void DecodePool::dispatch_pending() {
-  if (dispatching_) {  // called back from inside the loop below (a transfer's completion): run again after it
+  if (dispatching_) {  // a guard: transfers start asynchronously, but were one to re-enter, run the pass again after this one
     redispatch_ = true;
     return;
   }
@@ -168,23 +170,38 @@ void DecodePool::dispatch_pending() {
   dispatching_ = false;
 }
 
-// At most this many waiting requests hold a rank in one dispatch. An assumption: with more waiting
-// than this the pool is overloaded (a capacity search's failing point), where what matters is that
-// it fails, not how the queue behind the eighth waits; at a served load a few requests wait.
-constexpr std::size_t kMaxHolds = 8;
+// Requests a pass looks past: behind the kMaxWaits-th request that cannot be admitted the queue
+// waits in order. An assumption that bounds a pass at O(kMaxWaits · log ranks): when more wait the
+// pool is overloaded (a capacity search's failing point), where what matters is that it fails; at
+// a served load a few requests wait. (Each freed KV byte re-runs the pass: with no bound an
+// overloaded K3 pool took 171 s for one run.)
+constexpr std::size_t kMaxWaits = 8;
+
+// The most free KV bytes of any rank, held or not.
+double DecodePool::max_free_any() const {
+  double best = 0;
+  if (index_) {  // each running level's first rank is its most free
+    const auto& t = index_->t;
+    for (auto it = t.begin(); it != t.end(); it = t.lower_bound({it->running + 1, std::numeric_limits<double>::infinity(), INT_MIN, INT_MIN}))
+      best = std::max(best, it->free);
+    return best;
+  }
+  for (const auto& q : inst_)
+    for (const auto& dr : q.ranks) best = std::max(best, dr.capacity - dr.reserved);
+  return best;
+}
 
 void DecodePool::dispatch_once() {
-  std::size_t ranks = 0;
-  for (const auto& q : inst_) ranks += q.ranks.size();
-  for (auto at = pending_.begin(); at != pending_.end();) {
-    ReqState* r = *at;
+  std::size_t waiting = 0;
+  for (std::size_t i = 0; i < pending_.size();) {  // (by index: robust to an enqueue from inside)
+    ReqState* r = pending_[i];
     int instance = 0, rank = 0;
     if (!place(r, instance, rank)) {
-      // it waits, holding a rank; once every rank is held, or kMaxHolds are, the requests behind it
-      // wait in order (the bound keeps a dispatch at O(kMaxHolds · log ranks) when the pool is
-      // overloaded and thousands wait: each free KV byte re-runs it)
-      if (held_list_.size() >= std::min(ranks, kMaxHolds) || !hold_most_free()) break;
-      ++at;
+      if (++waiting > kMaxWaits) break;
+      // it waits; it holds a rank only if no rank, held or not, has room for it: one that fits on a
+      // rank an earlier waiting request holds queues behind that request there, holding nothing
+      if (max_free_any() < r->kv_whole_bytes && !hold_most_free()) break;  // every rank is held
+      ++i;
       continue;
     }
     const double need = r->kv_whole_bytes;
@@ -197,7 +214,7 @@ void DecodePool::dispatch_once() {
     r->kv_decode_bytes = need;
     r->rec.decode_instance = q.id;
     r->decode_rank = rank;
-    at = pending_.erase(at);
+    pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
     emit_memory(q.id);
     e_.mover.transfer(r);
   }

@@ -238,6 +238,7 @@ class DecodePool {
   void dispatch_once();
   bool place(const ReqState* r, int& instance, int& rank);
   bool hold_most_free();
+  double max_free_any() const;
   void hold(int instance, int rank);
   bool held(int instance, int rank) const;
   struct RankIndex;  // the ranks by least_loaded's key (decode_admission.cpp), when the router uses that rule

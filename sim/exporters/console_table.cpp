@@ -24,7 +24,7 @@ std::string summary_table(const std::vector<nlohmann::json>& runs) {
     o += fmt::format("{:<34}", label);
     for (const auto& j : runs) {  // a cell wider than its column keeps two spaces before it (rev27: B300's cost model ran together)
       const std::string c = get(j);
-      o += c.size() >= 22 ? "  " + c : fmt::format("{:>22}", c);
+      o += c.size() > 20 ? "  " + c : fmt::format("{:>22}", c);
     }
     o += "\n";
   };
