@@ -7,6 +7,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,10 @@ struct RowSpec {
   Row row;
 };
 std::vector<RowSpec> selected_rows(const Case& c, bool quick);
+
+/// The settings a step_throughput row (or its "baseline") may change: the ones a published
+/// ablation varies (sim/cli/validate_step.cpp's header comment).
+const std::set<std::string>& step_row_settings();
 
 /// Field accessors that throw CaseError naming `where` and the key.
 double num(const nlohmann::json& j, const std::string& key, const std::string& where);

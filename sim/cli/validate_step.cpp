@@ -41,13 +41,9 @@ const DeploymentSpec& pick(const Scenario& s, const Case& c) {
   throw CaseError(c.file + ".deployment_name: no deployment \"" + name + "\" in " + s.path);
 }
 
-/// The row settings a published ablation changes (sim/cli/validate_step.cpp's header comment).
-const std::set<std::string> kSettings = {"two_batch_overlap", "expert_imbalance", "mtp_draft_tokens", "mtp_acceptance",
-                                         "step_overhead_s"};
-
 std::string settings_list() {
   std::string s;
-  for (const auto& k : kSettings) s += (s.empty() ? "" : ", ") + k;
+  for (const auto& k : step_row_settings()) s += (s.empty() ? "" : ", ") + k;
   return s;
 }
 
@@ -138,7 +134,7 @@ std::vector<Row> eval_step_throughput(const Case& c, bool quick) {
     const auto& b = r.j->at("baseline");
     if (!b.is_object()) throw CaseError(r.where + ".baseline: an object of row settings");
     for (const auto& [key, value] : b.items())
-      if (!kSettings.count(key)) throw CaseError(r.where + ".baseline." + key + ": not a row setting (" + settings_list() + ")");
+      if (!step_row_settings().count(key)) throw CaseError(r.where + ".baseline." + key + ": not a row setting (" + settings_list() + ")");
     if (r.row.unit != "ratio") throw CaseError(r.where + ".unit: a row with a baseline is a ratio: unit \"ratio\"");
     const DeploymentSpec db = with_row_settings(dr, b, decode, r.where + ".baseline");  // the row's settings, less what the baseline names
     r.row.simulated = simulated / uniform_step(db, cost, decode, seqs, tokens, context).tokens_per_s_per_node();

@@ -55,6 +55,14 @@ void DecodePool::build_index() {
     for (size_t k = 0; k < q.ranks.size(); ++k) reindex(q, k, true);
 }
 
+namespace {
+// The first rank (the most free) of the running level after `running`, in index order.
+template <class Tree>
+auto next_level(const Tree& t, int running) {
+  return t.lower_bound({running + 1, std::numeric_limits<double>::infinity(), INT_MIN, INT_MIN});
+}
+}  // namespace
+
 void DecodePool::reindex(const Instance& q, size_t rank, bool insert) {
   if (!index_) return;
   const Rank& dr = q.ranks[rank];
@@ -86,7 +94,7 @@ bool DecodePool::pick_indexed(double need, int& instance, int& rank) {
     const int level = it->running;
     while (it != t.end() && it->running == level && it->free >= need && held(it->instance, it->rank)) ++it;
     if (it != t.end() && it->running == level && it->free >= need) break;
-    it = t.lower_bound({level + 1, std::numeric_limits<double>::infinity(), INT_MIN, INT_MIN});
+    it = next_level(t, level);
   }
   if (it == t.end()) return false;
   const std::size_t first = t.order_of_key({it->running, it->free, INT_MIN, INT_MIN});
@@ -121,7 +129,7 @@ bool DecodePool::hold_most_free() {
         if (it->free > best || (it->free == best && std::make_pair(it->instance, it->rank) < std::make_pair(bi, br)))
           best = it->free, bi = it->instance, br = it->rank;
       }
-      it = t.lower_bound({level + 1, std::numeric_limits<double>::infinity(), INT_MIN, INT_MIN});
+      it = next_level(t, level);
     }
   } else {
     for (const auto& q : inst_)
@@ -182,7 +190,7 @@ double DecodePool::max_free_any() const {
   double best = 0;
   if (index_) {  // each running level's first rank is its most free
     const auto& t = index_->t;
-    for (auto it = t.begin(); it != t.end(); it = t.lower_bound({it->running + 1, std::numeric_limits<double>::infinity(), INT_MIN, INT_MIN}))
+    for (auto it = t.begin(); it != t.end(); it = next_level(t, it->running))
       best = std::max(best, it->free);
     return best;
   }
